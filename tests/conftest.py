@@ -1,0 +1,41 @@
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trainer.data.synthetic import make_synthetic_dataset
+
+
+@pytest.fixture(scope="session")
+def synthetic_root(tmp_path_factory) -> Path:
+    """The synthetic ImageFolder (24 classes in 3 families), built once per test session."""
+    return make_synthetic_dataset(tmp_path_factory.mktemp("data") / "shapes", image_size=32,
+                                  train_per_class=6, val_per_class=2)
+
+
+def write_tiny_imagenet_layout(src: Path, dst: Path) -> Path:
+    """Re-arrange the synthetic ImageFolder into the Tiny ImageNet layout (JPEGs, val annotations)."""
+    from PIL import Image
+
+    dst.mkdir(parents=True)
+    wnids = sorted(p.name for p in (src / "train").iterdir())
+    (dst / "wnids.txt").write_text("\n".join(wnids) + "\n")
+    (dst / "words.txt").write_text("".join(f"{w}\tname of {w}\n" for w in wnids))
+    for w in wnids:
+        (dst / "train" / w / "images").mkdir(parents=True)
+        for i, p in enumerate(sorted((src / "train" / w).iterdir())):
+            image = Image.open(p)
+            if i == 0:
+                image = image.convert("L")  # Tiny ImageNet has grayscale images too
+            image.save(dst / "train" / w / "images" / f"{w}_{i}.JPEG")
+    (dst / "val" / "images").mkdir(parents=True)
+    lines = []
+    for w in wnids:
+        for p in sorted((src / "val" / w).iterdir()):
+            name = f"val_{len(lines)}.JPEG"
+            Image.open(p).save(dst / "val" / "images" / name)
+            lines.append(f"{name}\t{w}\t0\t0\t31\t31")
+    (dst / "val" / "val_annotations.txt").write_text("\n".join(lines) + "\n")
+    for name in ("wordnet_hierarchy.tsv", "supercategories.json"):
+        shutil.copy(src / name, dst / name)
+    return dst

@@ -1,0 +1,136 @@
+import json
+import subprocess
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+from conftest import write_tiny_imagenet_layout
+from PIL import Image
+
+from sdk.images import fit_to_square
+from trainer.data import ClassHierarchy, DataError, load_dataset
+from trainer.data.cache import DecodedDataset
+
+
+def test_image_folder_with_hierarchy_is_decoded_and_cached(synthetic_root, tmp_path):
+    data = load_dataset(synthetic_root, image_size=32, cache_dir=tmp_path, progress=False)
+    assert data.train.images.shape == (24 * 6, 32, 32, 3) and data.train.images.dtype == np.uint8
+    assert data.val.images.shape == (24 * 2, 32, 32, 3)
+    assert np.bincount(data.train.labels).tolist() == [6] * 24
+    assert isinstance(data.train.images, np.memmap)
+    assert data.names[0] == "red disc" and len(data.hierarchy.supercategories) == 3
+    # The pixels are the decoded PNG's pixels.
+    first = sorted((synthetic_root / "train" / data.wnids[0]).iterdir())[0]
+    index = int(np.flatnonzero(data.train.labels == 0)[0])
+    assert np.array_equal(data.train.images[index], np.asarray(Image.open(first).convert("RGB")))
+
+
+def test_cache_is_reused_and_rebuilt_when_the_source_changes(synthetic_root, tmp_path, monkeypatch):
+    first = load_dataset(synthetic_root, image_size=32, cache_dir=tmp_path, progress=False)
+    import trainer.data.cache as cache
+
+    def fail(*a, **k):
+        raise AssertionError("cache rebuilt although nothing changed")
+
+    monkeypatch.setattr(cache, "build_cache", fail)
+    assert load_dataset(synthetic_root, image_size=32, cache_dir=tmp_path).folder == first.folder
+    assert load_dataset(synthetic_root, image_size=32, cache_dir=tmp_path).folder == first.folder
+    monkeypatch.undo()
+    assert load_dataset(synthetic_root, image_size=16, cache_dir=tmp_path, progress=False).folder != first.folder
+
+
+@pytest.mark.parametrize("as_tar", [True, False])
+def test_tiny_imagenet_layout_from_archive_or_folder(synthetic_root, tmp_path, as_tar):
+    layout = write_tiny_imagenet_layout(synthetic_root, tmp_path / "tiny-imagenet-200")
+    source = layout
+    if as_tar:
+        source = tmp_path / "tiny.tar.gz"
+        with tarfile.open(source, "w:gz") as tar:
+            tar.add(layout, arcname="tiny-imagenet-200")
+    data = load_dataset(source, image_size=32, cache_dir=tmp_path / "cache", progress=False)
+    assert len(data.train) == 24 * 6 and len(data.val) == 24 * 2 and data.num_classes == 24
+    grey = data.train.images[np.flatnonzero(data.train.labels == 0)[0]]
+    assert grey.shape == (32, 32, 3) and np.array_equal(grey[..., 0], grey[..., 1])  # grayscale -> RGB
+    assert data.hierarchy.names[0] == "red disc"
+    val_labels = [data.wnids[y] for y in data.val.labels[:4]]
+    ann = (layout / "val" / "val_annotations.txt").read_text().splitlines()[:4]
+    assert val_labels == [line.split("\t")[1] for line in ann]
+
+
+def test_truncated_archive_is_a_clear_error(synthetic_root, tmp_path):
+    layout = write_tiny_imagenet_layout(synthetic_root, tmp_path / "tiny-imagenet-200")
+    source = tmp_path / "tiny.tar.gz"
+    with tarfile.open(source, "w:gz") as tar:
+        tar.add(layout, arcname="tiny-imagenet-200")
+    (tmp_path / "cut.tar.gz").write_bytes(source.read_bytes()[: source.stat().st_size // 2])
+    with pytest.raises(DataError, match="cut.tar.gz.*(corrupt|truncated)"):
+        load_dataset(tmp_path / "cut.tar.gz", cache_dir=tmp_path / "cache")
+    (tmp_path / "junk.tar.gz").write_bytes(b"\x1f\x8b" + b"junk" * 100)
+    with pytest.raises(DataError, match="junk.tar.gz"):
+        load_dataset(tmp_path / "junk.tar.gz", cache_dir=tmp_path / "cache")
+
+
+def test_unreadable_image_is_named_and_no_half_written_cache_remains(synthetic_root, tmp_path):
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(synthetic_root, root)
+    bad = sorted((root / "train").iterdir())[3] / "broken.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    with pytest.raises(DataError, match="broken.png"):
+        load_dataset(root, image_size=32, cache_dir=tmp_path / "cache", progress=False)
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_bad_paths_and_inconsistent_hierarchies(synthetic_root, tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        load_dataset(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no images under train"):
+        load_dataset(tmp_path / "empty", cache_dir=tmp_path / "cache")
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(synthetic_root, root)
+    tsv = (root / "wordnet_hierarchy.tsv").read_text()
+    (root / "wordnet_hierarchy.tsv").write_text(tsv + "s99999999\tghost\tentity > ghost\t\n")
+    with pytest.raises(DataError, match="s99999999"):
+        load_dataset(root, cache_dir=tmp_path / "cache")
+    (root / "wordnet_hierarchy.tsv").write_text("header\nonly-one-column\n")
+    with pytest.raises(DataError, match=r"wordnet_hierarchy.tsv:2"):
+        load_dataset(root, cache_dir=tmp_path / "cache")
+    with pytest.raises(DataError, match="not a decoded data set cache"):
+        DecodedDataset.open(tmp_path / "empty")
+
+
+def test_hierarchy_distances_follow_the_tree(synthetic_root):
+    h = ClassHierarchy.load(synthetic_root / "wordnet_hierarchy.tsv")
+    red_disc, blue_disc, red_ring, red_square, red_stripes = (
+        h.names.index(n) for n in ("red disc", "blue disc", "red ring", "red square", "red stripes"))
+    d = h.distances
+    assert d[red_disc, blue_disc] == 2  # siblings under "disc"
+    assert d[red_disc, blue_disc] < d[red_disc, red_ring] < d[red_disc, red_square] < d[red_disc, red_stripes]
+    assert (d == d.T).all() and (np.diag(d) == 0).all()
+    assert set(h.nearest(red_disc, 3)) == {h.names.index(f"{c} disc") for c in ("green", "blue", "yellow")}
+
+
+def test_fit_to_square_resizes_shorter_side_and_center_crops():
+    image = np.zeros((40, 80, 3), np.uint8)
+    image[:, 30:50] = 255  # a white band in the center
+    out = fit_to_square(image, 20)
+    assert out.shape == (20, 20, 3)
+    assert out[:, 9].min() == 255 and out[:, 0].max() == 0
+
+
+def test_cache_cli_reports_bad_paths_without_a_traceback(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "trainer", "cache", "--data", str(tmp_path / "nope")],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "does not exist" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cache_meta_records_counts(synthetic_root, tmp_path):
+    data = load_dataset(synthetic_root, image_size=32, cache_dir=tmp_path, progress=False)
+    meta = json.loads((data.folder / "meta.json").read_text())
+    assert meta["counts"] == {"train": 144, "val": 48} and meta["layout"] == "imagefolder"

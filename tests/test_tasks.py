@@ -1,0 +1,56 @@
+import numpy as np
+import pytest
+
+from trainer.data import ClassHierarchy, TaskSampler
+
+
+@pytest.fixture(scope="module")
+def hierarchy(synthetic_root):
+    return ClassHierarchy.load(synthetic_root / "wordnet_hierarchy.tsv")
+
+
+def test_neighbourhood_tasks_contain_the_label_and_come_from_the_2k_nearest(hierarchy):
+    sampler = TaskSampler(hierarchy, k=5)
+    rng = np.random.default_rng(0)
+    for label in range(len(hierarchy)):
+        for _ in range(5):
+            task = sampler.sample(label, rng)
+            assert label in task and len(task) == 5 and len(set(task)) == 5
+            kth = np.sort(hierarchy.distances[label][np.arange(len(hierarchy)) != label])[2 * 5 - 1]
+            assert hierarchy.distances[label, task].max() <= kth
+
+
+def test_tasks_are_deterministic_under_a_seed(hierarchy):
+    sampler = TaskSampler(hierarchy, k=6)
+    a, b, c = (sampler.evaluation_tasks(seed=s) for s in (1, 1, 2))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
+    assert len(sampler.evaluation_tasks(seed=0, per_class=3)) == 3 * len(hierarchy)
+
+
+def test_supercategory_tasks_stay_inside_one_group(hierarchy):
+    sampler = TaskSampler(hierarchy, k=20, mode="supercategory")
+    group = hierarchy.supercategory_of()
+    rng = np.random.default_rng(0)
+    for label in range(len(hierarchy)):
+        task = sampler.sample(label, rng)
+        assert label in task and len(set(group[task])) == 1
+        assert len(task) == min(20, (group == group[label]).sum())
+
+
+def test_dynamic_k_stays_in_range(hierarchy):
+    sampler = TaskSampler(hierarchy, k_range=(3, 10))
+    rng = np.random.default_rng(0)
+    sizes = {len(sampler.sample(0, rng)) for _ in range(200)}
+    assert min(sizes) >= 3 and max(sizes) <= 10 and len(sizes) > 4
+
+
+def test_k_is_clamped_and_bad_settings_rejected(hierarchy):
+    task = TaskSampler(hierarchy, k=100).sample(0, np.random.default_rng(0))
+    assert len(task) == len(hierarchy)
+    with pytest.raises(ValueError):
+        TaskSampler(hierarchy, mode="galaxy")
+    with pytest.raises(ValueError):
+        TaskSampler(ClassHierarchy.flat(["a", "b", "c"]), mode="supercategory")
+    with pytest.raises(ValueError):
+        TaskSampler(hierarchy, k_range=(10, 5))

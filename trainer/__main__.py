@@ -1,0 +1,53 @@
+"""Trainer CLI.
+
+    python -m trainer cache --data ../shared/data/tiny-imagenet-200.tar.gz
+    python -m trainer throughput --width 0.5 0.25 --size 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .data.errors import DataError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    cache = sub.add_parser("cache", help="build (or reuse) the decoded uint8 cache of a data set")
+    cache.add_argument("--data", required=True, help="Tiny ImageNet .tar.gz or folder, or an ImageFolder")
+    cache.add_argument("--size", type=int, default=None, help="image size (default 64)")
+    speed = sub.add_parser("throughput", help="measure ResNet-18 training images/s")
+    speed.add_argument("--width", type=float, nargs="+", default=[0.5, 0.25])
+    speed.add_argument("--stem", default="imagenet")
+    speed.add_argument("--size", type=int, default=64)
+    speed.add_argument("--batch", type=int, default=128)
+    speed.add_argument("--steps", type=int, default=8)
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "cache":
+            from .data.cache import load_dataset
+
+            start = time.perf_counter()
+            data = load_dataset(args.data, args.size)
+            print(json.dumps({"cache": str(data.folder), "classes": data.num_classes, "train": len(data.train),
+                              "val": len(data.val), "seconds": round(time.perf_counter() - start, 1)}))
+        elif args.command == "throughput":
+            from .throughput import measure_training_throughput
+
+            for width in args.width:
+                print(json.dumps(measure_training_throughput(width, args.stem, args.size, args.batch, args.steps)),
+                      flush=True)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
