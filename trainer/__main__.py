@@ -1,5 +1,8 @@
 """Trainer CLI.
 
+    python -m trainer run --preset bench --data ../shared/data/tiny-imagenet-200.tar.gz --out runs/bench
+    python -m trainer run --preset tiny --out runs/tiny --set stage1_epochs=5
+    python -m trainer eval runs/bench
     python -m trainer cache --data ../shared/data/tiny-imagenet-200.tar.gz
     python -m trainer throughput --width 0.5 0.25 --size 64
 """
@@ -10,6 +13,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from .data.errors import DataError
 
@@ -21,6 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     cache = sub.add_parser("cache", help="build (or reuse) the decoded uint8 cache of a data set")
     cache.add_argument("--data", required=True, help="Tiny ImageNet .tar.gz or folder, or an ImageFolder")
     cache.add_argument("--size", type=int, default=None, help="image size (default 64)")
+    train = sub.add_parser("run", help="train all stages (resumes if --out exists)")
+    train.add_argument("--preset", default=None, help="tiny | bench | paper (not needed to resume)")
+    train.add_argument("--data", default=None, help="data path (overrides the preset's)")
+    train.add_argument("--out", required=True, type=Path, help="run directory")
+    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config field (value parsed as JSON when it can be)")
+    evaluate = sub.add_parser("eval", help="evaluate a finished run; writes <run>/eval.json")
+    evaluate.add_argument("run_dir", type=Path)
     speed = sub.add_parser("throughput", help="measure ResNet-18 training images/s")
     speed.add_argument("--width", type=float, nargs="+", default=[0.5, 0.25])
     speed.add_argument("--stem", default="imagenet")
@@ -37,16 +49,38 @@ def main(argv: list[str] | None = None) -> int:
             data = load_dataset(args.data, args.size)
             print(json.dumps({"cache": str(data.folder), "classes": data.num_classes, "train": len(data.train),
                               "val": len(data.val), "seconds": round(time.perf_counter() - start, 1)}))
+        elif args.command == "run":
+            from .run import run
+
+            overrides = dict(_parse_override(item) for item in args.set)
+            if args.data:
+                overrides["data"] = args.data
+            print(f"run directory: {run(args.out, args.preset, overrides)}")
+        elif args.command == "eval":
+            from .report import evaluate_run
+
+            print(json.dumps(evaluate_run(args.run_dir), indent=1))
         elif args.command == "throughput":
             from .throughput import measure_training_throughput
 
             for width in args.width:
                 print(json.dumps(measure_training_throughput(width, args.stem, args.size, args.batch, args.steps)),
                       flush=True)
-    except DataError as e:
+    except (DataError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _parse_override(item: str) -> tuple[str, object]:
+    key, sep, value = item.partition("=")
+    if not sep:
+        raise ValueError(f"--set takes KEY=VALUE, got {item!r}")
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value
+    return key, tuple(parsed) if isinstance(parsed, list) else parsed
 
 
 if __name__ == "__main__":

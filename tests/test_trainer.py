@@ -1,0 +1,174 @@
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from trainer.basis_bank import BasisBank
+from trainer.config import PRESETS
+from trainer.grouped_forward import grouped_forward
+from trainer.mixer import MixerPredictor
+from trainer.models import ResNet18, ResNetConfig, functional_forward
+from trainer.stages import Stage3Model, task_mask
+
+CONFIG = ResNetConfig(stem="small", width=0.25, num_classes=6, input_size=16)
+
+
+def random_bases(q: int) -> list[dict[str, torch.Tensor]]:
+    states = []
+    for seed in range(q):
+        torch.manual_seed(seed)
+        model = ResNet18(CONFIG)
+        for m in model.modules():  # distinct, non-trivial batch norms per basis
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.normal_()
+                m.running_var.uniform_(0.5, 2)
+                m.weight.data.normal_()
+        states.append(model.state_dict())
+    return states
+
+
+def test_one_hot_mixer_gives_exactly_that_basis():
+    bases = random_bases(3)
+    bank = BasisBank.from_state_dicts(CONFIG, bases)
+    x = torch.randn(4, 3, 16, 16)
+    for q in range(3):
+        reference = ResNet18(CONFIG)
+        reference.load_state_dict(bases[q])
+        one_hot = torch.zeros(4, 3)
+        one_hot[:, q] = 1
+        mixed = functional_forward(ResNet18(CONFIG).eval(), bank.state_dict_for(one_hot), x)
+        assert torch.equal(mixed, reference.eval()(x))
+        grouped, _ = grouped_forward(CONFIG, bank.mix(one_hot[None]), x[None])
+        assert torch.allclose(grouped[0], reference(x), atol=1e-5)
+
+
+def test_mixing_is_linear_in_alpha():
+    bank = BasisBank.from_state_dicts(CONFIG, random_bases(2))
+    alpha = torch.tensor([[0.25, 0.75]] * 4)
+    mixed = bank.state_dict_for(alpha)
+    b0, b1 = bank.basis_state_dict(0), bank.basis_state_dict(1)
+    for name in ("stem.conv1.weight", "layer3.0.bn1.running_var", "fc.bias"):
+        assert torch.allclose(mixed[name], 0.25 * b0[name] + 0.75 * b1[name], atol=1e-6)
+
+
+def test_grouped_forward_runs_each_task_with_its_own_weights():
+    bank = BasisBank.from_state_dicts(CONFIG, random_bases(3))
+    alpha = torch.softmax(torch.randn(2, 4, 3), -1)
+    x = torch.randn(2, 5, 3, 16, 16)
+    logits, _ = grouped_forward(CONFIG, bank.mix(alpha), x)
+    for g in range(2):
+        single = functional_forward(ResNet18(CONFIG).eval(), bank.state_dict_for(alpha[g]), x[g])
+        assert torch.allclose(logits[g], single, atol=1e-4)
+
+
+def test_stage3_gradients_reach_bases_and_mixer():
+    bank = BasisBank.from_state_dicts(CONFIG, random_bases(3))
+    mixer = MixerPredictor(embed_dim=8, num_bases=3, hidden=16)
+    torch.nn.init.normal_(mixer.head.weight, std=0.1)  # the zero-initialised head passes no gradient back
+    model = Stage3Model(bank, mixer).train()
+    logits, alpha, stats = model(torch.randn(2, 4, 3, 16, 16), torch.randn(2, 8))
+    tasks = [np.array([0, 1, 2]), np.array([3, 4, 5])]
+    masked = logits + task_mask(tasks, 6)[:, None, :]
+    torch.nn.functional.cross_entropy(masked.reshape(-1, 6), torch.tensor([0, 1, 2, 0, 3, 4, 5, 3])).backward()
+    for b in range(4):
+        assert bank.params(b).grad is not None and bank.params(b).grad.abs().sum() > 0
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in mixer.parameters())
+    assert set(stats) == {n for names in bank.stat_names for n in names}
+
+
+def test_running_stats_move_toward_tasks_in_proportion_to_their_weight():
+    bank = BasisBank.from_state_dicts(CONFIG, random_bases(2))
+    before = bank.stats(0).clone()
+    alpha = torch.zeros(1, 4, 2)
+    alpha[0, :, 0] = 1  # the task uses basis 0 only
+    stats = {n: torch.full((1, int(np.prod(bank.shapes[n]))), 7.0) for names in bank.stat_names for n in names}
+    bank.update_running_stats(alpha, stats, momentum=0.5)
+    assert torch.allclose(bank.stats(0)[0], 0.5 * before[0] + 0.5 * 7.0)
+    assert torch.equal(bank.stats(0)[1], before[1])
+
+
+def test_task_mask_keeps_only_the_task_classes():
+    mask = task_mask([np.array([1, 3])], 5)
+    assert mask[0, 1] == 0 and mask[0, 3] == 0 and torch.isinf(mask[0, [0, 2, 4]]).all()
+
+
+def test_tiny_preset_end_to_end_and_resume(tmp_path):
+    from trainer.report import evaluate_run
+    from trainer.run import run
+
+    out = run(tmp_path / "run", "tiny", progress=False)
+    for path in ("config.json", "log.jsonl", "metrics.json", "classes.safetensors", "stage1/model.safetensors",
+                 "baseline/model.safetensors", "stage2/shards.json", "stage2/basis2.safetensors",
+                 "stage3/model.safetensors"):
+        assert (out / path).exists(), path
+    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert {r["stage"] for r in records} >= {"stage1", "baseline", "stage2.basis0", "stage3"}
+    result = evaluate_run(out, progress=False)
+    acc = result["accuracy"]
+    assert acc["classifier_selection"] > acc["standard"] > 100 / 24  # above chance, selection helps
+    assert acc["taper"] > 100 / PRESETS["tiny"].task_k and set(result["accuracy_supercategory"]) == set(acc)
+    # Resume: a finished stage is not trained again.
+    stamp = (out / "stage1" / "model.safetensors").stat().st_mtime_ns
+    run(out, progress=False)
+    assert (out / "stage1" / "model.safetensors").stat().st_mtime_ns == stamp
+
+
+def test_cut_off_stage_resumes_from_its_last_epoch(tmp_path, monkeypatch):
+    from trainer import stages
+    from trainer.run import run
+
+    calls = []
+    original = stages.train_continuation
+
+    def crash(*args, **kwargs):
+        calls.append(1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("trainer.run.train_continuation", crash)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "run", "tiny", {"stage1_epochs": 2}, progress=False)
+    assert (tmp_path / "run" / "stage1" / "model.safetensors").exists()
+    assert (tmp_path / "run" / "stage1" / "checkpoint.pt").exists()
+    monkeypatch.setattr("trainer.run.train_continuation", original)
+    run(tmp_path / "run", progress=False)
+    assert (tmp_path / "run" / "stage3" / "model.safetensors").exists()
+    with pytest.raises(ValueError, match="another configuration"):
+        run(tmp_path / "run", "tiny", {"stage1_epochs": 5}, progress=False)
+
+
+def test_paper_preset_starts_on_cpu(tmp_path, monkeypatch):
+    # Full width, the paper's recipe: run a few steps of stage 1 on the synthetic data, then stop.
+    from trainer import loop
+    from trainer.run import make_context
+    from trainer.stages import train_plain
+
+    config = PRESETS["paper"].with_overrides(data="synthetic", synthetic=PRESETS["tiny"].synthetic, input_size=32,
+                                             batch_size=16, stage1_epochs=1, log_every=1)
+    ctx = make_context(tmp_path, config, progress=False)
+    assert ctx.model_config.width == 1.0
+    original = loop.run_epochs
+
+    def few_steps(stage_dir, stage, cfg, epochs, steps_per_epoch, *args, **kwargs):
+        return original(stage_dir, stage, cfg, 3 / steps_per_epoch, steps_per_epoch, *args, **kwargs)
+
+    monkeypatch.setattr("trainer.stages.run_epochs", few_steps)
+    train_plain(ctx, tmp_path / "stage1", "stage1", ResNet18(ctx.model_config), 1, config.lr)
+    steps = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines() if "loss" in line]
+    assert len(steps) == 3 and all(np.isfinite(s["loss"]) for s in steps)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="torchrun with gloo is tested on Linux")
+def test_two_process_torchrun_runs_the_tiny_preset(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29533",
+           "-m", "trainer", "run", "--preset", "tiny", "--out", str(tmp_path / "run"),
+           "--set", "stage1_epochs=1", "--set", "stage3_epochs=1"]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for q in range(3):  # stage-2 bases were spread over both ranks
+        assert (tmp_path / "run" / "stage2" / f"basis{q}.safetensors").exists()
+    assert (tmp_path / "run" / "stage3" / "model.safetensors").exists()

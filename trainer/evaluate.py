@@ -1,0 +1,80 @@
+"""Personalized top-1 accuracy over fixed task sets (the paper's protocol and a super-category one).
+
+Each task of a seed's fixed set (one task anchored at each class) is evaluated on the val images of
+its classes, so every val image is evaluated in tasks that contain its label. Accuracy is the mean
+over (task, image) pairs; mean and spread are over the seeds of task sampling.
+
+Networks that do not depend on the task (standard, classifier selection, uniform average, a stage-2
+basis) are run once over val and masked per task; TAPER builds one network per task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from sdk.preprocessing import Preprocessing
+
+from .data.cache import DecodedDataset
+from .data.transforms import to_normalized_tensor
+from .models import ResNet18, ResNetConfig, functional_forward
+
+
+class Evaluator:
+    def __init__(self, data: DecodedDataset, model_config: ResNetConfig, preprocessing: Preprocessing,
+                 images_per_class: int = 0, batch_size: int = 500):
+        self.template = ResNet18(model_config).eval()
+        labels = data.val.labels
+        keep = np.arange(len(labels))
+        if images_per_class:
+            keep = np.concatenate([np.flatnonzero(labels == c)[:images_per_class] for c in range(data.num_classes)])
+        self.labels = torch.from_numpy(labels[keep])
+        self.x = to_normalized_tensor(torch.from_numpy(np.ascontiguousarray(data.val.images[keep])), preprocessing)
+        self.batch_size = batch_size
+        self.num_classes = data.num_classes
+
+    @torch.no_grad()
+    def logits(self, state: dict[str, torch.Tensor], index: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.x if index is None else self.x[index]
+        return torch.cat([functional_forward(self.template, state, x[i:i + self.batch_size])
+                          for i in range(0, len(x), self.batch_size)])
+
+    def task_index(self, task: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.flatnonzero(np.isin(self.labels.numpy(), task)))
+
+    def correct(self, logits: torch.Tensor, labels: torch.Tensor, task: np.ndarray) -> tuple[int, int]:
+        """(correct with classifier selection, correct over all classes)."""
+        mask = torch.full((self.num_classes,), float("-inf"))
+        mask[torch.as_tensor(task)] = 0
+        return (int(((logits + mask).argmax(1) == labels).sum()), int((logits.argmax(1) == labels).sum()))
+
+    def static(self, state: dict[str, torch.Tensor], tasks: list[np.ndarray]) -> tuple[float, float]:
+        """(accuracy with selection, without) of one network over all tasks."""
+        logits = self.logits(state)
+        return self._accumulate(tasks, lambda i, task, idx: logits[idx])
+
+    def per_task(self, state_for: Callable[[int, np.ndarray], dict], tasks: list[np.ndarray]) -> tuple[float, float]:
+        """(accuracy with selection, without) building one network per task with `state_for(i, task)`."""
+        return self._accumulate(tasks, lambda i, task, idx: self.logits(state_for(i, task), idx))
+
+    def _accumulate(self, tasks, logits_for) -> tuple[float, float]:
+        selected = plain = total = 0
+        for i, task in enumerate(tasks):
+            idx = self.task_index(task)
+            s, p = self.correct(logits_for(i, task, idx), self.labels[idx], task)
+            selected, plain, total = selected + s, plain + p, total + len(idx)
+        return 100.0 * selected / total, 100.0 * plain / total
+
+
+def pairwise_similarity_correlation(embeddings: torch.Tensor, alphas: torch.Tensor) -> float:
+    """Pearson r between off-diagonal cosine similarities of task embeddings and of mixers (supp. B.2)."""
+    def offdiag_cos(v: torch.Tensor) -> np.ndarray:
+        v = torch.nn.functional.normalize(v.reshape(len(v), -1), dim=1)
+        sim = (v @ v.T).numpy()
+        return sim[~np.eye(len(sim), dtype=bool)]
+    a, b = offdiag_cos(embeddings), offdiag_cos(alphas)
+    if a.std() == 0 or b.std() == 0:
+        return 0.0
+    return float(np.corrcoef(a, b)[0, 1])

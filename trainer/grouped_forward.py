@@ -1,0 +1,76 @@
+"""ResNet-18 forward for G tasks at once, each with its own weights, as one grouped-convolution network.
+
+Images of task g are x[g]; activations are laid out [B, G*C, H, W] so each conv is one
+`conv2d(groups=G)` call and each batch norm normalises each task with its own batch statistics.
+(A Python loop over tasks ran at less than half the speed in the pilot.)
+
+>>> logits = grouped_forward(config, bank.mix(alpha), x)   # x [G, B, 3, H, W] -> [G, B, classes]   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .models import ResNetConfig
+
+BN_EPS = 1e-5
+
+
+class GroupedForward:
+    """One forward pass; collects batch statistics of every batch norm when `training`."""
+
+    def __init__(self, weights: dict[str, torch.Tensor], groups: int, training: bool):
+        self.w, self.g, self.training = weights, groups, training
+        self.batch_stats: dict[str, torch.Tensor] = {}
+
+    def conv(self, x: torch.Tensor, name: str, stride: int, padding: int) -> torch.Tensor:
+        # channels-last: oneDNN's grouped convolutions are ~25% faster in NHWC on this CPU.
+        w = self.w[name]  # [G, Cout, Cin, k, k]
+        w = w.reshape(-1, *w.shape[2:]).contiguous(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+        return F.conv2d(x, w, stride=stride, padding=padding, groups=self.g)
+
+    def bn(self, x: torch.Tensor, prefix: str) -> torch.Tensor:
+        weight, bias = self.w[prefix + ".weight"].reshape(-1), self.w[prefix + ".bias"].reshape(-1)
+        if not self.training:
+            mean, var = self.w[prefix + ".running_mean"].reshape(-1), self.w[prefix + ".running_var"].reshape(-1)
+            return F.batch_norm(x, mean, var, weight, bias, False, 0.0, BN_EPS)
+        # With momentum 1.0 batch_norm overwrites these scratch buffers with the batch mean and the
+        # unbiased batch variance: the statistics come for free instead of a second reduction.
+        mean, var = x.new_zeros(x.shape[1]), x.new_ones(x.shape[1])
+        out = F.batch_norm(x, mean, var, weight, bias, True, 1.0, BN_EPS)
+        self.batch_stats[prefix + ".running_mean"] = mean.view(self.g, -1)
+        self.batch_stats[prefix + ".running_var"] = var.view(self.g, -1)
+        return out
+
+    def block(self, x: torch.Tensor, prefix: str, stride: int) -> torch.Tensor:
+        shortcut = x
+        if prefix + ".downsample.0.weight" in self.w:
+            shortcut = self.bn(self.conv(x, prefix + ".downsample.0.weight", stride, 0), prefix + ".downsample.1")
+        out = torch.relu(self.bn(self.conv(x, prefix + ".conv1.weight", stride, 1), prefix + ".bn1"))
+        out = self.bn(self.conv(out, prefix + ".conv2.weight", 1, 1), prefix + ".bn2")
+        return torch.relu(out + shortcut)
+
+    def __call__(self, config: ResNetConfig, x: torch.Tensor) -> torch.Tensor:
+        g, b = x.shape[:2]
+        h = x.transpose(0, 1).reshape(b, g * x.shape[2], *x.shape[3:])  # [B, G*3, H, W]
+        if config.stem == "imagenet":
+            h = torch.relu(self.bn(self.conv(h, "stem.conv1.weight", 2, 3), "stem.bn1"))
+            h = F.max_pool2d(h, 3, 2, 1)
+        else:
+            h = torch.relu(self.bn(self.conv(h, "stem.conv1.weight", 1, 1), "stem.bn1"))
+        for stage in range(1, 5):
+            for i in range(2):
+                h = self.block(h, f"layer{stage}.{i}", 2 if stage > 1 and i == 0 else 1)
+        features = h.mean((2, 3)).view(b, g, -1)  # [B, G, C]
+        logits = torch.einsum("bgc,gkc->gbk", features, self.w["fc.weight"])
+        return logits + self.w["fc.bias"][:, None, :]
+
+
+def grouped_forward(config: ResNetConfig, weights: dict[str, torch.Tensor], x: torch.Tensor,
+                    training: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Logits [G, B, classes] for x [G, B, 3, H, W] with weights {name: [G, *shape]}; and, when
+    training, the batch statistics {running-stat name: [G, C]} for updating the bases."""
+    run = GroupedForward(weights, x.shape[0], training)
+    return run(config, x), run.batch_stats

@@ -1,0 +1,42 @@
+"""The mixer predictor: task embedding -> block-wise mixer alpha [4, Q] (a softmax per block).
+
+A 4-layer MLP with batch norm and ReLU between layers (the paper found 2-4 layers equally good).
+The last layer starts at zero, so every task starts from the uniform average of the bases.
+`blocks=1` gives the ablation with one mixer vector for the whole network.
+
+>>> mixer = MixerPredictor(embed_dim=384, num_bases=10)
+>>> mixer(torch.randn(8, 384)).shape
+torch.Size([8, 4, 10])
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .models import NUM_BLOCKS
+
+
+class MixerPredictor(nn.Module):
+    def __init__(self, embed_dim: int, num_bases: int, hidden: int = 256, layers: int = 4,
+                 blocks: int = NUM_BLOCKS, temperature: float = 1.0):
+        super().__init__()
+        if blocks not in (1, NUM_BLOCKS):
+            raise ValueError(f"blocks must be 1 or {NUM_BLOCKS}")
+        self.num_bases, self.blocks, self.temperature = num_bases, blocks, temperature
+        dims = [embed_dim] + [hidden] * (layers - 1)
+        body: list[nn.Module] = []
+        for d_in, d_out in zip(dims[:-1], dims[1:], strict=True):
+            body += [nn.Linear(d_in, d_out), nn.BatchNorm1d(d_out), nn.ReLU()]
+        self.body = nn.Sequential(*body)
+        self.head = nn.Linear(dims[-1], blocks * num_bases)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def logits(self, task_embedding: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(task_embedding)).view(-1, self.blocks, self.num_bases)
+
+    def forward(self, task_embedding: torch.Tensor) -> torch.Tensor:
+        """[G, embed_dim] -> alpha [G, 4, Q], each row on the simplex."""
+        alpha = torch.softmax(self.logits(task_embedding) / self.temperature, dim=-1)
+        return alpha.expand(-1, NUM_BLOCKS, -1) if self.blocks == 1 else alpha

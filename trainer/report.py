@@ -1,0 +1,120 @@
+"""`python -m trainer eval runs/<name>`: every method on the same fixed task sets -> bench.json + bench.md."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .checkpoints import load_state
+from .config import TrainConfig
+from .data.tasks import TaskSampler
+from .evaluate import Evaluator, pairwise_similarity_correlation
+from .mixer import MixerPredictor
+from .models import NUM_BLOCKS
+from .run import STAGE3_VARIANTS, _stage3_dir, load_model, load_stage3, make_context
+from .task_embedding import TaskEmbedder
+
+ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "shard_basis", "uniform_average",
+             "fixed_uniform", "taper", "bow", "single_mixer", "taper_no_selection"]
+
+
+def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
+    config = TrainConfig.load(run_dir / "config.json")
+    ctx = make_context(run_dir, config, progress)
+    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class)
+    embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
+    baseline = load_model(ctx.model_config, run_dir / "baseline" / "model.safetensors").state_dict()
+    stage1 = load_model(ctx.model_config, run_dir / "stage1" / "model.safetensors").state_dict()
+    bases = [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)]
+    shard_of = np.array(json.loads((run_dir / "stage2" / "shards.json").read_text())["shard_of_class"])
+    variants = {v: load_stage3(ctx, run_dir, v, TaskEmbedder(STAGE3_VARIANTS[v][0], embeddings).dim)
+                for v in ("taper", *config.ablations) if (run_dir / _stage3_dir(v) / "model.safetensors").exists()}
+    uniform = torch.full((NUM_BLOCKS, config.num_bases), 1.0 / config.num_bases)
+
+    protocols = {"neighbourhood": TaskSampler(ctx.data.hierarchy, k=config.task_k)}
+    if ctx.data.hierarchy.supercategories:
+        protocols["supercategory"] = TaskSampler(ctx.data.hierarchy, k=config.task_k, mode="supercategory")
+
+    start = time.perf_counter()
+    per_protocol: dict[str, dict[str, list[float]]] = {}
+    for protocol, sampler in protocols.items():
+        rows: dict[str, list[float]] = {}
+        for seed in config.eval_seeds:
+            tasks = sampler.evaluation_tasks(seed)
+
+            def add(name: str, accuracy: float, rows: dict = rows) -> None:
+                rows.setdefault(name, []).append(accuracy)
+
+            sel, plain = evaluator.static(baseline, tasks)
+            add("standard", plain)
+            add("classifier_selection", sel)
+            add("stage1_selection", evaluator.static(stage1, tasks)[0])
+            shard_logits = [evaluator.logits(b) for b in bases]
+            add("shard_basis", _majority_shard_accuracy(evaluator, shard_logits, shard_of, tasks))
+            for name, model in variants.items():
+                embedder = TaskEmbedder(STAGE3_VARIANTS[name][0], embeddings)
+                if name == "taper":
+                    add("uniform_average", evaluator.static(model.bank.state_dict_for(uniform), tasks)[0])
+                if model.mixer is None:
+                    add(name, evaluator.static(model.bank.state_dict_for(uniform), tasks)[0])
+                    continue
+                with torch.no_grad():
+                    alphas = model.alpha(embedder(tasks))
+                sel, plain = evaluator.per_task(lambda i, t, m=model, a=alphas: m.bank.state_dict_for(a[i]), tasks)
+                add(name, sel)
+                if name == "taper":
+                    add("taper_no_selection", plain)
+        per_protocol[protocol] = rows
+        if progress:
+            print(f"[eval] {protocol}: " + ", ".join(f"{k} {np.mean(v):.1f}" for k, v in rows.items()), flush=True)
+
+    taper = variants.get("taper")
+    tasks0 = protocols["neighbourhood"].evaluation_tasks(config.eval_seeds[0])
+    task_emb = TaskEmbedder("text", embeddings)(tasks0)
+    pearson = untrained = None
+    if taper is not None:
+        with torch.no_grad():
+            pearson = pairwise_similarity_correlation(task_emb, taper.alpha(task_emb))
+            torch.manual_seed(0)
+            fresh = MixerPredictor(task_emb.shape[1], config.num_bases, config.mixer_hidden)
+            torch.nn.init.normal_(fresh.head.weight, std=0.1)  # the zero-initialised head would give constant mixers
+            untrained = pairwise_similarity_correlation(task_emb, fresh.eval()(task_emb))
+    metrics = json.loads((run_dir / "metrics.json").read_text()) if (run_dir / "metrics.json").exists() else {}
+    primary = per_protocol["neighbourhood"]
+    result = {
+        "accuracy": {k: round(float(np.mean(v)), 2) for k, v in _ordered(primary)},
+        "accuracy_std": {k: round(float(np.std(v)), 2) for k, v in _ordered(primary)},
+        "accuracy_supercategory": {k: round(float(np.mean(v)), 2)
+                                   for k, v in _ordered(per_protocol.get("supercategory", {}))},
+        "free_language_accuracy": None,
+        "mixer_task_pearson_r": None if pearson is None else round(pearson, 3),
+        "mixer_task_pearson_r_untrained": None if untrained is None else round(untrained, 3),
+        "wall_time_s": round(sum(metrics.get("wall_time_s", {}).values()), 1),
+        "wall_time_per_stage_s": metrics.get("wall_time_s", {}),
+        "eval_time_s": round(time.perf_counter() - start, 1),
+        "config": config.to_dict(),
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+        "protocol": {"tasks_per_seed": len(tasks0), "seeds": list(config.eval_seeds), "k": config.task_k},
+    }
+    (run_dir / "eval.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _ordered(rows: dict[str, list[float]]):
+    return sorted(rows.items(), key=lambda kv: ROW_ORDER.index(kv[0]) if kv[0] in ROW_ORDER else 99)
+
+
+def _majority_shard_accuracy(evaluator: Evaluator, shard_logits, shard_of: np.ndarray, tasks) -> float:
+    correct = total = 0
+    for task in tasks:
+        q = int(np.bincount(shard_of[task]).argmax())
+        idx = evaluator.task_index(task)
+        correct += evaluator.correct(shard_logits[q][idx], evaluator.labels[idx], task)[0]
+        total += len(idx)
+    return 100.0 * correct / total
+

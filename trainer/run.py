@@ -1,0 +1,188 @@
+"""A whole run: data, class embeddings, the three stages, the baseline and ablations, into a run directory.
+
+    runs/<name>/
+      config.json            the resolved configuration (a rerun with the same --out resumes)
+      log.jsonl              one JSON record per logged step / epoch / stage
+      metrics.json           wall time per stage
+      classes.safetensors    class-name text embeddings (from the shipped encoder)
+      stage1/model.safetensors, baseline/model.safetensors
+      stage2/shards.json, stage2/basis{q}.safetensors
+      stage3/model.safetensors (bank + mixer), stage3_<ablation>/model.safetensors
+Every stage writes its result last; a stage whose result exists is skipped on resume, and a stage cut
+off mid-way resumes from its last epoch checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sdk.cache import cache_root
+from sdk.preprocessing import Preprocessing
+from sdk.text_encoder import TextEncoder, primary_name
+
+from . import distributed
+from .basis_bank import BasisBank
+from .checkpoints import load_state, save_state
+from .config import PRESETS, TrainConfig
+from .data.cache import DecodedDataset, load_dataset
+from .data.synthetic import make_synthetic_dataset
+from .data.tasks import TaskSampler
+from .loop import JsonLog
+from .mixer import MixerPredictor
+from .models import ResNet18, ResNetConfig
+from .shards import hierarchy_shards
+from .stages import StageContext, train_continuation, train_stage1, train_stage2_basis, train_stage3
+from .task_embedding import TaskEmbedder
+
+STAGE3_VARIANTS = {  # name -> (description kind, mixer blocks, uses a mixer, bases from stage 2)
+    "taper": ("text", 4, True, True),
+    "naive": ("text", 4, True, False),
+    "fixed_uniform": ("text", 4, False, True),
+    "bow": ("bow", 4, True, True),
+    "single_mixer": ("text", 1, True, True),
+}
+
+
+def resolve_config(run_dir: Path, preset: str | None, overrides: dict) -> TrainConfig:
+    saved = run_dir / "config.json"
+    if saved.exists():
+        config = TrainConfig.load(saved)
+        if overrides and config.with_overrides(**overrides) != config:
+            raise ValueError(f"{run_dir} exists with another configuration; use a new --out to change it")
+        return config
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
+    return PRESETS[preset].with_overrides(**overrides)
+
+
+def open_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
+    if config.data == "synthetic":
+        args = dict(config.synthetic)
+        key = "-".join(f"{k}{v}" for k, v in sorted(args.items()))
+        root = cache_root() / "synthetic" / f"shapes-{key}"
+        if not (root / "supercategories.json").exists():
+            make_synthetic_dataset(root, **args)
+        return load_dataset(root, image_size=config.input_size, progress=progress)
+    return load_dataset(config.data, image_size=config.input_size, progress=progress)
+
+
+def class_embeddings(run_dir: Path, names: list[str]) -> np.ndarray:
+    path = run_dir / "classes.safetensors"
+    if not path.exists() and distributed.is_main():
+        from export.text_encoder import cached_text_encoder
+
+        encoder = TextEncoder.from_dir(cached_text_encoder())
+        save_state(path, {"text": torch.from_numpy(encoder.embed_class_names([primary_name(n) for n in names]))})
+    distributed.barrier()
+    return load_state(path)["text"].numpy()
+
+
+def make_context(run_dir: Path, config: TrainConfig, progress: bool = True) -> StageContext:
+    data = open_data(config, progress)
+    model_config = ResNetConfig(config.stem, config.width, data.num_classes, config.input_size)
+    return StageContext(config, data, model_config, Preprocessing(config.input_size), JsonLog(run_dir / "log.jsonl"))
+
+
+def load_model(model_config: ResNetConfig, path: Path) -> ResNet18:
+    model = ResNet18(model_config)
+    model.load_state_dict(load_state(path))
+    return model.eval()
+
+
+def load_stage3(ctx: StageContext, run_dir: Path, variant: str, embed_dim: int):
+    from .stages import Stage3Model
+
+    kind, blocks, uses_mixer, _ = STAGE3_VARIANTS[variant]
+    bank = BasisBank(ctx.model_config, ctx.config.num_bases)
+    mixer = None
+    if uses_mixer:
+        mixer = MixerPredictor(embed_dim, ctx.config.num_bases, ctx.config.mixer_hidden, blocks=blocks)
+    model = Stage3Model(bank, mixer)
+    model.load_state_dict(load_state(run_dir / _stage3_dir(variant) / "model.safetensors"))
+    return model.eval()
+
+
+def _stage3_dir(variant: str) -> str:
+    return "stage3" if variant == "taper" else f"stage3_{variant}"
+
+
+def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None, progress: bool = True) -> Path:
+    distributed.init()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config = resolve_config(run_dir, preset, overrides or {})
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    if distributed.is_main():
+        config.save(run_dir / "config.json")
+    metrics_path = run_dir / "metrics.json"
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {"wall_time_s": {}}
+
+    def timed(name: str, fn):
+        start = time.perf_counter()
+        result = fn()
+        if distributed.is_main():
+            metrics["wall_time_s"][name] = metrics["wall_time_s"].get(name, 0) + round(time.perf_counter() - start, 1)
+            metrics_path.write_text(json.dumps(metrics, indent=1))
+        return result
+
+    ctx = timed("data", lambda: make_context(run_dir, config, progress))
+    embeddings = timed("class_embeddings", lambda: class_embeddings(run_dir, ctx.data.names))
+    stage1 = timed("stage1", lambda: _cached_model(ctx, run_dir / "stage1", lambda d: train_stage1(ctx, d)))
+    timed("baseline", lambda: _cached_model(ctx, run_dir / "baseline", lambda d: train_continuation(ctx, d, stage1)))
+    bases = timed("stage2", lambda: _stage2(ctx, run_dir, stage1))
+    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k, mode=config.task_mode)
+    for variant in ("taper", *config.ablations):
+        timed(f"stage3_{variant}", lambda v=variant: _stage3(ctx, run_dir, v, bases, embeddings, sampler))
+    return run_dir
+
+
+def _cached_model(ctx: StageContext, stage_dir: Path, train) -> ResNet18:
+    path = stage_dir / "model.safetensors"
+    if not path.exists():
+        model = train(stage_dir)
+        if distributed.is_main():
+            save_state(path, model.state_dict())
+        distributed.barrier()
+    return load_model(ctx.model_config, path)
+
+
+def _stage2(ctx: StageContext, run_dir: Path, stage1: ResNet18) -> list[dict[str, torch.Tensor]]:
+    stage_dir = run_dir / "stage2"
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    shards = hierarchy_shards(ctx.data.hierarchy.distances, ctx.config.num_bases, seed=ctx.config.seed)
+    if distributed.is_main():
+        (stage_dir / "shards.json").write_text(json.dumps({"shard_of_class": shards.tolist()}))
+    for q in range(ctx.config.num_bases):  # independent fine-tunes, spread over ranks
+        path = stage_dir / f"basis{q}.safetensors"
+        if q % distributed.world_size() == distributed.rank() and not path.exists():
+            save_state(path, train_stage2_basis(ctx, stage_dir, stage1, np.flatnonzero(shards == q), q).state_dict())
+    distributed.barrier()
+    return [load_state(stage_dir / f"basis{q}.safetensors") for q in range(ctx.config.num_bases)]
+
+
+def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: np.ndarray, sampler: TaskSampler):
+    stage_dir = run_dir / _stage3_dir(variant)
+    path = stage_dir / "model.safetensors"
+    if path.exists():
+        return
+    kind, blocks, uses_mixer, from_stage2 = STAGE3_VARIANTS[variant]
+    config = ctx.config
+    torch.manual_seed(config.seed + 3)
+    if from_stage2:
+        bank = BasisBank.from_state_dicts(ctx.model_config, bases)
+        epochs = config.stage3_epochs
+    else:  # naive: bases from scratch, stage 3 only, for as many epochs as all three stages together
+        bank = BasisBank.from_state_dicts(ctx.model_config, [ResNet18(ctx.model_config).state_dict()
+                                                             for _ in range(config.num_bases)])
+        epochs = config.stage1_epochs + config.stage2_epochs + config.stage3_epochs
+    embedder = TaskEmbedder(kind, embeddings)
+    mixer = MixerPredictor(embedder.dim, config.num_bases, config.mixer_hidden, blocks=blocks) if uses_mixer else None
+    model = train_stage3(ctx, stage_dir, bank, mixer, embedder, sampler, epochs)
+    if distributed.is_main():
+        save_state(path, model.state_dict())
+    distributed.barrier()

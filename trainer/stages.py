@@ -1,0 +1,181 @@
+"""The three TAPER stages and the baseline, each a function from inputs to a saved result.
+
+1. `train_stage1`: one ResNet-18 on all classes, cross-entropy.
+2. `train_stage2`: Q copies of it, each fine-tuned gently on one hierarchy shard: full head, low
+   learning rate, half of each batch from all classes (a basis is a specialist that still knows the
+   rest: the pilot's lever 2).
+3. `train_stage3`: bases and mixer predictor jointly on sampled k-way tasks, block-wise mixers, loss
+   over the task's classes only (classifier selection); G tasks per batch as one grouped network.
+Baseline: `train_continuation` trains the stage-1 network for as many more epochs as stages 2+3, so
+the baseline and TAPER see the same total epochs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from sdk.preprocessing import Preprocessing
+
+from . import distributed
+from .basis_bank import BasisBank
+from .batches import plain_batches, task_batches
+from .config import TrainConfig
+from .data.cache import DecodedDataset
+from .data.tasks import TaskSampler
+from .data.transforms import random_crop_flip, to_normalized_tensor
+from .grouped_forward import grouped_forward
+from .loop import JsonLog, run_epochs
+from .mixer import MixerPredictor
+from .models import ResNet18, ResNetConfig
+from .task_embedding import TaskEmbedder
+
+
+@dataclass
+class StageContext:
+    config: TrainConfig
+    data: DecodedDataset
+    model_config: ResNetConfig
+    preprocessing: Preprocessing
+    log: JsonLog
+
+    def augment(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        x = to_normalized_tensor(images, self.preprocessing)
+        return random_crop_flip(x, self.config.aug_pad, generator)
+
+    def rank_slice(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """This rank's share of a global batch (all ranks draw the same batch stream)."""
+        r, w = distributed.rank(), distributed.world_size()
+        return tuple(t[r::w] for t in tensors) if w > 1 else tensors
+
+    def sgd(self, groups: list[dict]) -> torch.optim.SGD:
+        return torch.optim.SGD(groups, momentum=self.config.momentum, weight_decay=self.config.weight_decay)
+
+
+def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                generator: torch.Generator, data_parallel: bool):
+    def step(batch) -> dict:
+        images, labels = ctx.rank_slice(*batch) if data_parallel else batch
+        x = ctx.augment(images, generator).contiguous(memory_format=torch.channels_last)
+        logits = model(x)
+        loss = F.cross_entropy(logits, labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return {"loss": loss.item(), "acc": (logits.argmax(1) == labels).float().mean().item(),
+                "images": len(labels)}
+    return step
+
+
+def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18, epochs: float, lr: float,
+                classes_for_half: np.ndarray | None = None, general_fraction: float = 1.0,
+                data_parallel: bool = True) -> ResNet18:
+    """Cross-entropy training of one network; with `classes_for_half`, a (1 - general_fraction) share of
+    every batch comes from those classes only (stage 2). data_parallel=False: this rank trains it alone."""
+    cfg = ctx.config
+    model = model.to(memory_format=torch.channels_last).train()
+    wrapped = distributed.wrap(model) if data_parallel else model
+    optimizer = ctx.sgd([{"params": model.parameters(), "lr": lr}])
+    generator = torch.Generator().manual_seed(cfg.seed)
+    steps_per_epoch = max(1, len(ctx.data.train) // cfg.batch_size)
+
+    def make_batches(rng, n):
+        if classes_for_half is None:
+            return plain_batches(ctx.data.train, cfg.batch_size, rng, n)
+        n_general = round(cfg.batch_size * general_fraction)
+        general = plain_batches(ctx.data.train, n_general, rng, n)
+        special = plain_batches(ctx.data.train, cfg.batch_size - n_general, rng, n, classes=classes_for_half)
+        return ((torch.cat([a[0], b[0]]), torch.cat([a[1], b[1]])) for a, b in zip(general, special, strict=True))
+
+    run_epochs(stage_dir, stage, cfg, epochs, steps_per_epoch, make_batches,
+               _plain_step(ctx, wrapped, optimizer, generator, data_parallel), optimizer, {"model": model}, ctx.log,
+               data_parallel=data_parallel)
+    return model.to(memory_format=torch.contiguous_format).eval()
+
+
+def train_stage1(ctx: StageContext, stage_dir: Path) -> ResNet18:
+    torch.manual_seed(ctx.config.seed)
+    return train_plain(ctx, stage_dir, "stage1", ResNet18(ctx.model_config), ctx.config.stage1_epochs, ctx.config.lr)
+
+
+def train_continuation(ctx: StageContext, stage_dir: Path, stage1: ResNet18) -> ResNet18:
+    model = ResNet18(ctx.model_config)
+    model.load_state_dict(stage1.state_dict())
+    epochs = ctx.config.stage2_epochs + ctx.config.stage3_epochs
+    return train_plain(ctx, stage_dir, "baseline", model, epochs, ctx.config.stage3_lr)
+
+
+def train_stage2_basis(ctx: StageContext, stage_dir: Path, stage1: ResNet18, shard_classes: np.ndarray,
+                       q: int) -> ResNet18:
+    model = ResNet18(ctx.model_config)
+    model.load_state_dict(stage1.state_dict())
+    epochs = ctx.config.stage2_epochs / ctx.config.num_bases
+    return train_plain(ctx, stage_dir / f"basis{q}", f"stage2.basis{q}", model, epochs, ctx.config.stage2_lr,
+                       classes_for_half=shard_classes, general_fraction=ctx.config.stage2_general_fraction,
+                       data_parallel=False)
+
+
+class Stage3Model(torch.nn.Module):
+    """Bases + mixer predictor: (images [G, B, 3, H, W], task embeddings [G, d]) -> logits [G, B, classes]."""
+
+    def __init__(self, bank: BasisBank, mixer: MixerPredictor | None):
+        super().__init__()
+        self.bank, self.mixer = bank, mixer
+
+    def alpha(self, task_embedding: torch.Tensor) -> torch.Tensor:
+        if self.mixer is None:  # fixed uniform mixer (ablation: no task description)
+            return torch.full((len(task_embedding), 4, self.bank.num_bases), 1.0 / self.bank.num_bases)
+        return self.mixer(task_embedding)
+
+    def forward(self, x: torch.Tensor, task_embedding: torch.Tensor):
+        alpha = self.alpha(task_embedding)
+        logits, stats = grouped_forward(self.bank.config, self.bank.mix(alpha, with_stats=False), x, training=True)
+        return logits, alpha, stats
+
+
+def task_mask(tasks: list[np.ndarray], num_classes: int) -> torch.Tensor:
+    """[G, classes]: 0 for the task's classes, -inf elsewhere (classifier selection)."""
+    mask = torch.full((len(tasks), num_classes), float("-inf"))
+    for g, t in enumerate(tasks):
+        mask[g, torch.as_tensor(t)] = 0.0
+    return mask
+
+
+def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: MixerPredictor | None,
+                 embedder: TaskEmbedder, sampler: TaskSampler, epochs: float) -> Stage3Model:
+    cfg = ctx.config
+    model = Stage3Model(bank, mixer).train()
+    wrapped = distributed.wrap(model)
+    groups = [{"params": bank.parameters(), "lr": cfg.stage3_lr}]
+    if mixer is not None:
+        groups.append({"params": mixer.parameters(), "lr": cfg.mixer_lr})
+    optimizer = ctx.sgd(groups)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    steps_per_epoch = max(1, len(ctx.data.train) // cfg.batch_size)
+
+    def make_batches(rng, n):
+        return task_batches(ctx.data.train, sampler, cfg.batch_size, cfg.tasks_per_batch, rng, n)
+
+    def step(batch) -> dict:
+        g, b = batch.labels.shape
+        images, labels = ctx.rank_slice(batch.images.transpose(0, 1), batch.labels.T)  # split along B
+        images, labels = images.transpose(0, 1), labels.T
+        x = ctx.augment(images.reshape(-1, *images.shape[2:]), generator).view(g, -1, 3, *images.shape[2:4])
+        logits, alpha, stats = wrapped(x, embedder(batch.tasks))
+        masked = logits + task_mask(batch.tasks, logits.shape[-1])[:, None, :]
+        loss = F.cross_entropy(masked.reshape(-1, masked.shape[-1]), labels.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        bank.update_running_stats(alpha, stats)
+        entropy = -(alpha * alpha.clamp(min=1e-12).log()).sum(-1).mean().item()
+        return {"loss": loss.item(), "acc": (masked.argmax(-1) == labels).float().mean().item(),
+                "mixer_entropy": round(entropy, 4), "images": labels.numel()}
+
+    run_epochs(stage_dir, stage_dir.name, cfg, epochs, steps_per_epoch, make_batches, step, optimizer,
+               {"model": model}, ctx.log)
+    return model.eval()
