@@ -13,9 +13,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +21,7 @@ import onnx
 import torch
 from onnx import helper, numpy_helper
 
-from sdk.cache import cache_root
+from sdk.cache import atomic_directory, cache_root
 from sdk.text_encoder import MODEL_FILE, TOKENIZER_FILE
 
 from .minilm import load_reference_encoder, reference_model_dir
@@ -126,9 +123,7 @@ def build_text_encoder(out_dir: Path) -> Path:
     start = time.perf_counter()
     model_dir = reference_model_dir()
     model = quantize_weights_int8(export_onnx(load_reference_encoder(model_dir)))
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with atomic_directory(out_dir) as tmp:
         onnx_bytes = model.SerializeToString()
         (tmp / MODEL_FILE).write_bytes(onnx_bytes)
         (tmp / TOKENIZER_FILE).write_text(tokenizer_json_for_runtime(model_dir))
@@ -138,12 +133,6 @@ def build_text_encoder(out_dir: Path) -> Path:
                     "export_version": EXPORT_VERSION, "sha256": hashlib.sha256(onnx_bytes).hexdigest(),
                     "bytes": len(onnx_bytes), "export_seconds": round(time.perf_counter() - start, 1)}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir
 
 

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from sdk.cache import cache_root
+from sdk.cache import atomic_directory, cache_root
 from sdk.errors import ImageError
 from sdk.images import decode_image, fit_to_square
 
@@ -105,9 +102,7 @@ def _fingerprint(source: Path, size: int) -> str:
 def build_cache(data: LabelledImages, folder: Path, image_size: int, progress: bool = True) -> None:
     """Decode every image of `data` into uint8 arrays under `folder` (written atomically)."""
     start = time.perf_counter()
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
+    with atomic_directory(folder) as tmp:
         for split, items in data.splits.items():
             images = np.lib.format.open_memmap(tmp / f"{split}_images.npy", mode="w+", dtype=np.uint8,
                                                shape=(len(items), image_size, image_size, 3))
@@ -129,11 +124,5 @@ def build_cache(data: LabelledImages, folder: Path, image_size: int, progress: b
                 "counts": {s: len(items) for s, items in data.splits.items()},
                 "build_seconds": round(time.perf_counter() - start, 1)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     if progress:
         print(f"[cache] {folder} built in {time.perf_counter() - start:.1f} s", flush=True)
