@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="override a config field (value parsed as JSON when it can be)")
     evaluate = sub.add_parser("eval", help="evaluate a finished run; writes <run>/eval.json")
     evaluate.add_argument("run_dir", type=Path)
+    evaluate.add_argument("--report", type=Path, default=None,
+                          help="also write <REPORT>.json, <REPORT>.md and SVG plots (e.g. docs/results/bench)")
     speed = sub.add_parser("throughput", help="measure ResNet-18 training images/s")
     speed.add_argument("--width", type=float, nargs="+", default=[0.5, 0.25])
     speed.add_argument("--stem", default="imagenet")
@@ -58,8 +60,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run directory: {run(args.out, args.preset, overrides)}")
         elif args.command == "eval":
             from .report import evaluate_run
+            from .results import write_report
 
-            print(json.dumps(evaluate_run(args.run_dir), indent=1))
+            result = evaluate_run(args.run_dir)
+            print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
+            if args.report:
+                saved = args.run_dir / "command.txt"
+                command = saved.read_text().strip() if saved.exists() else f"python -m trainer run --out {args.run_dir}"
+                for path in write_report(result, args.report, command):
+                    print(f"wrote {path}")
         elif args.command == "throughput":
             from .throughput import measure_training_throughput
 

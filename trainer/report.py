@@ -10,8 +10,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from export.text_encoder import cached_text_encoder
+from sdk.text_encoder import TextEncoder, primary_name
+
 from .checkpoints import load_state
 from .config import TrainConfig
+from .data.errors import DataError
+from .data.glosses import read_glosses
 from .data.tasks import TaskSampler
 from .evaluate import Evaluator, pairwise_similarity_correlation
 from .mixer import MixerPredictor
@@ -74,6 +79,21 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
             print(f"[eval] {protocol}: " + ", ".join(f"{k} {np.mean(v):.1f}" for k, v in rows.items()), flush=True)
 
     taper = variants.get("taper")
+    free_language, free_language_note = None, None
+    if taper is not None:
+        try:
+            glosses = read_glosses(ctx.data.wnids)
+            encoder = TextEncoder.from_dir(cached_text_encoder())
+            gloss_embeddings = np.concatenate([encoder.encode(glosses[i:i + 64]) for i in range(0, len(glosses), 64)])
+            accuracies = []
+            for seed in config.eval_seeds:
+                tasks = protocols["neighbourhood"].evaluation_tasks(seed)
+                with torch.no_grad():
+                    alphas = taper.alpha(TaskEmbedder("text", gloss_embeddings)(tasks))
+                accuracies.append(evaluator.per_task(lambda i, t, a=alphas: taper.bank.state_dict_for(a[i]), tasks)[0])
+            free_language = float(np.mean(accuracies))
+        except DataError as e:  # e.g. no WordNet glosses on this machine, or classes that are not WordNet ids
+            free_language_note = str(e)
     tasks0 = protocols["neighbourhood"].evaluation_tasks(config.eval_seeds[0])
     task_emb = TaskEmbedder("text", embeddings)(tasks0)
     pearson = untrained = None
@@ -91,7 +111,8 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
         "accuracy_std": {k: round(float(np.std(v)), 2) for k, v in _ordered(primary)},
         "accuracy_supercategory": {k: round(float(np.mean(v)), 2)
                                    for k, v in _ordered(per_protocol.get("supercategory", {}))},
-        "free_language_accuracy": None,
+        "free_language_accuracy": None if free_language is None else round(free_language, 2),
+        "free_language_note": free_language_note or "each class described by its WordNet gloss instead of its name",
         "mixer_task_pearson_r": None if pearson is None else round(pearson, 3),
         "mixer_task_pearson_r_untrained": None if untrained is None else round(untrained, 3),
         "wall_time_s": round(sum(metrics.get("wall_time_s", {}).values()), 1),
@@ -101,8 +122,25 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
         "protocol": {"tasks_per_seed": len(tasks0), "seeds": list(config.eval_seeds), "k": config.task_k},
     }
+    if taper is not None:
+        result["mixer_examples"] = _mixer_examples(ctx, taper, embeddings, config)
     (run_dir / "eval.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def _mixer_examples(ctx, taper, embeddings: np.ndarray, config: TrainConfig, count: int = 6) -> list[dict]:
+    """alpha of a few tasks anchored in different super-categories (for the heatmap)."""
+    groups = sorted(ctx.data.hierarchy.supercategories.items())[:count] or [("all", ctx.data.wnids[:count])]
+    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
+    rng = np.random.default_rng(0)
+    out = []
+    for name, wnids in groups:
+        task = sampler.sample(ctx.data.hierarchy.index(wnids[0]), rng)
+        with torch.no_grad():
+            alpha = taper.alpha(TaskEmbedder("text", embeddings)([task]))[0]
+        out.append({"group": name, "anchor": primary_name(ctx.data.names[ctx.data.hierarchy.index(wnids[0])]),
+                    "alpha": [[round(float(v), 3) for v in row] for row in alpha]})
+    return out
 
 
 def _ordered(rows: dict[str, list[float]]):
