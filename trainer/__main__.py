@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             overrides = dict(_parse_override(item) for item in args.set)
             if args.data:
                 overrides["data"] = args.data
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "command.txt").write_text(" ".join(["python -m trainer", *(argv or sys.argv[1:])]) + "\n")
             print(f"run directory: {run(args.out, args.preset, overrides)}")
         elif args.command == "eval":
             from .report import evaluate_run

@@ -15,7 +15,6 @@ off mid-way resumes from its last epoch checkpoint.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -120,7 +119,6 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
         torch.set_num_threads(config.threads)
     if distributed.is_main():
         config.save(run_dir / "config.json")
-        (run_dir / "command.txt").write_text(" ".join(["python -m trainer", *sys.argv[1:]]) + "\n")
     metrics_path = run_dir / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {"wall_time_s": {}}
 
