@@ -1,16 +1,18 @@
 """On-device runtime (numpy, onnxruntime, tokenizers, pillow; never torch).
 
-So far: the text encoder, image decoding and preprocessing, and the tensor file format.
-
 >>> import sdk
->>> encoder = sdk.TextEncoder.from_dir(folder)       # doctest: +SKIP
->>> encoder.encode(["moths"]).shape                  # doctest: +SKIP
-(1, 384)
+>>> bundle = sdk.load("tiny-imagenet.taper")          # doctest: +SKIP
+>>> model = sdk.personalize(bundle, "insects")        # doctest: +SKIP
+>>> model.classes, model.predict("photo.jpg")         # doctest: +SKIP
 """
 
-from .errors import DescriptionError, EncoderError, ImageError, SdkError, TensorFileError
+from .errors import BundleError, DescriptionError, EncoderError, ImageError, SdkError, TensorFileError
+from .model import PersonalizedModel
 from .preprocessing import Preprocessing
+from .runtime import TaperBundle, load, personalize
+from .tasks import TaskOptions
 from .text_encoder import PROMPTS, TextEncoder
 
-__all__ = ["PROMPTS", "DescriptionError", "EncoderError", "ImageError", "Preprocessing", "SdkError",
-           "TensorFileError", "TextEncoder"]
+__all__ = ["PROMPTS", "BundleError", "DescriptionError", "EncoderError", "ImageError", "PersonalizedModel",
+           "Preprocessing", "SdkError", "TaperBundle", "TaskOptions", "TensorFileError", "TextEncoder", "load",
+           "personalize"]

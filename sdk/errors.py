@@ -19,3 +19,7 @@ class DescriptionError(SdkError, ValueError):
 
 class ImageError(SdkError, ValueError):
     """An image cannot be decoded, or has a shape the model cannot take."""
+
+
+class BundleError(SdkError, ValueError):
+    """A bundle is corrupt, truncated, of an unsupported version, or inconsistent. The message says what."""

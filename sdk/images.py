@@ -61,3 +61,36 @@ def fit_to_square(image: Image.Image | np.ndarray, size: int) -> np.ndarray:
         left, top = (w - size) // 2, (h - size) // 2
         image = image.crop((left, top, left + size, top + size))
     return np.asarray(image, dtype=np.uint8)
+
+
+def to_uint8_batch(images, size: int) -> tuple[np.ndarray, bool]:
+    """Paths, PIL images, uint8 arrays [H, W, 3] / [H, W] / [N, H, W, 3], or a list of those ->
+    uint8 [N, size, size, 3] and whether a single image was given. Other sizes are resized
+    (shorter side) and center-cropped; other channel counts or dtypes raise ImageError."""
+    if isinstance(images, np.ndarray) and images.ndim == 4:
+        return np.stack([fit_to_square(_check_array(i), size) for i in images]), False
+    if isinstance(images, (list, tuple)):
+        if not images:
+            raise ImageError("no images given")
+        return np.stack([_one(i, size) for i in images]), False
+    return _one(images, size)[None], True
+
+
+def _one(image, size: int) -> np.ndarray:
+    if isinstance(image, (str, os.PathLike)):
+        return fit_to_square(read_image_file(image), size)
+    if isinstance(image, Image.Image):
+        return fit_to_square(image.convert("RGB"), size)
+    if isinstance(image, np.ndarray):
+        return fit_to_square(_check_array(image), size)
+    raise ImageError(f"cannot read an image from {type(image).__name__}")
+
+
+def _check_array(image: np.ndarray) -> np.ndarray:
+    if image.dtype != np.uint8:
+        raise ImageError(f"image arrays must be uint8 RGB, got {image.dtype}")
+    if image.ndim == 3 and image.shape[2] != 3:
+        raise ImageError(f"image arrays must have 3 channels (RGB), got {image.shape[2]}")
+    if image.ndim not in (2, 3) or min(image.shape[:2]) < 1:
+        raise ImageError(f"image array has shape {image.shape}")
+    return image

@@ -39,3 +39,18 @@ def write_tiny_imagenet_layout(src: Path, dst: Path) -> Path:
     for name in ("wordnet_hierarchy.tsv", "supercategories.json"):
         shutil.copy(src / name, dst / name)
     return dst
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """A finished `tiny` preset run (stages 1-3), trained once per test session."""
+    from trainer.run import run
+
+    return run(tmp_path_factory.mktemp("runs") / "tiny", "tiny", progress=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_bundle(tiny_run, tmp_path_factory) -> Path:
+    from export.bundle import bundle_run
+
+    return bundle_run(tiny_run, tmp_path_factory.mktemp("bundles") / "tiny.taper")

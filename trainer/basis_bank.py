@@ -15,13 +15,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from sdk.architecture import is_running_stat
+
 from .models import NUM_BLOCKS, ResNet18, ResNetConfig, names_by_block
-
-RUNNING_STATS = ("running_mean", "running_var")
-
-
-def is_running_stat(name: str) -> bool:
-    return name.endswith(RUNNING_STATS)
 
 
 class BasisBank(nn.Module):

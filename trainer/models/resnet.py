@@ -14,11 +14,12 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from sdk.architecture import STAGE_CHANNELS
+
 from .basic_block import BasicBlock
 from .stem import STEMS, Stem
 
 WIDTHS = (1.0, 0.5, 0.25)
-STAGE_CHANNELS = (64, 128, 256, 512)
 
 
 @dataclass(frozen=True)

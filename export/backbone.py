@@ -1,0 +1,98 @@
+"""The onnxruntime backbone graph that fused weights are injected into.
+
+A ResNet-18 feature extractor with batch norm already folded (convs with biases, no BN nodes), image
+[N, 3, S, S] -> features [N, C]. Every weight is external data in one virtual file, at offsets we
+choose (64-byte aligned, in `sdk.folding.folded_names` order); the graph carries no weight bytes. At
+run time the SDK writes a task's folded weights into a buffer with this layout and hands it to
+onnxruntime with `add_external_initializers_from_files_in_memory` (the route that stays correct at
+full optimization). The classifier rows are applied outside the graph (their number is per task).
+"""
+
+from __future__ import annotations
+
+import io
+
+import onnx
+import torch
+from torch import nn
+
+from sdk.architecture import parameter_shapes
+from sdk.folding import folded_names
+
+EXTERNAL_FILE = "backbone.weights"
+ALIGN = 64
+
+
+class FoldedBlock(nn.Module):
+    def __init__(self, in_c: int, out_c: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_c, out_c, 3, stride, 1)
+        self.conv2 = nn.Conv2d(out_c, out_c, 3, 1, 1)
+        self.downsample = nn.Sequential(nn.Conv2d(in_c, out_c, 1, stride)) if stride != 1 or in_c != out_c else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shortcut = x if self.downsample is None else self.downsample(x)
+        return torch.relu(self.conv2(torch.relu(self.conv1(x))) + shortcut)
+
+
+class FoldedStem(nn.Module):
+    def __init__(self, kind: str, out_c: int):
+        super().__init__()
+        self.kind = kind
+        self.conv1 = nn.Conv2d(3, out_c, 7, 2, 3) if kind == "imagenet" else nn.Conv2d(3, out_c, 3, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.conv1(x))
+        return nn.functional.max_pool2d(x, 3, 2, 1) if self.kind == "imagenet" else x
+
+
+class FoldedBackbone(nn.Module):
+    """ResNet-18 features with BN folded; parameter names equal `folded_names(parameter_shapes(...))`."""
+
+    def __init__(self, stem: str, width: float):
+        super().__init__()
+        c = [int(ch * width) for ch in (64, 128, 256, 512)]
+        self.stem = FoldedStem(stem, c[0])
+        ins = [c[0], c[0], c[1], c[2]]
+        for s in range(4):
+            layer = nn.Sequential(FoldedBlock(ins[s], c[s], 1 if s == 0 else 2), FoldedBlock(c[s], c[s], 1))
+            setattr(self, f"layer{s + 1}", layer)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layer4(self.layer3(self.layer2(self.layer1(self.stem(x)))))
+        return torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
+
+
+def external_layout(stem: str, width: float) -> tuple[dict[str, dict], int]:
+    """{name: {"offset", "shape"}} of every folded weight in the external file, and the file size."""
+    layout, offset = {}, 0
+    for name, shape in folded_names(parameter_shapes(stem, width, 1)).items():
+        layout[name] = {"offset": offset, "shape": list(shape)}
+        size = 4 * int(torch.Size(shape).numel())
+        offset += size + (-size % ALIGN)
+    return layout, offset
+
+
+def export_backbone(stem: str, width: float, input_size: int) -> tuple[bytes, dict[str, dict], int]:
+    """(graph bytes with external-data references only, layout, external file size)."""
+    model = FoldedBackbone(stem, width).eval()
+    buffer = io.BytesIO()
+    x = torch.zeros(1, 3, input_size, input_size)
+    torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17, do_constant_folding=False,
+                      input_names=["image"], output_names=["features"],
+                      dynamic_axes={"image": {0: "batch"}, "features": {0: "batch"}})
+    graph = onnx.load_from_string(buffer.getvalue())
+    layout, total = external_layout(stem, width)
+    names = {init.name for init in graph.graph.initializer}
+    if names != set(layout):
+        raise RuntimeError(f"exported initializers differ from the folded layout: {sorted(names ^ set(layout))[:5]}")
+    for init in graph.graph.initializer:
+        entry = layout[init.name]
+        init.ClearField("raw_data")
+        del init.float_data[:]
+        init.data_location = onnx.TensorProto.EXTERNAL
+        del init.external_data[:]
+        for key, value in (("location", EXTERNAL_FILE), ("offset", entry["offset"]),
+                           ("length", 4 * int(torch.Size(entry["shape"]).numel()))):
+            init.external_data.add(key=key, value=str(value))
+    return graph.SerializeToString(), layout, total

@@ -1,0 +1,98 @@
+"""ResNet-18 as data: parameter names and shapes in state-dict order, the mixer-block map, and the
+conv/batch-norm pairs. The runtime needs these without torch; the trainer uses the same definitions.
+
+Mixer blocks (alpha is [4, Q], one softmax row per block):
+- block 0: `stem.*` (stem conv and its batch norm) and `layer1.*`
+- block 1: `layer2.*`
+- block 2: `layer3.*`
+- block 3: `layer4.*` and `fc.*` (the classifier)
+Batch-norm weights, biases and running statistics belong to the block of the conv they follow;
+`num_batches_tracked` is a counter, never mixed. The stem goes with the first stage and the classifier
+with the last because each is too small for a mixer of its own and acts on that stage's features.
+
+>>> shapes = parameter_shapes(stem="imagenet", width=0.25, num_classes=200)
+>>> shapes["layer4.1.conv2.weight"]
+(128, 128, 3, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+NUM_BLOCKS = 4
+STAGE_CHANNELS = (64, 128, 256, 512)
+_PREFIX_TO_BLOCK = {"stem.": 0, "layer1.": 0, "layer2.": 1, "layer3.": 2, "layer4.": 3, "fc.": 3}
+RUNNING_STATS = ("running_mean", "running_var")
+
+
+def mixer_block_of(name: str) -> int:
+    """Mixer block (0..3) of a parameter or buffer name; ValueError for names outside the network."""
+    for prefix, block in _PREFIX_TO_BLOCK.items():
+        if name.startswith(prefix):
+            return block
+    raise ValueError(f"{name!r} belongs to no mixer block")
+
+
+def is_mixed(name: str) -> bool:
+    """Whether a state-dict entry is a weight that mixing combines."""
+    return not name.endswith("num_batches_tracked")
+
+
+def is_running_stat(name: str) -> bool:
+    return name.endswith(RUNNING_STATS)
+
+
+def names_by_block(names: Iterable[str]) -> list[list[str]]:
+    """Mixed names grouped by block, each group in the given (state-dict) order."""
+    groups: list[list[str]] = [[] for _ in range(NUM_BLOCKS)]
+    for name in names:
+        if is_mixed(name):
+            groups[mixer_block_of(name)].append(name)
+    return groups
+
+
+def _bn(prefix: str, c: int) -> dict[str, tuple[int, ...]]:
+    return {f"{prefix}.weight": (c,), f"{prefix}.bias": (c,), f"{prefix}.running_mean": (c,),
+            f"{prefix}.running_var": (c,), f"{prefix}.num_batches_tracked": ()}
+
+
+def parameter_shapes(stem: str, width: float, num_classes: int, **_) -> dict[str, tuple[int, ...]]:
+    """Every state-dict entry of ResNet-18 (trainer.models.ResNet18) with its shape, in order."""
+    c = [int(ch * width) for ch in STAGE_CHANNELS]
+    k = 7 if stem == "imagenet" else 3
+    shapes: dict[str, tuple[int, ...]] = {"stem.conv1.weight": (c[0], 3, k, k), **_bn("stem.bn1", c[0])}
+    in_c = c[0]
+    for stage in range(4):
+        for i in range(2):
+            p, out_c = f"layer{stage + 1}.{i}", c[stage]
+            shapes[f"{p}.conv1.weight"] = (out_c, in_c, 3, 3)
+            shapes.update(_bn(f"{p}.bn1", out_c))
+            shapes[f"{p}.conv2.weight"] = (out_c, out_c, 3, 3)
+            shapes.update(_bn(f"{p}.bn2", out_c))
+            if in_c != out_c:
+                shapes[f"{p}.downsample.0.weight"] = (out_c, in_c, 1, 1)
+                shapes.update(_bn(f"{p}.downsample.1", out_c))
+            in_c = out_c
+    shapes["fc.weight"] = (num_classes, c[3])
+    shapes["fc.bias"] = (num_classes,)
+    return shapes
+
+
+def conv_bn_pairs(names: Iterable[str]) -> list[tuple[str, str]]:
+    """(conv prefix, batch-norm prefix) for every conv followed by a batch norm."""
+    pairs = []
+    for name in names:
+        if not name.endswith(".weight"):
+            continue
+        prefix = name[: -len(".weight")]
+        if prefix.endswith(("conv1", "conv2")) and (prefix.startswith("layer") or prefix.startswith("stem.")):
+            pairs.append((prefix, prefix[:-5] + "bn" + prefix[-1]))
+        elif prefix.endswith("downsample.0"):
+            pairs.append((prefix, prefix[:-1] + "1"))
+    return pairs
+
+
+def block_layout(shapes: dict[str, tuple[int, ...]]) -> list[list[str]]:
+    """Per block, the order of names in its flat row: learned parameters first, then running statistics."""
+    return [[n for n in names if not is_running_stat(n)] + [n for n in names if is_running_stat(n)]
+            for names in names_by_block(shapes)]

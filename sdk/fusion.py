@@ -1,0 +1,31 @@
+"""Fusion: the weights of a personalized network as one GEMV per mixer block.
+
+bases[b] is a contiguous [Q, P_b] matrix (memory-mapped from the bundle); alpha[b] @ bases[b] gives
+every weight of block b at once, written into a preallocated buffer (`out=`: no temporaries, no
+per-tensor Python loop).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .architecture import NUM_BLOCKS
+
+
+def fuse_blocks(alpha: np.ndarray, bases: list[np.ndarray], out: list[np.ndarray]) -> None:
+    """out[b][:] = alpha[b] @ bases[b] for every block."""
+    for b in range(NUM_BLOCKS):
+        np.dot(alpha[b], bases[b], out=out[b])
+
+
+def unflatten(blocks: list[np.ndarray], layout: list[list[str]], shapes: dict[str, tuple[int, ...]]
+              ) -> dict[str, np.ndarray]:
+    """Named views into the fused block rows (no copies)."""
+    views = {}
+    for flat, names in zip(blocks, layout, strict=True):
+        offset = 0
+        for name in names:
+            size = int(np.prod(shapes[name], dtype=np.int64))
+            views[name] = flat[offset:offset + size].reshape(shapes[name])
+            offset += size
+    return views

@@ -1,0 +1,55 @@
+"""A personalized model: the fused backbone session, the selected classifier rows, preprocessing.
+
+>>> model.classes                         # doctest: +SKIP
+>>> model.predict("photo.jpg")            # -> ("monarch", 0.91)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnxruntime as ort
+
+from .images import to_uint8_batch
+from .preprocessing import Preprocessing
+
+PREDICT_BATCH = 64
+
+
+@dataclass
+class PersonalizedModel:
+    session: ort.InferenceSession
+    head_weight: np.ndarray      # [K, C] classifier rows of the task's classes
+    head_bias: np.ndarray        # [K]
+    class_indices: np.ndarray    # [K] indices into the bundle's classes
+    classes: list[str]           # [K] class names
+    class_ids: list[str]         # [K] class ids (WordNet ids for Tiny ImageNet)
+    preprocessing: Preprocessing
+    alpha: np.ndarray            # [4, Q] mixer
+    timings: dict[str, float] = field(default_factory=dict)  # milliseconds per step of personalize()
+    resolution: list[str] = field(default_factory=list)      # how the description was read
+
+    def logits(self, images) -> np.ndarray:
+        """[N, K] logits over the task's classes."""
+        batch, _ = to_uint8_batch(images, self.preprocessing.input_size)
+        out = []
+        for i in range(0, len(batch), PREDICT_BATCH):
+            (features,) = self.session.run(None, {"image": self.preprocessing.normalize(batch[i:i + PREDICT_BATCH])})
+            out.append(features @ self.head_weight.T + self.head_bias)
+        return np.concatenate(out)
+
+    def predict_proba(self, images) -> np.ndarray:
+        """[N, K] class probabilities (softmax over the task's classes)."""
+        z = self.logits(images)
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def predict(self, images):
+        """(label, probability) for one image, or a list of them for several."""
+        _, single = to_uint8_batch(images, self.preprocessing.input_size) if not isinstance(images, list) \
+            else (None, False)
+        p = self.predict_proba(images)
+        top = p.argmax(1)
+        results = [(self.classes[k], float(p[i, k])) for i, k in enumerate(top)]
+        return results[0] if single else results

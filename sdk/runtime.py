@@ -1,0 +1,106 @@
+"""The public API: load a bundle, personalize it for a description.
+
+>>> import sdk
+>>> bundle = sdk.load("tiny-imagenet.taper")           # doctest: +SKIP
+>>> model = sdk.personalize(bundle, "insects")         # doctest: +SKIP
+>>> model.classes, model.timings                       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .architecture import NUM_BLOCKS
+from .bundle import Bundle
+from .engine import BackboneEngine
+from .folding import fold_batch_norm
+from .fusion import fuse_blocks, unflatten
+from .mixer import predict_alpha
+from .model import PersonalizedModel
+from .preprocessing import Preprocessing
+from .tasks import TaskOptions, TaskResolver
+from .text_encoder import TextEncoder
+
+
+class TaperBundle:
+    """A loaded bundle plus what personalizing needs (text encoder and engine, created on first use)."""
+
+    def __init__(self, bundle: Bundle, providers: Sequence[str] | None = None, threads: int | None = None):
+        self.bundle = bundle
+        m = bundle.manifest
+        self.num_bases, self.mixer_spec = m["num_bases"], m["mixer"]
+        self.preprocessing = Preprocessing(m["architecture"]["input_size"], tuple(m["preprocessing"]["mean"]),
+                                           tuple(m["preprocessing"]["std"]))
+        self.bases = [bundle.bases[f"block{b}"] for b in range(NUM_BLOCKS)]
+        self.engine = BackboneEngine(bundle.member_bytes(m["backbone"]["graph"]), m["backbone"]["external_file"],
+                                     m["backbone"]["external_size"], m["backbone"]["layout"], providers, threads)
+        self.prompts = tuple(m["text_encoder"]["prompts"])
+        self._encoder: TextEncoder | None = None
+        self._lock = threading.Lock()
+        self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories,
+                                     self._embed_phrase)
+
+    @property
+    def classes(self) -> list[str]:
+        return [c.name for c in self.bundle.classes]
+
+    @property
+    def encoder(self) -> TextEncoder:
+        with self._lock:
+            if self._encoder is None:
+                m = self.bundle.manifest["text_encoder"]
+                self._encoder = TextEncoder(self.bundle.member_bytes(m["graph"]),
+                                            self.bundle.member_bytes(m["tokenizer"]).decode("utf-8"),
+                                            m["max_tokens"])
+            return self._encoder
+
+    def _embed_phrase(self, phrase: str) -> np.ndarray:
+        return self.encoder.embed_class_names([phrase], self.prompts)[0]
+
+    def personalize(self, description: str | Sequence[str], options: TaskOptions | None = None
+                    ) -> PersonalizedModel:
+        options = options or TaskOptions()
+        timings, t = {}, time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal t
+            now = time.perf_counter()
+            timings[name] = round((now - t) * 1000, 3)
+            t = now
+
+        task = self.resolver.resolve(description, options)
+        lap("resolve")  # includes encoding the text when the description is free text
+        spec = self.mixer_spec
+        alpha = predict_alpha(self.bundle.mixer, spec["layers"], spec["blocks"], self.num_bases, task.embedding)
+        lap("mixer")
+        fused = [np.empty(b.shape[1], np.float32) for b in self.bases]
+        fuse_blocks(alpha, self.bases, fused)
+        weights = unflatten(fused, self.bundle.layout, self.bundle.shapes)
+        lap("fuse")
+        buffer, views = self.engine.new_buffer()
+        fold_batch_norm(weights, views)
+        head_weight = np.ascontiguousarray(weights["fc.weight"][task.classes])
+        head_bias = np.ascontiguousarray(weights["fc.bias"][task.classes])
+        lap("fold")
+        session = self.engine.session(buffer)
+        lap("session")
+        timings["total"] = round(sum(timings.values()), 3)
+        infos = [self.bundle.classes[i] for i in task.classes]
+        return PersonalizedModel(session, head_weight, head_bias, task.classes, [c.name for c in infos],
+                                 [c.id for c in infos], self.preprocessing, alpha, timings, task.how)
+
+
+def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None = None,
+         threads: int | None = None) -> TaperBundle:
+    """Open and validate a bundle (memory-mapped; checksums verified unless verify=False)."""
+    return TaperBundle(Bundle.open(path, verify), providers, threads)
+
+
+def personalize(bundle: TaperBundle, description: str | Sequence[str], **options) -> PersonalizedModel:
+    """A model for `description` (free text or a list of class names); options: see TaskOptions."""
+    return bundle.personalize(description, TaskOptions(**options))

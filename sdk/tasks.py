@@ -1,0 +1,131 @@
+"""Description -> task: which of the bundle's classes the user means, and the task embedding.
+
+Rules, in order:
+1. A list of strings: each must name a class exactly (id, full name or any synonym; case-insensitive),
+   else DescriptionError listing the unknown names.
+2. A string with commas ("bicycle, pedestrian, tree") is resolved item by item with rules 3-4 and the
+   union is taken.
+3. A string naming a group (a super-category such as "insects" or "dogs", or an inner node of the
+   class hierarchy such as "dog") selects every class under it; an exact class name selects that class
+   and its nearest neighbours by text similarity.
+4. Otherwise the text is embedded (same prompt ensemble as the class names) and the classes scoring
+   within `margin` of the best are taken, at most `max_classes`. If even the best score is below
+   `min_similarity` nothing matches and DescriptionError is raised.
+A task has at least `min_classes` classes (nearest classes by text similarity are added if needed).
+The task embedding is the normalised mean of its classes' embeddings, as in training.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .bundle import ClassInfo
+from .errors import DescriptionError
+
+MAX_DESCRIPTION_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    max_classes: int = 20
+    min_classes: int = 2
+    margin: float = 0.08
+    min_similarity: float = 0.25
+
+
+@dataclass
+class Task:
+    classes: np.ndarray           # sorted class indices
+    embedding: np.ndarray         # [dim], unit length
+    how: list[str] = field(default_factory=list)  # how each part of the description was resolved
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[\s_]+", " ", text.strip().lower())
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
+
+
+class TaskResolver:
+    def __init__(self, classes: list[ClassInfo], class_embeddings: np.ndarray,
+                 supercategories: dict[str, list[int]], embed_phrase: Callable[[str], np.ndarray]):
+        self.classes, self.embeddings, self.embed_phrase = classes, class_embeddings, embed_phrase
+        self.by_name: dict[str, int] = {}
+        for i, c in enumerate(classes):
+            for key in [c.id, c.name, *c.name.split(",")]:
+                self.by_name.setdefault(_norm(key), i)
+        self.groups: dict[str, list[int]] = {}
+        for i, c in enumerate(classes):  # inner nodes of the hierarchy ("dog", "insect", ...)
+            for node in c.path[:-1]:
+                self.groups.setdefault(_norm(node), []).append(i)
+        for name, members in supercategories.items():
+            self.groups[_norm(name)] = list(members)
+
+    def resolve(self, description: str | Sequence[str], options: TaskOptions | None = None) -> Task:
+        options = options or TaskOptions()
+        if isinstance(description, str):
+            text = description.strip()
+            if not text:
+                raise DescriptionError("the description is empty")
+            if len(text) > MAX_DESCRIPTION_CHARS:
+                raise DescriptionError(f"the description is longer than {MAX_DESCRIPTION_CHARS} characters")
+            parts = [p for p in (s.strip() for s in text.split(",")) if p] if "," in text else [text]
+            if not parts:
+                raise DescriptionError("the description has no words")
+            chosen, how = set(), []
+            for part in parts:
+                indices, why = self._resolve_phrase(part, options, single=len(parts) == 1)
+                chosen.update(indices)
+                how.append(f"{part!r}: {why}")
+        elif isinstance(description, Sequence) and all(isinstance(d, str) for d in description):
+            unknown = [d for d in description if _norm(d) not in self.by_name]
+            if unknown:
+                raise DescriptionError(f"unknown class names: {unknown[:10]}")
+            chosen, how = {self.by_name[_norm(d)] for d in description}, ["explicit class list"]
+        else:
+            raise DescriptionError("a description is a string or a list of class names")
+        chosen = self._pad(sorted(chosen), options)
+        mean = self.embeddings[chosen].mean(0)
+        return Task(np.array(chosen, np.int64), (mean / max(np.linalg.norm(mean), 1e-12)).astype(np.float32), how)
+
+    def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool) -> tuple[list[int], str]:
+        key = _norm(phrase)
+        for candidate in (key, _singular(key)):
+            if candidate in self.groups:
+                return self.groups[candidate][: max(options.max_classes, 100)], f"group {candidate!r}"
+        scores = self.embeddings @ self.embed_phrase(phrase)
+        best = int(np.argmax(scores))
+        if key in self.by_name:
+            exact = self.by_name[key]
+            return [exact] if not single else self._top(scores, options, include=exact), "class name"
+        if scores[best] < options.min_similarity:
+            raise DescriptionError(f"nothing in this bundle matches {phrase!r} (best: "
+                                   f"{self.classes[best].name!r}, similarity {scores[best]:.2f})")
+        if not single:
+            return [best], f"closest class (similarity {scores[best]:.2f})"
+        return self._top(scores, options), f"classes within {options.margin} of the best similarity"
+
+    def _top(self, scores: np.ndarray, options: TaskOptions, include: int | None = None) -> list[int]:
+        order = np.argsort(-scores)
+        keep = [int(i) for i in order[: options.max_classes] if scores[i] >= scores[order[0]] - options.margin]
+        if include is not None and include not in keep:
+            keep = [include] + keep[: options.max_classes - 1]
+        return keep
+
+    def _pad(self, chosen: list[int], options: TaskOptions) -> list[int]:
+        """Add nearest classes (by embedding) until the task has min_classes."""
+        if len(chosen) >= options.min_classes:
+            return chosen
+        centre = self.embeddings[chosen].mean(0)
+        for i in np.argsort(-(self.embeddings @ centre)):
+            if len(chosen) >= options.min_classes:
+                break
+            if int(i) not in chosen:
+                chosen.append(int(i))
+        return sorted(chosen)
