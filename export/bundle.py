@@ -38,45 +38,54 @@ def run_contents(run_dir: Path, variant: str = "taper") -> tuple[dict, dict[str,
     config = TrainConfig.load(run_dir / "config.json")
     ctx = make_context(run_dir, config, progress=False)
     state = {k: v.numpy() for k, v in load_state(run_dir / _stage3_dir(variant) / "model.safetensors").items()}
-    embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
     _, blocks, uses_mixer, _ = STAGE3_VARIANTS[variant]
     if not uses_mixer:
         raise ValueError(f"variant {variant!r} has no mixer predictor; bundle 'taper' or an ablation with one")
-    q = config.num_bases
-    bases = {f"block{b}": np.concatenate([state[f"bank.params{b}"], state[f"bank.stats{b}"]], axis=1)
-             for b in range(4)}
-    mixer = {k[len("mixer."):]: v for k, v in state.items()
-             if k.startswith("mixer.") and not k.endswith("num_batches_tracked")}
     hierarchy = ctx.data.hierarchy
     classes = {"classes": [{"id": w, "name": n, "path": list(p)} for w, n, p in
                            zip(hierarchy.wnids, hierarchy.names, hierarchy.paths, strict=True)],
                "supercategories": {g: [hierarchy.index(w) for w in ws] for g, ws in hierarchy.supercategories.items()}}
-    graph, layout, external_size = export_backbone(config.stem, config.width, config.input_size)
+    evaluation = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").exists() else {}
+    architecture = {"stem": config.stem, "width": config.width, "num_classes": ctx.data.num_classes,
+                    "input_size": config.input_size}
+    provenance = {"run": run_dir.name, "variant": variant, "data": str(config.data),
+                  "accuracy": evaluation.get("accuracy", {})}
+    return assemble(
+        architecture,
+        bases=[np.concatenate([state[f"bank.params{b}"], state[f"bank.stats{b}"]], axis=1) for b in range(4)],
+        mixer={k[len("mixer."):]: v for k, v in state.items()
+               if k.startswith("mixer.") and not k.endswith("num_batches_tracked")},
+        mixer_spec={"hidden": config.mixer_hidden, "layers": 4, "blocks": blocks},
+        class_embeddings=load_state(run_dir / "classes.safetensors")["text"].numpy(),
+        classes=classes, provenance=provenance)
+
+
+def assemble(architecture: dict, bases: list[np.ndarray], mixer: dict[str, np.ndarray], mixer_spec: dict,
+             class_embeddings: np.ndarray, classes: dict, provenance: dict) -> tuple[dict, dict[str, bytes]]:
+    """Manifest fields and members from the parts (bases[b]: [Q, P_b] in `block_layout` order)."""
+    graph, layout, external_size = export_backbone(architecture["stem"], architecture["width"],
+                                                   architecture["input_size"])
     encoder = cached_text_encoder()
     members = {
-        "bases.safetensors": safetensors_bytes(bases),
+        "bases.safetensors": safetensors_bytes({f"block{b}": block for b, block in enumerate(bases)}),
         "mixer.safetensors": safetensors_bytes(mixer),
-        "class_embeddings.safetensors": safetensors_bytes({"text": embeddings}),
+        "class_embeddings.safetensors": safetensors_bytes({"text": class_embeddings}),
         "classes.json": json.dumps(classes, ensure_ascii=False).encode(),
         "backbone.onnx": graph,
         "text_encoder.onnx": (encoder / MODEL_FILE).read_bytes(),
         "tokenizer.json": (encoder / TOKENIZER_FILE).read_bytes(),
         "NOTICE": (encoder / NOTICE_FILE).read_bytes(),
     }
-    evaluation = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").exists() else {}
     fields = {
-        "architecture": {"stem": config.stem, "width": config.width, "num_classes": ctx.data.num_classes,
-                         "input_size": config.input_size},
-        "preprocessing": Preprocessing(config.input_size).to_dict(),
-        "num_bases": q,
-        "mixer": {"embed_dim": int(embeddings.shape[1]), "hidden": config.mixer_hidden, "layers": 4, "blocks": blocks},
+        "architecture": architecture,
+        "preprocessing": Preprocessing(architecture["input_size"]).to_dict(),
+        "num_bases": int(bases[0].shape[0]),
+        "mixer": {"embed_dim": int(class_embeddings.shape[1]), **mixer_spec},
         "backbone": {"graph": "backbone.onnx", "external_file": EXTERNAL_FILE, "external_size": external_size,
                      "layout": layout, "input": "image", "output": "features"},
         "text_encoder": {"graph": "text_encoder.onnx", "tokenizer": "tokenizer.json", "notice": "NOTICE",
                          "prompts": list(PROMPTS), "max_tokens": MAX_TOKENS},
-        "provenance": {"run": run_dir.name, "variant": variant, "data": str(config.data),
-                       "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "accuracy": evaluation.get("accuracy", {})},
+        "provenance": {**provenance, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
     }
     return fields, members
 
@@ -121,4 +130,4 @@ def _align(n: int) -> int:
     return n + (-n % ALIGN)
 
 
-__all__ = ["bundle_run", "run_contents", "write_bundle"]
+__all__ = ["assemble", "bundle_run", "run_contents", "write_bundle"]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnxruntime as ort
 
+from .errors import SdkError
 from .images import to_uint8_batch
 from .preprocessing import Preprocessing
 
@@ -29,6 +30,16 @@ class PersonalizedModel:
     alpha: np.ndarray            # [4, Q] mixer
     timings: dict[str, float] = field(default_factory=dict)  # milliseconds per step of personalize()
     resolution: list[str] = field(default_factory=list)      # how the description was read
+    source: object = field(default=None, repr=False)         # the TaperBundle it came from (for export)
+
+    def export(self, path) -> object:
+        """Write this model as .onnx, .pte (ExecuTorch, XNNPACK) or .mlpackage (Core ML); needs the
+        `export` extra (torch, onnx, executorch, coremltools), which a device need not install."""
+        try:
+            from export.personalized import export_model
+        except ImportError as e:
+            raise SdkError(f"exporting needs the export extra (pip install 'taper-sdk[export]'): {e}") from None
+        return export_model(self, path)
 
     def logits(self, images) -> np.ndarray:
         """[N, K] logits over the task's classes."""

@@ -78,12 +78,9 @@ class TaperBundle:
         spec = self.mixer_spec
         alpha = predict_alpha(self.bundle.mixer, spec["layers"], spec["blocks"], self.num_bases, task.embedding)
         lap("mixer")
-        fused = [np.empty(b.shape[1], np.float32) for b in self.bases]
-        fuse_blocks(alpha, self.bases, fused)
-        weights = unflatten(fused, self.bundle.layout, self.bundle.shapes)
+        weights = self.fused_weights(alpha)
         lap("fuse")
-        buffer, views = self.engine.new_buffer()
-        fold_batch_norm(weights, views)
+        buffer, _ = self.folded_weights(weights)
         head_weight = np.ascontiguousarray(weights["fc.weight"][task.classes])
         head_bias = np.ascontiguousarray(weights["fc.bias"][task.classes])
         lap("fold")
@@ -92,7 +89,19 @@ class TaperBundle:
         timings["total"] = round(sum(timings.values()), 3)
         infos = [self.bundle.classes[i] for i in task.classes]
         return PersonalizedModel(session, head_weight, head_bias, task.classes, [c.name for c in infos],
-                                 [c.id for c in infos], self.preprocessing, alpha, timings, task.how)
+                                 [c.id for c in infos], self.preprocessing, alpha, timings, task.how, self)
+
+    def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
+        """Every weight of the network mixed with alpha [4, Q]: one GEMV per block, named views."""
+        fused = [np.empty(b.shape[1], np.float32) for b in self.bases]
+        fuse_blocks(alpha, self.bases, fused)
+        return unflatten(fused, self.bundle.layout, self.bundle.shapes)
+
+    def folded_weights(self, weights: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Batch norm folded into the convs, written straight into the engine's weight buffer."""
+        buffer, views = self.engine.new_buffer()
+        fold_batch_norm(weights, views)
+        return buffer, views
 
 
 def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None = None,

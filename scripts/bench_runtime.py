@@ -1,0 +1,219 @@
+"""Runtime benchmark: fusion bandwidth, personalize() cost, inference latency. Writes
+docs/results/runtime.{json,md}. All ratios are against baselines measured in the same run.
+
+    .venv/bin/python scripts/bench_runtime.py [--bench-bundle tiny-imagenet.taper] [--repeats 15]
+
+Cases: (1) full-width ResNet-18 at 224 px, 1000 classes, Q=10, bases with RANDOM weights (timing only:
+speed does not depend on the values); (2) the bench model (width 0.25, 64 px, Q=10) from a trained
+bundle if --bench-bundle is given, else random weights of that shape.
+Baselines: a plain copy of the same bases (bandwidth); an onnxruntime session for a plain ResNet-18
+.onnx file with the same weights embedded (session creation, inference at full optimization).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import onnxruntime as ort  # noqa: E402
+
+import sdk  # noqa: E402
+from export.bundle import assemble, write_bundle  # noqa: E402
+from sdk.architecture import block_layout, parameter_shapes  # noqa: E402
+
+DESCRIPTIONS = ["insects", "kitchen appliances", "a drinking glass with a base and stem", "dogs", "vehicles"]
+
+
+def random_bundle(path: Path, stem: str, width: float, num_classes: int, size: int, q: int) -> Path:
+    """A bundle of the given shape with random weights (for timing only)."""
+    rng = np.random.default_rng(0)
+    shapes = parameter_shapes(stem, width, num_classes)
+    bases = []
+    for names in block_layout(shapes):
+        parts = []
+        for n in names:
+            count = int(np.prod(shapes[n], dtype=np.int64))
+            low, high = (0.5, 1.5) if n.endswith("running_var") else (-0.05, 0.05)
+            parts.append(rng.uniform(low, high, (q, count)).astype(np.float32))
+        bases.append(np.concatenate(parts, axis=1))
+    dim, hidden = 384, 256
+    mixer = {}
+    for i, (a, b) in enumerate(zip([dim, hidden, hidden], [hidden] * 3, strict=True)):
+        mixer[f"body.{3 * i}.weight"] = rng.normal(0, 0.05, (b, a)).astype(np.float32)
+        mixer[f"body.{3 * i}.bias"] = np.zeros(b, np.float32)
+        for part, value in (("weight", 1.0), ("bias", 0.0), ("running_mean", 0.0), ("running_var", 1.0)):
+            mixer[f"body.{3 * i + 1}.{part}"] = np.full(b, value, np.float32)
+    mixer["head.weight"] = rng.normal(0, 0.05, (4 * q, hidden)).astype(np.float32)
+    mixer["head.bias"] = np.zeros(4 * q, np.float32)
+    emb = rng.normal(size=(num_classes, dim)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    names = ["insect", "dog", "vehicle", "kitchen appliance", "drinking glass", "tree", "bicycle", "cat"]
+    classes = {"classes": [{"id": f"c{i}", "name": f"{names[i % len(names)]} {i}", "path": ["root", f"c{i}"]}
+                           for i in range(num_classes)], "supercategories": {}}
+    fields, members = assemble({"stem": stem, "width": width, "num_classes": num_classes, "input_size": size},
+                               bases, mixer, {"hidden": hidden, "layers": 4, "blocks": 4}, emb, classes,
+                               {"run": "random weights (timing only)"})
+    return write_bundle(path, fields, members)
+
+
+def plain_resnet_onnx(bundle: sdk.TaperBundle, alpha: np.ndarray, path: Path) -> Path:
+    """A plain ResNet-18 .onnx with the same (fused) weights embedded and all classes (the baseline)."""
+    import torch
+
+    from export.personalized import PersonalizedNetwork
+
+    weights = bundle.fused_weights(alpha)
+    network = PersonalizedNetwork(bundle, alpha, weights["fc.weight"], weights["fc.bias"])
+    size = bundle.preprocessing.input_size
+    torch.onnx.export(network, (torch.zeros(1, 3, size, size),), str(path), dynamo=False, opset_version=17,
+                      input_names=["image"], output_names=["logits"], dynamic_axes={"image": {0: "batch"}})
+    return path
+
+
+def median_ms(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000
+
+
+def fusion_bandwidth(bundle: sdk.TaperBundle, repeats: int) -> dict:
+    bases = bundle.bases
+    alpha = np.full((4, bundle.num_bases), 1 / bundle.num_bases, np.float32)
+    fused = [np.empty(b.shape[1], np.float32) for b in bases]
+    copies = [np.empty_like(b) for b in bases]
+    for b in bases:  # page the mapped file in once, so both measure memory, not disk
+        b.sum()
+    fuse_ms = median_ms(lambda: [np.dot(alpha[i], b, out=fused[i]) for i, b in enumerate(bases)], repeats)
+    copy_ms = median_ms(lambda: [np.copyto(c, b) for c, b in zip(copies, bases, strict=True)], repeats)
+    base_bytes = sum(b.nbytes for b in bases)
+    fuse_bytes = base_bytes + sum(f.nbytes for f in fused)
+    fuse_bw, copy_bw = fuse_bytes / fuse_ms / 1e6, 2 * base_bytes / copy_ms / 1e6
+    return {"bases_mb": round(base_bytes / 1e6, 1), "fuse_ms": round(fuse_ms, 2), "copy_ms": round(copy_ms, 2),
+            "fusion_gb_s": round(fuse_bw, 2), "copy_gb_s": round(copy_bw, 2),
+            "fusion_bandwidth_ratio": round(fuse_bw / copy_bw, 3)}
+
+
+def peak_memory_mb(path: Path) -> dict:
+    code = f"""
+import resource, sdk
+b = sdk.load({str(path)!r}); sdk.personalize(b, "warm up")
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+m = sdk.personalize(b, "insects")
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(before / 1024, after / 1024)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout.split()
+    return {"peak_rss_after_load_mb": round(float(out[0]), 1), "peak_rss_after_personalize_mb": round(float(out[1]), 1)}
+
+
+def run_case(name: str, path: Path, repeats: int, tmp: Path) -> dict:
+    bundle = sdk.load(path)
+    sdk.personalize(bundle, "warm up")  # creates the text encoder session once, as an app would at start
+    result = {"case": name, "bundle_mb": round(path.stat().st_size / 1e6, 1), **fusion_bandwidth(bundle, repeats)}
+    models, totals, parts = [], [], {}
+    for _ in range(repeats):
+        for d in DESCRIPTIONS:
+            t = time.perf_counter()
+            model = sdk.personalize(bundle, d)
+            totals.append((time.perf_counter() - t) * 1000)
+            for k, v in model.timings.items():
+                parts.setdefault(k, []).append(v)
+            models.append(model)
+    plain = plain_resnet_onnx(bundle, models[0].alpha, tmp / f"{name}-plain.onnx")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session_ms = median_ms(lambda: ort.InferenceSession(str(plain), options, providers=["CPUExecutionProvider"]),
+                           repeats)
+    plain_session = ort.InferenceSession(str(plain), options, providers=["CPUExecutionProvider"])
+    size = bundle.preprocessing.input_size
+    image = np.random.default_rng(0).integers(0, 255, (1, size, size, 3), dtype=np.uint8)
+    x = bundle.preprocessing.normalize(image)
+    model = models[0]
+    personal, baseline = [], []
+    for _ in range(5 * repeats):  # interleaved, so drift on a noisy machine hits both alike
+        t = time.perf_counter()
+        model.logits(image)
+        personal.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        plain_session.run(None, {"image": x})
+        baseline.append(time.perf_counter() - t)
+    personalize_ms = statistics.median(totals)
+    result.update({
+        "personalize_ms": round(personalize_ms, 2),
+        "personalize_breakdown_ms": {k: round(statistics.median(v), 3) for k, v in parts.items()},
+        "plain_session_ms": round(session_ms, 2),
+        "personalize_over_session_ratio": round(personalize_ms / session_ms, 3),
+        "inference_ms": round(statistics.median(personal) * 1000, 3),
+        "plain_inference_ms": round(statistics.median(baseline) * 1000, 3),
+        "inference_ratio": round(statistics.median(personal) / statistics.median(baseline), 3),
+        **peak_memory_mb(path),
+    })
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bench-bundle", type=Path, default=None)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--out", type=Path, default=Path("docs/results/runtime"))
+    args = parser.parse_args()
+    cases = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        full = random_bundle(tmp / "full224.taper", "imagenet", 1.0, 1000, 224, 10)
+        cases.append(run_case("resnet18_full_224px_q10", full, args.repeats, tmp))
+        print(json.dumps(cases[-1], indent=1), flush=True)
+        small = args.bench_bundle or random_bundle(tmp / "bench64.taper", "imagenet", 0.25, 200, 64, 10)
+        cases.append(run_case("bench_w025_64px_q10" + ("" if args.bench_bundle else "_random"), small,
+                              args.repeats, tmp))
+        print(json.dumps(cases[-1], indent=1), flush=True)
+    head = cases[0]
+    result = {k: head[k] for k in ("fusion_bandwidth_ratio", "personalize_over_session_ratio", "inference_ratio",
+                                   "personalize_ms")}
+    result.update({"machine": f"{platform.machine()}, {ort.get_device()}, onnxruntime {ort.__version__}",
+                   "command": "python scripts/bench_runtime.py " + " ".join(sys.argv[1:]), "cases": cases})
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+    args.out.with_suffix(".md").write_text(markdown(result))
+    print(f"wrote {args.out.with_suffix('.json')} and {args.out.with_suffix('.md')}")
+    return 0
+
+
+def markdown(result: dict) -> str:
+    goals = {"fusion_bandwidth_ratio": ">= 0.9", "personalize_over_session_ratio": "<= 0.75",
+             "inference_ratio": "<= 1.05"}
+    lines = ["# Runtime benchmark", "", f"Command: `{result['command']}`  ", f"Machine: {result['machine']} "
+             "(2 cores, noisy: medians, ratios against baselines measured in the same run).", "",
+             "| metric | " + " | ".join(c["case"] for c in result["cases"]) + " | goal |",
+             "|---|" + "---|" * (len(result["cases"]) + 1)]
+    keys = ["bundle_mb", "bases_mb", "fuse_ms", "copy_ms", "fusion_gb_s", "copy_gb_s", "fusion_bandwidth_ratio",
+            "personalize_ms", "plain_session_ms", "personalize_over_session_ratio", "inference_ms",
+            "plain_inference_ms", "inference_ratio", "peak_rss_after_load_mb", "peak_rss_after_personalize_mb"]
+    for k in keys:
+        lines.append(f"| {k} | " + " | ".join(str(c[k]) for c in result["cases"]) + f" | {goals.get(k, '')} |")
+    lines += ["", "personalize() breakdown (ms, median):", ""]
+    for c in result["cases"]:
+        lines.append(f"- {c['case']}: " + ", ".join(f"{k} {v}" for k, v in c["personalize_breakdown_ms"].items()))
+    lines += ["", "The full-width case uses random weights: timing only. `personalize_ms` excludes creating the "
+              "text encoder session, which `sdk.load` users pay once (the benchmark warms it up first).", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
