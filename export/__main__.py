@@ -2,6 +2,7 @@
 
     python -m export bundle runs/bench --out tiny-imagenet.taper
     python -m export inspect tiny-imagenet.taper
+    python -m export golden tiny-imagenet.taper --out golden/ --case "goldfish,tench" --case "monarch"
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     pack.add_argument("run_dir", type=Path)
     pack.add_argument("--out", type=Path, required=True)
     pack.add_argument("--variant", default="taper", help="stage-3 variant to pack (default: taper)")
+    gold = sub.add_parser("golden", help="write golden vectors for the Java mirror (android_demo/core)")
+    gold.add_argument("bundle", type=Path)
+    gold.add_argument("--out", type=Path, required=True)
+    gold.add_argument("--case", action="append", required=True, help="comma-separated class names, one task")
     look = sub.add_parser("inspect", help="validate a bundle and print its manifest summary")
     look.add_argument("bundle", type=Path)
     args = parser.parse_args(argv)
@@ -31,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
 
             path = bundle_run(args.run_dir, args.out, args.variant)
             print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+        elif args.command == "golden":
+            from .golden import write_golden
+
+            print(write_golden(args.bundle, args.out, [[n.strip() for n in c.split(",")] for c in args.case]))
         else:
             from sdk.bundle import Bundle
 

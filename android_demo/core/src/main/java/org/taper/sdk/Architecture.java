@@ -1,0 +1,95 @@
+package org.taper.sdk;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** ResNet-18 as data, mirroring sdk/architecture.py: names and shapes, mixer blocks, conv/BN pairs. */
+public final class Architecture {
+    private Architecture() {}
+
+    private static final int[] STAGE_CHANNELS = {64, 128, 256, 512};
+
+    private static void bn(Map<String, int[]> m, String p, int c) {
+        m.put(p + ".weight", new int[]{c});
+        m.put(p + ".bias", new int[]{c});
+        m.put(p + ".running_mean", new int[]{c});
+        m.put(p + ".running_var", new int[]{c});
+        m.put(p + ".num_batches_tracked", new int[]{});
+    }
+
+    /** Every state-dict entry with its shape, in state-dict order. */
+    public static Map<String, int[]> parameterShapes(String stem, double width, int numClasses) {
+        int[] c = new int[4];
+        for (int s = 0; s < 4; s++) c[s] = (int) (STAGE_CHANNELS[s] * width);
+        int k = stem.equals("imagenet") ? 7 : 3;
+        Map<String, int[]> m = new LinkedHashMap<>();
+        m.put("stem.conv1.weight", new int[]{c[0], 3, k, k});
+        bn(m, "stem.bn1", c[0]);
+        int in = c[0];
+        for (int s = 0; s < 4; s++) {
+            for (int b = 0; b < 2; b++) {
+                String p = "layer" + (s + 1) + "." + b;
+                int out = c[s];
+                m.put(p + ".conv1.weight", new int[]{out, in, 3, 3});
+                bn(m, p + ".bn1", out);
+                m.put(p + ".conv2.weight", new int[]{out, out, 3, 3});
+                bn(m, p + ".bn2", out);
+                if (in != out) {
+                    m.put(p + ".downsample.0.weight", new int[]{out, in, 1, 1});
+                    bn(m, p + ".downsample.1", out);
+                }
+                in = out;
+            }
+        }
+        m.put("fc.weight", new int[]{numClasses, c[3]});
+        m.put("fc.bias", new int[]{numClasses});
+        return m;
+    }
+
+    public static int mixerBlockOf(String name) {
+        if (name.startsWith("stem.") || name.startsWith("layer1.")) return 0;
+        if (name.startsWith("layer2.")) return 1;
+        if (name.startsWith("layer3.")) return 2;
+        if (name.startsWith("layer4.") || name.startsWith("fc.")) return 3;
+        throw new IllegalArgumentException(name + " belongs to no mixer block");
+    }
+
+    static boolean isRunningStat(String name) {
+        return name.endsWith("running_mean") || name.endsWith("running_var");
+    }
+
+    /** Per block: learned parameters first, then running statistics (the order of a bases row). */
+    public static List<List<String>> blockLayout(Map<String, int[]> shapes) {
+        List<List<String>> params = new ArrayList<>(), stats = new ArrayList<>();
+        for (int b = 0; b < 4; b++) { params.add(new ArrayList<>()); stats.add(new ArrayList<>()); }
+        for (String n : shapes.keySet()) {
+            if (n.endsWith("num_batches_tracked")) continue;
+            (isRunningStat(n) ? stats : params).get(mixerBlockOf(n)).add(n);
+        }
+        for (int b = 0; b < 4; b++) params.get(b).addAll(stats.get(b));
+        return params;
+    }
+
+    /** (conv prefix, batch-norm prefix) pairs. */
+    public static List<String[]> convBnPairs(Map<String, int[]> shapes) {
+        List<String[]> out = new ArrayList<>();
+        for (String n : shapes.keySet()) {
+            if (!n.endsWith(".weight")) continue;
+            String p = n.substring(0, n.length() - ".weight".length());
+            if ((p.endsWith("conv1") || p.endsWith("conv2")) && (p.startsWith("layer") || p.startsWith("stem."))) {
+                out.add(new String[]{p, p.substring(0, p.length() - 5) + "bn" + p.charAt(p.length() - 1)});
+            } else if (p.endsWith("downsample.0")) {
+                out.add(new String[]{p, p.substring(0, p.length() - 1) + "1"});
+            }
+        }
+        return out;
+    }
+
+    static int numel(int[] shape) {
+        int n = 1;
+        for (int d : shape) n *= d;
+        return n;
+    }
+}

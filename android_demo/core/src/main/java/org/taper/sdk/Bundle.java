@@ -1,0 +1,222 @@
+package org.taper.sdk;
+
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A .taper bundle, memory-mapped and validated exactly like sdk/bundle.py: magic, version, manifest,
+ * member offsets and sizes, SHA-256 of every member, tensor shapes against the architecture.
+ */
+public final class Bundle {
+    static final byte[] MAGIC = "TAPERBDL".getBytes(StandardCharsets.US_ASCII);
+    static final int VERSION = 1, HEADER = 24, ALIGN = 64;
+    static final long MAX_MANIFEST = 16L << 20;
+    static final String[] MEMBERS = {"bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors",
+            "classes.json", "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE"};
+
+    public final Map<String, Object> manifest;
+    public final String stem;
+    public final double width;
+    public final int numClasses, inputSize, numBases, embedDim, hidden, layers, mixerBlocks, externalSize;
+    public final Map<String, int[]> shapes;
+    public final List<List<String>> layout;
+    public final Map<String, FloatBuffer> bases, mixer;
+    public final FloatBuffer classEmbeddings;
+    public final List<String> classIds = new ArrayList<>(), classNames = new ArrayList<>();
+    public final Map<String, Integer> backboneOffsets = new HashMap<>();
+    private final ByteBuffer data;
+
+    public static Bundle open(String path) throws IOException {
+        try (RandomAccessFile f = new RandomAccessFile(path, "r"); FileChannel ch = f.getChannel()) {
+            MappedByteBuffer map = ch.map(FileChannel.MapMode.READ_ONLY, 0, ch.size());
+            return new Bundle(map);
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    public Bundle(ByteBuffer buffer) {
+        data = buffer.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+        long size = data.capacity();
+        if (size < HEADER) throw new BundleException(size + " bytes is too short for a bundle");
+        byte[] magic = new byte[8];
+        data.get(0, magic);
+        if (!java.util.Arrays.equals(magic, MAGIC)) throw new BundleException("not a TAPER bundle (bad magic)");
+        int version = data.getInt(8);
+        if (version != VERSION) throw new BundleException("bundle format version " + version + " is not supported");
+        long length = data.getLong(16);
+        if (length < 0 || length > MAX_MANIFEST || HEADER + length > size)
+            throw new BundleException("manifest length " + length + " does not fit in the file");
+        byte[] raw = new byte[(int) length];
+        data.get(HEADER, raw);
+        Object parsed = Json.parse(new String(raw, StandardCharsets.UTF_8));
+        if (!(parsed instanceof Map)) throw new BundleException("manifest: not a JSON object");
+        manifest = (Map<String, Object>) parsed;
+        Map<String, Object> arch = obj(manifest, "architecture"), mix = obj(manifest, "mixer");
+        Map<String, Object> backbone = obj(manifest, "backbone");
+        stem = str(arch, "stem");
+        if (!stem.equals("imagenet") && !stem.equals("small")) throw new BundleException("manifest: unknown stem");
+        width = num(arch, "width");
+        if (width != 1.0 && width != 0.5 && width != 0.25) throw new BundleException("manifest: unknown width");
+        numClasses = integer(arch, "num_classes", 1, 100_000);
+        inputSize = integer(arch, "input_size", 8, 4096);
+        numBases = integer(manifest, "num_bases", 1, 1024);
+        embedDim = integer(mix, "embed_dim", 1, 100_000);
+        hidden = integer(mix, "hidden", 1, 100_000);
+        layers = integer(mix, "layers", 2, 16);
+        mixerBlocks = integer(mix, "blocks", 1, 4);
+        if (mixerBlocks != 1 && mixerBlocks != 4) throw new BundleException("manifest: mixer blocks must be 1 or 4");
+        externalSize = integer(backbone, "external_size", 1, Integer.MAX_VALUE);
+        checkMembers(obj(manifest, "members"), HEADER + length, size);
+        shapes = Architecture.parameterShapes(stem, width, numClasses);
+        layout = Architecture.blockLayout(shapes);
+        Map<String, Object> lay = obj(backbone, "layout");
+        for (Map.Entry<String, Object> e : lay.entrySet()) {
+            if (!(e.getValue() instanceof Map)) throw new BundleException("manifest: backbone layout malformed");
+            long off = integer((Map<String, Object>) e.getValue(), "offset", 0, externalSize);
+            if (off % 4 != 0) throw new BundleException("manifest: backbone offset misaligned");
+            backboneOffsets.put(e.getKey(), (int) off);
+        }
+        bases = tensors("bases.safetensors");
+        mixer = tensors("mixer.safetensors");
+        classEmbeddings = tensors("class_embeddings.safetensors").get("text");
+        for (int b = 0; b < 4; b++) {
+            int w = 0;
+            for (String n : layout.get(b)) w += Architecture.numel(shapes.get(n));
+            expect(bases.get("block" + b), (long) numBases * w, "bases block" + b);
+        }
+        expect(classEmbeddings, (long) numClasses * embedDim, "class embeddings");
+        Object classes = obj(parseMember("classes.json"), "classes").get("classes");
+        if (!(classes instanceof List) || ((List<Object>) classes).size() != numClasses)
+            throw new BundleException("member classes.json: wrong number of classes");
+        for (Object c : (List<Object>) classes) {
+            Map<String, Object> m = (Map<String, Object>) c;
+            classIds.add(str(m, "id"));
+            classNames.add(str(m, "name"));
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private void checkMembers(Map<String, Object> members, long start, long size) {
+        if (members.size() != MEMBERS.length) throw new BundleException("manifest: wrong member list");
+        List<long[]> spans = new ArrayList<>();
+        for (String name : MEMBERS) {
+            if (!(members.get(name) instanceof Map)) throw new BundleException("manifest: member " + name + " missing");
+            Map<String, Object> e = (Map<String, Object>) members.get(name);
+            long off = integer(e, "offset", start, size), len = integer(e, "size", 0, size);
+            if (off + len > size || off % ALIGN != 0) throw new BundleException("member " + name + " outside the file");
+            spans.add(new long[]{off, off + len});
+            byte[] digest = sha256(slice(off, len));
+            if (!hex(digest).equals(str(e, "sha256"))) throw new BundleException("member " + name + ": checksum mismatch");
+        }
+        spans.sort((a, b) -> Long.compare(a[0], b[0]));
+        for (int k = 1; k < spans.size(); k++)
+            if (spans.get(k)[0] < spans.get(k - 1)[1]) throw new BundleException("members overlap");
+    }
+
+    @SuppressWarnings("unchecked")
+    private Map<String, Object> member(String name) {
+        return (Map<String, Object>) obj(manifest, "members").get(name);
+    }
+
+    ByteBuffer memberBuffer(String name) {
+        Map<String, Object> e = member(name);
+        return slice(((Number) e.get("offset")).longValue(), ((Number) e.get("size")).longValue());
+    }
+
+    private ByteBuffer slice(long off, long len) {
+        return data.slice((int) off, (int) len).order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    private Map<String, Object> parseMember(String name) {
+        ByteBuffer b = memberBuffer(name);
+        byte[] raw = new byte[b.remaining()];
+        b.get(raw);
+        Map<String, Object> wrap = new HashMap<>();
+        wrap.put("classes", Json.parse(new String(raw, StandardCharsets.UTF_8)));
+        return wrap;
+    }
+
+    /** float32 tensors of a safetensors member, as little-endian views (no copies). */
+    @SuppressWarnings("unchecked")
+    private Map<String, FloatBuffer> tensors(String name) {
+        ByteBuffer b = memberBuffer(name);
+        if (b.remaining() < 8) throw new BundleException("member " + name + ": too short");
+        long n = b.getLong(0);
+        if (n < 0 || 8 + n > b.remaining()) throw new BundleException("member " + name + ": bad header length");
+        byte[] raw = new byte[(int) n];
+        b.get(8, raw);
+        Map<String, Object> header = (Map<String, Object>) Json.parse(new String(raw, StandardCharsets.UTF_8));
+        Map<String, FloatBuffer> out = new HashMap<>();
+        int dataStart = (int) (8 + n);
+        for (Map.Entry<String, Object> e : header.entrySet()) {
+            if (e.getKey().equals("__metadata__")) continue;
+            Map<String, Object> info = (Map<String, Object>) e.getValue();
+            if (!"F32".equals(info.get("dtype"))) throw new BundleException("member " + name + ": not float32");
+            List<Object> off = (List<Object>) info.get("data_offsets");
+            long begin = ((Number) off.get(0)).longValue(), end = ((Number) off.get(1)).longValue();
+            if (begin < 0 || end < begin || dataStart + end > b.remaining())
+                throw new BundleException("member " + name + ": tensor " + e.getKey() + " outside the member");
+            out.put(e.getKey(), b.slice(dataStart + (int) begin, (int) (end - begin)).order(ByteOrder.LITTLE_ENDIAN)
+                    .asFloatBuffer());
+        }
+        return out;
+    }
+
+    private static void expect(FloatBuffer t, long count, String what) {
+        if (t == null || t.capacity() != count) throw new BundleException(what + ": missing or wrong size");
+    }
+
+    @SuppressWarnings("unchecked")
+    static Map<String, Object> obj(Map<String, Object> m, String key) {
+        Object v = m.get(key);
+        if (!(v instanceof Map)) throw new BundleException("manifest: '" + key + "' must be an object");
+        return (Map<String, Object>) v;
+    }
+
+    static String str(Map<String, Object> m, String key) {
+        Object v = m.get(key);
+        if (!(v instanceof String)) throw new BundleException("manifest: '" + key + "' must be a string");
+        return (String) v;
+    }
+
+    static double num(Map<String, Object> m, String key) {
+        Object v = m.get(key);
+        if (!(v instanceof Number)) throw new BundleException("manifest: '" + key + "' must be a number");
+        return ((Number) v).doubleValue();
+    }
+
+    static int integer(Map<String, Object> m, String key, long low, long high) {
+        Object v = m.get(key);
+        if (!(v instanceof Long) || (Long) v < low || (Long) v > high)
+            throw new BundleException("manifest: '" + key + "' must be an integer in [" + low + ", " + high + "]");
+        return (int) (long) (Long) v;
+    }
+
+    private static byte[] sha256(ByteBuffer b) {
+        try {
+            MessageDigest md = MessageDigest.getInstance("SHA-256");
+            md.update(b.duplicate());
+            return md.digest();
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private static String hex(byte[] bytes) {
+        StringBuilder s = new StringBuilder();
+        for (byte x : bytes) s.append(String.format("%02x", x));
+        return s.toString();
+    }
+}
