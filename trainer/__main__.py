@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     speed.add_argument("--size", type=int, default=64)
     speed.add_argument("--batch", type=int, default=128)
     speed.add_argument("--steps", type=int, default=8)
+    speed.add_argument("--stage3", action="store_true", help="also time a stage-3 step against a stage-1 step")
+    speed.add_argument("--tasks-per-batch", type=int, nargs="+", default=[4])
     args = parser.parse_args(argv)
 
     try:
@@ -77,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
             for width in args.width:
                 print(json.dumps(measure_training_throughput(width, args.stem, args.size, args.batch, args.steps)),
                       flush=True)
+                if args.stage3:
+                    from .throughput import measure_stage3_ratio
+
+                    for groups in args.tasks_per_batch:
+                        print(json.dumps(measure_stage3_ratio(width, args.stem, args.size, args.batch, groups,
+                                                              steps=args.steps)), flush=True)
     except (DataError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

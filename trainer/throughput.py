@@ -32,3 +32,55 @@ def measure_training_throughput(width: float, stem: str = "imagenet", size: int 
     median = statistics.median(times)
     return {"width": width, "stem": stem, "size": size, "batch": batch, "threads": torch.get_num_threads(),
             "step_ms_median": round(median * 1000, 1), "images_per_s": round(batch / median, 1)}
+
+
+def measure_stage3_ratio(width: float = 0.25, stem: str = "imagenet", size: int = 64, batch: int = 128,
+                         groups: int = 4, num_bases: int = 10, num_classes: int = 200, steps: int = 8,
+                         warmup: int = 2) -> dict:
+    """Median time of a full stage-3 step (mixer, fusion of Q bases, grouped forward/backward, SGD,
+    running-statistics update) over a plain stage-1 step, same batch size, same threads, one run."""
+    import numpy as np
+
+    from .basis_bank import BasisBank
+    from .mixer import MixerPredictor
+    from .stages import Stage3Model, task_mask
+
+    config = ResNetConfig(stem=stem, width=width, num_classes=num_classes, input_size=size)
+    plain = ResNet18(config).to(memory_format=torch.channels_last).train()
+    plain_opt = torch.optim.SGD(plain.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    bank = BasisBank.from_state_dicts(config, [ResNet18(config).state_dict() for _ in range(num_bases)])
+    model = Stage3Model(bank, MixerPredictor(384, num_bases)).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    x = torch.randn(batch, 3, size, size)
+    y = torch.randint(0, num_classes, (batch,))
+    tasks = [np.sort(np.random.default_rng(g).choice(num_classes, 20, replace=False)) for g in range(groups)]
+    y_task = torch.stack([torch.from_numpy(t[np.random.default_rng(g).integers(0, 20, batch // groups)])
+                          for g, t in enumerate(tasks)])
+    mask = task_mask(tasks, num_classes)[:, None, :]
+    embedding = torch.randn(groups, 384)
+
+    def plain_step():
+        loss = torch.nn.functional.cross_entropy(plain(x.contiguous(memory_format=torch.channels_last)), y)
+        plain_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        plain_opt.step()
+
+    def stage3_step():
+        logits, alpha, stats = model(x.view(groups, batch // groups, 3, size, size), embedding)
+        loss = torch.nn.functional.cross_entropy((logits + mask).reshape(-1, num_classes), y_task.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        bank.update_running_stats(alpha, stats)
+
+    times: dict[str, list[float]] = {"stage1": [], "stage3": []}
+    for step in range(warmup + steps):  # interleaved, so machine noise hits both alike
+        for name, fn in (("stage1", plain_step), ("stage3", stage3_step)):
+            start = time.perf_counter()
+            fn()
+            if step >= warmup:
+                times[name].append(time.perf_counter() - start)
+    s1, s3 = statistics.median(times["stage1"]), statistics.median(times["stage3"])
+    return {"width": width, "size": size, "batch": batch, "tasks_per_batch": groups, "num_bases": num_bases,
+            "threads": torch.get_num_threads(), "stage1_step_ms": round(s1 * 1000, 1),
+            "stage3_step_ms": round(s3 * 1000, 1), "stage3_over_stage1": round(s3 / s1, 2)}
