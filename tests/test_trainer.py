@@ -172,3 +172,16 @@ def test_two_process_torchrun_runs_the_tiny_preset(tmp_path):
     for q in range(3):  # stage-2 bases were spread over both ranks
         assert (tmp_path / "run" / "stage2" / f"basis{q}.safetensors").exists()
     assert (tmp_path / "run" / "stage3" / "model.safetensors").exists()
+
+
+def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_path):
+    from trainer.config import TrainConfig
+    from trainer.run import reuse_outputs
+
+    config = TrainConfig.load(tiny_run / "config.json")
+    (tmp_path / "a").mkdir()
+    copied = reuse_outputs(tiny_run, tmp_path / "a", config.with_overrides(mixer_lr=0.5))
+    assert set(copied) == {"classes.safetensors", "stage1", "baseline", "stage2"}
+    (tmp_path / "b").mkdir()
+    copied = reuse_outputs(tiny_run, tmp_path / "b", config.with_overrides(stage3_epochs=3, stage2_lr=0.02))
+    assert set(copied) == {"classes.safetensors", "stage1"}  # the baseline gets the same total epochs

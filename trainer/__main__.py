@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--preset", default=None, help="tiny | bench | paper (not needed to resume)")
     train.add_argument("--data", default=None, help="data path (overrides the preset's)")
     train.add_argument("--out", required=True, type=Path, help="run directory")
+    train.add_argument("--reuse-from", type=Path, default=None,
+                       help="copy finished stages of another run whose configuration they do not depend on")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config field (value parsed as JSON when it can be)")
     evaluate = sub.add_parser("eval", help="evaluate a finished run; writes <run>/eval.json")
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                 overrides["data"] = args.data
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / "command.txt").write_text(" ".join(["python -m trainer", *(argv or sys.argv[1:])]) + "\n")
-            print(f"run directory: {run(args.out, args.preset, overrides)}")
+            print(f"run directory: {run(args.out, args.preset, overrides, reuse_from=args.reuse_from)}")
         elif args.command == "eval":
             from .report import evaluate_run
             from .results import write_report

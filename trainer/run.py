@@ -107,14 +107,44 @@ def load_stage3(ctx: StageContext, run_dir: Path, variant: str, embed_dim: int):
     return model.eval()
 
 
+STAGE1_FIELDS = ("data", "stem", "width", "input_size", "batch_size", "lr", "momentum", "weight_decay", "schedule",
+                 "step_every", "stage1_epochs", "aug_pad", "seed", "synthetic")
+REUSABLE = {  # output -> the config fields it depends on
+    "classes.safetensors": ("data", "synthetic"),
+    "stage1": STAGE1_FIELDS,
+    "baseline": STAGE1_FIELDS + ("stage2_epochs", "stage3_epochs", "stage3_lr"),
+    "stage2": STAGE1_FIELDS + ("num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction"),
+}
+
+
+def reuse_outputs(source: Path, run_dir: Path, config: TrainConfig) -> list[str]:
+    """Copy the finished outputs of `source` that `config` would compute identically; returns their names."""
+    import shutil
+
+    theirs = TrainConfig.load(source / "config.json").to_dict()
+    ours = config.to_dict()
+    copied = []
+    for name, fields in REUSABLE.items():
+        src, dst = source / name, run_dir / name
+        done = src.is_file() or (src / "model.safetensors").is_file() or (name == "stage2" and src.is_dir())
+        if done and not dst.exists() and all(theirs[f] == ours[f] for f in fields):
+            (shutil.copytree if src.is_dir() else shutil.copy)(src, dst)
+            copied.append(name)
+    return copied
+
+
 def _stage3_dir(variant: str) -> str:
     return "stage3" if variant == "taper" else f"stage3_{variant}"
 
 
-def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None, progress: bool = True) -> Path:
+def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None, progress: bool = True,
+        reuse_from: Path | None = None) -> Path:
     distributed.init()
     run_dir.mkdir(parents=True, exist_ok=True)
     config = resolve_config(run_dir, preset, overrides or {})
+    if reuse_from is not None and distributed.is_main():
+        print(f"[run] reused from {reuse_from}: {reuse_outputs(reuse_from, run_dir, config) or 'nothing'}", flush=True)
+    distributed.barrier()
     if config.threads:
         torch.set_num_threads(config.threads)
     if distributed.is_main():
