@@ -33,11 +33,11 @@ def run_contents(run_dir: Path, variant: str = "taper") -> tuple[dict, dict[str,
     """The manifest fields and member bytes of a finished run."""
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
-    from trainer.run import STAGE3_VARIANTS, _stage3_dir, make_context
+    from trainer.run import STAGE3_VARIANTS, make_context, stage3_dir
 
     config = TrainConfig.load(run_dir / "config.json")
     ctx = make_context(run_dir, config, progress=False)
-    state = {k: v.numpy() for k, v in load_state(run_dir / _stage3_dir(variant) / "model.safetensors").items()}
+    state = {k: v.numpy() for k, v in load_state(run_dir / stage3_dir(variant) / "model.safetensors").items()}
     _, blocks, uses_mixer, _ = STAGE3_VARIANTS[variant]
     if not uses_mixer:
         raise ValueError(f"variant {variant!r} has no mixer predictor; bundle 'taper' or an ablation with one")

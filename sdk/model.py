@@ -43,24 +43,27 @@ class PersonalizedModel:
 
     def logits(self, images) -> np.ndarray:
         """[N, K] logits over the task's classes."""
-        batch, _ = to_uint8_batch(images, self.preprocessing.input_size)
+        return self._logits(to_uint8_batch(images, self.preprocessing.input_size)[0])
+
+    def predict_proba(self, images) -> np.ndarray:
+        """[N, K] class probabilities (softmax over the task's classes)."""
+        return _softmax(self.logits(images))
+
+    def predict(self, images):
+        """(label, probability) for one image, or a list of them for several."""
+        batch, single = to_uint8_batch(images, self.preprocessing.input_size)
+        p = _softmax(self._logits(batch))
+        results = [(self.classes[k], float(p[i, k])) for i, k in enumerate(p.argmax(1))]
+        return results[0] if single else results
+
+    def _logits(self, batch: np.ndarray) -> np.ndarray:
         out = []
         for i in range(0, len(batch), PREDICT_BATCH):
             (features,) = self.session.run(None, {"image": self.preprocessing.normalize(batch[i:i + PREDICT_BATCH])})
             out.append(features @ self.head_weight.T + self.head_bias)
         return np.concatenate(out)
 
-    def predict_proba(self, images) -> np.ndarray:
-        """[N, K] class probabilities (softmax over the task's classes)."""
-        z = self.logits(images)
-        e = np.exp(z - z.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
 
-    def predict(self, images):
-        """(label, probability) for one image, or a list of them for several."""
-        _, single = to_uint8_batch(images, self.preprocessing.input_size) if not isinstance(images, list) \
-            else (None, False)
-        p = self.predict_proba(images)
-        top = p.argmax(1)
-        results = [(self.classes[k], float(p[i, k])) for i, k in enumerate(top)]
-        return results[0] if single else results
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)

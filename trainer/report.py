@@ -21,7 +21,7 @@ from .data.tasks import TaskSampler
 from .evaluate import Evaluator, pairwise_similarity_correlation
 from .mixer import MixerPredictor
 from .models import NUM_BLOCKS
-from .run import STAGE3_VARIANTS, _stage3_dir, load_model, load_stage3, make_context
+from .run import STAGE3_VARIANTS, load_model, load_stage3, make_context, stage3_dir
 from .task_embedding import TaskEmbedder
 
 ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "shard_basis", "uniform_average",
@@ -38,7 +38,7 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
     bases = [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)]
     shard_of = np.array(json.loads((run_dir / "stage2" / "shards.json").read_text())["shard_of_class"])
     variants = {v: load_stage3(ctx, run_dir, v, TaskEmbedder(STAGE3_VARIANTS[v][0], embeddings).dim)
-                for v in ("taper", *config.ablations) if (run_dir / _stage3_dir(v) / "model.safetensors").exists()}
+                for v in ("taper", *config.ablations) if (run_dir / stage3_dir(v) / "model.safetensors").exists()}
     uniform = torch.full((NUM_BLOCKS, config.num_bases), 1.0 / config.num_bases)
 
     protocols = {"neighbourhood": TaskSampler(ctx.data.hierarchy, k=config.task_k)}

@@ -103,7 +103,7 @@ def load_stage3(ctx: StageContext, run_dir: Path, variant: str, embed_dim: int):
     if uses_mixer:
         mixer = MixerPredictor(embed_dim, ctx.config.num_bases, ctx.config.mixer_hidden, blocks=blocks)
     model = Stage3Model(bank, mixer)
-    model.load_state_dict(load_state(run_dir / _stage3_dir(variant) / "model.safetensors"))
+    model.load_state_dict(load_state(run_dir / stage3_dir(variant) / "model.safetensors"))
     return model.eval()
 
 
@@ -133,7 +133,7 @@ def reuse_outputs(source: Path, run_dir: Path, config: TrainConfig) -> list[str]
     return copied
 
 
-def _stage3_dir(variant: str) -> str:
+def stage3_dir(variant: str) -> str:
     return "stage3" if variant == "taper" else f"stage3_{variant}"
 
 
@@ -196,7 +196,7 @@ def _stage2(ctx: StageContext, run_dir: Path, stage1: ResNet18) -> list[dict[str
 
 
 def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: np.ndarray, sampler: TaskSampler):
-    stage_dir = run_dir / _stage3_dir(variant)
+    stage_dir = run_dir / stage3_dir(variant)
     path = stage_dir / "model.safetensors"
     if path.exists():
         return
