@@ -129,7 +129,7 @@ def test_threads_personalizing_and_predicting_match_serial(bundle, stage3):
         assert np.allclose(results[key], value, atol=1e-6)
 
 
-def test_load_personalize_predict_work_with_the_network_disabled(tiny_bundle):
+def test_load_personalize_predict_work_offline_and_without_torch(tiny_bundle):
     code = f"""
 import socket
 def refuse(*a, **k):
@@ -140,6 +140,8 @@ import numpy as np, sdk
 b = sdk.load({str(tiny_bundle)!r})
 m = sdk.personalize(b, "round shapes, blue stripes")
 print(m.predict(np.zeros((32, 32, 3), np.uint8)))
+import sys
+assert "torch" not in sys.modules and "trainer" not in sys.modules, "the runtime imported torch"
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert result.returncode == 0, result.stderr
