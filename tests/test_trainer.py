@@ -185,3 +185,18 @@ def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_p
     (tmp_path / "b").mkdir()
     copied = reuse_outputs(tiny_run, tmp_path / "b", config.with_overrides(stage3_epochs=3, stage2_lr=0.02))
     assert set(copied) == {"classes.safetensors", "stage1"}  # the baseline gets the same total epochs
+
+
+def test_frozen_bn_stage3_trains_exactly_the_deployed_network():
+    bank = BasisBank.from_state_dicts(CONFIG, random_bases(3))
+    mixer = MixerPredictor(embed_dim=8, num_bases=3, hidden=16)
+    torch.nn.init.normal_(mixer.head.weight, std=0.5)
+    model = Stage3Model(bank, mixer, frozen_bn=True).train()
+    x, embedding = torch.randn(2, 4, 3, 16, 16), torch.randn(2, 8)
+    logits, alpha, stats = model(x, embedding)
+    assert stats == {}
+    for g in range(2):
+        deployed = functional_forward(ResNet18(CONFIG).eval(), bank.state_dict_for(alpha[g].detach()), x[g])
+        assert torch.allclose(logits[g], deployed, atol=1e-4)
+    logits.sum().backward()
+    assert bank.params(0).grad.abs().sum() > 0 and mixer.head.weight.grad.abs().sum() > 0

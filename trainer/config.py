@@ -41,6 +41,8 @@ class TrainConfig:
     mixer_hidden: int = 256
     description: str = "text"               # task embedding: "text" (class-name embeddings) or "bow"
     mixer_blocks: int = 4                   # 4 block-wise mixers, or 1 for the whole network
+    stage3_bn: str = "batch"                # "batch": each task normalised with its batch statistics;
+                                            # "frozen": the bases' mixed running statistics, as deployed
     aug_pad: int = 8
     eval_seeds: tuple[int, ...] = (0, 1, 2)
     eval_images_per_class: int = 0          # 0: all val images of each task's classes
@@ -49,6 +51,10 @@ class TrainConfig:
     threads: int = 0                        # 0: torch's default
     log_every: int = 50
     synthetic: dict = field(default_factory=dict)  # make_synthetic_dataset arguments for data="synthetic"
+
+    def __post_init__(self):
+        if self.stage3_bn not in ("batch", "frozen"):
+            raise ValueError(f"stage3_bn must be 'batch' or 'frozen', got {self.stage3_bn!r}")
 
     def with_overrides(self, **overrides) -> TrainConfig:
         known = {f.name for f in fields(self)}
@@ -68,7 +74,7 @@ class TrainConfig:
         raw = json.loads(path.read_text())
         raw["eval_seeds"] = tuple(raw["eval_seeds"])
         raw["ablations"] = tuple(raw["ablations"])
-        return cls(**raw)
+        return cls(**{**cls().to_dict(), **raw, "eval_seeds": raw["eval_seeds"], "ablations": raw["ablations"]})
 
 
 PRESETS: dict[str, TrainConfig] = {

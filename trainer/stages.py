@@ -122,9 +122,9 @@ def train_stage2_basis(ctx: StageContext, stage_dir: Path, stage1: ResNet18, sha
 class Stage3Model(torch.nn.Module):
     """Bases + mixer predictor: (images [G, B, 3, H, W], task embeddings [G, d]) -> logits [G, B, classes]."""
 
-    def __init__(self, bank: BasisBank, mixer: MixerPredictor | None):
+    def __init__(self, bank: BasisBank, mixer: MixerPredictor | None, frozen_bn: bool = False):
         super().__init__()
-        self.bank, self.mixer = bank, mixer
+        self.bank, self.mixer, self.frozen_bn = bank, mixer, frozen_bn
 
     def alpha(self, task_embedding: torch.Tensor) -> torch.Tensor:
         if self.mixer is None:  # fixed uniform mixer (ablation: no task description)
@@ -133,6 +133,9 @@ class Stage3Model(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, task_embedding: torch.Tensor):
         alpha = self.alpha(task_embedding)
+        if self.frozen_bn:  # normalise with the mixed running statistics: training sees what deployment sees
+            logits, _ = grouped_forward(self.bank.config, self.bank.mix(alpha, with_stats=True), x, training=False)
+            return logits, alpha, {}
         logits, stats = grouped_forward(self.bank.config, self.bank.mix(alpha, with_stats=False), x, training=True)
         return logits, alpha, stats
 
@@ -148,7 +151,7 @@ def task_mask(tasks: list[np.ndarray], num_classes: int) -> torch.Tensor:
 def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: MixerPredictor | None,
                  embedder: TaskEmbedder, sampler: TaskSampler, epochs: float) -> Stage3Model:
     cfg = ctx.config
-    model = Stage3Model(bank, mixer).train()
+    model = Stage3Model(bank, mixer, frozen_bn=cfg.stage3_bn == "frozen").train()
     wrapped = distributed.wrap(model)
     groups = [{"params": bank.parameters(), "lr": cfg.stage3_lr}]
     if mixer is not None:
@@ -171,7 +174,8 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        bank.update_running_stats(alpha, stats)
+        if stats:
+            bank.update_running_stats(alpha, stats)
         entropy = -(alpha * alpha.clamp(min=1e-12).log()).sum(-1).mean().item()
         return {"loss": loss.item(), "acc": (masked.argmax(-1) == labels).float().mean().item(),
                 "mixer_entropy": round(entropy, 4), "images": labels.numel()}
