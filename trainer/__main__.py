@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("run_dir", type=Path)
     evaluate.add_argument("--report", type=Path, default=None,
                           help="also write <REPORT>.json, <REPORT>.md and SVG plots (e.g. docs/results/bench)")
+    report = sub.add_parser("report", help="write docs from an evaluated run's eval.json (no re-evaluation)")
+    report.add_argument("run_dir", type=Path)
+    report.add_argument("--out", type=Path, required=True, help="e.g. docs/results/bench")
     speed = sub.add_parser("throughput", help="measure ResNet-18 training images/s")
     speed.add_argument("--width", type=float, nargs="+", default=[0.5, 0.25])
     speed.add_argument("--stem", default="imagenet")
@@ -71,10 +74,14 @@ def main(argv: list[str] | None = None) -> int:
             result = evaluate_run(args.run_dir)
             print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
             if args.report:
-                saved = args.run_dir / "command.txt"
-                command = saved.read_text().strip() if saved.exists() else f"python -m trainer run --out {args.run_dir}"
-                for path in write_report(result, args.report, command):
+                for path in write_report(result, args.report, _run_command(args.run_dir)):
                     print(f"wrote {path}")
+        elif args.command == "report":
+            from .results import refresh_wall_times, write_report
+
+            result = refresh_wall_times(json.loads((args.run_dir / "eval.json").read_text()), args.run_dir)
+            for path in write_report(result, args.out, _run_command(args.run_dir)):
+                print(f"wrote {path}")
         elif args.command == "throughput":
             from .throughput import measure_training_throughput
 
@@ -91,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _run_command(run_dir: Path) -> str:
+    saved = run_dir / "command.txt"
+    return saved.read_text().strip() if saved.exists() else f"python -m trainer run --out {run_dir}"
 
 
 def _parse_override(item: str) -> tuple[str, object]:

@@ -24,6 +24,17 @@ ROW_LABELS = {
 }
 
 
+def refresh_wall_times(result: dict, run_dir: Path) -> dict:
+    """Wall times as the run's metrics.json has them now (reused stages included)."""
+    path = run_dir / "metrics.json"
+    if path.exists():
+        metrics = json.loads(path.read_text())
+        result["wall_time_per_stage_s"] = metrics.get("wall_time_s", {})
+        result["wall_time_s"] = round(sum(result["wall_time_per_stage_s"].values()), 1)
+        result["reused"] = metrics.get("reused", {})
+    return result
+
+
 def write_report(result: dict, prefix: Path, command: str) -> list[Path]:
     prefix.parent.mkdir(parents=True, exist_ok=True)
     paths = [prefix.with_suffix(".json"), prefix.with_suffix(".md"),
@@ -65,7 +76,9 @@ def markdown(result: dict, command: str, plots: list[str]) -> str:
               f"Mixer sanity check (supplement B.2): Pearson r between pairwise task-embedding and mixer "
               f"similarities = {result.get('mixer_task_pearson_r')} (randomly initialised mixer: "
               f"{result.get('mixer_task_pearson_r_untrained')}).", "", "Wall time per stage (s):", ""]
-    lines += [f"- {k}: {v}" for k, v in result.get("wall_time_per_stage_s", {}).items()]
+    reused = result.get("reused", {})
+    lines += [f"- {k}: {v}" + (f" (reused from {reused[k]}: same configuration for this stage)" if k in reused else "")
+              for k, v in result.get("wall_time_per_stage_s", {}).items()]
     lines += ["", "Configuration:", "", "```json", json.dumps(result["config"], indent=1), "```", ""]
     lines += [f"![{p}]({p})" for p in plots]
     lines += ["", "The experiment log (each change and its measured effect) is in `experiments.md`.", ""]

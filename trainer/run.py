@@ -133,6 +133,20 @@ def reuse_outputs(source: Path, run_dir: Path, config: TrainConfig) -> list[str]
     return copied
 
 
+def record_reused_wall_times(source: Path, run_dir: Path, copied: list[str]) -> None:
+    """Carry the source's wall time of each reused stage into this run's metrics (named as reused)."""
+    theirs = json.loads((source / "metrics.json").read_text()).get("wall_time_s", {}) \
+        if (source / "metrics.json").exists() else {}
+    path = run_dir / "metrics.json"
+    metrics = json.loads(path.read_text()) if path.exists() else {"wall_time_s": {}}
+    for name in copied:
+        key = "class_embeddings" if name == "classes.safetensors" else name
+        if key in theirs:
+            metrics["wall_time_s"][key] = theirs[key]
+            metrics.setdefault("reused", {})[key] = str(source)
+    path.write_text(json.dumps(metrics, indent=1))
+
+
 def stage3_dir(variant: str) -> str:
     return "stage3" if variant == "taper" else f"stage3_{variant}"
 
@@ -143,7 +157,9 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
     run_dir.mkdir(parents=True, exist_ok=True)
     config = resolve_config(run_dir, preset, overrides or {})
     if reuse_from is not None and distributed.is_main():
-        print(f"[run] reused from {reuse_from}: {reuse_outputs(reuse_from, run_dir, config) or 'nothing'}", flush=True)
+        copied = reuse_outputs(reuse_from, run_dir, config)
+        record_reused_wall_times(reuse_from, run_dir, copied)
+        print(f"[run] reused from {reuse_from}: {copied or 'nothing'}", flush=True)
     distributed.barrier()
     if config.threads:
         torch.set_num_threads(config.threads)
