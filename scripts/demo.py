@@ -88,7 +88,7 @@ def main() -> int:
     bundle = sdk.load(bundle_path)
     print(f"loaded {bundle_path} ({bundle_path.stat().st_size / 1e6:.0f} MB, checksums verified) in "
           f"{(time.perf_counter() - start) * 1000:.0f} ms")
-    sdk.personalize(bundle, "warm up")  # creates the text encoder session once, as an app does at start
+    bundle.warm_up()  # the text encoder session, created once as an app does at start
     index = {w: i for i, w in enumerate(data.wnids)}
     for description in DESCRIPTIONS:
         try:

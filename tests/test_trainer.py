@@ -200,3 +200,12 @@ def test_frozen_bn_stage3_trains_exactly_the_deployed_network():
         assert torch.allclose(logits[g], deployed, atol=1e-4)
     logits.sum().backward()
     assert bank.params(0).grad.abs().sum() > 0 and mixer.head.weight.grad.abs().sum() > 0
+
+
+def test_mixer_correlation_is_undefined_for_a_constant_mixer():
+    from trainer.evaluate import pairwise_similarity_correlation
+
+    embeddings = torch.randn(6, 8)
+    assert pairwise_similarity_correlation(embeddings, torch.ones(6, 4, 3) / 3) is None
+    r = pairwise_similarity_correlation(embeddings, embeddings[:, :6].reshape(6, 2, 3).softmax(-1))
+    assert r is not None and -1 <= r <= 1

@@ -68,13 +68,14 @@ class Evaluator:
         return 100.0 * selected / total, 100.0 * plain / total
 
 
-def pairwise_similarity_correlation(embeddings: torch.Tensor, alphas: torch.Tensor) -> float:
-    """Pearson r between off-diagonal cosine similarities of task embeddings and of mixers (supp. B.2)."""
+def pairwise_similarity_correlation(embeddings: torch.Tensor, alphas: torch.Tensor) -> float | None:
+    """Pearson r between off-diagonal cosine similarities of task embeddings and of mixers (supp. B.2);
+    None when the mixer gives (numerically) the same alpha for every task: no correlation is defined."""
     def offdiag_cos(v: torch.Tensor) -> np.ndarray:
         v = torch.nn.functional.normalize(v.reshape(len(v), -1), dim=1)
         sim = (v @ v.T).numpy()
         return sim[~np.eye(len(sim), dtype=bool)]
     a, b = offdiag_cos(embeddings), offdiag_cos(alphas)
-    if a.std() == 0 or b.std() == 0:
-        return 0.0
+    if a.std() < 1e-6 or b.std() < 1e-6:
+        return None
     return float(np.corrcoef(a, b)[0, 1])

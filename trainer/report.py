@@ -113,8 +113,8 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
                                    for k, v in _ordered(per_protocol.get("supercategory", {}))},
         "free_language_accuracy": None if free_language is None else round(free_language, 2),
         "free_language_note": free_language_note or "each class described by its WordNet gloss instead of its name",
-        "mixer_task_pearson_r": None if pearson is None else round(pearson, 3),
-        "mixer_task_pearson_r_untrained": None if untrained is None else round(untrained, 3),
+        "mixer_task_pearson_r": _rounded(pearson),
+        "mixer_task_pearson_r_untrained": _rounded(untrained),
         "wall_time_s": round(sum(metrics.get("wall_time_s", {}).values()), 1),
         "wall_time_per_stage_s": metrics.get("wall_time_s", {}),
         "eval_time_s": round(time.perf_counter() - start, 1),
@@ -141,6 +141,10 @@ def _mixer_examples(ctx, taper, embeddings: np.ndarray, config: TrainConfig, cou
         out.append({"group": name, "anchor": primary_name(ctx.data.names[ctx.data.hierarchy.index(wnids[0])]),
                     "alpha": [[round(float(v), 3) for v in row] for row in alpha]})
     return out
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None or not np.isfinite(value) else round(value, 3)
 
 
 def _ordered(rows: dict[str, list[float]]):
