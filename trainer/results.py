@@ -35,11 +35,23 @@ def refresh_wall_times(result: dict, run_dir: Path) -> dict:
     return result
 
 
+def _finite(value):
+    """JSON has no NaN: non-finite numbers become null."""
+    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def write_report(result: dict, prefix: Path, command: str) -> list[Path]:
+    result = _finite(result)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     paths = [prefix.with_suffix(".json"), prefix.with_suffix(".md"),
              prefix.parent / f"{prefix.name}_accuracy.svg", prefix.parent / f"{prefix.name}_mixers.svg"]
-    paths[0].write_text(json.dumps({**result, "command": command}, indent=1))
+    paths[0].write_text(json.dumps({**result, "command": command}, indent=1, allow_nan=False))
     paths[2].write_text(accuracy_svg(result))
     paths[3].write_text(mixer_svg(result.get("mixer_examples", [])))
     paths[1].write_text(markdown(result, command, [p.name for p in paths[2:]]))
