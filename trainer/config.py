@@ -2,7 +2,8 @@
 
 - `tiny`: the synthetic data set, seconds; used by the tests.
 - `bench`: Tiny ImageNet, ResNet-18 width 0.25 with the ImageNet stem at 64 px, Q=10, epochs 40/2/6
-  (baseline 40+8); sized for the 90-minute budget of a 2-core CPU (width 0.25 trains ~3.2x faster than
+  (baseline 40+8), stage 3 with frozen BN statistics and mixer lr 0.1 (docs/results/experiments.md);
+  sized for the 90-minute budget of a 2-core CPU (width 0.25 trains ~3.2x faster than
   0.5 here: 1,840 vs 571 img/s), most of it on stage 1, which the whole method stands on.
 - `demo`: the bench model trained for a few epochs (~8 min here): what `make demo` builds once.
 - `paper`: full-width ResNet-18 with the paper's recipe (100/5/20 epochs, lr 0.1 step decay), for a GPU.
@@ -86,12 +87,12 @@ PRESETS: dict[str, TrainConfig] = {
         tasks_per_batch=4, stage1_epochs=3, stage2_epochs=1, stage3_epochs=2, aug_pad=4, eval_seeds=(0, 1),
         log_every=5, synthetic={"image_size": 32, "train_per_class": 16, "val_per_class": 4},
     ),
-    "bench": TrainConfig(stage3_bn="frozen"),
+    "bench": TrainConfig(stage3_bn="frozen", mixer_lr=0.1),
     # The main job's quick bundle (`make demo`): the bench model with ~8 minutes of training.
-    "demo": TrainConfig(stage3_bn="frozen", stage1_epochs=4, stage2_epochs=1, stage3_epochs=1, eval_seeds=(0,),
-                        log_every=100),
+    "demo": TrainConfig(stage3_bn="frozen", mixer_lr=0.1, stage1_epochs=4, stage2_epochs=1, stage3_epochs=1,
+                        eval_seeds=(0,), log_every=100),
     "paper": TrainConfig(
-        stage3_bn="frozen", width=1.0, schedule="step", step_every=30, stage1_epochs=100, stage2_epochs=5,
+        stage3_bn="frozen", mixer_lr=0.1, width=1.0, schedule="step", step_every=30, stage1_epochs=100, stage2_epochs=5,
         stage3_epochs=20,
         stage2_lr=0.01, stage3_lr=0.01, weight_decay=1e-4, ablations=("naive", "fixed_uniform", "bow", "single_mixer"),
     ),
