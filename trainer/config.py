@@ -5,7 +5,7 @@
   (baseline 40+8), stage 3 with frozen BN statistics and mixer lr 0.1 (docs/results/experiments.md);
   sized for the 90-minute budget of a 2-core CPU (width 0.25 trains ~3.2x faster than
   0.5 here: 1,840 vs 571 img/s), most of it on stage 1, which the whole method stands on.
-- `demo`: the bench model trained for a few epochs (~8 min here): what `make demo` builds once.
+- `demo`: the bench model trained for a few epochs (10.5 min here): what `make demo` builds once.
 - `paper`: full-width ResNet-18 with the paper's recipe (100/5/20 epochs, lr 0.1 step decay), for a GPU.
 """
 
@@ -88,7 +88,7 @@ PRESETS: dict[str, TrainConfig] = {
         log_every=5, synthetic={"image_size": 32, "train_per_class": 16, "val_per_class": 4},
     ),
     "bench": TrainConfig(stage3_bn="frozen", mixer_lr=0.1),
-    # The main job's quick bundle (`make demo`): the bench model with ~8 minutes of training.
+    # The main job's quick bundle (`make demo`): the bench model with ~10 minutes of training.
     "demo": TrainConfig(stage3_bn="frozen", mixer_lr=0.1, stage1_epochs=4, stage2_epochs=1, stage3_epochs=1,
                         eval_seeds=(0,), log_every=100),
     "paper": TrainConfig(
