@@ -16,7 +16,7 @@ import onnx
 import torch
 from torch import nn
 
-from sdk.architecture import parameter_shapes
+from sdk.architecture import STAGE_CHANNELS, parameter_shapes
 from sdk.folding import folded_names
 
 EXTERNAL_FILE = "backbone.weights"
@@ -51,7 +51,7 @@ class FoldedBackbone(nn.Module):
 
     def __init__(self, stem: str, width: float):
         super().__init__()
-        c = [int(ch * width) for ch in (64, 128, 256, 512)]
+        c = [int(ch * width) for ch in STAGE_CHANNELS]
         self.stem = FoldedStem(stem, c[0])
         ins = [c[0], c[0], c[1], c[2]]
         for s in range(4):

@@ -27,6 +27,7 @@ from .bundle import ClassInfo
 from .errors import DescriptionError
 
 MAX_DESCRIPTION_CHARS = 1000
+MAX_GROUP_CLASSES = 100  # a named group is taken whole (max_classes does not cut it), up to this many
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class TaskResolver:
         key = _norm(phrase)
         for candidate in (key, _singular(key)):
             if candidate in self.groups:
-                return self.groups[candidate][: max(options.max_classes, 100)], f"group {candidate!r}"
+                return self.groups[candidate][:MAX_GROUP_CLASSES], f"group {candidate!r}"
         scores = self.embeddings @ self.embed_phrase(phrase)
         best = int(np.argmax(scores))
         if key in self.by_name:

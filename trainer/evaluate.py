@@ -50,9 +50,9 @@ class Evaluator:
         mask[torch.as_tensor(task)] = 0
         return (int(((logits + mask).argmax(1) == labels).sum()), int((logits.argmax(1) == labels).sum()))
 
-    def static(self, state: dict[str, torch.Tensor], tasks: list[np.ndarray]) -> tuple[float, float]:
-        """(accuracy with selection, without) of one network over all tasks."""
-        logits = self.logits(state)
+    def static(self, logits: torch.Tensor, tasks: list[np.ndarray]) -> tuple[float, float]:
+        """(accuracy with selection, without) of one task-independent network over all tasks, from its
+        logits on the whole val set (`self.logits(state)`, computed once per network, not per task set)."""
         return self._accumulate(tasks, lambda i, task, idx: logits[idx])
 
     def per_task(self, state_for: Callable[[int, np.ndarray], dict], tasks: list[np.ndarray]) -> tuple[float, float]:

@@ -46,6 +46,10 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
         protocols["supercategory"] = TaskSampler(ctx.data.hierarchy, k=config.task_k, mode="supercategory")
 
     start = time.perf_counter()
+    # Task-independent networks: logits over val once, then masked per task for every seed and protocol.
+    baseline_logits, stage1_logits = evaluator.logits(baseline), evaluator.logits(stage1)
+    shard_logits = [evaluator.logits(b) for b in bases]
+    uniform_logits = {name: evaluator.logits(model.bank.state_dict_for(uniform)) for name, model in variants.items()}
     per_protocol: dict[str, dict[str, list[float]]] = {}
     for protocol, sampler in protocols.items():
         rows: dict[str, list[float]] = {}
@@ -55,18 +59,17 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
             def add(name: str, accuracy: float, rows: dict = rows) -> None:
                 rows.setdefault(name, []).append(accuracy)
 
-            sel, plain = evaluator.static(baseline, tasks)
+            sel, plain = evaluator.static(baseline_logits, tasks)
             add("standard", plain)
             add("classifier_selection", sel)
-            add("stage1_selection", evaluator.static(stage1, tasks)[0])
-            shard_logits = [evaluator.logits(b) for b in bases]
+            add("stage1_selection", evaluator.static(stage1_logits, tasks)[0])
             add("shard_basis", _majority_shard_accuracy(evaluator, shard_logits, shard_of, tasks))
             for name, model in variants.items():
                 embedder = TaskEmbedder(STAGE3_VARIANTS[name][0], embeddings)
                 if name == "taper":
-                    add("uniform_average", evaluator.static(model.bank.state_dict_for(uniform), tasks)[0])
+                    add("uniform_average", evaluator.static(uniform_logits[name], tasks)[0])
                 if model.mixer is None:
-                    add(name, evaluator.static(model.bank.state_dict_for(uniform), tasks)[0])
+                    add(name, evaluator.static(uniform_logits[name], tasks)[0])
                     continue
                 with torch.no_grad():
                     alphas = model.alpha(embedder(tasks))
