@@ -96,6 +96,38 @@ def test_task_mask_keeps_only_the_task_classes():
     assert mask[0, 1] == 0 and mask[0, 3] == 0 and torch.isinf(mask[0, [0, 2, 4]]).all()
 
 
+def test_stage2_prior_is_the_batch_class_distribution():
+    from trainer.stages import stage2_class_prior
+
+    prior = stage2_class_prior(200, np.arange(20), general_fraction=0.5).numpy()
+    assert prior.sum() == pytest.approx(1.0)
+    # A shard class is drawn 0.5/200 + 0.5/20 of the time, any other 0.5/200: 11x as often.
+    assert prior[0] / prior[100] == pytest.approx(11.0)
+
+
+def test_logit_adjusted_stage2_basis_favours_its_shard_less(tiny_run, tmp_path):
+    from trainer.config import TrainConfig
+    from trainer.data.transforms import to_normalized_tensor
+    from trainer.run import load_model, make_context
+    from trainer.stages import train_stage2_basis
+
+    config = TrainConfig.load(tiny_run / "config.json").with_overrides(stage2_epochs=3)
+    shard = np.arange(4)
+    bias = {}
+    for adjust in (False, True):
+        ctx = make_context(tmp_path, config.with_overrides(stage2_logit_adjust=adjust), progress=False)
+        stage1 = load_model(ctx.model_config, tiny_run / "stage1" / "model.safetensors")
+        torch.manual_seed(0)
+        basis = train_stage2_basis(ctx, tmp_path / f"adjust{adjust}", stage1, shard, q=0)
+        x = to_normalized_tensor(torch.from_numpy(np.array(ctx.data.val.images)), ctx.preprocessing)
+        with torch.no_grad():
+            logits = basis(x)
+        others = np.setdiff1d(np.arange(ctx.data.num_classes), shard)
+        bias[adjust] = (logits[:, shard].mean() - logits[:, others].mean()).item()
+    # Plain stage 2 learns the batches' skew toward the shard; the adjusted loss does not.
+    assert bias[True] < bias[False] - 0.3
+
+
 def test_tiny_preset_end_to_end_and_resume(tmp_path):
     from trainer.report import evaluate_run
     from trainer.run import run
@@ -185,6 +217,9 @@ def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_p
     (tmp_path / "b").mkdir()
     copied = reuse_outputs(tiny_run, tmp_path / "b", config.with_overrides(stage3_epochs=3, stage2_lr=0.02))
     assert set(copied) == {"classes.safetensors", "stage1"}  # the baseline gets the same total epochs
+    (tmp_path / "c").mkdir()
+    copied = reuse_outputs(tiny_run, tmp_path / "c", config.with_overrides(stage2_logit_adjust=True))
+    assert set(copied) == {"classes.safetensors", "stage1", "baseline"}
 
 
 def test_frozen_bn_stage3_trains_exactly_the_deployed_network():

@@ -36,6 +36,7 @@ class TrainConfig:
     stage2_epochs: float = 2                # passes over the data summed over all Q bases
     stage2_lr: float = 0.01
     stage2_general_fraction: float = 0.5    # share of each basis's batches drawn from all classes
+    stage2_logit_adjust: bool = False       # correct stage 2's loss for the shard-skewed class prior
     stage3_epochs: float = 6
     stage3_lr: float = 0.01
     mixer_lr: float = 1.0

@@ -113,7 +113,8 @@ REUSABLE = {  # output -> the config fields it depends on
     "classes.safetensors": ("data", "synthetic"),
     "stage1": STAGE1_FIELDS,
     "baseline": STAGE1_FIELDS + ("stage2_epochs", "stage3_epochs", "stage3_lr"),
-    "stage2": STAGE1_FIELDS + ("num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction"),
+    "stage2": STAGE1_FIELDS + ("num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction",
+                                "stage2_logit_adjust"),
 }
 
 

@@ -56,13 +56,23 @@ class StageContext:
         return torch.optim.SGD(groups, momentum=self.config.momentum, weight_decay=self.config.weight_decay)
 
 
+def stage2_class_prior(num_classes: int, shard_classes: np.ndarray, general_fraction: float) -> torch.Tensor:
+    """The class distribution of a stage-2 batch: `general_fraction` drawn from all classes, the rest from
+    the shard. With 10 shards of ~20 classes a shard class is ~11x as frequent as any other class."""
+    prior = np.full(num_classes, general_fraction / num_classes)
+    prior[shard_classes] += (1 - general_fraction) / len(shard_classes)
+    return torch.from_numpy(prior).float()
+
+
 def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                generator: torch.Generator, data_parallel: bool):
+                generator: torch.Generator, data_parallel: bool, log_prior: torch.Tensor | None = None):
     def step(batch) -> dict:
         images, labels = ctx.rank_slice(*batch) if data_parallel else batch
         x = ctx.augment(images, generator).contiguous(memory_format=torch.channels_last)
         logits = model(x)
-        loss = F.cross_entropy(logits, labels)
+        # Logit adjustment (Menon et al., 2021): training on logits + log prior makes the raw logits
+        # estimate the class-balanced posterior, so the basis does not learn the batch's skewed prior.
+        loss = F.cross_entropy(logits if log_prior is None else logits + log_prior, labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -73,9 +83,10 @@ def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.opti
 
 def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18, epochs: float, lr: float,
                 classes_for_half: np.ndarray | None = None, general_fraction: float = 1.0,
-                data_parallel: bool = True) -> ResNet18:
+                data_parallel: bool = True, logit_adjust: bool = False) -> ResNet18:
     """Cross-entropy training of one network; with `classes_for_half`, a (1 - general_fraction) share of
-    every batch comes from those classes only (stage 2). data_parallel=False: this rank trains it alone."""
+    every batch comes from those classes only (stage 2), and `logit_adjust` corrects the loss for that
+    skewed class prior. data_parallel=False: this rank trains it alone."""
     cfg = ctx.config
     model = model.to(memory_format=torch.channels_last).train()
     wrapped = distributed.wrap(model) if data_parallel else model
@@ -91,8 +102,12 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
         special = plain_batches(ctx.data.train, cfg.batch_size - n_general, rng, n, classes=classes_for_half)
         return ((torch.cat([a[0], b[0]]), torch.cat([a[1], b[1]])) for a, b in zip(general, special, strict=True))
 
+    log_prior = None
+    if logit_adjust and classes_for_half is not None:
+        log_prior = stage2_class_prior(ctx.data.num_classes, classes_for_half, general_fraction).log()
     run_epochs(stage_dir, stage, cfg, epochs, steps_per_epoch, make_batches,
-               _plain_step(ctx, wrapped, optimizer, generator, data_parallel), optimizer, {"model": model}, ctx.log,
+               _plain_step(ctx, wrapped, optimizer, generator, data_parallel, log_prior), optimizer, {"model": model},
+               ctx.log,
                data_parallel=data_parallel)
     return model.to(memory_format=torch.contiguous_format).eval()
 
@@ -116,7 +131,7 @@ def train_stage2_basis(ctx: StageContext, stage_dir: Path, stage1: ResNet18, sha
     epochs = ctx.config.stage2_epochs / ctx.config.num_bases
     return train_plain(ctx, stage_dir / f"basis{q}", f"stage2.basis{q}", model, epochs, ctx.config.stage2_lr,
                        classes_for_half=shard_classes, general_fraction=ctx.config.stage2_general_fraction,
-                       data_parallel=False)
+                       data_parallel=False, logit_adjust=ctx.config.stage2_logit_adjust)
 
 
 class Stage3Model(torch.nn.Module):
