@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,10 +29,21 @@ from .tasks import TaskOptions, TaskResolver
 from .text_encoder import TextEncoder
 
 
+@dataclass
+class _Scratch:
+    """The buffers one personalize() fills: fused block rows (named views) and the engine's weight buffer.
+    Reused across calls (taking fresh pages costs as much as the fusion itself); one per concurrent call."""
+    fused: list[np.ndarray]
+    weights: dict[str, np.ndarray]
+    buffer: np.ndarray
+    views: dict[str, np.ndarray]
+
+
 class TaperBundle:
     """A loaded bundle plus what personalizing needs (text encoder and engine, created on first use)."""
 
-    def __init__(self, bundle: Bundle, providers: Sequence[str] | None = None, threads: int | None = None):
+    def __init__(self, bundle: Bundle, providers: Sequence[str] | None = None, threads: int | None = None,
+                 device_compile: bool = True):
         self.bundle = bundle
         m = bundle.manifest
         self.num_bases, self.mixer_spec = m["num_bases"], m["mixer"]
@@ -38,10 +51,14 @@ class TaperBundle:
                                            tuple(m["preprocessing"]["std"]))
         self.bases = [bundle.bases[f"block{b}"] for b in range(NUM_BLOCKS)]
         self.engine = BackboneEngine(bundle.member_bytes(m["backbone"]["graph"]), m["backbone"]["external_file"],
-                                     m["backbone"]["external_size"], m["backbone"]["layout"], providers, threads)
+                                     m["backbone"]["external_size"], m["backbone"]["layout"],
+                                     self.preprocessing.input_size, providers, threads)
+        self.engine.compile_tried = not device_compile
         self.prompts = tuple(m["text_encoder"]["prompts"])
         self._encoder: TextEncoder | None = None
         self._lock = threading.Lock()
+        self._compile_lock = threading.Lock()
+        self._scratch: queue.SimpleQueue[_Scratch] = queue.SimpleQueue()  # weight buffers, reused
         self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories,
                                      self._embed_phrase)
 
@@ -60,9 +77,22 @@ class TaperBundle:
             return self._encoder
 
     def warm_up(self) -> TaperBundle:
-        """Create the text encoder's session now (~0.2 s) instead of at the first free-text description."""
+        """Do the one-time work now instead of in the first `personalize`: create the text encoder's
+        session (~0.2 s) and compile the backbone for this device (0.2 s for the bench model, ~1.5 s for
+        a full-width ResNet-18 here)."""
         _ = self.encoder
+        self._compile_engine()
         return self
+
+    def _compile_engine(self) -> bool:
+        """Compile the backbone for this device unless done; True if it was done now."""
+        with self._compile_lock:
+            if self.engine.compile_tried:
+                return False
+            uniform = np.full((NUM_BLOCKS, self.num_bases), 1 / self.num_bases, np.float32)
+            buffer, views = self.folded_weights(self.fused_weights(uniform))
+            self.engine.compile(buffer, views)
+            return True
 
     def _embed_phrase(self, phrase: str) -> np.ndarray:
         return self.encoder.embed_class_names([phrase], self.prompts)[0]
@@ -83,18 +113,32 @@ class TaperBundle:
         spec = self.mixer_spec
         alpha = predict_alpha(self.bundle.mixer, spec["layers"], spec["blocks"], self.num_bases, task.embedding)
         lap("mixer")
-        weights = self.fused_weights(alpha)
-        lap("fuse")
-        buffer, _ = self.folded_weights(weights)
-        head_weight = np.ascontiguousarray(weights["fc.weight"][task.classes])
-        head_bias = np.ascontiguousarray(weights["fc.bias"][task.classes])
-        lap("fold")
-        session = self.engine.session(buffer)
-        lap("session")
+        if self._compile_engine():
+            lap("compile")  # once per bundle, unless warm_up() did it
+        scratch = self._take_scratch()
+        try:
+            fuse_blocks(alpha, self.bases, scratch.fused)
+            lap("fuse")
+            fold_batch_norm(scratch.weights, scratch.views)
+            head_weight = scratch.weights["fc.weight"][task.classes]  # fancy indexing: copies
+            head_bias = scratch.weights["fc.bias"][task.classes]
+            lap("fold")
+            session = self.engine.session(scratch.buffer, scratch.views)
+            lap("session")
+        finally:
+            self._scratch.put(scratch)
         timings["total"] = round(sum(timings.values()), 3)
         infos = [self.bundle.classes[i] for i in task.classes]
         return PersonalizedModel(session, head_weight, head_bias, task.classes, [c.name for c in infos],
                                  [c.id for c in infos], self.preprocessing, alpha, timings, task.how, self)
+
+    def _take_scratch(self) -> _Scratch:
+        try:
+            return self._scratch.get_nowait()
+        except queue.Empty:
+            fused = [np.empty(b.shape[1], np.float32) for b in self.bases]
+            buffer, views = self.engine.new_buffer()
+            return _Scratch(fused, unflatten(fused, self.bundle.layout, self.bundle.shapes), buffer, views)
 
     def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
         """Every weight of the network mixed with alpha [4, Q]: one GEMV per block, named views."""
@@ -110,9 +154,12 @@ class TaperBundle:
 
 
 def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None = None,
-         threads: int | None = None) -> TaperBundle:
-    """Open and validate a bundle (memory-mapped; checksums verified unless verify=False)."""
-    return TaperBundle(Bundle.open(path, verify), providers, threads)
+         threads: int | None = None, device_compile: bool = True) -> TaperBundle:
+    """Open and validate a bundle (memory-mapped; checksums verified unless verify=False).
+
+    device_compile=False keeps onnxruntime's standard route (every session optimized from the plain
+    graph): slower to personalize, for comparison and debugging; see `sdk.engine`."""
+    return TaperBundle(Bundle.open(path, verify), providers, threads, device_compile)
 
 
 def personalize(bundle: TaperBundle, description: str | Sequence[str], **options) -> PersonalizedModel:

@@ -20,6 +20,11 @@ def bundle(tiny_bundle):
 
 
 @pytest.fixture(scope="module")
+def standard_bundle(tiny_bundle):
+    return sdk.load(tiny_bundle, device_compile=False)
+
+
+@pytest.fixture(scope="module")
 def stage3(tiny_run):
     from trainer.config import TrainConfig
     from trainer.run import load_stage3, make_context
@@ -32,13 +37,17 @@ def val_images(ctx, n=16):
     return np.ascontiguousarray(ctx.data.val.images[:n])
 
 
+@pytest.mark.parametrize("route", ["compiled", "standard"])
 @pytest.mark.parametrize("description", DESCRIPTIONS)
-def test_personalized_logits_equal_the_trainers_mixed_torch_model(bundle, stage3, description):
+def test_personalized_logits_equal_the_trainers_mixed_torch_model(bundle, standard_bundle, stage3, description,
+                                                                  route):
     from trainer.data.transforms import to_normalized_tensor
     from trainer.models import ResNet18, functional_forward
 
     ctx, model = stage3
+    bundle = bundle if route == "compiled" else standard_bundle
     personalized = sdk.personalize(bundle, description)
+    assert bundle.engine.route == route
     task = personalized.class_indices
     # The mixer: numpy in the runtime, torch in the trainer, same task embedding.
     with torch.no_grad():
@@ -51,6 +60,34 @@ def test_personalized_logits_equal_the_trainers_mixed_torch_model(bundle, stage3
         reference = functional_forward(ResNet18(ctx.model_config).eval(), model.bank.state_dict_for(alpha), x)
     got = personalized.logits(images)
     assert np.abs(got - reference[:, torch.from_numpy(task)].numpy()).max() < 1e-4
+
+
+def test_a_compiled_graph_that_does_not_reproduce_the_standard_session_is_not_used(tiny_bundle, monkeypatch):
+    import dataclasses
+
+    import sdk.engine
+    from sdk.compiled import compile_backbone
+
+    def misplaced(*args):  # a compiled graph where two same-shaped tensors trade places
+        good = compile_backbone(*args)
+        p = good.placements
+        i, j = next((i, j) for i in range(len(p)) for j in range(i + 1, len(p))
+                    if (p[i].size, p[i].view) == (p[j].size, p[j].view))
+        p[i], p[j] = dataclasses.replace(p[i], name=p[j].name), dataclasses.replace(p[j], name=p[i].name)
+        return good
+
+    monkeypatch.setattr(sdk.engine, "compile_backbone", misplaced)
+    b = sdk.load(tiny_bundle).warm_up()
+    assert b.engine.compile_tried and b.engine.route == "standard"
+
+
+def test_later_personalizations_leave_earlier_models_unchanged(bundle, stage3):
+    images = val_images(stage3[0])
+    first = sdk.personalize(bundle, "round shapes")
+    before = first.logits(images)
+    for description in DESCRIPTIONS:  # reuse the weight buffers several times
+        sdk.personalize(bundle, description)
+    assert np.array_equal(first.logits(images), before)
 
 
 def test_resolution_rules(bundle):

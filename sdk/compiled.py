@@ -1,0 +1,150 @@
+"""The backbone graph compiled once for this device, so personalizing skips onnxruntime's slow passes.
+
+At full optimization onnxruntime rewrites the backbone for the CPU (NCHWc blocked convolutions) and
+reorders every conv weight into the blocked layout when a session is created: ~2/3 of session time.
+That work depends on the graph and the CPU, not on the weights, so it is done once: onnxruntime
+saves its optimized graph, and two *probe* weight files tell where each of our weights lands in the
+optimized graph's weight file (probe A holds each element's index + 1, probe B its negation; an
+element equal in both is a constant of the optimized graph, such as alignment padding).
+
+Personalizing then writes the folded weights into the optimized layout (one strided copy per tensor
+where the reorder is a known blocked transpose, a gather otherwise) and opens the optimized graph with
+graph optimization off. `compile_backbone` returns None when anything is unexpected, so the caller
+keeps the standard route.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+EXACT_FLOAT_INTEGERS = 2 ** 24   # probe indices must be exact in float32
+COMPILED_FILE = "compiled.weights"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one source tensor goes in the compiled weight file.
+
+    `view` reshapes + transposes the source into destination order (`dest_shape`); `index`, when the
+    reorder is not a known transpose, gathers the source's flat elements instead."""
+    name: str
+    start: int                          # first element in the compiled file
+    size: int
+    view: tuple[tuple[int, ...], tuple[int, ...]] | None = None   # (split shape, axes)
+    index: np.ndarray | None = None
+
+    def write(self, source: np.ndarray, dest: np.ndarray) -> None:
+        out = dest[self.start:self.start + self.size]
+        if self.index is not None:
+            np.take(source.reshape(-1), self.index, out=out)
+        elif self.view is None:
+            np.copyto(out, source.reshape(-1))
+        else:
+            split, axes = self.view
+            np.copyto(out.reshape([split[a] for a in axes]), source.reshape(split).transpose(axes))
+
+
+@dataclass
+class CompiledBackbone:
+    graph: bytes
+    size: int                           # float32 elements of the compiled weight file
+    constants: np.ndarray               # the file's bytes that do not come from our weights (as float32)
+    placements: list[Placement]
+
+    def new_buffer(self) -> np.ndarray:
+        return self.constants.copy()
+
+    def relayout(self, views: dict[str, np.ndarray], dest: np.ndarray) -> None:
+        """Write our folded weights (named arrays) into the compiled layout."""
+        for p in self.placements:
+            p.write(views[p.name], dest)
+
+
+def _optimize(graph: bytes, external_file: str, weights: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """onnxruntime's fully optimized graph and its weight file for these weights."""
+    with tempfile.TemporaryDirectory() as tmp:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.optimized_model_filepath = str(Path(tmp) / "compiled.onnx")
+        options.add_session_config_entry("session.optimized_model_external_initializers_file_name", COMPILED_FILE)
+        options.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "0")
+        options.log_severity_level = 3  # it warns that the graph is CPU specific: that is the point
+        raw = weights.view(np.uint8)
+        options.add_external_initializers_from_files_in_memory([external_file], [raw], [raw.nbytes])
+        ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        data = (Path(tmp) / COMPILED_FILE).read_bytes()
+        return (Path(tmp) / "compiled.onnx").read_bytes(), np.frombuffer(data + b"\0" * (-len(data) % 4), np.float32)
+
+
+def _blocked_views(shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Candidate reorders of a conv weight [O, I, kh, kw] into the MLAS NCHWc layouts, block 8 or 16:
+    OIhw -> (O/B)(I/B)hw(Bi)(Bo), and OIhw -> (O/B)Ihw(Bo) for convs reading plain NCHW input."""
+    if len(shape) != 4:
+        return []
+    o, i, kh, kw = shape
+    out = []
+    for b in (8, 16):
+        if o % b == 0 and i % b == 0:
+            out.append(((o // b, b, i // b, b, kh, kw), (0, 2, 4, 5, 3, 1)))
+        if o % b == 0:
+            out.append(((o // b, b, i, kh, kw), (0, 2, 3, 4, 1)))
+    return out
+
+
+def _placement(name: str, shape: tuple[int, ...], positions: np.ndarray, sources: np.ndarray) -> Placement | None:
+    """How a tensor's elements (at consecutive `positions`, holding its elements `sources`) are laid out."""
+    size = int(np.prod(shape, dtype=np.int64))
+    start = int(positions[0])
+    if len(positions) != size:
+        return None  # padded or partly dropped
+    if np.array_equal(sources, np.arange(size)):
+        return Placement(name, start, size)
+    for split, axes in _blocked_views(shape):
+        if np.array_equal(np.arange(size).reshape(split).transpose(axes).reshape(-1), sources):
+            return Placement(name, start, size, view=(split, axes))
+    if not np.array_equal(np.sort(sources), np.arange(size)):
+        return None  # some element duplicated, another missing
+    return Placement(name, start, size, index=sources.astype(np.intp))
+
+
+def compile_backbone(graph: bytes, external_file: str, layout: dict[str, dict], external_size: int
+                     ) -> CompiledBackbone | None:
+    """Compile the backbone for this CPU; None if its optimized form is not a pure relayout of our weights.
+    (The engine also checks a compiled session against a standard one before using it.)"""
+    count = external_size // 4
+    if count >= EXACT_FLOAT_INTEGERS:
+        return None
+    probe = np.arange(1, count + 1, dtype=np.float32)
+    compiled_graph, a = _optimize(graph, external_file, probe)
+    _, b = _optimize(graph, external_file, -probe)
+    if len(a) != len(b):
+        return None
+    from_weights = a != b
+    if not np.array_equal(a[from_weights], -b[from_weights]):
+        return None
+    constants = np.where(from_weights, 0, a).astype(np.float32)
+    source = a.astype(np.int64) - 1            # global element index in our layout, per compiled element
+    positions = np.flatnonzero(from_weights)
+    names = sorted(layout, key=lambda n: layout[n]["offset"])
+    firsts = np.array([layout[n]["offset"] // 4 for n in names])
+    owner = np.searchsorted(firsts, source[positions], side="right") - 1   # tensor of each element
+    # Runs of consecutive compiled elements that belong to one tensor; each tensor must be one run.
+    breaks = np.flatnonzero((np.diff(owner) != 0) | (np.diff(positions) != 1)) + 1
+    runs = np.split(np.arange(len(positions)), breaks)
+    if len(runs) != len(names) or len({int(owner[r[0]]) for r in runs}) != len(names):
+        return None
+    placements = []
+    for run in runs:
+        t = int(owner[run[0]])
+        placement = _placement(names[t], tuple(layout[names[t]]["shape"]), positions[run],
+                               source[positions[run]] - firsts[t])
+        if placement is None:
+            return None
+        placements.append(placement)
+    return CompiledBackbone(compiled_graph, len(a), constants, placements)
+
