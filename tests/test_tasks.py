@@ -54,3 +54,20 @@ def test_k_is_clamped_and_bad_settings_rejected(hierarchy):
         TaskSampler(ClassHierarchy.flat(["a", "b", "c"]), mode="supercategory")
     with pytest.raises(ValueError):
         TaskSampler(hierarchy, k_range=(10, 5))
+
+
+def test_a_description_that_no_class_stands_out_for_matches_nothing():
+    from sdk.bundle import ClassInfo
+    from sdk.errors import DescriptionError
+    from sdk.tasks import TaskOptions, TaskResolver
+
+    classes = [ClassInfo(f"c{i}", f"class {i}", ["root", f"class {i}"]) for i in range(8)]
+    embeddings = np.eye(8, dtype=np.float32)
+    phrases = {"vague": np.full(8, 8 ** -0.5, np.float32),                      # equally close to all
+               "nearly class 3": np.where(np.arange(8) == 3, 0.9, 0.15).astype(np.float32)}
+    resolver = TaskResolver(classes, embeddings, {}, lambda text: phrases[text])
+    with pytest.raises(DescriptionError, match="nothing in this bundle matches 'vague'"):
+        resolver.resolve("vague")
+    assert 3 in resolver.resolve("nearly class 3").classes
+    # The threshold is the caller's: with min_contrast 0 a vague description falls back to all classes.
+    assert len(resolver.resolve("vague", TaskOptions(min_contrast=0, max_classes=8)).classes) == 8
