@@ -30,8 +30,9 @@ COMPILED_FILE = "compiled.weights"
 class Placement:
     """Where one source tensor goes in the compiled weight file.
 
-    `view` reshapes + transposes the source into destination order (`dest_shape`); `index`, when the
-    reorder is not a known transpose, gathers the source's flat elements instead."""
+    Neither `view` nor `index`: copied as is. `view` = (split shape, axes): the source reshaped to the
+    split shape and transposed by axes is the destination order (a blocked NCHWc conv weight).
+    `index`: when the reorder is no known transpose, the source's flat elements are gathered."""
     name: str
     start: int                          # first element in the compiled file
     size: int

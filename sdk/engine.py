@@ -100,6 +100,9 @@ class BackboneEngine:
               ) -> ort.InferenceSession:
         options = ort.SessionOptions()
         options.graph_optimization_level = level
+        # No spin-waiting of idle worker threads: they would steal the cores that the next fusion (BLAS)
+        # runs on (measured: fusion 53 -> 29 ms, personalize 136 -> 103 ms at full width; latency equal).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if self.threads:
             options.intra_op_num_threads = self.threads
         raw = buffer.view(np.uint8)

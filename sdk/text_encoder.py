@@ -63,6 +63,7 @@ class TextEncoder:
         # Fold the int8 weights' DequantizeLinear nodes into float constants at load: a query then
         # costs ~1.4 ms instead of ~5 ms (the embedding table stays int8, see export/text_encoder.py).
         options.add_session_config_entry("session.disable_quant_qdq", "1")
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see sdk.engine
         if threads:
             options.intra_op_num_threads = threads
         source = str(model) if isinstance(model, Path) else model
