@@ -12,6 +12,8 @@ pruned to the same classes; needs the run directory), and the personalization ti
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -30,9 +32,13 @@ DESCRIPTIONS = ["insects", "dogs", "a drinking glass with a base and stem", "veh
 
 
 def build_demo_bundle(data: str, folder: Path) -> tuple[Path, Path]:
+    """Train the `demo` preset once per preset configuration (a changed preset trains into a new folder)."""
     from export.bundle import bundle_run
+    from trainer.config import PRESETS
     from trainer.run import run
 
+    config = PRESETS["demo"].with_overrides(data=str(Path(data).resolve()))
+    folder = folder / hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
     run_dir, bundle = folder / "run", folder / "tiny-imagenet-demo.taper"
     if not bundle.exists():
         print(f"[demo] training the `demo` preset into {run_dir} (once; resumes if cut off)", flush=True)

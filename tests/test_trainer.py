@@ -214,6 +214,9 @@ def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_p
     (tmp_path / "a").mkdir()
     copied = reuse_outputs(tiny_run, tmp_path / "a", config.with_overrides(mixer_lr=0.5))
     assert set(copied) == {"classes.safetensors", "stage1", "baseline", "stage2"}
+    (tmp_path / "d").mkdir()  # adding ablations keeps the finished TAPER stage 3
+    copied = reuse_outputs(tiny_run, tmp_path / "d", config.with_overrides(ablations=("bow",)))
+    assert set(copied) == {"classes.safetensors", "stage1", "baseline", "stage2", "stage3"}
     (tmp_path / "b").mkdir()
     copied = reuse_outputs(tiny_run, tmp_path / "b", config.with_overrides(stage3_epochs=3, stage2_lr=0.02))
     assert set(copied) == {"classes.safetensors", "stage1"}  # the baseline gets the same total epochs

@@ -75,9 +75,12 @@ def markdown(result: dict, command: str, plots: list[str]) -> str:
         "| method | WordNet neighbourhood (paper protocol) | super-category tasks |",
         "|---|---|---|",
     ]
+    labels = dict(ROW_LABELS)
+    if result["config"].get("naive_epochs"):  # shortened: say so in the table itself
+        labels["naive"] += f", {result['config']['naive_epochs']:g} epochs"
     for key, value in acc.items():
-        lines.append(f"| {ROW_LABELS.get(key, key)} | {value:.2f} ± {std.get(key, 0):.2f} | "
-                     f"{sup[key]:.2f} |" if key in sup else f"| {ROW_LABELS.get(key, key)} | {value:.2f} | - |")
+        lines.append(f"| {labels.get(key, key)} | {value:.2f} ± {std.get(key, 0):.2f} | "
+                     f"{sup[key]:.2f} |" if key in sup else f"| {labels.get(key, key)} | {value:.2f} | - |")
     if "taper" in acc:
         lines += ["", f"TAPER minus classifier selection: **{acc['taper'] - acc['classifier_selection']:+.2f}** "
                       f"(paper protocol), {sup.get('taper', 0) - sup.get('classifier_selection', 0):+.2f} "

@@ -118,14 +118,20 @@ REUSABLE = {  # output -> the config fields it depends on
 }
 
 
+NOT_TRAINING = ("ablations", "naive_epochs", "eval_seeds", "eval_images_per_class", "threads", "log_every")
+
+
 def reuse_outputs(source: Path, run_dir: Path, config: TrainConfig) -> list[str]:
-    """Copy the finished outputs of `source` that `config` would compute identically; returns their names."""
+    """Copy the finished outputs of `source` that `config` would compute identically; returns their names.
+    A stage-3 variant depends on every training field (not on the ablation list or evaluation settings)."""
     import shutil
 
     theirs = TrainConfig.load(source / "config.json").to_dict()
     ours = config.to_dict()
+    training = tuple(f for f in ours if f not in NOT_TRAINING)
     copied = []
-    for name, fields in REUSABLE.items():
+    variants = {stage3_dir(v): training + (("naive_epochs",) if v == "naive" else ()) for v in STAGE3_VARIANTS}
+    for name, fields in {**REUSABLE, **variants}.items():
         src, dst = source / name, run_dir / name
         done = src.is_file() or (src / "model.safetensors").is_file() or (name == "stage2" and src.is_dir())
         if done and not dst.exists() and all(theirs[f] == ours[f] for f in fields):
@@ -141,7 +147,7 @@ def record_reused_wall_times(source: Path, run_dir: Path, copied: list[str]) -> 
     path = run_dir / "metrics.json"
     metrics = json.loads(path.read_text()) if path.exists() else {"wall_time_s": {}}
     for name in copied:
-        key = "class_embeddings" if name == "classes.safetensors" else name
+        key = {"classes.safetensors": "class_embeddings", "stage3": "stage3_taper"}.get(name, name)
         if key in theirs:
             metrics["wall_time_s"][key] = theirs[key]
             metrics.setdefault("reused", {})[key] = str(source)
@@ -223,13 +229,13 @@ def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: n
     if from_stage2:
         bank = BasisBank.from_state_dicts(ctx.model_config, bases)
         epochs = config.stage3_epochs
-    else:  # naive: bases from scratch, stage 3 only, for as many epochs as all three stages together
+    else:  # naive: bases from scratch, stage 3 only, by default for as many epochs as all three stages
         bank = BasisBank.from_state_dicts(ctx.model_config, [ResNet18(ctx.model_config).state_dict()
                                                              for _ in range(config.num_bases)])
-        epochs = config.stage1_epochs + config.stage2_epochs + config.stage3_epochs
+        epochs = config.naive_epochs or config.stage1_epochs + config.stage2_epochs + config.stage3_epochs
     embedder = TaskEmbedder(kind, embeddings)
     mixer = MixerPredictor(embedder.dim, config.num_bases, config.mixer_hidden, blocks=blocks) if uses_mixer else None
-    model = train_stage3(ctx, stage_dir, bank, mixer, embedder, sampler, epochs)
+    model = train_stage3(ctx, stage_dir, bank, mixer, embedder, sampler, epochs, from_scratch=not from_stage2)
     if distributed.is_main():
         save_state(path, model.state_dict())
     distributed.barrier()

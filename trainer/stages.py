@@ -164,11 +164,14 @@ def task_mask(tasks: list[np.ndarray], num_classes: int) -> torch.Tensor:
 
 
 def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: MixerPredictor | None,
-                 embedder: TaskEmbedder, sampler: TaskSampler, epochs: float) -> Stage3Model:
+                 embedder: TaskEmbedder, sampler: TaskSampler, epochs: float, from_scratch: bool = False
+                 ) -> Stage3Model:
+    """from_scratch (the "naive" ablation): bases start at random init, so they train at stage 1's learning
+    rate with batch statistics (frozen running statistics of an untrained network would mean no BN)."""
     cfg = ctx.config
-    model = Stage3Model(bank, mixer, frozen_bn=cfg.stage3_bn == "frozen").train()
+    model = Stage3Model(bank, mixer, frozen_bn=cfg.stage3_bn == "frozen" and not from_scratch).train()
     wrapped = distributed.wrap(model)
-    groups = [{"params": bank.parameters(), "lr": cfg.stage3_lr}]
+    groups = [{"params": bank.parameters(), "lr": cfg.lr if from_scratch else cfg.stage3_lr}]
     if mixer is not None:
         groups.append({"params": mixer.parameters(), "lr": cfg.mixer_lr})
     optimizer = ctx.sgd(groups)
