@@ -33,14 +33,15 @@ def default_providers() -> list[str]:
 
 class BackboneEngine:
     def __init__(self, graph: bytes, external_file: str, external_size: int, layout: dict[str, dict],
-                 input_size: int, providers: Sequence[str] | None = None, threads: int | None = None):
+                 input_size: int, providers: Sequence[str] | None = None, threads: int | None = None,
+                 device_compile: bool = True):
         self.graph, self.external_file, self.external_size = graph, external_file, external_size
         self.input_size = input_size
         self.layout = layout
         self.providers = list(providers) if providers else default_providers()
         self.threads = threads
         self.compiled: CompiledBackbone | None = None
-        self.compile_tried = False
+        self.compile_tried = not device_compile  # False: `compile` does nothing, the route stays standard
         self._compiled_buffers: queue.SimpleQueue[np.ndarray] = queue.SimpleQueue()  # reused: ORT copies
 
     def new_buffer(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
