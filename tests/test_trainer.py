@@ -247,3 +247,10 @@ def test_mixer_correlation_is_undefined_for_a_constant_mixer():
     assert pairwise_similarity_correlation(embeddings, torch.ones(6, 4, 3) / 3) is None
     r = pairwise_similarity_correlation(embeddings, embeddings[:, :6].reshape(6, 2, 3).softmax(-1))
     assert r is not None and -1 <= r <= 1
+
+
+def test_one_task_per_batch_is_rejected_up_front():
+    from trainer.config import TrainConfig
+
+    with pytest.raises(ValueError, match="tasks_per_batch"):
+        TrainConfig(tasks_per_batch=1)  # the mixer's batch norm would fail at the first stage-3 step

@@ -17,6 +17,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 
+def check_tasks_per_batch(groups: int, batch_size: int) -> None:
+    # The mixer predictor's batch norm normalises over the tasks of a batch: one task cannot train it.
+    if not 2 <= groups <= batch_size:
+        raise ValueError(f"tasks_per_batch must be between 2 and batch_size ({batch_size}), got {groups}")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     data: str = "../shared/data/tiny-imagenet-200.tar.gz"   # or "synthetic"
@@ -61,6 +67,7 @@ class TrainConfig:
     def __post_init__(self):
         if self.stage3_bn not in ("batch", "frozen"):
             raise ValueError(f"stage3_bn must be 'batch' or 'frozen', got {self.stage3_bn!r}")
+        check_tasks_per_batch(self.tasks_per_batch, self.batch_size)
 
     def with_overrides(self, **overrides) -> TrainConfig:
         known = {f.name for f in fields(self)}

@@ -41,6 +41,10 @@ def measure_stage3_ratio(width: float = 0.25, stem: str = "imagenet", size: int 
     running-statistics update) over a plain stage-1 step, same batch size, same threads, one run."""
     import numpy as np
 
+    from .config import check_tasks_per_batch
+
+    check_tasks_per_batch(groups, batch)
+
     from .basis_bank import BasisBank
     from .mixer import MixerPredictor
     from .stages import Stage3Model, task_mask
