@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sdk  # noqa: E402
-from sdk.tasks import TaskOptions  # noqa: E402
+from sdk.tasks import TaskOptions, contrast  # noqa: E402
 
 UNRELATED = ["democracy", "algebra", "tuesday", "happiness", "thunderstorm", "quantum chromodynamics", "tax return",
              "asdfgh", "xqzv", "lorem ipsum", "the", "a feeling of nostalgia", "jazz music", "cryptocurrency",
@@ -34,12 +34,13 @@ THRESHOLDS = [0.10, 0.12, 0.13, 0.14, 0.15, 0.16, 0.18, 0.20]
 
 
 def contrasts(bundle: sdk.TaperBundle, texts: list[str]) -> list[dict]:
+    """Per text: the closest class and the contrast, computed as sdk.tasks does."""
     out = []
     for text in texts:
-        scores = bundle.bundle.class_embeddings @ bundle._embed_phrase(text)
+        scores = bundle.bundle.class_embeddings @ bundle.resolver.embed_phrase(text)
         best = int(np.argmax(scores))
         out.append({"text": text, "best": bundle.classes[best], "similarity": round(float(scores[best]), 3),
-                    "contrast": round(float(scores[best] - scores.mean()), 3)})
+                    "contrast": round(contrast(scores), 3)})
     return out
 
 

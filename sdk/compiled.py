@@ -53,8 +53,7 @@ class Placement:
 @dataclass
 class CompiledBackbone:
     graph: bytes
-    size: int                           # float32 elements of the compiled weight file
-    constants: np.ndarray               # the file's bytes that do not come from our weights (as float32)
+    constants: np.ndarray               # the weight file with our weights zeroed (its other bytes: constants)
     placements: list[Placement]
 
     def new_buffer(self) -> np.ndarray:
@@ -147,5 +146,5 @@ def compile_backbone(graph: bytes, external_file: str, layout: dict[str, dict], 
         if placement is None:
             return None
         placements.append(placement)
-    return CompiledBackbone(compiled_graph, len(a), constants, placements)
+    return CompiledBackbone(compiled_graph, constants, placements)
 

@@ -135,15 +135,19 @@ class TaperBundle:
         try:
             return self._scratch.get_nowait()
         except queue.Empty:
-            fused = [np.empty(b.shape[1], np.float32) for b in self.bases]
-            buffer, views = self.engine.new_buffer()
-            return _Scratch(fused, unflatten(fused, self.bundle.layout, self.bundle.shapes), buffer, views)
+            fused, weights = self._new_fused()
+            return _Scratch(fused, weights, *self.engine.new_buffer())
+
+    def _new_fused(self) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        """Empty per-block rows for fused weights, and the named views into them."""
+        fused = [np.empty(b.shape[1], np.float32) for b in self.bases]
+        return fused, unflatten(fused, self.bundle.layout, self.bundle.shapes)
 
     def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
         """Every weight of the network mixed with alpha [4, Q]: one GEMV per block, named views."""
-        fused = [np.empty(b.shape[1], np.float32) for b in self.bases]
+        fused, weights = self._new_fused()
         fuse_blocks(alpha, self.bases, fused)
-        return unflatten(fused, self.bundle.layout, self.bundle.shapes)
+        return weights
 
     def folded_weights(self, weights: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Batch norm folded into the convs, written straight into the engine's weight buffer."""

@@ -42,6 +42,11 @@ class TaskOptions:
     min_contrast: float = 0.13   # best similarity minus the mean over all classes; below: nothing matches
 
 
+def contrast(scores: np.ndarray) -> float:
+    """How far the best class's similarity stands out from the mean over all classes (the match rule)."""
+    return float(scores.max() - scores.mean())
+
+
 @dataclass
 class Task:
     classes: np.ndarray           # sorted class indices
@@ -109,13 +114,13 @@ class TaskResolver:
         if key in self.by_name:
             exact = self.by_name[key]
             return [exact] if not single else self._top(scores, options, include=exact), "class name"
-        contrast = float(scores[best] - scores.mean())
-        if contrast < options.min_contrast:
+        standout = contrast(scores)
+        if standout < options.min_contrast:
             raise DescriptionError(f"nothing in this bundle matches {phrase!r} (closest: {self.classes[best].name!r}, "
-                                   f"which stands out by only {contrast:.2f} < min_contrast {options.min_contrast})")
+                                   f"which stands out by only {standout:.2f} < min_contrast {options.min_contrast})")
         if not single:
             return [best], f"closest class (similarity {scores[best]:.2f})"
-        closest = f"{self.classes[best].name!r}: {scores[best]:.2f}, contrast {contrast:.2f}"
+        closest = f"{self.classes[best].name!r}: {scores[best]:.2f}, contrast {standout:.2f}"
         return self._top(scores, options), f"classes within {options.margin} of the best similarity ({closest})"
 
     def _top(self, scores: np.ndarray, options: TaskOptions, include: int | None = None) -> list[int]:

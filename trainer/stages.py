@@ -106,9 +106,8 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
     if logit_adjust and classes_for_half is not None:
         log_prior = stage2_class_prior(ctx.data.num_classes, classes_for_half, general_fraction).log()
     run_epochs(stage_dir, stage, cfg, epochs, steps_per_epoch, make_batches,
-               _plain_step(ctx, wrapped, optimizer, generator, data_parallel, log_prior), optimizer, {"model": model},
-               ctx.log,
-               data_parallel=data_parallel)
+               _plain_step(ctx, wrapped, optimizer, generator, data_parallel, log_prior), optimizer,
+               {"model": model}, ctx.log, data_parallel=data_parallel)
     return model.to(memory_format=torch.contiguous_format).eval()
 
 
