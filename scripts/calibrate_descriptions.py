@@ -64,7 +64,8 @@ def main() -> int:
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     lines = ["# Calibration of the \"nothing matches\" rule", "",
              f"Command: `python scripts/calibrate_descriptions.py --bundle {args.bundle.name}`. Contrast = best "
-             "class similarity minus the mean similarity over all classes (prompt-ensembled text embeddings).", "",
+             "class similarity minus the mean similarity over all classes (descriptions embedded as the runtime "
+             "does: first prompt only; classes: the prompt ensemble).", "",
              "Share of each set that a `min_contrast` threshold rejects:", "",
              "| min_contrast | " + " | ".join(f"{n} ({len(sets[n])})" for n in sets) + " |",
              "|---|" + "---|" * len(sets)]

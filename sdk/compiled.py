@@ -7,9 +7,10 @@ saves its optimized graph, and two *probe* weight files tell where each of our w
 optimized graph's weight file (probe A holds each element's index + 1, probe B its negation; an
 element equal in both is a constant of the optimized graph, such as alignment padding).
 
-Personalizing then writes the folded weights into the optimized layout (one strided copy per tensor
-where the reorder is a known blocked transpose, a gather otherwise) and opens the optimized graph with
-graph optimization off. `compile_backbone` returns None when anything is unexpected, so the caller
+Personalizing then folds batch norm straight into the optimized layout (each weight is addressed
+through a strided view of the compiled weight file, so folding and reordering are one pass) and opens
+the optimized graph with graph optimization off. `compile_backbone` returns None when anything is
+unexpected (a reorder that is not a known blocked transpose, padding, dropped elements), so the caller
 keeps the standard route.
 """
 
@@ -28,26 +29,26 @@ COMPILED_FILE = "compiled.weights"
 
 @dataclass(frozen=True)
 class Placement:
-    """Where one source tensor goes in the compiled weight file.
-
-    Neither `view` nor `index`: copied as is. `view` = (split shape, axes): the source reshaped to the
-    split shape and transposed by axes is the destination order (a blocked NCHWc conv weight).
-    `index`: when the reorder is no known transpose, the source's flat elements are gathered."""
+    """Where one source tensor goes in the compiled weight file: copied as is, or, with `view` = (split
+    shape, axes), as the source reshaped to the split shape and transposed by axes (a blocked NCHWc conv
+    weight)."""
     name: str
+    shape: tuple[int, ...]
     start: int                          # first element in the compiled file
-    size: int
     view: tuple[tuple[int, ...], tuple[int, ...]] | None = None   # (split shape, axes)
-    index: np.ndarray | None = None
 
-    def write(self, source: np.ndarray, dest: np.ndarray) -> None:
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def view_of(self, dest: np.ndarray) -> np.ndarray:
+        """The elements of `dest` that hold this tensor, indexed like the source: shape `shape`, or the
+        split shape for a blocked layout (a strided view: writing to it writes the compiled order)."""
         out = dest[self.start:self.start + self.size]
-        if self.index is not None:
-            np.take(source.reshape(-1), self.index, out=out)
-        elif self.view is None:
-            np.copyto(out, source.reshape(-1))
-        else:
-            split, axes = self.view
-            np.copyto(out.reshape([split[a] for a in axes]), source.reshape(split).transpose(axes))
+        if self.view is None:
+            return out.reshape(self.shape)
+        split, axes = self.view
+        return out.reshape([split[a] for a in axes]).transpose(np.argsort(axes))
 
 
 @dataclass
@@ -56,13 +57,10 @@ class CompiledBackbone:
     constants: np.ndarray               # the weight file with our weights zeroed (its other bytes: constants)
     placements: list[Placement]
 
-    def new_buffer(self) -> np.ndarray:
-        return self.constants.copy()
-
-    def relayout(self, views: dict[str, np.ndarray], dest: np.ndarray) -> None:
-        """Write our folded weights (named arrays) into the compiled layout."""
-        for p in self.placements:
-            p.write(views[p.name], dest)
+    def new_buffer(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """A compiled weight file (constants filled in) and named views of our tensors in it."""
+        buffer = self.constants.copy()
+        return buffer, {p.name: p.view_of(buffer) for p in self.placements}
 
 
 def _optimize(graph: bytes, external_file: str, weights: np.ndarray) -> tuple[bytes, np.ndarray]:
@@ -97,24 +95,24 @@ def _blocked_views(shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[
 
 
 def _placement(name: str, shape: tuple[int, ...], positions: np.ndarray, sources: np.ndarray) -> Placement | None:
-    """How a tensor's elements (at consecutive `positions`, holding its elements `sources`) are laid out."""
+    """How a tensor's elements (at consecutive `positions`, holding its elements `sources`) are laid out;
+    None if not as they are or as a blocked transpose."""
     size = int(np.prod(shape, dtype=np.int64))
-    start = int(positions[0])
     if len(positions) != size:
         return None  # padded or partly dropped
+    start = int(positions[0])
     if np.array_equal(sources, np.arange(size)):
-        return Placement(name, start, size)
+        return Placement(name, shape, start)
     for split, axes in _blocked_views(shape):
         if np.array_equal(np.arange(size).reshape(split).transpose(axes).reshape(-1), sources):
-            return Placement(name, start, size, view=(split, axes))
-    if not np.array_equal(np.sort(sources), np.arange(size)):
-        return None  # some element duplicated, another missing
-    return Placement(name, start, size, index=sources.astype(np.intp))
+            return Placement(name, shape, start, view=(split, axes))
+    return None
 
 
 def compile_backbone(graph: bytes, external_file: str, layout: dict[str, dict], external_size: int
                      ) -> CompiledBackbone | None:
-    """Compile the backbone for this CPU; None if its optimized form is not a pure relayout of our weights.
+    """Compile the backbone for this CPU; None if its optimized form is not our weights, each as is or as a
+    blocked transpose.
     (The engine also checks a compiled session against a standard one before using it.)"""
     count = external_size // 4
     if count >= EXACT_FLOAT_INTEGERS:

@@ -6,21 +6,28 @@ layout transformer ignores overridden conv weights. Weights as graph inputs are 
 35-45% latency.) Execution providers are picked from what is installed (TensorRT, CUDA, else CPU).
 
 Two routes: on CPU the graph is compiled once for this device (`sdk.compiled`: onnxruntime's
-optimized graph, weights written straight into its layout), which makes a session ~3x cheaper to
-create; with other providers, or if compiling fails its self-check, each session is created from the
-plain graph at full optimization. `route` says which.
+optimized graph, batch norm folded straight into its weight layout), which makes a session ~3x
+cheaper to create; with other providers, or if compiling fails its self-check, each session is
+created from the plain graph at full optimization. `route` says which. Either way:
+
+>>> with engine.weight_buffer() as target:                 # doctest: +SKIP
+...     fold_batch_norm(fused_weights, target.views)
+...     session = engine.open(target)
 """
 
 from __future__ import annotations
 
 import queue
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import onnxruntime as ort
 
 from .compiled import COMPILED_FILE, CompiledBackbone, compile_backbone
 from .errors import SdkError
+from .folding import fold_batch_norm
 
 PREFERRED_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CoreMLExecutionProvider",
                        "CPUExecutionProvider")
@@ -29,6 +36,14 @@ PREFERRED_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "Co
 def default_providers() -> list[str]:
     available = set(ort.get_available_providers())
     return [p for p in PREFERRED_PROVIDERS if p in available] or ["CPUExecutionProvider"]
+
+
+@dataclass
+class WeightBuffer:
+    """The backbone's weight file in one route's layout, and named views of the folded weights in it."""
+    data: np.ndarray
+    views: dict[str, np.ndarray]
+    compiled: CompiledBackbone | None     # None: the plain graph's layout
 
 
 class BackboneEngine:
@@ -42,7 +57,7 @@ class BackboneEngine:
         self.threads = threads
         self.compiled: CompiledBackbone | None = None
         self.compile_tried = not device_compile  # False: `compile` does nothing, the route stays standard
-        self._compiled_buffers: queue.SimpleQueue[np.ndarray] = queue.SimpleQueue()  # reused: ORT copies
+        self._buffers: queue.SimpleQueue[WeightBuffer] = queue.SimpleQueue()  # reused: onnxruntime copies
 
     def new_buffer(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """A zeroed weight buffer in the graph's external-data layout, and named float32 views into it."""
@@ -57,9 +72,33 @@ class BackboneEngine:
     def route(self) -> str:
         return "compiled" if self.compiled is not None else "standard"
 
-    def compile(self, check_weights: np.ndarray, check_views: dict[str, np.ndarray]) -> None:
-        """Compile for this device (CPU only; tried once). `check_weights` (our layout; `check_views` names
-        its tensors): real weights on which a compiled session must reproduce a standard one."""
+    @contextmanager
+    def weight_buffer(self) -> Iterator[WeightBuffer]:
+        """A weight buffer in the current route's layout, to fold weights into and `open`. Pooled (taking
+        fresh pages costs as much as the fusion itself): valid inside the `with` only, which is enough
+        because onnxruntime copies the weights when a session is created."""
+        compiled = self.compiled
+        try:
+            target = self._buffers.get_nowait()
+        except queue.Empty:
+            target = self._new_weight_buffer(compiled)
+        if target.compiled is not compiled:  # pooled before the route changed
+            target = self._new_weight_buffer(compiled)
+        try:
+            yield target
+        finally:
+            self._buffers.put(target)
+
+    def open(self, target: WeightBuffer) -> ort.InferenceSession:
+        """A session for the weights in `target`."""
+        if target.compiled is None:
+            return self._open(self.graph, self.external_file, target.data, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+        # Optimization off: the compiled graph is onnxruntime's own fully optimized graph.
+        return self._open(target.compiled.graph, COMPILED_FILE, target.data, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+
+    def compile(self, weights: Mapping[str, np.ndarray]) -> None:
+        """Compile for this device (CPU only; tried once). `weights`: real fused weights (unfolded, named)
+        on which a compiled session must reproduce a standard one, else the route stays standard."""
         if self.compile_tried:
             return
         self.compile_tried = True
@@ -72,30 +111,19 @@ class BackboneEngine:
         if candidate is None:
             return
         x = np.random.default_rng(0).standard_normal([2, 3, self.input_size, self.input_size]).astype(np.float32)
-        expected = self.session(check_weights, check_views).run(None, {"image": x})[0]
-        got = self._open_compiled(candidate, check_views).run(None, {"image": x})[0]
+        expected, got = (self._folded_session(c, weights).run(None, {"image": x})[0] for c in (None, candidate))
         if np.allclose(got, expected, rtol=1e-4, atol=1e-4 * (float(np.abs(expected).max()) + 1)):
             self.compiled = candidate
 
-    def session(self, buffer: np.ndarray, views: dict[str, np.ndarray]) -> ort.InferenceSession:
-        """A session for the weights in `buffer` (our layout; `views` names its tensors). The buffer may be
-        reused once this returns: onnxruntime copies the weights."""
-        compiled = self.compiled
-        if compiled is None:
-            return self._open(self.graph, self.external_file, buffer, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-        return self._open_compiled(compiled, views)
+    def _folded_session(self, compiled: CompiledBackbone | None, weights: Mapping[str, np.ndarray]
+                        ) -> ort.InferenceSession:
+        target = self._new_weight_buffer(compiled)
+        fold_batch_norm(weights, target.views)
+        return self.open(target)
 
-    def _open_compiled(self, compiled: CompiledBackbone, views: dict[str, np.ndarray]) -> ort.InferenceSession:
-        try:
-            buffer = self._compiled_buffers.get_nowait()
-        except queue.Empty:
-            buffer = compiled.new_buffer()
-        try:
-            compiled.relayout(views, buffer)
-            # Optimization off: the compiled graph is onnxruntime's own fully optimized graph.
-            return self._open(compiled.graph, COMPILED_FILE, buffer, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-        finally:
-            self._compiled_buffers.put(buffer)
+    def _new_weight_buffer(self, compiled: CompiledBackbone | None) -> WeightBuffer:
+        data, views = self.new_buffer() if compiled is None else compiled.new_buffer()
+        return WeightBuffer(data, views, compiled)
 
     def _open(self, graph: bytes, external_file: str, buffer: np.ndarray, level: ort.GraphOptimizationLevel
               ) -> ort.InferenceSession:

@@ -1,7 +1,9 @@
 """Batch-norm folding: conv + BN (inference statistics) -> conv with bias.
 
 W' = W * gamma / sqrt(var + eps) per output channel; b' = beta - mean * gamma / sqrt(var + eps).
-Written into caller-provided arrays (the engine's weight buffer), so folding copies nothing twice.
+Written into caller-provided arrays (views of the engine's weight buffer), so folding copies nothing
+twice. An output may split the output-channel axis (a blocked layout's strided view, shape
+(O/8, 8, ...)): the weight is reshaped to it and the scale broadcast over the split.
 """
 
 from __future__ import annotations
@@ -24,9 +26,23 @@ def folded_names(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, 
     return out
 
 
+def _per_output_channel(scale: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`scale` [O] shaped to broadcast over a weight of `shape`, whose leading axes split O."""
+    lead, count = 0, 1
+    while count < scale.size:
+        count *= shape[lead]
+        lead += 1
+    return scale.reshape(tuple(shape[:lead]) + (1,) * (len(shape) - lead))
+
+
 def fold_batch_norm(weights: Mapping[str, np.ndarray], out: Mapping[str, np.ndarray], eps: float = BN_EPS) -> None:
     """Fill `out[conv.weight]` and `out[conv.bias]` for every conv/BN pair of `weights` (float32)."""
     for conv, bn in conv_bn_pairs(weights):
         scale = weights[bn + ".weight"] / np.sqrt(weights[bn + ".running_var"] + np.float32(eps))
-        np.multiply(weights[conv + ".weight"], scale.reshape(-1, 1, 1, 1), out=out[conv + ".weight"])
+        target = out[conv + ".weight"]
+        # Iterate in the target's memory order: numpy would follow the source's, and writes scattered
+        # over a blocked layout made folding slower (35 instead of 20 ms, full-width ResNet-18).
+        order = tuple(np.argsort([-stride for stride in target.strides], kind="stable"))
+        np.multiply(weights[conv + ".weight"].reshape(target.shape).transpose(order),
+                    _per_output_channel(scale, target.shape).transpose(order), out=target.transpose(order))
         np.subtract(weights[bn + ".bias"], weights[bn + ".running_mean"] * scale, out=out[conv + ".bias"])

@@ -8,7 +8,7 @@ Rules, in order:
 3. A string naming a group (a super-category such as "insects" or "dogs", or an inner node of the
    class hierarchy such as "dog") selects every class under it; an exact class name selects that class
    and its nearest neighbours by text similarity.
-4. Otherwise the text is embedded (same prompt ensemble as the class names) and the classes scoring
+4. Otherwise the text is embedded (with the first prompt of the class names' ensemble) and the classes scoring
    within `margin` of the best are taken, at most `max_classes`. If the best score stands out from
    the mean score over all classes by less than `min_contrast`, nothing matches and DescriptionError
    is raised. (Absolute similarities do not separate: with the prompt ensemble even "tuesday" scores

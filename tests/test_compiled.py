@@ -3,27 +3,49 @@
 import numpy as np
 
 from sdk.compiled import _placement
+from sdk.folding import fold_batch_norm
 
 
-def test_a_blocked_conv_reorder_is_found_as_a_transpose():
-    shape = (16, 8, 3, 3)   # O, I, kh, kw -> (O/8)(I/8)hw(8i)(8o), as MLAS NCHWc with block 8
-    order = np.arange(np.prod(shape)).reshape(2, 8, 1, 8, 3, 3).transpose(0, 2, 4, 5, 3, 1).reshape(-1)
+def blocked_order(shape):  # O, I, kh, kw -> (O/8)(I/8)hw(8i)(8o), as MLAS NCHWc with block 8
+    o, i, kh, kw = shape
+    return np.arange(np.prod(shape)).reshape(o // 8, 8, i // 8, 8, kh, kw).transpose(0, 2, 4, 5, 3, 1).reshape(-1)
+
+
+def test_a_blocked_conv_reorder_is_found_as_a_transpose_and_written_through_a_view():
+    shape = (16, 8, 3, 3)
+    order = blocked_order(shape)
     p = _placement("w", shape, np.arange(100, 100 + order.size), order)
-    assert p.view is not None and p.index is None and p.start == 100
+    assert p.view is not None and p.start == 100
     source = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     dest = np.zeros(100 + order.size, np.float32)
-    p.write(source, dest)
-    assert np.array_equal(dest[100:], source.reshape(-1)[order])
+    view = p.view_of(dest)
+    view[...] = source.reshape(view.shape)
+    assert np.array_equal(dest[100:], source.reshape(-1)[order]) and not dest[:100].any()
 
 
-def test_an_unknown_reorder_is_gathered_and_a_padded_one_rejected():
+def test_folding_into_the_blocked_layout_equals_folding_then_reordering():
+    rng = np.random.default_rng(1)
+    shape = (16, 16, 3, 3)
+    weights = {"conv1.weight": rng.standard_normal(shape).astype(np.float32),
+               "bn1.weight": rng.uniform(0.5, 2, 16).astype(np.float32),
+               "bn1.bias": rng.standard_normal(16).astype(np.float32),
+               "bn1.running_mean": rng.standard_normal(16).astype(np.float32),
+               "bn1.running_var": rng.uniform(0.5, 2, 16).astype(np.float32)}
+    plain = {"conv1.weight": np.zeros(shape, np.float32), "conv1.bias": np.zeros(16, np.float32)}
+    fold_batch_norm(weights, plain)
+    n = 16 * 16 * 9
+    weight = _placement("conv1.weight", shape, np.arange(n), blocked_order(shape))
+    bias = _placement("conv1.bias", (16,), np.arange(n, n + 16), np.arange(16))
+    dest = np.zeros(n + 16, np.float32)
+    fold_batch_norm(weights, {"conv1.weight": weight.view_of(dest), "conv1.bias": bias.view_of(dest)})
+    assert np.array_equal(dest[:n], plain["conv1.weight"].reshape(-1)[blocked_order(shape)])
+    assert np.array_equal(dest[n:], plain["conv1.bias"])
+
+
+def test_an_unknown_reorder_a_padded_or_a_duplicating_one_is_rejected():
     shape = (4, 5)
     order = np.random.default_rng(1).permutation(20)
-    p = _placement("w", shape, np.arange(20), order)
-    assert p.index is not None
-    source = np.arange(20, dtype=np.float32).reshape(shape) * 2
-    dest = np.zeros(20, np.float32)
-    p.write(source, dest)
-    assert np.array_equal(dest, source.reshape(-1)[order])
-    assert _placement("w", shape, np.arange(19), order[:19]) is None           # an element dropped
-    assert _placement("w", shape, np.arange(20), np.r_[order[:19], order[0]]) is None  # one duplicated
+    assert _placement("w", shape, np.arange(20), order) is None                # no known transpose
+    assert _placement("w", shape, np.arange(20), np.arange(20)) is not None    # as is
+    assert _placement("w", shape, np.arange(19), np.arange(19)) is None        # an element dropped
+    assert _placement("w", shape, np.arange(20), np.r_[np.arange(19), 0]) is None  # one duplicated

@@ -72,7 +72,7 @@ def test_a_compiled_graph_that_does_not_reproduce_the_standard_session_is_not_us
         good = compile_backbone(*args)
         p = good.placements
         i, j = next((i, j) for i in range(len(p)) for j in range(i + 1, len(p))
-                    if (p[i].size, p[i].view) == (p[j].size, p[j].view))
+                    if (p[i].shape, p[i].view) == (p[j].shape, p[j].view))
         p[i], p[j] = dataclasses.replace(p[i], name=p[j].name), dataclasses.replace(p[j], name=p[i].name)
         return good
 
