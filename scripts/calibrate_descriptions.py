@@ -44,6 +44,15 @@ def contrasts(bundle: sdk.TaperBundle, texts: list[str]) -> list[dict]:
     return out
 
 
+def retrieval(bundle: sdk.TaperBundle, queries: list[tuple[int, str]], prompts: tuple[str, ...]) -> dict:
+    """How often a description of a class ranks that class first / in the top 5, embedded with `prompts`."""
+    labels = np.array([label for label, _ in queries])
+    scores = np.stack([bundle.encoder.embed_class_names([text], prompts)[0] for _, text in queries]) \
+        @ bundle.bundle.class_embeddings.T
+    rank = (scores > scores[np.arange(len(labels)), labels][:, None]).sum(1)
+    return {"top1": round(float(np.mean(rank == 0)) * 100, 1), "top5": round(float(np.mean(rank < 5)) * 100, 1)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", type=Path, required=True)
@@ -53,13 +62,17 @@ def main() -> int:
 
     bundle = sdk.load(args.bundle)
     infos = bundle.bundle.classes
-    sets = {"wordnet_gloss": contrasts(bundle, read_glosses([c.id for c in infos])),
-            "class_synonym": contrasts(bundle, [c.name.split(",")[1].strip() for c in infos if "," in c.name]),
+    meaning = {"wordnet_gloss": list(enumerate(read_glosses([c.id for c in infos]))),
+               "class_synonym": [(i, c.name.split(",")[1].strip()) for i, c in enumerate(infos) if "," in c.name]}
+    sets = {**{name: contrasts(bundle, [text for _, text in queries]) for name, queries in meaning.items()},
             "unrelated": contrasts(bundle, UNRELATED)}
+    # The runtime embeds a description with the first prompt only; is that as good as the whole ensemble?
+    found = {f"{name}, {label}": retrieval(bundle, queries, prompts) for name, queries in meaning.items()
+             for label, prompts in (("first prompt", bundle.prompts[:1]), ("all prompts", bundle.prompts))}
     rejected = {name: {str(t): round(float(np.mean([r["contrast"] < t for r in rows])), 3) for t in THRESHOLDS}
                 for name, rows in sets.items()}
     result = {"bundle": str(args.bundle), "default_min_contrast": TaskOptions().min_contrast,
-              "rejected_share": rejected, "descriptions": sets}
+              "rejected_share": rejected, "class_found_percent": found, "descriptions": sets}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     lines = ["# Calibration of the \"nothing matches\" rule", "",
@@ -72,10 +85,14 @@ def main() -> int:
     for t in THRESHOLDS:
         mark = " (default)" if t == TaskOptions().min_contrast else ""
         lines.append(f"| {t}{mark} | " + " | ".join(str(rejected[n][str(t)]) for n in sets) + " |")
+    lines += ["", "Descriptions that mean a class: how often that class ranks first / in the top 5 (percent), "
+              "with the description embedded as the runtime does (first prompt) or with the whole ensemble:", "",
+              "| descriptions, embedded with | top-1 | top-5 |", "|---|---|---|"]
+    lines += [f"| {name} | {r['top1']} | {r['top5']} |" for name, r in found.items()]
     lines += ["", "Unrelated descriptions (closest class, similarity, contrast):", ""]
     lines += [f"- {r['text']!r}: {r['best']} ({r['similarity']}, {r['contrast']})" for r in sets["unrelated"]]
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[:len(THRESHOLDS) + 7]))
+    print("\n".join(lines[:len(THRESHOLDS) + 16]))
     return 0
 
 

@@ -93,8 +93,8 @@ class TaperBundle:
     def _embed_phrase(self, phrase: str) -> np.ndarray:
         # A description is embedded with the ensemble's first prompt only (the class embeddings use all
         # of them): 4 ms instead of 17-27 ms per description, and as good at finding the meant class
-        # (Tiny ImageNet, 200 WordNet glosses: top-1 class 61.5% vs 61.0% with all 8 prompts; 92 synonyms:
-        # 66.3% both; the same share rejected by min_contrast 0.13; docs/results/description_calibration.md).
+        # (Tiny ImageNet, 200 WordNet glosses: the class ranks first 61.5% vs 61.0% of the time with all
+        # 8 prompts; 92 synonyms: 66.3% both; docs/results/description_calibration.md).
         return self.encoder.embed_class_names([phrase], self.prompts[:1])[0]
 
     def personalize(self, description: str | Sequence[str], options: TaskOptions | None = None

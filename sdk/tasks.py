@@ -13,7 +13,7 @@ Rules, in order:
    the mean score over all classes by less than `min_contrast`, nothing matches and DescriptionError
    is raised. (Absolute similarities do not separate: with the prompt ensemble even "tuesday" scores
    ~0.5 against some class. The contrast default 0.13 is calibrated on Tiny ImageNet by
-   `scripts/calibrate_descriptions.py`: it rejects 0 of 200 WordNet glosses and 1% of class synonyms
+   `scripts/calibrate_descriptions.py`: it rejects none of 200 WordNet glosses and 92 class synonyms
    but only the most meaningless ~14% of unrelated words; docs/results/description_calibration.md.)
 A task has at least `min_classes` classes (nearest classes by text similarity are added if needed).
 The task embedding is the normalised mean of its classes' embeddings, as in training.
