@@ -38,6 +38,23 @@ def test_supercategory_tasks_stay_inside_one_group(hierarchy):
         assert len(task) == min(20, (group == group[label]).sum())
 
 
+def test_mixed_tasks_are_both_kinds(hierarchy):
+    group = hierarchy.supercategory_of()
+
+    def share_inside_one_group(mode):
+        sampler, rng = TaskSampler(hierarchy, k=4, mode=mode), np.random.default_rng(0)
+        tasks = [sampler.sample(label, rng) for label in range(len(hierarchy)) for _ in range(10)]
+        assert all(label in t and len(t) == len(set(t)) == 4 for label, t in zip(np.repeat(range(len(hierarchy)), 10),
+                                                                                  tasks, strict=True))
+        return np.mean([len(set(group[t])) == 1 for t in tasks])
+
+    # Neighbourhood tasks of this hierarchy cross groups a third of the time; super-category ones never do.
+    neighbourhood = share_inside_one_group("neighbourhood")
+    assert neighbourhood + 0.1 < share_inside_one_group("mixed") < 1
+    with pytest.raises(ValueError):
+        TaskSampler(ClassHierarchy.flat(["a", "b", "c"]), mode="mixed")
+
+
 def test_dynamic_k_stays_in_range(hierarchy):
     sampler = TaskSampler(hierarchy, k_range=(3, 10))
     rng = np.random.default_rng(0)

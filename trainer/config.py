@@ -31,7 +31,7 @@ class TrainConfig:
     input_size: int = 64
     num_bases: int = 10
     task_k: int = 20
-    task_mode: str = "neighbourhood"        # tasks stage 3 trains on
+    task_mode: str = "neighbourhood"        # tasks stage 3 trains on: "neighbourhood", "supercategory", "mixed"
     batch_size: int = 128
     tasks_per_batch: int = 4                # stage 3: G tasks x (batch_size / G) images
     lr: float = 0.1

@@ -4,6 +4,8 @@
   classes nearest to y in the hierarchy ("coffee pot" with "espresso maker").
 - `supercategory`: y plus k-1 classes drawn from y's super-category, k = min(k, its size)
   ("insects", "dogs", "vehicles").
+- `mixed`: each task is a neighbourhood or a super-category task, with probability 1/2 (stage 3 can
+  train on both kinds of request).
 - dynamic k: k drawn uniformly from [k_min, k_max] per task (clamped to the number of classes).
 
 A task is a sorted int64 array of class indices that always contains its label. Everything is
@@ -22,7 +24,7 @@ import numpy as np
 
 from .hierarchy import ClassHierarchy
 
-MODES = ("neighbourhood", "supercategory")
+MODES = ("neighbourhood", "supercategory", "mixed")
 
 
 @dataclass
@@ -39,7 +41,7 @@ class TaskSampler:
             raise ValueError("k must be at least 2")
         if self.k_range is not None and not 2 <= self.k_range[0] <= self.k_range[1]:
             raise ValueError(f"k_range must satisfy 2 <= min <= max, got {self.k_range}")
-        if self.mode == "supercategory":
+        if self.mode != "neighbourhood":
             if not self.hierarchy.supercategories:
                 raise ValueError("supercategory tasks need a hierarchy with super-categories")
             self._group = self.hierarchy.supercategory_of()
@@ -52,7 +54,8 @@ class TaskSampler:
     def sample(self, label: int, rng: np.random.Generator) -> np.ndarray:
         """A task containing `label`."""
         k = self._draw_k(rng)
-        if self.mode == "neighbourhood":
+        mode = self.mode if self.mode != "mixed" else ("neighbourhood", "supercategory")[int(rng.integers(2))]
+        if mode == "neighbourhood":
             pool = self.hierarchy.nearest(label, 2 * k, rng)
         else:
             group = self._group[label]
