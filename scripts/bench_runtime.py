@@ -158,6 +158,9 @@ def run_case(name: str, path: Path, repeats: int, tmp: Path) -> dict:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     session_ms = median_ms(lambda: ort.InferenceSession(str(plain), options, providers=["CPUExecutionProvider"]),
                            repeats)
+    # Inference: the baseline session without spin-waiting threads, as the runtime's sessions are. A
+    # spinning baseline keeps a core busy after each of its runs and so slows whatever runs next.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     plain_session = ort.InferenceSession(str(plain), options, providers=["CPUExecutionProvider"])
     size = bundle.preprocessing.input_size
     image = np.random.default_rng(0).integers(0, 255, (1, size, size, 3), dtype=np.uint8)
@@ -236,7 +239,9 @@ def markdown(result: dict) -> str:
               "work of `warm_up()` (text encoder session, compiling the backbone for this CPU: `warm_up_ms`), "
               "which an app pays once per bundle. `personalize_ms_standard_route`: the same descriptions with "
               "`sdk.load(..., device_compile=False)` (every session optimized by onnxruntime from the plain "
-              "graph). The `session` step includes writing the weights into the compiled layout.", ""]
+              "graph). The `fold` step writes the folded weights straight into the compiled layout. "
+              "Inference: both sessions without spin-waiting threads (a spinning baseline slowed the "
+              "personalized model's next runs).", ""]
     return "\n".join(lines)
 
 
