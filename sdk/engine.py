@@ -130,7 +130,7 @@ class BackboneEngine:
         options = ort.SessionOptions()
         options.graph_optimization_level = level
         # No spin-waiting of idle worker threads: they would steal the cores that the next fusion (BLAS)
-        # runs on (scripts/bench_runtime.py, full width: personalize 88 ms without, 107 ms with spinning
+        # runs on (scripts/bench_runtime.py at 623336c, full width: personalize 88 ms without, 107 ms with spinning
         # backbone sessions, fusion 27 vs 44 ms; inference ratio 1.07 either way).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if self.threads:
