@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from .config import PRESETS
 from .data.errors import DataError
 
 
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     speed.add_argument("--batch", type=int, default=128)
     speed.add_argument("--steps", type=int, default=8)
     speed.add_argument("--stage3", action="store_true", help="also time a stage-3 step against a stage-1 step")
-    speed.add_argument("--tasks-per-batch", type=int, nargs="+", default=[4])
+    speed.add_argument("--tasks-per-batch", type=int, nargs="+", default=[PRESETS["bench"].tasks_per_batch])
     args = parser.parse_args(argv)
 
     try:
