@@ -1,7 +1,7 @@
 """The main job: build (or reuse) a bundle, personalize it for a few descriptions, and show what the
 personalized models do on real validation images, against classifier selection.
 
-    make demo                                   # trains the `demo` preset once (~11 min), then reuses it
+    make demo                                   # trains the `demo` preset once (~8 min), then reuses it
     .venv/bin/python scripts/demo.py --bundle tiny-imagenet.taper --run runs/bench   # a bundle you built
 
 For each description: the classes it resolved to, top-1 accuracy of the personalized model on the val

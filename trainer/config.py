@@ -6,7 +6,7 @@
   2 tasks per batch (each measured in docs/results/experiments.md);
   sized for the 90-minute budget of a 2-core CPU (width 0.25 trains ~3.2x faster than
   0.5 here: 1,840 vs 571 img/s), most of it on stage 1, which the whole method stands on.
-- `demo`: the bench model trained for a few epochs (10.5 min here): what `make demo` builds once.
+- `demo`: the bench model trained for a few epochs (8.2 min here): what `make demo` builds once.
 - `paper`: full-width ResNet-18 with the paper's recipe (100/5/20 epochs, lr 0.1 step decay), for a GPU.
 """
 
