@@ -11,7 +11,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,29 +116,31 @@ class TaperBundle:
         lap("mixer")
         if self._compile_engine():
             lap("compile")  # once per bundle, unless warm_up() did it
-        fused = self._take_fused_rows()
-        try:
+        with self._fused_rows() as fused, self.engine.weight_buffer() as target:
             fuse_blocks(alpha, self.bases, fused.rows)
             lap("fuse")
             head_weight = fused.weights["fc.weight"][task.classes]  # fancy indexing: copies
             head_bias = fused.weights["fc.bias"][task.classes]
-            with self.engine.weight_buffer() as target:
-                fold_batch_norm(fused.weights, target.views)  # straight into the engine's layout
-                lap("fold")
-                session = self.engine.open(target)
-                lap("session")
-        finally:
-            self._fused.put(fused)
+            fold_batch_norm(fused.weights, target.views)  # straight into the engine's layout
+            lap("fold")
+            session = self.engine.open(target)
+            lap("session")
         timings["total"] = round(sum(timings.values()), 3)
         infos = [self.bundle.classes[i] for i in task.classes]
         return PersonalizedModel(session, head_weight, head_bias, task.classes, [c.name for c in infos],
                                  [c.id for c in infos], self.preprocessing, alpha, timings, task.how, self)
 
-    def _take_fused_rows(self) -> _FusedRows:
+    @contextmanager
+    def _fused_rows(self) -> Iterator[_FusedRows]:
+        """Fused rows from the pool (or new), returned to it after the `with`."""
         try:
-            return self._fused.get_nowait()
+            fused = self._fused.get_nowait()
         except queue.Empty:
-            return self._new_fused()
+            fused = self._new_fused()
+        try:
+            yield fused
+        finally:
+            self._fused.put(fused)
 
     def _new_fused(self) -> _FusedRows:
         rows = [np.empty(b.shape[1], np.float32) for b in self.bases]
