@@ -1,33 +1,40 @@
-"""The inference engine: onnxruntime sessions of the backbone graph with injected weights.
+"""The inference engine: the bases fused into onnxruntime backbone sessions.
 
-Weights go in through `SessionOptions.add_external_initializers_from_files_in_memory`, with the graph
-given as bytes. (`add_initializer` is silently wrong at the default optimization level: the NCHWc
-layout transformer ignores overridden conv weights. Weights as graph inputs are correct but cost
-35-45% latency.) Execution providers are picked from what is installed (TensorRT, CUDA, else CPU).
+Two routes. Standard: each personalized model gets its own session, created from the plain graph at
+full optimization with the folded weights injected through
+`SessionOptions.add_external_initializers_from_files_in_memory`, the graph given as bytes
+(`add_initializer` is silently wrong at the default optimization level: the NCHWc layout
+transformer ignores overridden conv weights). Compiled (CPU only, see `sdk.compiled`): the graph is
+optimized once for this device with its conv weights turned into graph inputs, and the bases are
+reordered into that graph's layout, so personalizing is one GEMV per block and a per-channel scale,
+and every model runs the one shared session with its own weights. `route` says which is used; the
+compiled route is used only if it reproduces the standard one (`compile`).
 
-Two routes: on CPU the graph is compiled once for this device (`sdk.compiled`: onnxruntime's
-optimized graph, batch norm folded straight into its weight layout), which makes a session ~3x
-cheaper to create; with other providers, or if compiling fails its self-check, each session is
-created from the plain graph at full optimization. `route` says which. Either way:
+Either way, one personalization is:
 
 >>> with engine.weight_buffer() as target:                 # doctest: +SKIP
-...     fold_batch_norm(fused_weights, target.views)
-...     session = engine.open(target)
+...     engine.fuse(alpha, target)
+...     fold_batch_norm(target.params, target.folded)
+...     backbone = engine.open(target)
+>>> features = backbone.run(images)                         # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import queue
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnxruntime as ort
 
-from .compiled import COMPILED_FILE, CompiledBackbone, compile_backbone
+from .compiled import COMPILED_FILE, DeviceBases, compile_backbone, reorder_bases
 from .errors import SdkError
 from .folding import fold_batch_norm
+from .fusion import WeightBuffer, fuse_blocks, unflatten
 
 PREFERRED_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CoreMLExecutionProvider",
                        "CPUExecutionProvider")
@@ -39,28 +46,54 @@ def default_providers() -> list[str]:
 
 
 @dataclass
-class WeightBuffer:
-    """The backbone's weight file in one route's layout, and named views of the folded weights in it."""
-    data: np.ndarray
-    views: dict[str, np.ndarray]
-    compiled: CompiledBackbone | None     # None: the plain graph's layout
+class Backbone:
+    """A personalized backbone: a session and the weights it is fed (none where they live in the session)."""
+    session: ort.InferenceSession
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    _bindings: threading.local = field(default_factory=threading.local, repr=False)
+
+    def run(self, images: np.ndarray) -> np.ndarray:
+        """[N, C] features of normalized [N, 3, H, W] float32 images."""
+        images = np.ascontiguousarray(images, np.float32)
+        if not self.weights:
+            return self.session.run(None, {"image": images})[0]
+        # The weights are bound once per thread: passing 40 arrays with every run cost 0.08 ms, 20% of
+        # an inference of the 64-px bench model (and an IOBinding must not be shared between threads).
+        binding = getattr(self._bindings, "binding", None)
+        if binding is None:
+            binding = self._bindings.binding = self.session.io_binding()
+            for name, array in self.weights.items():
+                binding.bind_cpu_input(name, array)
+        binding.bind_cpu_input("image", images)
+        binding.bind_output(self.session.get_outputs()[0].name)
+        self.session.run_with_iobinding(binding)
+        return binding.copy_outputs_to_cpu()[0]
 
 
 class BackboneEngine:
     def __init__(self, graph: bytes, external_file: str, external_size: int, layout: dict[str, dict],
+                 bases: list[np.ndarray], block_layout: list[list[str]], shapes: dict[str, tuple[int, ...]],
                  input_size: int, providers: Sequence[str] | None = None, threads: int | None = None,
                  device_compile: bool = True):
         self.graph, self.external_file, self.external_size = graph, external_file, external_size
+        self.layout = layout                  # folded weights in the plain graph's external-data file
+        self.bases, self.block_layout, self.shapes = bases, block_layout, shapes
         self.input_size = input_size
-        self.layout = layout
         self.providers = list(providers) if providers else default_providers()
         self.threads = threads
-        self.compiled: CompiledBackbone | None = None
+        self.device: DeviceBases | None = None
+        self.shared_session: ort.InferenceSession | None = None
         self.compile_tried = not device_compile  # False: `compile` does nothing, the route stays standard
-        self._buffers: queue.SimpleQueue[WeightBuffer] = queue.SimpleQueue()  # reused: onnxruntime copies
+        # Pooled: taking fresh pages costs as much as the fusion itself. A standard buffer comes back when
+        # its session exists (onnxruntime copies the weights), a compiled one when its model is freed.
+        self._buffers: queue.SimpleQueue[WeightBuffer] = queue.SimpleQueue()
+
+    @property
+    def route(self) -> str:
+        return "compiled" if self.device is not None else "standard"
 
     def new_buffer(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """A zeroed weight buffer in the graph's external-data layout, and named float32 views into it."""
+        """A zeroed weight file in the plain graph's external-data layout, and named float32 views into it."""
         buffer = np.zeros(self.external_size // 4, np.float32)
         views = {}
         for name, entry in self.layout.items():
@@ -68,65 +101,88 @@ class BackboneEngine:
             views[name] = buffer[start:start + size].reshape(entry["shape"])
         return buffer, views
 
-    @property
-    def route(self) -> str:
-        return "compiled" if self.compiled is not None else "standard"
-
     @contextmanager
     def weight_buffer(self) -> Iterator[WeightBuffer]:
-        """A weight buffer in the current route's layout, to fold weights into and `open`. Pooled (taking
-        fresh pages costs as much as the fusion itself): valid inside the `with` only, which is enough
-        because onnxruntime copies the weights when a session is created."""
-        compiled = self.compiled
+        """A weight buffer in the current route's layout, valid inside the `with` or, once `open` gave it
+        to a model, for that model's life."""
+        device = self.device
         try:
             target = self._buffers.get_nowait()
         except queue.Empty:
-            target = self._new_weight_buffer(compiled)
-        if target.compiled is not compiled:  # pooled before the route changed
-            target = self._new_weight_buffer(compiled)
+            target = self._new_weight_buffer(device)
+        if target.device is not device:  # pooled before the route changed
+            target = self._new_weight_buffer(device)
         try:
             yield target
         finally:
-            self._buffers.put(target)
+            if not target.in_use:
+                self._buffers.put(target)
 
-    def open(self, target: WeightBuffer) -> ort.InferenceSession:
-        """A session for the weights in `target`."""
-        if target.compiled is None:
-            return self._open(self.graph, self.external_file, target.data, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-        # Optimization off: the compiled graph is onnxruntime's own fully optimized graph.
-        return self._open(target.compiled.graph, COMPILED_FILE, target.data, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    def fuse(self, alpha: np.ndarray, target: WeightBuffer) -> None:
+        """target.rows[b] = alpha[b] @ bases[b] for every block, in the target's layout."""
+        fuse_blocks(alpha, self.bases if target.device is None else target.device.blocks, target.rows)
 
-    def compile(self, weights: Mapping[str, np.ndarray]) -> None:
-        """Compile for this device (CPU only; tried once). `weights`: real fused weights (unfolded, named)
-        on which a compiled session must reproduce a standard one, else the route stays standard."""
+    def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
+        """Every weight of the network mixed with alpha [4, Q], by name, in new arrays (unfolded)."""
+        target = self._new_weight_buffer(None)
+        self.fuse(alpha, target)
+        return target.params
+
+    def open(self, target: WeightBuffer) -> Backbone:
+        """A backbone running the folded weights in `target`."""
+        if target.device is None:
+            return Backbone(self._session(self.graph, self.external_file, target.data,
+                                          ort.GraphOptimizationLevel.ORT_ENABLE_ALL))
+        target.in_use = True
+        backbone = Backbone(self.shared_session, target.feeds)
+        weakref.finalize(backbone, self._return_buffer, target)
+        return backbone
+
+    def _return_buffer(self, target: WeightBuffer) -> None:
+        target.in_use = False
+        self._buffers.put(target)
+
+    def compile(self, alpha: np.ndarray) -> None:
+        """Compile for this device (CPU only; tried once). The compiled route is kept only if a model
+        personalized with `alpha` on it reproduces the standard route's."""
         if self.compile_tried:
             return
         self.compile_tried = True
         if self.providers != ["CPUExecutionProvider"]:  # the compiled graph is CPU-specific (NCHWc)
             return
         try:
-            candidate = compile_backbone(self.graph, self.external_file, self.layout, self.external_size)
+            compiled = compile_backbone(self.graph, self.external_file, self.layout, self.external_size)
+            if compiled is None:
+                return
+            device = reorder_bases(compiled, self.bases, self.block_layout, self.shapes)
+            session = self._session(compiled.graph, COMPILED_FILE, compiled.constants,
+                                    ort.GraphOptimizationLevel.ORT_DISABLE_ALL)  # it is optimized already
         except Exception:  # onnxruntime raises untyped errors; the standard route still works
             return
-        if candidate is None:
-            return
         x = np.random.default_rng(0).standard_normal([2, 3, self.input_size, self.input_size]).astype(np.float32)
-        expected, got = (self._folded_session(c, weights).run(None, {"image": x})[0] for c in (None, candidate))
+        expected = self._personalized(alpha, None).run(x)
+        self.shared_session = session
+        got = self._personalized(alpha, device).run(x)
         if np.allclose(got, expected, rtol=1e-4, atol=1e-4 * (float(np.abs(expected).max()) + 1)):
-            self.compiled = candidate
+            self.device = device
+        else:
+            self.shared_session = None
 
-    def _folded_session(self, compiled: CompiledBackbone | None, weights: Mapping[str, np.ndarray]
-                        ) -> ort.InferenceSession:
-        target = self._new_weight_buffer(compiled)
-        fold_batch_norm(weights, target.views)
+    def _personalized(self, alpha: np.ndarray, device: DeviceBases | None) -> Backbone:
+        target = self._new_weight_buffer(device)
+        self.fuse(alpha, target)
+        fold_batch_norm(target.params, target.folded)
         return self.open(target)
 
-    def _new_weight_buffer(self, compiled: CompiledBackbone | None) -> WeightBuffer:
-        data, views = self.new_buffer() if compiled is None else compiled.new_buffer()
-        return WeightBuffer(data, views, compiled)
+    def _new_weight_buffer(self, device: DeviceBases | None) -> WeightBuffer:
+        if device is not None:
+            return device.new_buffer()
+        rows = [np.empty(b.shape[1], np.float32) for b in self.bases]
+        data, folded = self.new_buffer()
+        return WeightBuffer(rows, unflatten(rows, self.block_layout, self.shapes), folded, data)
 
-    def _open(self, graph: bytes, external_file: str, buffer: np.ndarray, level: ort.GraphOptimizationLevel
-              ) -> ort.InferenceSession:
+    def _session(self, graph: bytes, external_file: str, buffer: np.ndarray, level: ort.GraphOptimizationLevel
+                 ) -> ort.InferenceSession:
         options = ort.SessionOptions()
         options.graph_optimization_level = level
         # No spin-waiting of idle worker threads: they would steal the cores that the next fusion (BLAS)

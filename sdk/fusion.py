@@ -7,9 +7,29 @@ per-tensor Python loop).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .architecture import NUM_BLOCKS
+
+if TYPE_CHECKING:
+    from .compiled import DeviceBases
+
+
+@dataclass
+class WeightBuffer:
+    """What one personalization fuses into (`rows`, one per block, named `params`) and folds into
+    (`folded`), in one route's layout: a plain external-data file (`data`), or the compiled session's
+    inputs (`feeds`)."""
+    rows: list[np.ndarray]
+    params: dict[str, np.ndarray]
+    folded: dict[str, np.ndarray]
+    data: np.ndarray
+    feeds: dict[str, np.ndarray] | None = None   # compiled route: graph input -> its array in `data`
+    device: DeviceBases | None = None            # compiled route: the layout it was made for
+    in_use: bool = False                         # given to a model (compiled route)
 
 
 def fuse_blocks(alpha: np.ndarray, bases: list[np.ndarray], out: list[np.ndarray]) -> None:

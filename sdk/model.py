@@ -1,4 +1,4 @@
-"""A personalized model: the fused backbone session, the selected classifier rows, preprocessing.
+"""A personalized model: the fused backbone, the selected classifier rows, preprocessing.
 
 >>> model.classes                         # doctest: +SKIP
 >>> model.predict("photo.jpg")            # -> ("monarch", 0.91)   # doctest: +SKIP
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import onnxruntime as ort
 
+from .engine import Backbone
 from .errors import SdkError
 from .images import to_uint8_batch
 from .preprocessing import Preprocessing
@@ -20,7 +20,7 @@ PREDICT_BATCH = 64
 
 @dataclass
 class PersonalizedModel:
-    session: ort.InferenceSession
+    backbone: Backbone
     head_weight: np.ndarray      # [K, C] classifier rows of the task's classes
     head_bias: np.ndarray        # [K]
     class_indices: np.ndarray    # [K] indices into the bundle's classes
@@ -59,7 +59,7 @@ class PersonalizedModel:
     def _logits(self, batch: np.ndarray) -> np.ndarray:
         out = []
         for i in range(0, len(batch), PREDICT_BATCH):
-            (features,) = self.session.run(None, {"image": self.preprocessing.normalize(batch[i:i + PREDICT_BATCH])})
+            features = self.backbone.run(self.preprocessing.normalize(batch[i:i + PREDICT_BATCH]))
             out.append(features @ self.head_weight.T + self.head_bias)
         return np.concatenate(out)
 

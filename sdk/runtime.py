@@ -8,12 +8,9 @@
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,20 +19,11 @@ from .architecture import NUM_BLOCKS
 from .bundle import Bundle
 from .engine import BackboneEngine
 from .folding import fold_batch_norm
-from .fusion import fuse_blocks, unflatten
 from .mixer import predict_alpha
 from .model import PersonalizedModel
 from .preprocessing import Preprocessing
 from .tasks import TaskOptions, TaskResolver
 from .text_encoder import TextEncoder
-
-
-@dataclass
-class _FusedRows:
-    """Fused block rows and named views into them: what one personalize() fuses into. Reused across calls
-    (taking fresh pages costs as much as the fusion itself); one per concurrent call."""
-    rows: list[np.ndarray]
-    weights: dict[str, np.ndarray]
 
 
 class TaperBundle:
@@ -50,13 +38,13 @@ class TaperBundle:
                                            tuple(m["preprocessing"]["std"]))
         self.bases = [bundle.bases[f"block{b}"] for b in range(NUM_BLOCKS)]
         self.engine = BackboneEngine(bundle.member_bytes(m["backbone"]["graph"]), m["backbone"]["external_file"],
-                                     m["backbone"]["external_size"], m["backbone"]["layout"],
-                                     self.preprocessing.input_size, providers, threads, device_compile)
+                                     m["backbone"]["external_size"], m["backbone"]["layout"], self.bases,
+                                     bundle.layout, bundle.shapes, self.preprocessing.input_size, providers,
+                                     threads, device_compile)
         self.prompts = tuple(m["text_encoder"]["prompts"])
         self._encoder: TextEncoder | None = None
         self._lock = threading.Lock()
         self._compile_lock = threading.Lock()
-        self._fused: queue.SimpleQueue[_FusedRows] = queue.SimpleQueue()
         self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories,
                                      self._embed_phrase)
 
@@ -76,8 +64,9 @@ class TaperBundle:
 
     def warm_up(self) -> TaperBundle:
         """Do the one-time work now instead of in the first `personalize`: create the text encoder's
-        session (~0.2 s) and compile the backbone for this device (measured with the encoder: 0.23 s for
-        the bench model, 1.2 s for a full-width ResNet-18 here)."""
+        session (~0.2 s) and compile the backbone for this device, reordering the bases into its layout
+        (measured with the encoder, scripts/bench_runtime.py: 0.24 s for the bench model, 1.3 s for a
+        full-width ResNet-18 here)."""
         _ = self.encoder
         self._compile_engine()
         return self
@@ -87,8 +76,9 @@ class TaperBundle:
         with self._compile_lock:
             if self.engine.compile_tried:
                 return False
-            uniform = np.full((NUM_BLOCKS, self.num_bases), 1 / self.num_bases, np.float32)
-            self.engine.compile(self.fused_weights(uniform))
+            # Distinct weights per basis and block, so that a basis or block put in the wrong place shows.
+            weights = np.arange(1, NUM_BLOCKS * self.num_bases + 1, dtype=np.float32).reshape(NUM_BLOCKS, -1)
+            self.engine.compile(weights / weights.sum(1, keepdims=True))
             return True
 
     def _embed_phrase(self, phrase: str) -> np.ndarray:
@@ -116,41 +106,23 @@ class TaperBundle:
         lap("mixer")
         if self._compile_engine():
             lap("compile")  # once per bundle, unless warm_up() did it
-        with self._fused_rows() as fused, self.engine.weight_buffer() as target:
-            fuse_blocks(alpha, self.bases, fused.rows)
+        with self.engine.weight_buffer() as target:
+            self.engine.fuse(alpha, target)
             lap("fuse")
-            head_weight = fused.weights["fc.weight"][task.classes]  # fancy indexing: copies
-            head_bias = fused.weights["fc.bias"][task.classes]
-            fold_batch_norm(fused.weights, target.views)  # straight into the engine's layout
+            head_weight = target.params["fc.weight"][task.classes]  # fancy indexing: copies
+            head_bias = target.params["fc.bias"][task.classes]
+            fold_batch_norm(target.params, target.folded)
             lap("fold")
-            session = self.engine.open(target)
-            lap("session")
+            backbone = self.engine.open(target)
+            lap("session")  # the compiled route creates none: it binds the weights to the shared session
         timings["total"] = round(sum(timings.values()), 3)
         infos = [self.bundle.classes[i] for i in task.classes]
-        return PersonalizedModel(session, head_weight, head_bias, task.classes, [c.name for c in infos],
+        return PersonalizedModel(backbone, head_weight, head_bias, task.classes, [c.name for c in infos],
                                  [c.id for c in infos], self.preprocessing, alpha, timings, task.how, self)
-
-    @contextmanager
-    def _fused_rows(self) -> Iterator[_FusedRows]:
-        """Fused rows from the pool (or new), returned to it after the `with`."""
-        try:
-            fused = self._fused.get_nowait()
-        except queue.Empty:
-            fused = self._new_fused()
-        try:
-            yield fused
-        finally:
-            self._fused.put(fused)
-
-    def _new_fused(self) -> _FusedRows:
-        rows = [np.empty(b.shape[1], np.float32) for b in self.bases]
-        return _FusedRows(rows, unflatten(rows, self.bundle.layout, self.bundle.shapes))
 
     def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
         """Every weight of the network mixed with alpha [4, Q]: one GEMV per block, named views."""
-        fused = self._new_fused()
-        fuse_blocks(alpha, self.bases, fused.rows)
-        return fused.weights
+        return self.engine.fused_weights(alpha)
 
     def folded_weights(self, weights: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Batch norm folded into the convs, in a buffer of the plain backbone graph's layout (what the

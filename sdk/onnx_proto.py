@@ -1,0 +1,192 @@
+"""Just enough of the protobuf wire format to turn an ONNX graph's initializers into graph inputs.
+
+The runtime has no `onnx` package (it would add protobuf and ~15 MB to a device install), and the one
+edit it needs is small: onnxruntime's optimized backbone graph (`sdk.compiled`) keeps its conv weights
+as initializers in external data; moving them to graph inputs lets one session serve every
+personalized model, each feeding its own weights. Only the ONNX fields named below are read; every
+other field is copied through byte for byte.
+
+>>> graph = encode_field(1, b"conv")                       # a GraphProto with one node, no initializer
+>>> model = encode_field(7, graph)                         # ModelProto.graph
+>>> [f for f, _ in parse_fields(model)]
+[7]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+# Field numbers from onnx.proto.
+MODEL_GRAPH = 7
+GRAPH_INITIALIZER, GRAPH_INPUT = 5, 11
+TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_NAME, TENSOR_EXTERNAL_DATA = 1, 2, 8, 13
+ENTRY_KEY, ENTRY_VALUE = 1, 2
+VALUE_INFO_NAME, VALUE_INFO_TYPE = 1, 2
+TYPE_TENSOR, TENSOR_TYPE_ELEM_TYPE, TENSOR_TYPE_SHAPE, SHAPE_DIM, DIM_VALUE = 1, 1, 2, 1, 1
+FLOAT = 1
+
+VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
+
+
+class ProtoError(ValueError):
+    """The bytes are not the protobuf this module expects."""
+
+
+@dataclass(frozen=True)
+class Initializer:
+    name: str
+    dims: tuple[int, ...]
+    data_type: int
+    external: dict[str, str]      # location, offset, length: empty if the data is inline
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ProtoError("truncated or overlong varint")
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if byte < 0x80:
+            return value, pos
+
+
+def encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def parse_fields(data: bytes) -> Iterator[tuple[int, bytes | int]]:
+    """(field number, value) of each field in order: ints for varints, raw bytes for the rest; each
+    field's encoded bytes can be rebuilt with `encode_field`, except that fixed-width values are bytes."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        field, wire = key >> 3, key & 7
+        if wire == VARINT:
+            value, pos = _varint(data, pos)
+            yield field, value
+        elif wire in (FIXED64, FIXED32):
+            size = 8 if wire == FIXED64 else 4
+            if pos + size > len(data):
+                raise ProtoError("truncated fixed-width field")
+            yield field, data[pos:pos + size]
+            pos += size
+        elif wire == LENGTH_DELIMITED:
+            size, pos = _varint(data, pos)
+            if pos + size > len(data):
+                raise ProtoError("truncated length-delimited field")
+            yield field, data[pos:pos + size]
+            pos += size
+        else:
+            raise ProtoError(f"unsupported wire type {wire}")
+
+
+def encode_field(field: int, value: bytes | int) -> bytes:
+    if isinstance(value, int):
+        return encode_varint(field << 3 | VARINT) + encode_varint(value)
+    return encode_varint(field << 3 | LENGTH_DELIMITED) + encode_varint(len(value)) + value
+
+
+def _raw_fields(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """Each field's number and its encoded bytes, exactly as they appear."""
+    pos = 0
+    while pos < len(data):
+        start = pos
+        key, pos = _varint(data, pos)
+        wire = key & 7
+        if wire == VARINT:
+            _, pos = _varint(data, pos)
+        elif wire in (FIXED64, FIXED32):
+            pos += 8 if wire == FIXED64 else 4
+        elif wire == LENGTH_DELIMITED:
+            size, pos = _varint(data, pos)
+            pos += size
+        else:
+            raise ProtoError(f"unsupported wire type {wire}")
+        if pos > len(data):
+            raise ProtoError("truncated field")
+        yield key >> 3, data[start:pos]
+
+
+def _only(model: bytes, field: int) -> bytes:
+    values = [v for f, v in parse_fields(model) if f == field]
+    if len(values) != 1 or not isinstance(values[0], bytes):
+        raise ProtoError(f"expected one field {field}, found {len(values)}")
+    return values[0]
+
+
+def _dims(value: bytes | int) -> list[int]:
+    if isinstance(value, int):
+        return [value]
+    out, pos = [], 0  # packed repeated int64
+    while pos < len(value):
+        v, pos = _varint(value, pos)
+        out.append(v)
+    return out
+
+
+def _text(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtoError("a name that is not UTF-8") from None
+
+
+def _initializer(tensor: bytes) -> Initializer:
+    name, dims, data_type, external = "", [], 0, {}
+    for field, value in parse_fields(tensor):
+        if field == TENSOR_NAME and isinstance(value, bytes):
+            name = _text(value)
+        elif field == TENSOR_DIMS:
+            dims += _dims(value)
+        elif field == TENSOR_DATA_TYPE and isinstance(value, int):
+            data_type = value
+        elif field == TENSOR_EXTERNAL_DATA and isinstance(value, bytes):
+            entry = {f: v for f, v in parse_fields(value) if isinstance(v, bytes)}
+            external[_text(entry.get(ENTRY_KEY, b""))] = _text(entry.get(ENTRY_VALUE, b""))
+    return Initializer(name, tuple(dims), data_type, external)
+
+
+def initializers(model: bytes) -> list[Initializer]:
+    """The graph's initializers (names, shapes, where their data lives)."""
+    return [_initializer(v) for f, v in parse_fields(_only(model, MODEL_GRAPH))
+            if f == GRAPH_INITIALIZER and isinstance(v, bytes)]
+
+
+def _float_input(name: str, dims: Sequence[int]) -> bytes:
+    shape = b"".join(encode_field(SHAPE_DIM, encode_field(DIM_VALUE, d)) for d in dims)
+    tensor_type = encode_field(TENSOR_TYPE_ELEM_TYPE, FLOAT) + encode_field(TENSOR_TYPE_SHAPE, shape)
+    return encode_field(VALUE_INFO_NAME, name.encode("utf-8")) + encode_field(
+        VALUE_INFO_TYPE, encode_field(TYPE_TENSOR, tensor_type))
+
+
+def initializers_to_inputs(model: bytes, names: Sequence[str]) -> bytes:
+    """The model with the named float initializers removed and declared as graph inputs instead."""
+    wanted = set(names)
+    found = {i.name: i for i in initializers(model) if i.name in wanted}
+    if set(found) != wanted or any(i.data_type != FLOAT for i in found.values()):
+        raise ProtoError(f"not float initializers of this graph: {sorted(wanted - set(found))}")
+    graph = bytearray()
+    for field, raw in _raw_fields(_only(model, MODEL_GRAPH)):
+        if field == GRAPH_INITIALIZER and _initializer(_payload(raw)).name in wanted:
+            continue
+        graph += raw
+    for name in names:
+        graph += encode_field(GRAPH_INPUT, _float_input(name, found[name].dims))
+    out = bytearray()
+    for field, raw in _raw_fields(model):
+        out += encode_field(MODEL_GRAPH, bytes(graph)) if field == MODEL_GRAPH else raw
+    return bytes(out)
+
+
+def _payload(raw: bytes) -> bytes:
+    """The value of one encoded length-delimited field."""
+    ((_, value),) = parse_fields(raw)
+    return value if isinstance(value, bytes) else b""
