@@ -38,12 +38,12 @@ ALIGN_FLOATS = 16
 
 @dataclass(frozen=True)
 class Placement:
-    """Where one source tensor goes in the compiled weight file: copied as is, or, with `view` = (split
-    shape, axes), as the source reshaped to the split shape and transposed by axes (a blocked NCHWc conv
-    weight)."""
+    """Where one source tensor goes in a flat float32 buffer (the optimized graph's weight file, or a
+    device buffer): copied as is, or, with `view` = (split shape, axes), as the source reshaped to the
+    split shape and transposed by axes (a blocked NCHWc conv weight)."""
     name: str
     shape: tuple[int, ...]
-    start: int                          # first element in the compiled file
+    start: int                          # first element in the buffer
     view: tuple[tuple[int, ...], tuple[int, ...]] | None = None   # (split shape, axes)
 
     @property
