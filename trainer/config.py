@@ -4,8 +4,10 @@
 - `bench`: Tiny ImageNet, ResNet-18 width 0.25 with the ImageNet stem at 64 px, Q=10, epochs 40/2/6
   (baseline 40+8), stage 2 with logit adjustment, stage 3 with frozen BN statistics, mixer lr 0.1 and
   2 tasks per batch (each measured in docs/results/experiments.md);
-  sized for the 90-minute budget of a 2-core CPU (width 0.25 trains ~3.2x faster than
-  0.5 here: 1,840 vs 571 img/s), most of it on stage 1, which the whole method stands on.
+  sized for the 90-minute budget of a 2-core CPU, most of it on stage 1, which the whole method
+  stands on. Width 0.25 trains ~2.8x faster than 0.5 here; width 0.5 with epochs cut to about the
+  same budget (18/1/3) gave every row ~2.5 points more but TAPER -0.54 vs classifier selection
+  (run 9 in docs/results/experiments.md), so the preset stays at 0.25.
 - `demo`: the bench model trained for a few epochs (8.2 min here): what `make demo` builds once.
 - `paper`: full-width ResNet-18 with the paper's recipe (100/5/20 epochs, lr 0.1 step decay), for a GPU.
 """
