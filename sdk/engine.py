@@ -160,19 +160,17 @@ class BackboneEngine:
         except Exception:  # onnxruntime raises untyped errors; the standard route still works
             return
         x = np.random.default_rng(0).standard_normal([2, 3, self.input_size, self.input_size]).astype(np.float32)
-        expected = self._personalized(alpha, None).run(x)
-        self.shared_session = session
-        got = self._personalized(alpha, device).run(x)
+        standard, compiled_target = self._folded(alpha, None), self._folded(alpha, device)
+        expected = self.open(standard).run(x)
+        got = Backbone(session, compiled_target.feeds).run(x)
         if np.allclose(got, expected, rtol=1e-4, atol=1e-4 * (float(np.abs(expected).max()) + 1)):
-            self.device = device
-        else:
-            self.shared_session = None
+            self.device, self.shared_session = device, session
 
-    def _personalized(self, alpha: np.ndarray, device: DeviceBases | None) -> Backbone:
+    def _folded(self, alpha: np.ndarray, device: DeviceBases | None) -> WeightBuffer:
         target = self._new_weight_buffer(device)
         self.fuse(alpha, target)
         fold_batch_norm(target.params, target.folded)
-        return self.open(target)
+        return target
 
     def _new_weight_buffer(self, device: DeviceBases | None) -> WeightBuffer:
         if device is not None:

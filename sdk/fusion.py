@@ -1,8 +1,8 @@
 """Fusion: the weights of a personalized network as one GEMV per mixer block.
 
-bases[b] is a contiguous [Q, P_b] matrix (memory-mapped from the bundle); alpha[b] @ bases[b] gives
-every weight of block b at once, written into a preallocated buffer (`out=`: no temporaries, no
-per-tensor Python loop).
+bases[b] is a contiguous [Q, P_b] matrix (memory-mapped from the bundle, or reordered for the device:
+`sdk.compiled.DeviceBases`); alpha[b] @ bases[b] gives every weight of block b at once, written into a
+preallocated buffer (`out=`: no temporaries, no per-tensor Python loop).
 """
 
 from __future__ import annotations
