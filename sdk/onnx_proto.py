@@ -62,57 +62,38 @@ def encode_varint(value: int) -> bytes:
             return bytes(out)
 
 
-def parse_fields(data: bytes) -> Iterator[tuple[int, bytes | int]]:
-    """(field number, value) of each field in order: ints for varints, raw bytes for the rest; each
-    field's encoded bytes can be rebuilt with `encode_field`, except that fixed-width values are bytes."""
+def _fields(data: bytes) -> Iterator[tuple[int, bytes | int, bytes]]:
+    """(field number, value, the field's encoded bytes) of each field in order: ints for varints, raw
+    bytes for the rest."""
     pos = 0
     while pos < len(data):
+        start = pos
         key, pos = _varint(data, pos)
         field, wire = key >> 3, key & 7
         if wire == VARINT:
             value, pos = _varint(data, pos)
-            yield field, value
-        elif wire in (FIXED64, FIXED32):
-            size = 8 if wire == FIXED64 else 4
+        elif wire in (FIXED64, FIXED32, LENGTH_DELIMITED):
+            if wire == LENGTH_DELIMITED:
+                size, pos = _varint(data, pos)
+            else:
+                size = 8 if wire == FIXED64 else 4
             if pos + size > len(data):
-                raise ProtoError("truncated fixed-width field")
-            yield field, data[pos:pos + size]
-            pos += size
-        elif wire == LENGTH_DELIMITED:
-            size, pos = _varint(data, pos)
-            if pos + size > len(data):
-                raise ProtoError("truncated length-delimited field")
-            yield field, data[pos:pos + size]
-            pos += size
+                raise ProtoError("truncated field")
+            value, pos = data[pos:pos + size], pos + size
         else:
             raise ProtoError(f"unsupported wire type {wire}")
+        yield field, value, data[start:pos]
+
+
+def parse_fields(data: bytes) -> Iterator[tuple[int, bytes | int]]:
+    """(field number, value) of each field in order: ints for varints, raw bytes for the rest."""
+    return ((field, value) for field, value, _ in _fields(data))
 
 
 def encode_field(field: int, value: bytes | int) -> bytes:
     if isinstance(value, int):
         return encode_varint(field << 3 | VARINT) + encode_varint(value)
     return encode_varint(field << 3 | LENGTH_DELIMITED) + encode_varint(len(value)) + value
-
-
-def _raw_fields(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """Each field's number and its encoded bytes, exactly as they appear."""
-    pos = 0
-    while pos < len(data):
-        start = pos
-        key, pos = _varint(data, pos)
-        wire = key & 7
-        if wire == VARINT:
-            _, pos = _varint(data, pos)
-        elif wire in (FIXED64, FIXED32):
-            pos += 8 if wire == FIXED64 else 4
-        elif wire == LENGTH_DELIMITED:
-            size, pos = _varint(data, pos)
-            pos += size
-        else:
-            raise ProtoError(f"unsupported wire type {wire}")
-        if pos > len(data):
-            raise ProtoError("truncated field")
-        yield key >> 3, data[start:pos]
 
 
 def _only(model: bytes, field: int) -> bytes:
@@ -169,24 +150,17 @@ def _float_input(name: str, dims: Sequence[int]) -> bytes:
 
 def initializers_to_inputs(model: bytes, names: Sequence[str]) -> bytes:
     """The model with the named float initializers removed and declared as graph inputs instead."""
-    wanted = set(names)
-    found = {i.name: i for i in initializers(model) if i.name in wanted}
+    wanted, found, graph = set(names), {}, bytearray()
+    for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
+        if field == GRAPH_INITIALIZER and isinstance(value, bytes):
+            init = _initializer(value)
+            if init.name in wanted:
+                found[init.name] = init
+                continue
+        graph += raw
     if set(found) != wanted or any(i.data_type != FLOAT for i in found.values()):
         raise ProtoError(f"not float initializers of this graph: {sorted(wanted - set(found))}")
-    graph = bytearray()
-    for field, raw in _raw_fields(_only(model, MODEL_GRAPH)):
-        if field == GRAPH_INITIALIZER and _initializer(_payload(raw)).name in wanted:
-            continue
-        graph += raw
     for name in names:
         graph += encode_field(GRAPH_INPUT, _float_input(name, found[name].dims))
-    out = bytearray()
-    for field, raw in _raw_fields(model):
-        out += encode_field(MODEL_GRAPH, bytes(graph)) if field == MODEL_GRAPH else raw
-    return bytes(out)
-
-
-def _payload(raw: bytes) -> bytes:
-    """The value of one encoded length-delimited field."""
-    ((_, value),) = parse_fields(raw)
-    return value if isinstance(value, bytes) else b""
+    return b"".join(encode_field(MODEL_GRAPH, bytes(graph)) if field == MODEL_GRAPH else raw
+                    for field, _, raw in _fields(model))
