@@ -1,8 +1,9 @@
 """Fusion: the weights of a personalized network as one GEMV per mixer block.
 
-bases[b] is a contiguous [Q, P_b] matrix (memory-mapped from the bundle, or reordered for the device:
-`sdk.compiled.DeviceBases`); alpha[b] @ bases[b] gives every weight of block b at once, written into a
-preallocated buffer (`out=`: no temporaries, no per-tensor Python loop).
+bases[b] is a contiguous [Q, P_b] matrix memory-mapped from the bundle; alpha[b] @ bases[b] gives every
+weight of block b at once, written into a preallocated buffer (`out=`: no temporaries, no per-tensor
+Python loop). The compiled route fuses its own reordered copy of the bases, in tiles
+(`sdk.compiled.DeviceBases`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ if TYPE_CHECKING:
 
 @dataclass
 class WeightBuffer:
-    """What one personalization fuses into (`rows`, one per block, named `params`) and folds into
-    (`folded`), in one route's layout: a plain external-data file (`data`), or the compiled session's
-    inputs (`feeds`)."""
-    rows: list[np.ndarray]
+    """What one personalization fuses into (named `params`; on the standard route `rows`, one per block)
+    and folds into (`folded`), in one route's layout: a plain external-data file (`data`), or the
+    compiled session's inputs (`feeds`)."""
+    rows: list[np.ndarray]                       # standard route: fused block rows (empty on the compiled one)
     params: dict[str, np.ndarray]
     folded: dict[str, np.ndarray]
     data: np.ndarray

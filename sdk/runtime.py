@@ -107,12 +107,10 @@ class TaperBundle:
         if self._compile_engine():
             lap("compile")  # once per bundle, unless warm_up() did it
         with self.engine.weight_buffer() as target:
-            self.engine.fuse(alpha, target)
-            lap("fuse")
+            self.engine.fuse_and_fold(alpha, target)
+            lap("fuse_fold")  # one pass on the compiled route: each tile is folded right after its GEMV
             head_weight = target.params["fc.weight"][task.classes]  # fancy indexing: copies
             head_bias = target.params["fc.bias"][task.classes]
-            fold_batch_norm(target.params, target.folded)
-            lap("fold")
             backbone = self.engine.open(target)
             lap("session")  # the compiled route creates none: it binds the weights to the shared session
         timings["total"] = round(sum(timings.values()), 3)

@@ -3,7 +3,6 @@
 import numpy as np
 
 from sdk.compiled import _placement
-from sdk.folding import fold_batch_norm
 
 
 def blocked_order(shape):  # O, I, kh, kw -> (O/8)(I/8)hw(8i)(8o), as MLAS NCHWc with block 8
@@ -23,24 +22,26 @@ def test_a_blocked_conv_reorder_is_found_as_a_transpose_and_written_through_a_vi
     assert np.array_equal(dest[100:], source.reshape(-1)[order]) and not dest[:100].any()
 
 
-def test_folding_into_the_blocked_layout_equals_folding_then_reordering():
-    rng = np.random.default_rng(1)
-    shape = (16, 16, 3, 3)
-    weights = {"stem.conv1.weight": rng.standard_normal(shape).astype(np.float32),
-               "stem.bn1.weight": rng.uniform(0.5, 2, 16).astype(np.float32),
-               "stem.bn1.bias": rng.standard_normal(16).astype(np.float32),
-               "stem.bn1.running_mean": rng.standard_normal(16).astype(np.float32),
-               "stem.bn1.running_var": rng.uniform(0.5, 2, 16).astype(np.float32)}
-    plain = {"stem.conv1.weight": np.zeros(shape, np.float32), "stem.conv1.bias": np.zeros(16, np.float32)}
-    fold_batch_norm(weights, plain)
-    assert plain["stem.conv1.bias"].any()  # the pair was folded
-    n = 16 * 16 * 9
-    weight = _placement("stem.conv1.weight", shape, np.arange(n), blocked_order(shape))
-    bias = _placement("stem.conv1.bias", (16,), np.arange(n, n + 16), np.arange(16))
-    dest = np.zeros(n + 16, np.float32)
-    fold_batch_norm(weights, {"stem.conv1.weight": weight.view_of(dest), "stem.conv1.bias": bias.view_of(dest)})
-    assert np.array_equal(dest[:n], plain["stem.conv1.weight"].reshape(-1)[blocked_order(shape)])
-    assert np.array_equal(dest[n:], plain["stem.conv1.bias"])
+def test_fusing_and_folding_in_tiles_equals_fusing_then_folding_then_reordering(tiny_bundle):
+    import sdk
+    from sdk.compiled import compile_backbone, reorder_bases
+
+    engine = sdk.load(tiny_bundle).engine
+    compiled = compile_backbone(engine.graph, engine.external_file, engine.layout, engine.external_size)
+    device = reorder_bases(compiled, engine.bases, engine.block_layout, engine.shapes, tile_floats=64)
+    assert len(device.tiles) > len(device.folds)  # convs split over several tiles
+    assert any(p.view is not None for p in device.placements.values())  # and some in a blocked layout
+    alpha = np.random.default_rng(3).dirichlet(np.ones(engine.bases[0].shape[0]), 4).astype(np.float32)
+    plain = engine._new_weight_buffer(None)
+    engine.fuse_and_fold(alpha, plain)
+    tiled = device.new_buffer()
+    device.fuse_and_fold(alpha, tiled)
+    for name, p in device.placements.items():
+        assert plain.folded[name].any()
+        got = p.view_of(tiled.data).reshape(plain.folded[name].shape)  # view_of splits blocked channels
+        np.testing.assert_allclose(got, plain.folded[name], rtol=1e-6, atol=1e-7)
+    for name in ("fc.weight", "fc.bias", "layer4.1.bn2.running_var"):
+        np.testing.assert_allclose(tiled.params[name], plain.params[name], rtol=1e-6, atol=1e-7)
 
 
 def test_an_unknown_reorder_a_padded_or_a_duplicating_one_is_rejected():
@@ -50,26 +51,6 @@ def test_an_unknown_reorder_a_padded_or_a_duplicating_one_is_rejected():
     assert _placement("w", shape, np.arange(20), np.arange(20)) is not None    # as is
     assert _placement("w", shape, np.arange(19), np.arange(19)) is None        # an element dropped
     assert _placement("w", shape, np.arange(20), np.r_[np.arange(19), 0]) is None  # one duplicated
-
-
-def test_folding_in_place_in_the_blocked_layout_equals_folding_then_reordering():
-    rng = np.random.default_rng(2)
-    shape = (16, 16, 3, 3)
-    bn = {"stem.bn1.weight": rng.uniform(0.5, 2, 16), "stem.bn1.bias": rng.standard_normal(16),
-          "stem.bn1.running_mean": rng.standard_normal(16), "stem.bn1.running_var": rng.uniform(0.5, 2, 16)}
-    weights = {"stem.conv1.weight": rng.standard_normal(shape), **bn}
-    weights = {k: v.astype(np.float32) for k, v in weights.items()}
-    plain = {"stem.conv1.weight": np.zeros(shape, np.float32), "stem.conv1.bias": np.zeros(16, np.float32)}
-    fold_batch_norm(weights, plain)
-    assert plain["stem.conv1.bias"].any()  # the pair was folded
-    n = 16 * 16 * 9
-    dest = np.zeros(n + 16, np.float32)
-    view = _placement("stem.conv1.weight", shape, np.arange(n), blocked_order(shape)).view_of(dest)
-    view[...] = weights["stem.conv1.weight"].reshape(view.shape)  # fused straight into the blocked layout
-    bias = dest[n:]
-    fold_batch_norm({**weights, "stem.conv1.weight": view}, {"stem.conv1.weight": view, "stem.conv1.bias": bias})
-    assert np.array_equal(dest[:n], plain["stem.conv1.weight"].reshape(-1)[blocked_order(shape)])
-    assert np.array_equal(bias, plain["stem.conv1.bias"])
 
 
 def test_the_compiled_graph_takes_every_folded_weight_as_an_aligned_input(tiny_bundle):

@@ -183,4 +183,4 @@ assert "torch" not in sys.modules and "trainer" not in sys.modules, "the runtime
 
 def test_timings_cover_every_step(bundle):
     timings = sdk.personalize(bundle, "textures").timings
-    assert set(timings) == {"resolve", "mixer", "fuse", "fold", "session", "total"}
+    assert set(timings) == {"resolve", "mixer", "fuse_fold", "session", "total"}
