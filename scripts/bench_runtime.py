@@ -186,7 +186,7 @@ def run_case(name: str, path: Path, repeats: int, tmp: Path) -> dict:
     for _ in range(repeats):  # alternating blocks, so drift on a noisy machine hits both alike
         for _ in range(5):    # same normalised input for both: the personalized backbone + its head rows
             t = time.perf_counter()
-            model.head(model.backbone.run(x))
+            model.network.run(x)
             personal.append(time.perf_counter() - t)
         for _ in range(5):
             t = time.perf_counter()

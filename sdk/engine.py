@@ -10,12 +10,13 @@ reordered into that graph's layout, so personalizing is a GEMV per tile of weigh
 in cache, and every model runs the one shared session with its own weights. `route` says which is
 used; the compiled route is used only if it reproduces the standard one (`compile`).
 
-Either way, one personalization is:
+On both routes the graph ends in the task's classifier rows, fed as inputs (`append_linear_head`),
+so one onnxruntime call gives logits. One personalization is:
 
 >>> with engine.weight_buffer() as target:                 # doctest: +SKIP
 ...     engine.fuse_and_fold(alpha, target)
-...     backbone = engine.open(target)
->>> features = backbone.run(images)                         # doctest: +SKIP
+...     network = engine.open(target, head_weight, head_bias)
+>>> logits = network.run(images)                            # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ import numpy as np
 import onnxruntime as ort
 
 from .compiled import COMPILED_FILE, DeviceBases, compile_backbone, reorder_bases
-from .errors import SdkError
+from .errors import BundleError, SdkError
 from .folding import fold_batch_norm
 from .fusion import WeightBuffer, fuse_blocks, unflatten
+from .onnx_proto import ProtoError, append_linear_head
 
+FEATURES, LOGITS, HEAD_WEIGHT, HEAD_BIAS = "features", "logits", "head_weight", "head_bias"
 PREFERRED_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CoreMLExecutionProvider",
                        "CPUExecutionProvider")
 
@@ -45,17 +48,16 @@ def default_providers() -> list[str]:
 
 
 @dataclass
-class Backbone:
-    """A personalized backbone: a session and the weights it is fed (none where they live in the session)."""
+class Network:
+    """A personalized network: a backbone session with its task head, and the inputs it is fed besides
+    the image (the head rows; on the compiled route also the folded weights)."""
     session: ort.InferenceSession
-    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    weights: dict[str, np.ndarray]
     _bindings: threading.local = field(default_factory=threading.local, repr=False)
 
     def run(self, images: np.ndarray) -> np.ndarray:
-        """[N, C] features of normalized [N, 3, H, W] float32 images."""
+        """[N, K] logits of normalized [N, 3, H, W] float32 images."""
         images = np.ascontiguousarray(images, np.float32)
-        if not self.weights:
-            return self.session.run(None, {"image": images})[0]
         # The weights are bound once per thread (passing 40 arrays with every run cost 0.08 ms, 20% of an
         # inference of the 64-px bench model; an IOBinding must not be shared between threads), and so is
         # an output array per batch size, which onnxruntime writes into instead of allocating its own
@@ -65,11 +67,9 @@ class Backbone:
             state.binding, state.out = self.session.io_binding(), None
             for name, array in self.weights.items():
                 state.binding.bind_cpu_input(name, array)
-        output = self.session.get_outputs()[0]
         if state.out is None or len(state.out) != len(images):
-            state.out = np.empty((len(images), output.shape[-1]), np.float32)
-            state.binding.bind_output(output.name, "cpu", 0, np.float32, list(state.out.shape),
-                                      state.out.ctypes.data)
+            state.out = np.empty((len(images), len(self.weights[HEAD_BIAS])), np.float32)
+            state.binding.bind_output(LOGITS, "cpu", 0, np.float32, list(state.out.shape), state.out.ctypes.data)
         state.binding.bind_cpu_input("image", images)
         self.session.run_with_iobinding(state.binding)
         return state.out.copy()  # the next run overwrites state.out
@@ -80,7 +80,13 @@ class BackboneEngine:
                  bases: list[np.ndarray], block_layout: list[list[str]], shapes: dict[str, tuple[int, ...]],
                  input_size: int, providers: Sequence[str] | None = None, threads: int | None = None,
                  device_compile: bool = True):
-        self.graph, self.external_file, self.external_size = graph, external_file, external_size
+        # The head is in the graph: numpy right after an onnxruntime call ran 3-6x slower than warm (a
+        # 128x10 head took 12 instead of 3 us; 64-px bench model, ad-hoc script), 4-8% of an inference.
+        try:
+            self.graph = append_linear_head(graph, FEATURES, shapes["fc.weight"][1], HEAD_WEIGHT, HEAD_BIAS, LOGITS)
+        except ProtoError as e:
+            raise BundleError(f"backbone graph: {e}") from None
+        self.external_file, self.external_size = external_file, external_size
         self.layout = layout                  # folded weights in the plain graph's external-data file
         self.bases, self.block_layout, self.shapes = bases, block_layout, shapes
         self.input_size = input_size
@@ -138,15 +144,17 @@ class BackboneEngine:
         fuse_blocks(alpha, self.bases, target.rows)
         return target.params
 
-    def open(self, target: WeightBuffer) -> Backbone:
-        """A backbone running the folded weights in `target`."""
+    def open(self, target: WeightBuffer, head_weight: np.ndarray, head_bias: np.ndarray) -> Network:
+        """A network running the folded weights in `target` and the head rows [K, C], [K]."""
+        head = {HEAD_WEIGHT: np.ascontiguousarray(head_weight, np.float32),
+                HEAD_BIAS: np.ascontiguousarray(head_bias, np.float32)}
         if target.device is None:
-            return Backbone(self._session(self.graph, self.external_file, target.data,
-                                          ort.GraphOptimizationLevel.ORT_ENABLE_ALL))
+            return Network(self._session(self.graph, self.external_file, target.data,
+                                         ort.GraphOptimizationLevel.ORT_ENABLE_ALL), head)
         target.in_use = True
-        backbone = Backbone(self.shared_session, target.feeds)
-        weakref.finalize(backbone, self._return_buffer, target)
-        return backbone
+        network = Network(self.shared_session, {**target.feeds, **head})
+        weakref.finalize(network, self._return_buffer, target)
+        return network
 
     def _return_buffer(self, target: WeightBuffer) -> None:
         target.in_use = False
@@ -169,14 +177,13 @@ class BackboneEngine:
                 return
             session = self._session(compiled.graph, COMPILED_FILE, compiled.constants,
                                     ort.GraphOptimizationLevel.ORT_DISABLE_ALL)  # it is optimized already
-            if not isinstance(session.get_outputs()[0].shape[-1], int):  # Backbone.run binds [N, C] output
-                return
         except Exception:  # onnxruntime raises untyped errors; the standard route still works
             return
         x = np.random.default_rng(0).standard_normal([2, 3, self.input_size, self.input_size]).astype(np.float32)
         standard, compiled_target = self._folded(alpha, None), self._folded(alpha, device)
-        expected = self.open(standard).run(x)
-        got = Backbone(session, compiled_target.feeds).run(x)
+        head = standard.params["fc.weight"], standard.params["fc.bias"]
+        expected = self.open(standard, *head).run(x)
+        got = Network(session, {**compiled_target.feeds, HEAD_WEIGHT: head[0], HEAD_BIAS: head[1]}).run(x)
         if np.allclose(got, expected, rtol=1e-4, atol=1e-4 * (float(np.abs(expected).max()) + 1)):
             self.device, self.shared_session = device, session
 

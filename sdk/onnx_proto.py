@@ -1,10 +1,12 @@
-"""Just enough of the protobuf wire format to turn an ONNX graph's initializers into graph inputs.
+"""Just enough of the protobuf wire format for the two edits the runtime makes to ONNX graphs.
 
-The runtime has no `onnx` package (it would add protobuf and ~15 MB to a device install), and the one
-edit it needs is small: onnxruntime's optimized backbone graph (`sdk.compiled`) keeps its conv weights
-as initializers in external data; moving them to graph inputs lets one session serve every
-personalized model, each feeding its own weights. Only the ONNX fields named below are read; every
-other field is copied through byte for byte.
+The runtime has no `onnx` package (it would add protobuf and ~15 MB to a device install), and its
+edits are small: onnxruntime's optimized backbone graph (`sdk.compiled`) keeps its conv weights as
+initializers in external data; moving them to graph inputs lets one session serve every
+personalized model, each feeding its own weights (`initializers_to_inputs`). And the classifier rows
+of a task become a Gemm at the end of the backbone graph, fed as inputs, so that one onnxruntime call
+gives logits (`append_linear_head`). Only the ONNX fields named below are read; every other field is
+copied through byte for byte.
 
 >>> graph = encode_field(1, b"conv")                       # a GraphProto with one node, no initializer
 >>> model = encode_field(7, graph)                         # ModelProto.graph
@@ -19,11 +21,13 @@ from dataclasses import dataclass
 
 # Field numbers from onnx.proto.
 MODEL_GRAPH = 7
-GRAPH_INITIALIZER, GRAPH_INPUT = 5, 11
+GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_OUTPUT = 1, 5, 11, 12
+NODE_INPUT, NODE_OUTPUT, NODE_NAME, NODE_OP_TYPE, NODE_ATTRIBUTE = 1, 2, 3, 4, 5
+ATTRIBUTE_NAME, ATTRIBUTE_I, ATTRIBUTE_TYPE, ATTRIBUTE_INT = 1, 3, 20, 2
 TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_NAME, TENSOR_EXTERNAL_DATA = 1, 2, 8, 13
 ENTRY_KEY, ENTRY_VALUE = 1, 2
 VALUE_INFO_NAME, VALUE_INFO_TYPE = 1, 2
-TYPE_TENSOR, TENSOR_TYPE_ELEM_TYPE, TENSOR_TYPE_SHAPE, SHAPE_DIM, DIM_VALUE = 1, 1, 2, 1, 1
+TYPE_TENSOR, TENSOR_TYPE_ELEM_TYPE, TENSOR_TYPE_SHAPE, SHAPE_DIM, DIM_VALUE, DIM_PARAM = 1, 1, 2, 1, 1, 2
 FLOAT = 1
 
 VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
@@ -141,11 +145,18 @@ def initializers(model: bytes) -> list[Initializer]:
             if f == GRAPH_INITIALIZER and isinstance(v, bytes)]
 
 
-def _float_input(name: str, dims: Sequence[int]) -> bytes:
-    shape = b"".join(encode_field(SHAPE_DIM, encode_field(DIM_VALUE, d)) for d in dims)
+def _float_value(name: str, dims: Sequence[int | str]) -> bytes:
+    """A ValueInfoProto of a float tensor; a str dim is symbolic ("batch")."""
+    shape = b"".join(encode_field(SHAPE_DIM, encode_field(DIM_PARAM, d.encode("utf-8")) if isinstance(d, str)
+                                  else encode_field(DIM_VALUE, d)) for d in dims)
     tensor_type = encode_field(TENSOR_TYPE_ELEM_TYPE, FLOAT) + encode_field(TENSOR_TYPE_SHAPE, shape)
     return encode_field(VALUE_INFO_NAME, name.encode("utf-8")) + encode_field(
         VALUE_INFO_TYPE, encode_field(TYPE_TENSOR, tensor_type))
+
+
+def _with_graph(model: bytes, graph: bytes) -> bytes:
+    return b"".join(encode_field(MODEL_GRAPH, graph) if field == MODEL_GRAPH else raw
+                    for field, _, raw in _fields(model))
 
 
 def initializers_to_inputs(model: bytes, names: Sequence[str]) -> bytes:
@@ -161,6 +172,29 @@ def initializers_to_inputs(model: bytes, names: Sequence[str]) -> bytes:
     if set(found) != wanted or any(i.data_type != FLOAT for i in found.values()):
         raise ProtoError(f"not float initializers of this graph: {sorted(wanted - set(found))}")
     for name in names:
-        graph += encode_field(GRAPH_INPUT, _float_input(name, found[name].dims))
-    return b"".join(encode_field(MODEL_GRAPH, bytes(graph)) if field == MODEL_GRAPH else raw
-                    for field, _, raw in _fields(model))
+        graph += encode_field(GRAPH_INPUT, _float_value(name, found[name].dims))
+    return _with_graph(model, bytes(graph))
+
+
+def append_linear_head(model: bytes, features: str, channels: int, weight: str, bias: str, logits: str) -> bytes:
+    """The model with its one output `features` [N, channels] replaced by `logits` = features @ weight.T
+    + bias, where `weight` [K, channels] and `bias` [K] are new graph inputs (any K)."""
+    graph, outputs = bytearray(), []
+    for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
+        if field == GRAPH_OUTPUT and isinstance(value, bytes):
+            outputs.append(_text(next((v for f, v in parse_fields(value) if f == VALUE_INFO_NAME
+                                       and isinstance(v, bytes)), b"")))
+            continue
+        graph += raw
+    if outputs != [features]:
+        raise ProtoError(f"expected the one graph output {features!r}, found {outputs}")
+    transpose_b = (encode_field(ATTRIBUTE_NAME, b"transB") + encode_field(ATTRIBUTE_TYPE, ATTRIBUTE_INT)
+                   + encode_field(ATTRIBUTE_I, 1))
+    node = b"".join(encode_field(NODE_INPUT, n.encode("utf-8")) for n in (features, weight, bias))
+    node += encode_field(NODE_OUTPUT, logits.encode("utf-8")) + encode_field(NODE_NAME, b"linear_head")
+    node += encode_field(NODE_OP_TYPE, b"Gemm") + encode_field(NODE_ATTRIBUTE, transpose_b)
+    graph += encode_field(GRAPH_NODE, node)
+    graph += encode_field(GRAPH_INPUT, _float_value(weight, ["classes", channels]))
+    graph += encode_field(GRAPH_INPUT, _float_value(bias, ["classes"]))
+    graph += encode_field(GRAPH_OUTPUT, _float_value(logits, ["batch", "classes"]))
+    return _with_graph(model, bytes(graph))

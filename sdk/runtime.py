@@ -111,11 +111,11 @@ class TaperBundle:
             lap("fuse_fold")  # one pass on the compiled route: each tile is folded right after its GEMV
             head_weight = target.params["fc.weight"][task.classes]  # fancy indexing: copies
             head_bias = target.params["fc.bias"][task.classes]
-            backbone = self.engine.open(target)
+            network = self.engine.open(target, head_weight, head_bias)
             lap("session")  # the compiled route creates none: it binds the weights to the shared session
         timings["total"] = round(sum(timings.values()), 3)
         infos = [self.bundle.classes[i] for i in task.classes]
-        return PersonalizedModel(backbone, head_weight, head_bias, task.classes, [c.name for c in infos],
+        return PersonalizedModel(network, head_weight, head_bias, task.classes, [c.name for c in infos],
                                  [c.id for c in infos], self.preprocessing, alpha, timings, task.how, self)
 
     def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:

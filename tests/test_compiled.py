@@ -60,9 +60,12 @@ def test_the_compiled_graph_takes_every_folded_weight_as_an_aligned_input(tiny_b
     assert b.engine.route == "compiled"
     device = b.engine.device
     session_inputs = {i.name: tuple(i.shape) for i in b.engine.shared_session.get_inputs()}
-    assert set(session_inputs) == {"image"} | {name for name, _ in device.inputs.values()}
+    folded = {name for name, _ in device.inputs.values()}
+    assert set(session_inputs) == {"image", "head_weight", "head_bias"} | folded
     model = sdk.personalize(b, "round shapes")
-    for name, array in model.backbone.weights.items():
+    assert set(model.network.weights) == {"head_weight", "head_bias"} | folded
+    for name in folded:
+        array = model.network.weights[name]
         assert tuple(array.shape) == session_inputs[name]
         assert array.ctypes.data % 64 == 0 and array.flags.c_contiguous
 
@@ -79,6 +82,6 @@ def test_a_freed_models_weights_go_back_to_the_pool_and_a_live_models_are_not_re
     assert pool.qsize() == 1
     third = sdk.personalize(b, "textures")
     assert pool.qsize() == 0  # it took the freed buffer
-    first, third = (next(iter(m.backbone.weights.values())) for m in (models[0], third))
+    first, third = (next(iter(m.network.weights.values())) for m in (models[0], third))
     assert not np.shares_memory(first, third)
     assert np.array_equal(models[0].logits(np.zeros((2, 32, 32, 3), np.uint8)), before)

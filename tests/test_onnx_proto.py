@@ -6,7 +6,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from sdk.onnx_proto import ProtoError, initializers, initializers_to_inputs
+from sdk.onnx_proto import ProtoError, append_linear_head, initializers, initializers_to_inputs
 
 
 def small_model() -> bytes:
@@ -46,6 +46,24 @@ def test_initializers_become_inputs_and_the_graph_still_computes_the_same():
     assert np.array_equal(ort.InferenceSession(edited).run(None, {"x": x, "w": w})[0], expected)
 
 
+def test_a_linear_head_is_appended_with_its_rows_as_inputs_of_any_count():
+    edited = append_linear_head(small_model(), "y", 3, "head_weight", "head_bias", "logits")
+    model = onnx.load_from_string(edited)
+    onnx.checker.check_model(model, full_check=True)  # including shape inference
+    assert [o.name for o in model.graph.output] == ["logits"]
+    assert [i.name for i in model.graph.input] == ["x", "head_weight", "head_bias"]
+    session = ort.InferenceSession(edited)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal([2, 4]).astype(np.float32)
+    y = ort.InferenceSession(small_model()).run(None, {"x": x})[0]
+    for classes in (1, 5):
+        w, b = rng.standard_normal([classes, 3]).astype(np.float32), rng.standard_normal(classes).astype(np.float32)
+        got = session.run(None, {"x": x, "head_weight": w, "head_bias": b})[0]
+        np.testing.assert_allclose(got, y @ w.T + b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ProtoError, match="output"):
+        append_linear_head(small_model(), "features", 3, "head_weight", "head_bias", "logits")
+
+
 def test_unknown_names_and_damaged_bytes_raise_proto_error():
     model = small_model()
     with pytest.raises(ProtoError):
@@ -58,7 +76,9 @@ def test_unknown_names_and_damaged_bytes_raise_proto_error():
             raw[i] = int(rng.integers(256))
         damaged.append(bytes(raw))
     for data in damaged:  # may still parse (a cut at a field boundary), but fails only with ProtoError
-        try:
-            initializers_to_inputs(data, ["w"])
-        except ProtoError:
-            pass
+        for edit in (lambda d: initializers_to_inputs(d, ["w"]),
+                     lambda d: append_linear_head(d, "y", 3, "head_weight", "head_bias", "logits")):
+            try:
+                edit(data)
+            except ProtoError:
+                pass
