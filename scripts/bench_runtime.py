@@ -32,6 +32,7 @@ import sdk  # noqa: E402
 from export.bundle import assemble, write_bundle  # noqa: E402
 from sdk.architecture import block_layout, parameter_shapes  # noqa: E402
 
+INFERENCE_SECONDS = 2.0
 DESCRIPTIONS = ["insects", "kitchen appliances", "a drinking glass with a base and stem", "dogs", "vehicles"]
 
 
@@ -183,8 +184,10 @@ def run_case(name: str, path: Path, repeats: int, tmp: Path) -> dict:
     image = np.random.default_rng(0).integers(0, 255, (1, size, size, 3), dtype=np.uint8)
     x = bundle.preprocessing.normalize(image)
     personal, baseline = [], []
-    for _ in range(repeats):  # alternating blocks, so drift on a noisy machine hits both alike
-        for _ in range(5):    # same normalised input for both: the personalized backbone + its head rows
+    # Alternating blocks, so drift on a noisy machine hits both alike; at least `repeats` blocks and
+    # INFERENCE_SECONDS per side (a 64-px inference takes 0.3 ms: 100 samples would span 30 ms).
+    while len(personal) < 5 * repeats or sum(personal) < INFERENCE_SECONDS or sum(baseline) < INFERENCE_SECONDS:
+        for _ in range(5):    # same normalised input for both: the personalized network (backbone + head rows)
             t = time.perf_counter()
             model.network.run(x)
             personal.append(time.perf_counter() - t)

@@ -177,14 +177,19 @@ def _conv_tiles(block: int, conv: str, p: Placement, slab: int, bases: np.ndarra
                 ) -> list[ConvTile]:
     """A conv weight's bases ([Q, size], source order) in its device layout, cut into tiles of whole
     channel blocks (`slab` elements each) of up to `tile_floats` elements."""
-    ordered = np.empty(bases.shape, np.float32)
-    for q in range(bases.shape[0]):
-        view = replace(p, start=0).view_of(ordered[q])
-        view[...] = bases[q].reshape(view.shape)
-    step = max(1, tile_floats // slab)
-    return [ConvTile(block, conv, p.start + first * slab, first, min(first + step, p.size // slab),
-                     np.ascontiguousarray(ordered[:, first * slab:(first + step) * slab]))
-            for first in range(0, p.size // slab, step)]
+    if p.view is None:
+        in_layout = [b.reshape(p.shape) for b in bases]
+    else:  # the blocked layout as a transposed view of each basis: channel blocks on axis 0
+        split, axes = p.view
+        in_layout = [b.reshape(split).transpose(axes) for b in bases]
+    step, tiles = max(1, tile_floats // slab), []
+    for first in range(0, p.size // slab, step):
+        stop = min(first + step, p.size // slab)
+        tile = np.empty((len(bases), (stop - first) * slab), np.float32)
+        for row, basis in zip(tile, in_layout, strict=True):
+            row.reshape(basis[first:stop].shape)[...] = basis[first:stop]
+        tiles.append(ConvTile(block, conv, p.start + first * slab, first, stop, tile))
+    return tiles
 
 
 def reorder_bases(compiled: CompiledBackbone, bases: list[np.ndarray], block_layout: list[list[str]],
