@@ -100,7 +100,9 @@ class TaperBundle:
             t = now
 
         task = self.resolver.resolve(description, options)
-        lap("resolve")  # includes encoding the text when the description is free text
+        lap("resolve")
+        timings["encode"] = task.encode_ms  # the text encoder's share of resolve (0 for names and groups)
+        timings["resolve"] = round(timings["resolve"] - task.encode_ms, 3)
         spec = self.mixer_spec
         alpha = predict_alpha(self.bundle.mixer, spec["layers"], spec["blocks"], self.num_bases, task.embedding)
         lap("mixer")

@@ -22,6 +22,7 @@ The task embedding is the normalised mean of its classes' embeddings, as in trai
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -52,6 +53,7 @@ class Task:
     classes: np.ndarray           # sorted class indices
     embedding: np.ndarray         # [dim], unit length
     how: list[str] = field(default_factory=list)  # how each part of the description was resolved
+    encode_ms: float = 0.0        # time spent embedding text (part of resolving)
 
 
 def _norm(text: str) -> str:
@@ -88,40 +90,47 @@ class TaskResolver:
             parts = [p for p in (s.strip() for s in text.split(",")) if p] if "," in text else [text]
             if not parts:
                 raise DescriptionError("the description has no words")
-            chosen, how = set(), []
+            chosen, how, encode = set(), [], 0.0
             for part in parts:
-                indices, why = self._resolve_phrase(part, options, single=len(parts) == 1)
+                indices, why, seconds = self._resolve_phrase(part, options, single=len(parts) == 1)
                 chosen.update(indices)
                 how.append(f"{part!r}: {why}")
+                encode += seconds
         elif isinstance(description, Sequence) and all(isinstance(d, str) for d in description):
             unknown = [d for d in description if _norm(d) not in self.by_name]
             if unknown:
                 raise DescriptionError(f"unknown class names: {unknown[:10]}")
-            chosen, how = {self.by_name[_norm(d)] for d in description}, ["explicit class list"]
+            chosen, how, encode = {self.by_name[_norm(d)] for d in description}, ["explicit class list"], 0.0
         else:
             raise DescriptionError("a description is a string or a list of class names")
         chosen = self._pad(sorted(chosen), options)
         mean = self.embeddings[chosen].mean(0)
-        return Task(np.array(chosen, np.int64), (mean / max(np.linalg.norm(mean), 1e-12)).astype(np.float32), how)
+        return Task(np.array(chosen, np.int64), (mean / max(np.linalg.norm(mean), 1e-12)).astype(np.float32), how,
+                    round(encode * 1000, 3))
 
-    def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool) -> tuple[list[int], str]:
+    def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool) -> tuple[list[int], str, float]:
+        """(class indices, how they were found, seconds spent embedding the phrase)."""
         key = _norm(phrase)
         for candidate in (key, _singular(key)):
             if candidate in self.groups:
-                return self.groups[candidate][:MAX_GROUP_CLASSES], f"group {candidate!r}"
-        scores = self.embeddings @ self.embed_phrase(phrase)
+                return self.groups[candidate][:MAX_GROUP_CLASSES], f"group {candidate!r}", 0.0
+        start = time.perf_counter()
+        embedding = self.embed_phrase(phrase)
+        seconds = time.perf_counter() - start
+        scores = self.embeddings @ embedding
         best = int(np.argmax(scores))
         if key in self.by_name:
             exact = self.by_name[key]
-            return [exact] if not single else self._top(scores, options, include=exact), "class name"
+            return [exact] if not single else self._top(scores, options, include=exact), "class name", seconds
         standout = contrast(scores)
         if standout < options.min_contrast:
             raise DescriptionError(f"nothing in this bundle matches {phrase!r} (closest: {self.classes[best].name!r}, "
                                    f"which stands out by only {standout:.2f} < min_contrast {options.min_contrast})")
         if not single:
-            return [best], f"closest class (similarity {scores[best]:.2f})"
+            return [best], f"closest class (similarity {scores[best]:.2f})", seconds
         closest = f"{self.classes[best].name!r}: {scores[best]:.2f}, contrast {standout:.2f}"
-        return self._top(scores, options), f"classes within {options.margin} of the best similarity ({closest})"
+        return (self._top(scores, options), f"classes within {options.margin} of the best similarity ({closest})",
+                seconds)
 
     def _top(self, scores: np.ndarray, options: TaskOptions, include: int | None = None) -> list[int]:
         order = np.argsort(-scores)

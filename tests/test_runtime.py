@@ -182,5 +182,11 @@ assert "torch" not in sys.modules and "trainer" not in sys.modules, "the runtime
 
 
 def test_timings_cover_every_step(bundle):
-    timings = sdk.personalize(bundle, "textures").timings
-    assert set(timings) == {"resolve", "mixer", "fuse_fold", "session", "total"}
+    free_text = sdk.personalize(bundle.warm_up(), "blue")  # warm: no one-time "compile" step
+    timings = free_text.timings
+    assert set(timings) == {"encode", "resolve", "mixer", "fuse_fold", "session", "total"}
+    assert timings["total"] == pytest.approx(sum(v for k, v in timings.items() if k != "total"), abs=0.01)
+    assert "group" not in free_text.resolution[0] and timings["encode"] > 0
+    group = sdk.personalize(bundle, "textures")
+    assert "group" in group.resolution[0] and group.timings["encode"] == 0  # a group name: nothing embedded
+    assert sdk.personalize(bundle, bundle.classes[:2]).timings["encode"] == 0
