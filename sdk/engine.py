@@ -53,7 +53,7 @@ class Network:
     the image (the head rows; on the compiled route also the folded weights)."""
     session: ort.InferenceSession
     weights: dict[str, np.ndarray]
-    _bindings: threading.local = field(default_factory=threading.local, repr=False)
+    _per_thread: threading.local = field(default_factory=threading.local, repr=False)
 
     def run(self, images: np.ndarray) -> np.ndarray:
         """[N, K] logits of normalized [N, 3, H, W] float32 images."""
@@ -62,7 +62,7 @@ class Network:
         # inference of the 64-px bench model; an IOBinding must not be shared between threads), and so is
         # an output array per batch size, which onnxruntime writes into instead of allocating its own
         # (64-px bench model: 0.317 vs 0.355 ms per image, ad-hoc A/B).
-        state = self._bindings
+        state = self._per_thread
         if getattr(state, "binding", None) is None:
             state.binding, state.out = self.session.io_binding(), None
             for name, array in self.weights.items():
@@ -80,8 +80,9 @@ class BackboneEngine:
                  bases: list[np.ndarray], block_layout: list[list[str]], shapes: dict[str, tuple[int, ...]],
                  input_size: int, providers: Sequence[str] | None = None, threads: int | None = None,
                  device_compile: bool = True):
-        # The head is in the graph: numpy right after an onnxruntime call ran 3-6x slower than warm (a
-        # 128x10 head took 12 instead of 3 us; 64-px bench model, ad-hoc script), 4-8% of an inference.
+        # The head is in the graph: in numpy it added 27-35 us to a 0.3 ms inference of the 64-px bench
+        # model (ad-hoc A/Bs), as numpy right after an onnxruntime call runs cold (its 128x10 matmul: 12 us,
+        # 3 us warm).
         try:
             self.graph = append_linear_head(graph, FEATURES, shapes["fc.weight"][1], HEAD_WEIGHT, HEAD_BIAS, LOGITS)
         except ProtoError as e:
