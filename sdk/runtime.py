@@ -101,8 +101,8 @@ class TaperBundle:
 
         task = self.resolver.resolve(description, options)
         lap("resolve")
-        timings["encode"] = task.encode_ms  # the text encoder's share of resolve (0 for names and groups)
-        timings["resolve"] = round(timings["resolve"] - task.encode_ms, 3)
+        resolve = timings.pop("resolve")  # split into the text encoder's share (0 for names and groups) and the rest
+        timings.update(encode=task.encode_ms, resolve=round(resolve - task.encode_ms, 3))
         spec = self.mixer_spec
         alpha = predict_alpha(self.bundle.mixer, spec["layers"], spec["blocks"], self.num_bases, task.embedding)
         lap("mixer")
