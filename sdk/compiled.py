@@ -63,6 +63,14 @@ class Placement:
         split, axes = self.view
         return out.reshape([split[a] for a in axes]).transpose(np.argsort(axes))
 
+    def in_layout(self, source: np.ndarray) -> np.ndarray:
+        """The tensor `source` (its own index order) as a view in this placement's memory order: the
+        inverse of `view_of`; for a blocked layout, axis 0 is the output-channel blocks."""
+        if self.view is None:
+            return source.reshape(self.shape)
+        split, axes = self.view
+        return source.reshape(split).transpose(axes)
+
 
 @dataclass
 class CompiledBackbone:
@@ -177,11 +185,7 @@ def _conv_tiles(block: int, conv: str, p: Placement, slab: int, bases: np.ndarra
                 ) -> list[ConvTile]:
     """A conv weight's bases ([Q, size], source order) in its device layout, cut into tiles of whole
     channel blocks (`slab` elements each) of up to `tile_floats` elements."""
-    if p.view is None:
-        in_layout = [b.reshape(p.shape) for b in bases]
-    else:  # the blocked layout as a transposed view of each basis: channel blocks on axis 0
-        split, axes = p.view
-        in_layout = [b.reshape(split).transpose(axes) for b in bases]
+    in_layout = [p.in_layout(b) for b in bases]
     step, tiles = max(1, tile_floats // slab), []
     for first in range(0, p.size // slab, step):
         stop = min(first + step, p.size // slab)

@@ -47,6 +47,11 @@ def default_providers() -> list[str]:
     return [p for p in PREFERRED_PROVIDERS if p in available] or ["CPUExecutionProvider"]
 
 
+def _head_inputs(weight: np.ndarray, bias: np.ndarray) -> dict[str, np.ndarray]:
+    """The classifier rows as the graph inputs `append_linear_head` declared (bound as is: contiguous)."""
+    return {HEAD_WEIGHT: np.ascontiguousarray(weight, np.float32), HEAD_BIAS: np.ascontiguousarray(bias, np.float32)}
+
+
 @dataclass
 class Network:
     """A personalized network: a backbone session with its task head, and the inputs it is fed besides
@@ -147,8 +152,7 @@ class BackboneEngine:
 
     def open(self, target: WeightBuffer, head_weight: np.ndarray, head_bias: np.ndarray) -> Network:
         """A network running the folded weights in `target` and the head rows [K, C], [K]."""
-        head = {HEAD_WEIGHT: np.ascontiguousarray(head_weight, np.float32),
-                HEAD_BIAS: np.ascontiguousarray(head_bias, np.float32)}
+        head = _head_inputs(head_weight, head_bias)
         if target.device is None:
             return Network(self._session(self.graph, self.external_file, target.data,
                                          ort.GraphOptimizationLevel.ORT_ENABLE_ALL), head)
@@ -184,7 +188,7 @@ class BackboneEngine:
         standard, compiled_target = self._folded(alpha, None), self._folded(alpha, device)
         head = standard.params["fc.weight"], standard.params["fc.bias"]
         expected = self.open(standard, *head).run(x)
-        got = Network(session, {**compiled_target.feeds, HEAD_WEIGHT: head[0], HEAD_BIAS: head[1]}).run(x)
+        got = Network(session, {**compiled_target.feeds, **_head_inputs(*head)}).run(x)
         if np.allclose(got, expected, rtol=1e-4, atol=1e-4 * (float(np.abs(expected).max()) + 1)):
             self.device, self.shared_session = device, session
 

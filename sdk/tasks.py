@@ -114,14 +114,15 @@ class TaskResolver:
         for candidate in (key, _singular(key)):
             if candidate in self.groups:
                 return self.groups[candidate][:MAX_GROUP_CLASSES], f"group {candidate!r}", 0.0
+        if key in self.by_name and not single:  # one item of a list: the class itself, no embedding needed
+            return [self.by_name[key]], "class name", 0.0
         start = time.perf_counter()
         embedding = self.embed_phrase(phrase)
         seconds = time.perf_counter() - start
         scores = self.embeddings @ embedding
         best = int(np.argmax(scores))
-        if key in self.by_name:
-            exact = self.by_name[key]
-            return [exact] if not single else self._top(scores, options, include=exact), "class name", seconds
+        if key in self.by_name:  # a single class name: it and its nearest neighbours
+            return self._top(scores, options, include=self.by_name[key]), "class name", seconds
         standout = contrast(scores)
         if standout < options.min_contrast:
             raise DescriptionError(f"nothing in this bundle matches {phrase!r} (closest: {self.classes[best].name!r}, "

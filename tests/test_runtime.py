@@ -190,3 +190,4 @@ def test_timings_cover_every_step(bundle):
     group = sdk.personalize(bundle, "textures")
     assert "group" in group.resolution[0] and group.timings["encode"] == 0  # a group name: nothing embedded
     assert sdk.personalize(bundle, bundle.classes[:2]).timings["encode"] == 0
+    assert sdk.personalize(bundle, "red disc, green square").timings["encode"] == 0  # class names in a list
