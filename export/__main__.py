@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             from sdk.bundle import Bundle
 
             bundle = Bundle.open(args.bundle)
-            m = bundle.manifest
+            m = bundle.manifest.to_json()
             print(json.dumps({
                 "file": str(args.bundle), "bytes": args.bundle.stat().st_size, "version": m["version"],
                 "architecture": m["architecture"], "num_bases": m["num_bases"], "mixer": m["mixer"],

@@ -1,8 +1,8 @@
 """The onnxruntime backbone graph that fused weights are injected into.
 
 A ResNet-18 feature extractor with batch norm already folded (convs with biases, no BN nodes), image
-[N, 3, S, S] -> features [N, C]. Every weight is external data in one virtual file, at offsets we
-choose (64-byte aligned, in `sdk.folding.folded_names` order); the graph carries no weight bytes. At
+[N, 3, S, S] -> features [N, C]. Every weight is external data in one virtual file, at the offsets
+`sdk.folding.backbone_layout` computes from the architecture; the graph carries no weight bytes. At
 run time the SDK writes a task's folded weights into a buffer with this layout and hands it to
 onnxruntime with `add_external_initializers_from_files_in_memory` (the route that stays correct at
 full optimization). The classifier rows are applied outside the graph (their number is per task).
@@ -17,10 +17,7 @@ import torch
 from torch import nn
 
 from sdk.architecture import STAGE_CHANNELS, parameter_shapes
-from sdk.folding import folded_names
-
-EXTERNAL_FILE = "backbone.weights"
-ALIGN = 64
+from sdk.folding import BACKBONE_FILE, backbone_layout
 
 
 class FoldedBlock(nn.Module):
@@ -63,16 +60,6 @@ class FoldedBackbone(nn.Module):
         return torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
 
 
-def external_layout(stem: str, width: float) -> tuple[dict[str, dict], int]:
-    """{name: {"offset", "shape"}} of every folded weight in the external file, and the file size."""
-    layout, offset = {}, 0
-    for name, shape in folded_names(parameter_shapes(stem, width, 1)).items():
-        layout[name] = {"offset": offset, "shape": list(shape)}
-        size = 4 * int(torch.Size(shape).numel())
-        offset += size + (-size % ALIGN)
-    return layout, offset
-
-
 def export_backbone(stem: str, width: float, input_size: int) -> tuple[bytes, dict[str, dict], int]:
     """(graph bytes with external-data references only, layout, external file size)."""
     model = FoldedBackbone(stem, width).eval()
@@ -82,7 +69,7 @@ def export_backbone(stem: str, width: float, input_size: int) -> tuple[bytes, di
                       input_names=["image"], output_names=["features"],
                       dynamic_axes={"image": {0: "batch"}, "features": {0: "batch"}})
     graph = onnx.load_from_string(buffer.getvalue())
-    layout, total = external_layout(stem, width)
+    layout, total = backbone_layout(parameter_shapes(stem, width, 1))
     names = {init.name for init in graph.graph.initializer}
     if names != set(layout):
         raise RuntimeError(f"exported initializers differ from the folded layout: {sorted(names ^ set(layout))[:5]}")
@@ -92,7 +79,7 @@ def export_backbone(stem: str, width: float, input_size: int) -> tuple[bytes, di
         del init.float_data[:]
         init.data_location = onnx.TensorProto.EXTERNAL
         del init.external_data[:]
-        for key, value in (("location", EXTERNAL_FILE), ("offset", entry["offset"]),
+        for key, value in (("location", BACKBONE_FILE), ("offset", entry["offset"]),
                            ("length", 4 * int(torch.Size(entry["shape"]).numel()))):
             init.external_data.add(key=key, value=str(value))
     return graph.SerializeToString(), layout, total

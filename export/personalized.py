@@ -33,8 +33,8 @@ class PersonalizedNetwork(nn.Module):
     def __init__(self, bundle, alpha: np.ndarray, head_weight: np.ndarray, head_bias: np.ndarray,
                  softmax: bool = False):
         super().__init__()
-        arch = bundle.bundle.manifest["architecture"]
-        self.backbone = FoldedBackbone(arch["stem"], arch["width"])
+        arch = bundle.bundle.manifest.architecture
+        self.backbone = FoldedBackbone(arch.stem, arch.width)
         _, views = bundle.folded_weights(bundle.fused_weights(alpha))
         self.backbone.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in views.items()})
         self.head = nn.Linear(head_weight.shape[1], head_weight.shape[0])

@@ -31,6 +31,7 @@ import onnxruntime as ort  # noqa: E402
 import sdk  # noqa: E402
 from export.bundle import assemble, write_bundle  # noqa: E402
 from sdk.architecture import block_layout, parameter_shapes  # noqa: E402
+from sdk.manifest import Architecture  # noqa: E402
 
 INFERENCE_SECONDS = 2.0
 DESCRIPTIONS = ["insects", "kitchen appliances", "a drinking glass with a base and stem", "dogs", "vehicles"]
@@ -66,10 +67,9 @@ def random_bundle(path: Path, stem: str, width: float, num_classes: int, size: i
     emb = TextEncoder.from_dir(cached_text_encoder()).embed_class_names(names)
     classes = {"classes": [{"id": f"c{i}", "name": n, "path": ["root", n]} for i, n in enumerate(names)],
                "supercategories": {}}
-    fields, members = assemble({"stem": stem, "width": width, "num_classes": num_classes, "input_size": size},
-                               bases, mixer, {"hidden": hidden, "layers": 4, "blocks": 4}, emb, classes,
-                               {"run": "random weights (timing only)"})
-    return write_bundle(path, fields, members)
+    manifest, members = assemble(Architecture(stem, width, num_classes, size), bases, mixer, hidden, 4, emb, classes,
+                                 {"run": "random weights (timing only)", "licenses": {}})
+    return write_bundle(path, manifest, members)
 
 
 def plain_resnet_onnx(bundle: sdk.TaperBundle, alpha: np.ndarray, path: Path) -> Path:

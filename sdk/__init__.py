@@ -6,6 +6,7 @@
 >>> model.classes, model.predict("photo.jpg")         # doctest: +SKIP
 """
 
+from ._version import __version__
 from .errors import BundleError, DescriptionError, EncoderError, ImageError, SdkError, TensorFileError
 from .model import PersonalizedModel
 from .preprocessing import Preprocessing
@@ -13,6 +14,6 @@ from .runtime import TaperBundle, load, personalize
 from .tasks import TaskOptions
 from .text_encoder import PROMPTS, TextEncoder
 
-__all__ = ["PROMPTS", "BundleError", "DescriptionError", "EncoderError", "ImageError", "PersonalizedModel",
-           "Preprocessing", "SdkError", "TaperBundle", "TaskOptions", "TensorFileError", "TextEncoder", "load",
-           "personalize"]
+__all__ = ["__version__", "PROMPTS", "BundleError", "DescriptionError", "EncoderError", "ImageError",
+           "PersonalizedModel", "Preprocessing", "SdkError", "TaperBundle", "TaskOptions", "TensorFileError",
+           "TextEncoder", "load", "personalize"]

@@ -1,23 +1,22 @@
-"""The `.taper` bundle: one file, memory-mapped, with a JSON manifest and checksummed members.
+"""The `.taper` bundle: the one module that reads and writes the format (docs/bundle-format.md).
 
-Layout (all integers little-endian; simple to parse from Java):
+Layout, version 2 (integers little-endian):
     0   8 bytes   magic b"TAPERBDL"
-    8   u32       format version (1)
-    12  u32       reserved (0)
+    8   u32       format version (2)
+    12  u32       flags (0: reserved, a reader rejects anything else)
     16  u64       manifest length M
-    24  M bytes   manifest (UTF-8 JSON)
-    ... members, each starting on a 64-byte boundary at the offset the manifest gives
+    24  32 bytes  SHA-256 of the manifest bytes
+    56  8 bytes   reserved (zero)
+    64  M bytes   manifest (UTF-8 JSON, `sdk.manifest.Manifest`)
+    ... members, each starting on a 64-byte boundary at the offset the manifest gives, zero padding between
 
-Manifest: {"format": "taper-bundle", "version": 1, "members": {name: {"offset", "size", "sha256"}},
-"architecture", "preprocessing", "num_bases", "blocks", "mixer", "backbone", "text_encoder",
-"provenance"}. Members: bases.safetensors (block{b}: [Q, P_b] learned parameters then running
-statistics, in `sdk.architecture.block_layout` order), mixer.safetensors, class_embeddings.safetensors,
-classes.json, backbone.onnx, text_encoder.onnx, tokenizer.json, NOTICE.
+Reading (`Bundle.open`) checks the header, the manifest's checksum, every manifest field
+(`Manifest.from_json`), every member's bounds, every tensor's dtype and shape against the
+architecture, and with `verify=True` (the default) the SHA-256 of every member and that every weight
+is finite. Any failure raises `BundleError`. Nothing in a bundle is executed or unpickled: tensors are
+raw arrays, and the two graphs pass `sdk.graph_check` before onnxruntime sees them.
 
-Reading validates the magic, version, manifest schema, every offset and size against the file,
-tensor dtypes and shapes against the architecture, and the SHA-256 of every member at `load` time
-(one sequential pass over the mapped file; nothing is copied). Any failure raises `BundleError`.
-Nothing in a bundle is ever executed or unpickled: tensors are raw arrays, graphs go to onnxruntime.
+Writing (`write_bundle`) needs only numpy: the exporter builds the members, this module places them.
 
 >>> bundle = Bundle.open("tiny-imagenet.taper")        # doctest: +SKIP
 >>> bundle.classes[:2]                                  # doctest: +SKIP
@@ -27,25 +26,33 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
 import struct
-from dataclasses import dataclass
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from .architecture import NUM_BLOCKS, block_layout, parameter_shapes
 from .errors import BundleError, TensorFileError
-from .folding import folded_names
-from .tensorfile import read_tensors
+from .files import atomic_file
+from .folding import backbone_layout
+from .manifest import MEMBERS, VERSION, Manifest, MemberEntry
+from .tensorfile import encode_header, read_tensors
 
 MAGIC = b"TAPERBDL"
-VERSION = 1
-HEADER = struct.Struct("<8sIIQ")
+HEADER = struct.Struct("<8sII Q32s8s")
 ALIGN = 64
-MAX_MANIFEST_BYTES = 16 * 1024 * 1024
-MEMBERS = ("bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors", "classes.json",
-           "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE")
-STEMS, WIDTHS = ("imagenet", "small"), (1.0, 0.5, 0.25)
+MAX_MANIFEST_BYTES = 1024 * 1024
+MAX_JSON_DEPTH = 16
+MAX_CLASSES_JSON_BYTES = 64 * 1024 * 1024
+MAX_NAME_CHARS, MAX_PATH_DEPTH = 1000, 64
+VERIFY_CHUNK = 1 << 24  # bytes hashed / floats checked per step while verifying (bounded temporaries)
+# What older versions were, for the message that rejects them.
+OLDER_VERSIONS = {1: "taper-sdk 0.1 (no manifest checksum)"}
 
 
 @dataclass
@@ -55,170 +62,239 @@ class ClassInfo:
     path: list[str]
 
 
-class Bundle:
-    """A validated, memory-mapped bundle. Tensors are read-only views into the file."""
+def load_json(raw: bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> object:
+    """Parse UTF-8 JSON from a bundle; BundleError for bad bytes, bad JSON or nesting deeper than max_depth."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise BundleError(f"{what} is not valid UTF-8 JSON ({type(e).__name__})") from None
+    stack = [(value, 1)]
+    while stack:  # iterative: a hostile depth cannot exhaust Python's stack here
+        item, depth = stack.pop()
+        if depth > max_depth:
+            raise BundleError(f"{what} is nested deeper than {max_depth}")
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, depth + 1) for child in children)
+    return value
 
-    def __init__(self, data: np.ndarray, manifest: dict, source: str):
+
+class Bundle:
+    """A validated bundle. The bases are read-only views into the memory-mapped file (or into memory
+    with `in_memory=True`); every smaller member is copied at load.
+
+    Attributes:
+        manifest: the typed manifest. shapes / layout: the architecture's tensors and block layout.
+        bases: block name -> [Q, P_b] float32. mixer: the mixer predictor's tensors.
+        class_embeddings: [num_classes, embed_dim]. classes / supercategories: from classes.json.
+        backbone_layout / backbone_size: the backbone graph's external-data layout (`backbone_layout`).
+    """
+
+    def __init__(self, data: np.ndarray, manifest: Manifest, source: str, fd: int | None = None):
         self.data, self.manifest, self.source = data, manifest, source
-        arch = manifest["architecture"]
-        self.shapes = parameter_shapes(arch["stem"], arch["width"], arch["num_classes"])
+        self._fd, self._stat = fd, _identity(os.fstat(fd)) if fd is not None else None
+        if fd is not None:
+            weakref.finalize(self, os.close, fd)
+        arch = manifest.architecture
+        self.shapes = parameter_shapes(arch.stem, arch.width, arch.num_classes)
         self.layout = block_layout(self.shapes)
-        _check_backbone_layout(manifest["backbone"], self.shapes)
-        self.bases = self._tensors("bases.safetensors")
-        self.mixer = self._tensors("mixer.safetensors")
-        embeddings = self._tensors("class_embeddings.safetensors")
-        self._check_tensors(embeddings)
-        self.class_embeddings = embeddings["text"]
+        self.backbone_layout, self.backbone_size = backbone_layout(self.shapes)
+        self.bases = self._tensors("bases.safetensors", self._bases_shapes(), copy=False)
+        self.mixer = self._tensors("mixer.safetensors", self._mixer_shapes(), copy=True)
+        self.class_embeddings = self._tensors("class_embeddings.safetensors", {
+            "text": (arch.num_classes, manifest.mixer.embed_dim)}, copy=True)["text"]
         self.classes, self.supercategories = self._classes()
 
     @classmethod
-    def open(cls, path: str | Path, verify: bool = True) -> Bundle:
+    def open(cls, path: str | Path, verify: bool = True, in_memory: bool = False) -> Bundle:
+        """Open and validate the bundle at `path`.
+
+        Args:
+            verify: check every member's SHA-256 and that every weight is finite (one pass over the file).
+            in_memory: read the whole file into memory instead of mapping it, so that later changes to
+                the file cannot affect the loaded bundle (see `check_unchanged`).
+        Raises:
+            BundleError: the file is missing, unreadable, not a bundle, damaged or inconsistent.
+        """
         path = Path(path)
         try:
-            size = path.stat().st_size
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except OSError as e:
             raise BundleError(f"{path}: {e.strerror}") from None
-        if size < HEADER.size:
-            raise BundleError(f"{path}: {size} bytes is too short for a bundle")
-        data = np.memmap(path, dtype=np.uint8, mode="r")
         try:
-            return cls.from_buffer(data, str(path), verify)
+            import stat
+
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise BundleError(f"{path}: not a regular file")
+            if info.st_size < HEADER.size:
+                raise BundleError(f"{path}: {info.st_size} bytes is too short for a bundle")
+            if in_memory:
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    data = np.frombuffer(f.read(info.st_size), np.uint8)
+                os.close(fd)
+                fd = None
+            else:
+                data = np.memmap(path, dtype=np.uint8, mode="r", shape=(info.st_size,))
+            return cls.from_buffer(data, str(path), verify, fd)
         except BundleError as e:
-            raise BundleError(f"{path}: {e}") from None
+            if fd is not None:
+                os.close(fd)
+            raise BundleError(f"{path}: {e}" if not str(e).startswith(str(path)) else str(e)) from None
+        except BaseException:
+            if fd is not None:
+                os.close(fd)
+            raise
 
     @classmethod
-    def from_buffer(cls, data: np.ndarray, source: str = "<memory>", verify: bool = True) -> Bundle:
+    def from_buffer(cls, data: np.ndarray, source: str = "<memory>", verify: bool = True,
+                    fd: int | None = None) -> Bundle:
+        """Validate a bundle held in a uint8 array (see `open`)."""
         manifest = parse_manifest(data)
         if verify:
             verify_checksums(data, manifest)
-        return cls(data, manifest, source)
+        bundle = cls(data, manifest, source, fd)
+        if verify:
+            bundle.verify_finite()
+        return bundle
+
+    def check_unchanged(self) -> None:
+        """BundleError if the mapped file was truncated or rewritten since it was opened: reading a
+        truncated mapping would kill the process (SIGBUS). A file replaced by a rename is harmless
+        (the mapping keeps the old one). Bundles opened with `in_memory=True` are never affected."""
+        if self._fd is not None and _identity(os.fstat(self._fd)) != self._stat:
+            raise BundleError(f"{self.source}: the file changed on disk after it was loaded; load it again "
+                              "(or use sdk.load(..., in_memory=True))")
+
+    def verify_finite(self) -> None:
+        """BundleError if any weight is NaN or infinite (checked in bounded chunks)."""
+        tensors = {**{f"bases.safetensors:{k}": v for k, v in self.bases.items()},
+                   **{f"mixer.safetensors:{k}": v for k, v in self.mixer.items()},
+                   "class_embeddings.safetensors:text": self.class_embeddings}
+        for name, array in tensors.items():
+            flat = array.reshape(-1)
+            for start in range(0, flat.size, VERIFY_CHUNK // 4):
+                if not np.isfinite(flat[start:start + VERIFY_CHUNK // 4]).all():
+                    raise BundleError(f"{name} holds NaN or infinite values")
 
     def member(self, name: str) -> np.ndarray:
-        entry = self.manifest["members"][name]
-        return self.data[entry["offset"]:entry["offset"] + entry["size"]]
+        entry = self.manifest.members[name]
+        return self.data[entry.offset:entry.offset + entry.size]
 
     def member_bytes(self, name: str) -> bytes:
         return self.member(name).tobytes()
 
-    def _tensors(self, name: str) -> dict[str, np.ndarray]:
+    def _bases_shapes(self) -> dict[str, tuple[int, ...]]:
+        q = self.manifest.num_bases
+        return {f"block{b}": (q, sum(math.prod(self.shapes[n]) for n in names))
+                for b, names in enumerate(self.layout)}
+
+    def _mixer_shapes(self) -> dict[str, tuple[int, ...]]:
+        spec = self.manifest.mixer
+        dims = [spec.embed_dim] + [spec.hidden] * (spec.layers - 1)
+        shapes = {}
+        for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+            shapes[f"body.{3 * i}.weight"], shapes[f"body.{3 * i}.bias"] = (d_out, d_in), (d_out,)
+            for part in ("weight", "bias", "running_mean", "running_var"):
+                shapes[f"body.{3 * i + 1}.{part}"] = (d_out,)
+        shapes["head.weight"] = (spec.blocks * self.manifest.num_bases, dims[-1])
+        shapes["head.bias"] = (spec.blocks * self.manifest.num_bases,)
+        return shapes
+
+    def _tensors(self, name: str, expected: dict[str, tuple[int, ...]], copy: bool) -> dict[str, np.ndarray]:
+        """The member's tensors, exactly the `expected` names, each float32 of the expected shape."""
         try:
-            return read_tensors(self.member(name))[0]
+            tensors, _ = read_tensors(self.member(name))
         except TensorFileError as e:
             raise BundleError(f"member {name}: {e}") from None
-
-    def _check_tensors(self, embeddings: dict[str, np.ndarray]) -> None:
-        q = self.manifest["num_bases"]
-        for b, names in enumerate(self.layout):
-            width = sum(int(np.prod(self.shapes[n], dtype=np.int64)) for n in names)
-            _expect(self.bases, f"block{b}", (q, width), "bases.safetensors")
-        mixer = self.manifest["mixer"]
-        dims = [mixer["embed_dim"]] + [mixer["hidden"]] * (mixer["layers"] - 1)
-        for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
-            _expect(self.mixer, f"body.{3 * i}.weight", (d_out, d_in), "mixer.safetensors")
-            for part in ("weight", "bias", "running_mean", "running_var"):
-                _expect(self.mixer, f"body.{3 * i + 1}.{part}", (d_out,), "mixer.safetensors")
-        _expect(self.mixer, "head.weight", (mixer["blocks"] * q, dims[-1]), "mixer.safetensors")
-        _expect(embeddings, "text", (self.manifest["architecture"]["num_classes"], mixer["embed_dim"]),
-                "class_embeddings.safetensors")
+        if set(tensors) != set(expected):
+            extra, missing = sorted(set(tensors) - set(expected)), sorted(set(expected) - set(tensors))
+            raise BundleError(f"member {name}: tensors differ from the architecture (missing {missing[:3]}, "
+                              f"unexpected {extra[:3]})")
+        for key, shape in expected.items():
+            t = tensors[key]
+            if t.dtype != np.float32 or tuple(t.shape) != tuple(shape):
+                raise BundleError(f"member {name}: tensor {key!r} is {t.dtype} {tuple(t.shape)}, "
+                                  f"expected float32 {tuple(shape)}")
+            if copy:
+                tensors[key] = np.array(t)
+                tensors[key].flags.writeable = False
+        return tensors
 
     def _classes(self) -> tuple[list[ClassInfo], dict[str, list[int]]]:
-        try:
-            spec = json.loads(self.member_bytes("classes.json"))
-            classes = [ClassInfo(str(c["id"]), str(c["name"]), [str(p) for p in c["path"]]) for c in spec["classes"]]
-            groups = {str(k): [int(i) for i in v] for k, v in spec.get("supercategories", {}).items()}
-        except (ValueError, KeyError, TypeError) as e:
-            raise BundleError(f"member classes.json: malformed ({type(e).__name__}: {e})") from None
-        n = self.manifest["architecture"]["num_classes"]
-        if len(classes) != n or any(not 0 <= i < n for v in groups.values() for i in v):
-            raise BundleError(f"member classes.json: expected {n} classes with valid super-category indices")
-        return classes, groups
+        what = "member classes.json"
+        if self.manifest.members["classes.json"].size > MAX_CLASSES_JSON_BYTES:
+            raise BundleError(f"{what} is larger than {MAX_CLASSES_JSON_BYTES} bytes")
+        spec = load_json(self.member_bytes("classes.json"), what)
+        n = self.manifest.architecture.num_classes
+        if not isinstance(spec, dict) or set(spec) != {"classes", "supercategories"}:
+            raise BundleError(f"{what}: must be an object with exactly 'classes' and 'supercategories'")
+        rows, groups = spec["classes"], spec["supercategories"]
+        if not isinstance(rows, list) or len(rows) != n:
+            raise BundleError(f"{what}: 'classes' must list {n} classes")
+        classes = []
+        for i, row in enumerate(rows):
+            ok = (isinstance(row, dict) and set(row) == {"id", "name", "path"}
+                  and all(_short_text(row[k]) for k in ("id", "name"))
+                  and isinstance(row["path"], list) and 1 <= len(row["path"]) <= MAX_PATH_DEPTH
+                  and all(_short_text(p) for p in row["path"]))
+            if not ok:
+                raise BundleError(f"{what}: class {i} must be {{id, name, path}} with non-empty strings of at most "
+                                  f"{MAX_NAME_CHARS} characters and a path of 1-{MAX_PATH_DEPTH} of them")
+            classes.append(ClassInfo(row["id"], row["name"], list(row["path"])))
+        if len({c.id for c in classes}) != n:
+            raise BundleError(f"{what}: class ids are not unique")
+        ok = isinstance(groups, dict) and all(
+            _short_text(k) and isinstance(v, list) and 0 < len(v) <= n
+            and all(type(i) is int and 0 <= i < n for i in v) for k, v in groups.items())
+        if not ok:
+            raise BundleError(f"{what}: 'supercategories' must map names to non-empty lists of class indices")
+        return classes, {k: list(v) for k, v in groups.items()}
+
+    def __repr__(self) -> str:
+        a = self.manifest.architecture
+        return (f"Bundle({self.source!r}, {a.num_classes} classes, {self.manifest.num_bases} bases, "
+                f"ResNet-18 {a.stem} stem width {a.width} at {a.input_size} px)")
 
 
-def _expect(tensors: dict, name: str, shape: tuple, member: str) -> None:
-    t = tensors.get(name)
-    if t is None:
-        raise BundleError(f"member {member}: tensor {name!r} missing")
-    if t.dtype != np.float32 or tuple(t.shape) != tuple(shape):
-        raise BundleError(f"member {member}: tensor {name!r} is {t.dtype} {tuple(t.shape)}, expected float32 {shape}")
+def _short_text(value: object) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_NAME_CHARS
 
 
-def parse_manifest(data: np.ndarray) -> dict:
-    """Validate the header and manifest against the file size. Raises BundleError."""
+def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def parse_manifest(data: np.ndarray) -> Manifest:
+    """Validate the header, the manifest's checksum and fields, and member bounds. Raises BundleError."""
     size = len(data)
     if size < HEADER.size:
         raise BundleError(f"{size} bytes is too short for a bundle")
-    magic, version, _, length = HEADER.unpack(bytes(data[:HEADER.size]))
+    magic, version, flags, length, digest, reserved = HEADER.unpack(bytes(data[:HEADER.size]))
     if magic != MAGIC:
         raise BundleError("not a TAPER bundle (bad magic)")
     if version != VERSION:
-        raise BundleError(f"bundle format version {version} is not supported (this SDK reads {VERSION})")
+        if version in OLDER_VERSIONS:
+            raise BundleError(f"bundle format version {version} (written by {OLDER_VERSIONS[version]}) is no longer "
+                              f"read; this SDK reads version {VERSION}: export the run again with "
+                              "`python -m export bundle RUN --out FILE`")
+        raise BundleError(f"bundle format version {version} is not supported (this SDK reads version {VERSION}; "
+                          "a newer SDK may read it)")
+    if flags != 0 or reserved != bytes(len(reserved)):
+        raise BundleError("header: reserved bytes are not zero")
     if length > MAX_MANIFEST_BYTES or HEADER.size + length > size:
         raise BundleError(f"manifest length {length} does not fit in a {size}-byte file")
-    try:
-        manifest = json.loads(bytes(data[HEADER.size:HEADER.size + length]).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise BundleError(f"manifest is not valid JSON ({e})") from None
-    _check_schema(manifest)
-    _check_members(manifest["members"], HEADER.size + length, size)
+    raw = bytes(data[HEADER.size:HEADER.size + length])
+    if hashlib.sha256(raw).digest() != digest:
+        raise BundleError("manifest checksum mismatch (corrupt bundle)")
+    manifest = Manifest.from_json(load_json(raw, "manifest"))
+    _check_members(manifest.members, HEADER.size + length, size)
     return manifest
 
 
-def _check_schema(m: object) -> None:
-    def need(cond: bool, what: str) -> None:
-        if not cond:
-            raise BundleError(f"manifest: {what}")
-
-    need(isinstance(m, dict), "not a JSON object")
-    need(m.get("format") == "taper-bundle" and m.get("version") == VERSION, "format/version fields wrong")
-    for key in ("members", "architecture", "preprocessing", "mixer", "backbone", "text_encoder"):
-        need(isinstance(m.get(key), dict), f"{key!r} must be an object")
-    arch, mixer, pre, backbone = m["architecture"], m["mixer"], m["preprocessing"], m["backbone"]
-    need(arch.get("stem") in STEMS and arch.get("width") in WIDTHS, "architecture stem/width unknown")
-    for obj, key, low, high in ((arch, "num_classes", 1, 100_000), (arch, "input_size", 8, 4096),
-                                (m, "num_bases", 1, 1024), (mixer, "embed_dim", 1, 100_000),
-                                (mixer, "hidden", 1, 100_000), (mixer, "layers", 2, 16),
-                                (backbone, "external_size", 1, 2**40)):
-        need(type(obj.get(key)) is int and low <= obj[key] <= high, f"{key!r} must be an integer in [{low}, {high}]")
-    need(mixer.get("blocks") in (1, NUM_BLOCKS), "mixer blocks must be 1 or 4")
-    need(isinstance(backbone.get("layout"), dict) and isinstance(backbone.get("external_file"), str),
-         "backbone layout missing")
-    need(_numbers(pre.get("mean"), 3) and _numbers(pre.get("std"), 3) and all(s > 0 for s in pre["std"]),
-         "preprocessing mean/std must be 3 numbers each (std > 0)")
-    need(set(m["members"]) == set(MEMBERS), f"members must be exactly {sorted(MEMBERS)}")
-
-
-def _numbers(value: object, n: int) -> bool:
-    return isinstance(value, list) and len(value) == n and all(type(v) in (int, float) for v in value)
-
-
-def _check_backbone_layout(backbone: dict, shapes: dict[str, tuple[int, ...]]) -> None:
-    """Every folded weight at an aligned offset inside the external file, with the expected shape."""
-    expected = folded_names(shapes)
-    layout = backbone["layout"]
-    if set(layout) != set(expected):
-        raise BundleError("manifest: backbone layout does not list the architecture's weights")
-    spans = []
-    for name, entry in layout.items():
-        ok = isinstance(entry, dict) and type(entry.get("offset")) is int and entry.get("shape") == list(expected[name])
-        if not ok or entry["offset"] % 4:
-            raise BundleError(f"manifest: backbone layout entry {name!r} is malformed")
-        end = entry["offset"] + 4 * int(np.prod(expected[name], dtype=np.int64))
-        if not 0 <= entry["offset"] <= end <= backbone["external_size"]:
-            raise BundleError(f"manifest: backbone weight {name!r} lies outside the external file")
-        spans.append((entry["offset"], end))
-    spans.sort()
-    if any(b < e for (_, e), (b, _) in zip(spans, spans[1:], strict=False)):
-        raise BundleError("manifest: backbone weights overlap")
-
-
-def _check_members(members: dict, data_start: int, size: int) -> None:
+def _check_members(members: dict[str, MemberEntry], data_start: int, size: int) -> None:
     spans = []
     for name, entry in members.items():
-        ok = (isinstance(entry, dict) and type(entry.get("offset")) is int and type(entry.get("size")) is int
-              and isinstance(entry.get("sha256"), str) and len(entry["sha256"]) == 64)
-        if not ok:
-            raise BundleError(f"manifest: member {name!r} needs integer offset, size and a sha256")
-        begin, end = entry["offset"], entry["offset"] + entry["size"]
+        begin, end = entry.offset, entry.offset + entry.size
         if not data_start <= begin <= end <= size or begin % ALIGN:
             raise BundleError(f"member {name!r}: bytes [{begin}, {end}) outside the file or misaligned")
         spans.append((begin, end, name))
@@ -228,8 +304,80 @@ def _check_members(members: dict, data_start: int, size: int) -> None:
             raise BundleError(f"members {a!r} and {b!r} overlap")
 
 
-def verify_checksums(data: np.ndarray, manifest: dict) -> None:
-    for name, entry in manifest["members"].items():
-        digest = hashlib.sha256(data[entry["offset"]:entry["offset"] + entry["size"]]).hexdigest()
-        if digest != entry["sha256"]:
+def verify_checksums(data: np.ndarray, manifest: Manifest) -> None:
+    """BundleError unless every member's bytes have the manifest's SHA-256."""
+    for name, entry in manifest.members.items():
+        digest = hashlib.sha256()
+        for start in range(entry.offset, entry.offset + entry.size, VERIFY_CHUNK):
+            digest.update(data[start:min(start + VERIFY_CHUNK, entry.offset + entry.size)])
+        if digest.hexdigest() != entry.sha256:
             raise BundleError(f"member {name!r}: checksum mismatch (corrupt bundle)")
+
+
+def safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
+    """float32 tensors as one safetensors member."""
+    arrays = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()}
+    return encode_header(arrays) + b"".join(a.tobytes() for a in arrays.values())
+
+
+def encode_bundle(manifest: Manifest, members: dict[str, bytes]) -> tuple[bytes, dict[str, MemberEntry]]:
+    """The header + manifest bytes for `members` (placed in MEMBERS order), and where each member goes."""
+    if set(members) != set(MEMBERS):
+        raise BundleError(f"a bundle has exactly the members {list(MEMBERS)}")
+    entries = {name: MemberEntry(0, len(members[name]), hashlib.sha256(members[name]).hexdigest())
+               for name in MEMBERS}
+    raw = b""
+    for _ in range(10):  # offsets depend on the manifest's length, which depends on the offsets
+        offset = _align(HEADER.size + len(raw))
+        for name in MEMBERS:
+            entries[name] = replace(entries[name], offset=offset)
+            offset = _align(offset + entries[name].size)
+        new = json.dumps(replace(manifest, members=entries).to_json(), separators=(",", ":"),
+                         ensure_ascii=False).encode()
+        if new == raw:
+            break
+        raw = new
+    Manifest.from_json(json.loads(raw))  # the writer never writes what the reader would reject
+    header = HEADER.pack(MAGIC, VERSION, 0, len(raw), hashlib.sha256(raw).digest(), bytes(8))
+    return header + raw, entries
+
+
+def _pieces(manifest: Manifest, members: dict[str, bytes]) -> Iterator[bytes]:
+    head, entries = encode_bundle(manifest, members)
+    yield head
+    position = len(head)
+    for name in MEMBERS:
+        yield b"\0" * (entries[name].offset - position)
+        yield members[name]
+        position = entries[name].offset + entries[name].size
+
+
+def bundle_bytes(manifest: Manifest, members: dict[str, bytes]) -> bytes:
+    """A whole bundle in memory (what `write_bundle` writes)."""
+    return b"".join(_pieces(manifest, members))
+
+
+def write_bundle(path: str | Path, manifest: Manifest, members: dict[str, bytes]) -> Path:
+    """Write a bundle atomically (temporary file beside it, then a rename; `sdk.files.atomic_file`).
+
+    Args:
+        manifest: every field but `members`, which is filled in here.
+        members: the bytes of each of MEMBERS.
+    Returns:
+        The path written.
+    """
+    pieces = _pieces(manifest, members)
+    head = next(pieces)  # validates before anything is written
+    with atomic_file(path) as f:
+        f.write(head)
+        for piece in pieces:
+            f.write(piece)
+    return Path(path)
+
+
+def _align(n: int) -> int:
+    return n + (-n % ALIGN)
+
+
+__all__ = ["ALIGN", "HEADER", "MAGIC", "MEMBERS", "NUM_BLOCKS", "Bundle", "ClassInfo", "Manifest", "bundle_bytes",
+           "encode_bundle", "load_json", "parse_manifest", "safetensors_bytes", "verify_checksums", "write_bundle"]

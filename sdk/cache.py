@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from . import files
 
 
 def cache_root() -> Path:
@@ -17,15 +17,7 @@ def cache_root() -> Path:
 
 @contextmanager
 def atomic_directory(final: Path) -> Iterator[Path]:
-    """A temp folder beside `final` to fill; on success it replaces `final`, on any failure it is
-    removed, so a reader never sees a half-written folder."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    try:
+    """A cache folder filled all or nothing (`sdk.files.atomic_directory`); it replaces an older copy of
+    itself, as caches are the SDK's own."""
+    with files.atomic_directory(final, replace_existing=True) as tmp:
         yield tmp
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

@@ -8,6 +8,7 @@ blocked layout (`sdk.compiled.DeviceBases.fuse_and_fold`), with the same `batch_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -15,6 +16,8 @@ import numpy as np
 from .architecture import conv_bn_pairs
 
 BN_EPS = 1e-5
+BACKBONE_ALIGN = 64  # bytes; every folded weight of the backbone's external file starts on this boundary
+BACKBONE_FILE = "backbone.weights"  # the external-data location the backbone graph's initializers name
 
 
 def folded_names(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
@@ -24,6 +27,18 @@ def folded_names(shapes: Mapping[str, tuple[int, ...]]) -> dict[str, tuple[int, 
         out[conv + ".weight"] = tuple(shapes[conv + ".weight"])
         out[conv + ".bias"] = (shapes[conv + ".weight"][0],)
     return out
+
+
+def backbone_layout(shapes: Mapping[str, tuple[int, ...]]) -> tuple[dict[str, dict], int]:
+    """Where each folded weight lies in the backbone graph's external-data file: {name: {"offset" (bytes,
+    64-aligned), "shape"}} in `folded_names` order, and the file's size. Computed from the architecture
+    alone, so a bundle cannot move weights (the graph checker requires exactly this layout)."""
+    layout, offset = {}, 0
+    for name, shape in folded_names(shapes).items():
+        layout[name] = {"offset": offset, "shape": list(shape)}
+        size = 4 * math.prod(shape)
+        offset += size + (-size % BACKBONE_ALIGN)
+    return layout, offset
 
 
 def batch_norm_scale_shift(weights: Mapping[str, np.ndarray], bn: str, eps: float = BN_EPS

@@ -17,6 +17,7 @@ import numpy as np
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+RESIZE = "shorter_side_then_center_crop"
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Preprocessing:
     input_size: int
     mean: tuple[float, float, float] = IMAGENET_MEAN
     std: tuple[float, float, float] = IMAGENET_STD
-    resize: str = "shorter_side_then_center_crop"
+    resize: str = RESIZE
 
     def to_dict(self) -> dict:
         return asdict(self)

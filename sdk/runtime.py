@@ -18,10 +18,10 @@ import numpy as np
 from .architecture import NUM_BLOCKS
 from .bundle import Bundle
 from .engine import BackboneEngine
-from .folding import fold_batch_norm
+from .folding import BACKBONE_FILE, fold_batch_norm
+from .graph_check import check_backbone_graph
 from .mixer import predict_alpha
 from .model import PersonalizedModel
-from .preprocessing import Preprocessing
 from .tasks import TaskOptions, TaskResolver
 from .text_encoder import TextEncoder
 
@@ -33,15 +33,15 @@ class TaperBundle:
                  device_compile: bool = True):
         self.bundle = bundle
         m = bundle.manifest
-        self.num_bases, self.mixer_spec = m["num_bases"], m["mixer"]
-        self.preprocessing = Preprocessing(m["architecture"]["input_size"], tuple(m["preprocessing"]["mean"]),
-                                           tuple(m["preprocessing"]["std"]))
+        self.num_bases, self.mixer_spec = m.num_bases, m.mixer
+        self.preprocessing = m.preprocessing
         self.bases = [bundle.bases[f"block{b}"] for b in range(NUM_BLOCKS)]
-        self.engine = BackboneEngine(bundle.member_bytes(m["backbone"]["graph"]), m["backbone"]["external_file"],
-                                     m["backbone"]["external_size"], m["backbone"]["layout"], self.bases,
+        graph = check_backbone_graph(bundle.member_bytes("backbone.onnx"), bundle.backbone_layout,
+                                     bundle.backbone_size, bundle.shapes, m.preprocessing.input_size)
+        self.engine = BackboneEngine(graph, BACKBONE_FILE, bundle.backbone_size, bundle.backbone_layout, self.bases,
                                      bundle.layout, bundle.shapes, self.preprocessing.input_size, providers,
                                      threads, device_compile)
-        self.prompts = tuple(m["text_encoder"]["prompts"])
+        self.prompts = m.text_encoder.prompts
         self._encoder: TextEncoder | None = None
         self._lock = threading.Lock()
         self._compile_lock = threading.Lock()
@@ -56,10 +56,10 @@ class TaperBundle:
     def encoder(self) -> TextEncoder:
         with self._lock:
             if self._encoder is None:
-                m = self.bundle.manifest["text_encoder"]
-                self._encoder = TextEncoder(self.bundle.member_bytes(m["graph"]),
-                                            self.bundle.member_bytes(m["tokenizer"]).decode("utf-8"),
-                                            m["max_tokens"])
+                spec = self.bundle.manifest.text_encoder
+                self._encoder = TextEncoder.from_bundle_members(self.bundle.member_bytes("text_encoder.onnx"),
+                                                                self.bundle.member_bytes("tokenizer.json"),
+                                                                spec.max_tokens, self.mixer_spec.embed_dim)
             return self._encoder
 
     def warm_up(self) -> TaperBundle:
@@ -104,7 +104,7 @@ class TaperBundle:
         resolve = timings.pop("resolve")  # split into the text encoder's share (0 for names and groups) and the rest
         timings.update(encode=task.encode_ms, resolve=round(resolve - task.encode_ms, 3))
         spec = self.mixer_spec
-        alpha = predict_alpha(self.bundle.mixer, spec["layers"], spec["blocks"], self.num_bases, task.embedding)
+        alpha = predict_alpha(self.bundle.mixer, spec.layers, spec.blocks, self.num_bases, task.embedding)
         lap("mixer")
         if self._compile_engine():
             lap("compile")  # once per bundle, unless warm_up() did it

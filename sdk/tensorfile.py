@@ -14,15 +14,16 @@ the data section, plus an optional "__metadata__" dict of strings. No pickle, no
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from .errors import TensorFileError
+from .files import atomic_file
 
 DTYPES: dict[str, np.dtype] = {
     "F64": np.dtype("<f8"),
@@ -64,18 +65,11 @@ def encode_header(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str]
 def save_tensors(path: str | os.PathLike, tensors: Mapping[str, np.ndarray],
                  metadata: Mapping[str, str] | None = None) -> None:
     """Write `tensors` atomically: a temp file in the same folder, then a rename."""
-    path = Path(path)
     arrays = {name: np.ascontiguousarray(a) for name, a in tensors.items()}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(encode_header(arrays, metadata))
-            for array in arrays.values():
-                f.write(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        f.write(encode_header(arrays, metadata))
+        for array in arrays.values():
+            f.write(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
 
 
 def parse_header(buffer: bytes | memoryview | np.ndarray, total_size: int) -> tuple[dict, dict, int]:
@@ -91,7 +85,7 @@ def parse_header(buffer: bytes | memoryview | np.ndarray, total_size: int) -> tu
         raise TensorFileError(f"header length {n} does not fit in a file of {total_size} bytes")
     try:
         header = json.loads(bytes(buffer[8:8 + n]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise TensorFileError(f"header is not valid JSON: {e}") from None
     if not isinstance(header, dict):
         raise TensorFileError("header is not a JSON object")
@@ -124,7 +118,7 @@ def _validate_entry(name: str, info: object, data_size: int) -> tuple[np.dtype, 
     begin, end = offsets
     if not 0 <= begin <= end <= data_size:
         raise TensorFileError(f"tensor {name!r}: data [{begin}, {end}) outside the data section ({data_size} B)")
-    if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != end - begin:
+    if math.prod(shape) * dtype.itemsize != end - begin:  # Python ints: a product cannot wrap around
         raise TensorFileError(f"tensor {name!r}: {end - begin} bytes do not match shape {shape} {dtype}")
     return dtype, tuple(shape), begin, end
 

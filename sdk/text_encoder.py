@@ -17,7 +17,9 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from .errors import DescriptionError, EncoderError
+from .errors import BundleError, DescriptionError, EncoderError
+from .graph_check import check_encoder_graph
+from .tokenizer_check import check_tokenizer_json
 
 MODEL_FILE, TOKENIZER_FILE = "encoder.onnx", "tokenizer.json"
 MAX_TOKENS = 128
@@ -34,6 +36,14 @@ PROMPTS: tuple[str, ...] = (
     "a bright photo of a {}.",
     "a good photo of a {}.",
 )
+
+
+def _check_encodable(text: str) -> None:
+    """DescriptionError for text that is not valid Unicode (an unpaired surrogate cannot be UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DescriptionError("the text holds an unpaired surrogate (not valid Unicode)") from None
 
 
 def primary_name(name: str) -> str:
@@ -74,7 +84,20 @@ class TextEncoder:
         outputs = self.session.get_outputs()
         if [i.name for i in self.session.get_inputs()] != ["input_ids", "attention_mask"] or len(outputs) != 1:
             raise EncoderError("text encoder graph must take (input_ids, attention_mask) and give one output")
-        self.dim = int(outputs[0].shape[-1])
+        dims = outputs[0].shape
+        if len(dims) != 2 or not isinstance(dims[-1], int) or dims[-1] < 1:
+            raise EncoderError(f"text encoder output must be [batch, dim], the graph says {dims}")
+        self.dim = dims[-1]
+
+    @classmethod
+    def from_bundle_members(cls, graph: bytes, tokenizer_json: bytes, max_tokens: int, dim: int) -> TextEncoder:
+        """The encoder of a bundle: its graph and tokenizer are checked first (`sdk.graph_check`,
+        `sdk.tokenizer_check`: BundleError if they are not what the SDK exports), and its embeddings
+        must have the bundle's `dim`."""
+        encoder = cls(check_encoder_graph(graph), check_tokenizer_json(tokenizer_json), max_tokens)
+        if encoder.dim != dim:
+            raise BundleError(f"member text_encoder.onnx: gives {encoder.dim}-d embeddings, the mixer takes {dim}")
+        return encoder
 
     @classmethod
     def from_dir(cls, folder: str | Path, **kw) -> TextEncoder:
@@ -96,10 +119,18 @@ class TextEncoder:
             return np.zeros((0, self.dim), np.float32)
         if any(len(t) > MAX_TEXT_CHARS for t in texts):
             raise DescriptionError(f"a text is longer than {MAX_TEXT_CHARS} characters")
-        batch = self.tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in batch], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in batch], dtype=np.int64)
-        (embeddings,) = self.session.run(None, {"input_ids": ids, "attention_mask": mask})
+        for t in texts:
+            _check_encodable(t)
+        try:
+            batch = self.tokenizer.encode_batch(list(texts))
+            ids = np.array([e.ids for e in batch], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in batch], dtype=np.int64)
+            (embeddings,) = self.session.run(None, {"input_ids": ids, "attention_mask": mask})
+        except Exception as e:  # tokenizers and onnxruntime raise untyped errors
+            raise EncoderError(f"the text encoder failed: {type(e).__name__}: {e}") from None
+        if embeddings.shape != (len(texts), self.dim) or not np.isfinite(embeddings).all():
+            raise EncoderError(f"the text encoder gave {embeddings.shape} embeddings with non-finite values, "
+                               f"expected finite {(len(texts), self.dim)}")
         return embeddings.astype(np.float32, copy=False)
 
     def embed_class_names(self, names: Sequence[str], prompts: Sequence[str] = PROMPTS,

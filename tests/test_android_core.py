@@ -15,4 +15,4 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tmp_path):
     script = Path(__file__).parents[1] / "android_demo" / "core" / "run_tests.sh"
     result = subprocess.run(["bash", str(script), str(golden)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"{len(CASES) * 5 + 7} passed, 0 failed" in result.stdout
+    assert f"{len(CASES) * 5 + 10} passed, 0 failed" in result.stdout

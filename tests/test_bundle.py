@@ -3,16 +3,17 @@ import struct
 
 import numpy as np
 import pytest
+from bundle_edits import PAD, manifest_of, with_manifest, with_member
 
-from export.bundle import run_contents, write_bundle
-from sdk.bundle import HEADER, MEMBERS, Bundle, parse_manifest
+from export.bundle import run_contents
+from sdk.bundle import HEADER, MEMBERS, Bundle, bundle_bytes, parse_manifest, write_bundle
 from sdk.errors import BundleError
 
 
 def test_bundle_round_trip(tiny_bundle, tiny_run):
     bundle = Bundle.open(tiny_bundle)
     m = bundle.manifest
-    assert set(m["members"]) == set(MEMBERS) and m["num_bases"] == 3
+    assert set(m.members) == set(MEMBERS) and m.num_bases == 3 and m.version == 2
     assert [c.name for c in bundle.classes][:2] == ["red disc", "green disc"]
     assert set(bundle.supercategories) == {"round_shapes", "angular_shapes", "textures"}
     assert all(isinstance(bundle.bases[f"block{b}"], np.ndarray) for b in range(4))
@@ -22,109 +23,186 @@ def test_bundle_round_trip(tiny_bundle, tiny_run):
     state = load_state(tiny_run / "stage3" / "model.safetensors")
     assert np.array_equal(bundle.bases["block2"][:, : state["bank.params2"].shape[1]], state["bank.params2"].numpy())
     assert b"Apache" in bundle.member_bytes("NOTICE")
+    assert "Bundle(" in repr(bundle) and len(repr(bundle)) < 300
 
 
-def test_writing_is_atomic(tiny_run, tmp_path):
-    fields, members = run_contents(tiny_run)
-    members["classes.json"] = object()  # not bytes: the write fails half-way
-    with pytest.raises(TypeError):
-        write_bundle(tmp_path / "x.taper", fields, members)
-    assert list(tmp_path.iterdir()) == []
+def test_provenance_has_versions_and_licences_but_no_local_paths(tiny_bundle):
+    provenance = Bundle.open(tiny_bundle).manifest.provenance
+    assert provenance["sdk_version"] and provenance["dataset"] == "synthetic"
+    assert "Apache-2.0" in provenance["licenses"]["text_encoder"] and provenance["licenses"]["weights"]
+    assert "/" not in json.dumps({k: v for k, v in provenance.items() if k != "licenses"})
 
 
 @pytest.fixture(scope="module")
-def small_bundle(tiny_run, tmp_path_factory) -> bytes:
-    """The tiny bundle with a stand-in text encoder (not read at load time), so fuzzing is fast."""
-    fields, members = run_contents(tiny_run)
+def small_bundle(tiny_run) -> bytes:
+    """The tiny bundle with a stand-in text encoder (not read at load time), so fuzzing is fast, and slack
+    in the manifest so edits keep its length (bundle_edits)."""
+    manifest, members = run_contents(tiny_run)
     members["text_encoder.onnx"], members["tokenizer.json"] = b"stand-in", b"{}"
-    return write_bundle(tmp_path_factory.mktemp("fuzz") / "small.taper", fields, members).read_bytes()
+    from dataclasses import replace
+
+    return bundle_bytes(replace(manifest, provenance={**manifest.provenance, "pad": "x" * PAD}), members)
 
 
-def load_bytes(blob: bytes) -> None:
-    Bundle.from_buffer(np.frombuffer(blob, np.uint8))
-
-
-def manifest_of(blob: bytes) -> tuple[dict, int]:
-    (length,) = struct.unpack("<Q", blob[16:24])
-    return json.loads(blob[24:24 + length]), length
-
-
-def with_manifest(blob: bytes, manifest: dict, old_length: int) -> bytes:
-    raw = json.dumps(manifest).encode()
-    return blob[:16] + struct.pack("<Q", len(raw)) + raw + blob[24 + old_length:]
+def load_bytes(blob: bytes, verify: bool = True) -> Bundle:
+    return Bundle.from_buffer(np.frombuffer(blob, np.uint8), verify=verify)
 
 
 MANIFEST_EDITS = [
-    lambda m: m.update(version=2),
+    lambda m: m.update(version=3),
+    lambda m: m.update(version=True),
     lambda m: m.pop("members"),
+    lambda m: m.update(extra=1),
     lambda m: m["members"].pop("bases.safetensors"),
+    lambda m: m["members"].update(extra={"offset": 0, "size": 0, "sha256": "0" * 64}),
     lambda m: m["members"]["bases.safetensors"].update(offset=m["members"]["bases.safetensors"]["offset"] + 64),
     lambda m: m["members"]["bases.safetensors"].update(size=10**12),
     lambda m: m["members"]["mixer.safetensors"].update(offset=-64),
     lambda m: m["members"]["mixer.safetensors"].update(offset=m["members"]["bases.safetensors"]["offset"]),
     lambda m: m["members"]["NOTICE"].update(sha256="0" * 64),
+    lambda m: m["members"]["NOTICE"].update(sha256="G" * 64),
     lambda m: m["members"]["NOTICE"].update(sha256=None),
     lambda m: m["architecture"].update(num_classes=25),
     lambda m: m["architecture"].update(width=0.3),
     lambda m: m["architecture"].update(num_classes="24"),
+    lambda m: m["architecture"].update(input_size=64),
     lambda m: m.update(num_bases=4),
     lambda m: m.update(num_bases=10**9),
     lambda m: m["mixer"].update(hidden=255),
     lambda m: m["mixer"].update(layers=1),
+    lambda m: m["mixer"].update(blocks=2),
     lambda m: m["preprocessing"].update(std=[0, 1, 1]),
-    lambda m: m["backbone"].update(layout=None),
-    lambda m: m["backbone"]["layout"]["stem.conv1.weight"].update(offset=10**12),
-    lambda m: m["backbone"]["layout"]["stem.conv1.bias"].update(shape=[3]),
     lambda m: m["preprocessing"].update(mean={}),
+    lambda m: m["preprocessing"].update(input_size=33),
+    lambda m: m["preprocessing"].update(resize="stretch"),
+    lambda m: m["text_encoder"].update(prompts=[]),
+    lambda m: m["text_encoder"].update(prompts=["no placeholder"]),
+    lambda m: m["text_encoder"].update(prompts=["{} and {}"]),
+    lambda m: m["text_encoder"].update(prompts=["{0.__class__}"]),
+    lambda m: m["text_encoder"].update(max_tokens="128"),
+    lambda m: m["text_encoder"].pop("max_tokens"),
+    lambda m: m["provenance"].update(deep=[[[[[[1]]]]]]),
+    lambda m: m["provenance"].pop("sdk_version"),
     lambda m: m.update(architecture=[]),
+    lambda m: m.update(provenance="x"),
 ]
 
 
-def test_every_kind_of_damage_raises_bundle_error(small_bundle):
+def test_every_manifest_edit_raises_bundle_error(small_bundle):
     load_bytes(small_bundle)  # the undamaged bundle loads
-    rng = np.random.default_rng(0)
     manifest, length = manifest_of(small_bundle)
-    cases = 0
     for edit in MANIFEST_EDITS:
         m = json.loads(json.dumps(manifest))
         edit(m)
         with pytest.raises(BundleError):
             load_bytes(with_manifest(small_bundle, m, length))
-        cases += 1
+
+
+def test_random_damage_raises_bundle_error_or_changes_nothing(small_bundle):
+    rng = np.random.default_rng(0)
+    manifest, length = manifest_of(small_bundle)
+    reference = load_bytes(small_bundle)
+    loaded = 0
     for _ in range(1500):  # random byte flips, half of them in the header and manifest
         blob = bytearray(small_bundle)
-        limit = 24 + length if rng.random() < 0.5 else len(blob)
+        limit = HEADER.size + length if rng.random() < 0.5 else len(blob)
         for pos in rng.integers(0, limit, rng.integers(1, 4)):
             blob[pos] ^= int(rng.integers(1, 256))
         try:
-            load_bytes(bytes(blob))  # a flip in padding between members is harmless
+            bundle = load_bytes(bytes(blob))
         except BundleError:
-            pass
-        cases += 1
+            continue
+        loaded += 1  # a flip in padding between members: nothing the reader uses may differ
+        assert bundle.manifest == reference.manifest
+        assert all(np.array_equal(bundle.bases[k], reference.bases[k]) for k in reference.bases)
+    assert loaded < 100
     for cut in rng.integers(0, len(small_bundle), 500):
         with pytest.raises(BundleError):
             load_bytes(small_bundle[:cut])
-        cases += 1
-    for _ in range(500):  # random JSON edits: a value replaced by another type
+    for _ in range(300):  # re-signed JSON edits: a value replaced by another type
         m = json.loads(json.dumps(manifest))
-        section = m[rng.choice(["architecture", "mixer", "preprocessing", "backbone"])]
+        section = m[rng.choice(["architecture", "mixer", "preprocessing", "text_encoder"])]
         key = rng.choice(sorted(section))
-        section[key] = [None, -1, "x", 1.5, {}, [], 10**20][int(rng.integers(7))]
+        section[key] = [None, -1, "x", 1.5, {}, [], 10**20, True, float("nan")][int(rng.integers(9))]
         try:
             load_bytes(with_manifest(small_bundle, m, length))
         except BundleError:
             pass
-        cases += 1
-    assert cases > 2500
+
+
+def test_a_flipped_manifest_byte_is_caught_by_its_checksum(small_bundle):
+    _, length = manifest_of(small_bundle)
+    blob = bytearray(small_bundle)
+    blob[HEADER.size + length // 2] ^= 0x01
+    with pytest.raises(BundleError, match="manifest checksum"):
+        load_bytes(bytes(blob))
 
 
 def test_header_checks(small_bundle):
     for blob, match in ((b"", "too short"), (b"NOTABNDL" + small_bundle[8:], "magic"),
                         (small_bundle[:8] + struct.pack("<I", 7) + small_bundle[12:], "version 7"),
+                        (small_bundle[:8] + struct.pack("<I", 1) + small_bundle[12:], "version 1.*taper-sdk 0.1"),
+                        (small_bundle[:12] + struct.pack("<I", 1) + small_bundle[16:], "reserved"),
+                        (small_bundle[:60] + b"\1" + small_bundle[61:], "reserved"),
                         (small_bundle[:16] + struct.pack("<Q", 2**40) + small_bundle[24:], "manifest length")):
         with pytest.raises(BundleError, match=match):
             parse_manifest(np.frombuffer(blob, np.uint8)) if blob else load_bytes(blob)
-    assert HEADER.size == 24
+    assert HEADER.size == 64
+
+
+def f32_member_edit(name, tensor, value):
+    """A mutate() that sets the first float of `tensor` in a safetensors member to `value`."""
+    def mutate(member: bytearray) -> None:
+        (n,) = struct.unpack("<Q", member[:8])
+        begin = json.loads(member[8:8 + n])[tensor]["data_offsets"][0]
+        member[8 + n + begin:8 + n + begin + 4] = struct.pack("<f", value)
+    return mutate
+
+
+@pytest.mark.parametrize("member,tensor", [("bases.safetensors", "block1"), ("mixer.safetensors", "head.bias"),
+                                           ("class_embeddings.safetensors", "text")])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_weights_are_rejected_when_verifying(small_bundle, member, tensor, value):
+    blob = with_member(small_bundle, member, f32_member_edit(member, tensor, value))
+    with pytest.raises(BundleError, match="NaN or infinite"):
+        load_bytes(blob)
+    load_bytes(blob, verify=False)  # verify=False is for trusted files: it does not look
+
+
+def header_edit(tensor, shape):
+    def mutate(member: bytearray) -> None:
+        (n,) = struct.unpack("<Q", member[:8])
+        header = json.loads(member[8:8 + n])
+        header[tensor]["shape"] = shape
+        raw = json.dumps(header, separators=(",", ":")).encode()
+        member[8:8 + n] = raw + b" " * (n - len(raw))
+    return mutate
+
+
+@pytest.mark.parametrize("shape", [[2**32, 2**32], [2**62, 4], [0, 2**40], [3, -1]])
+def test_tensor_shapes_whose_product_would_overflow_are_rejected(small_bundle, shape):
+    with pytest.raises(BundleError):
+        load_bytes(with_member(small_bundle, "mixer.safetensors", header_edit("head.bias", shape)))
+
+
+@pytest.mark.parametrize("classes_json", [
+    b'{"classes": [], "supercategories": {}}', b"\xff\xfe", b"[" * 1000 + b"]" * 1000,
+    b'{"classes": 1, "supercategories": {}}', b'{"supercategories": {}}',
+    b'{"classes": [{"id": "a", "name": "b", "path": ["x"]}], "supercategories": {"g": "abc"}}',
+])
+def test_bad_classes_json_is_a_bundle_error(small_bundle, classes_json):
+    from bundle_edits import with_member_bytes
+
+    with pytest.raises(BundleError, match="classes.json"):
+        load_bytes(with_member_bytes(small_bundle, "classes.json", classes_json))
+
+
+def test_writing_refuses_missing_members_before_touching_the_disk(tiny_run, tmp_path):
+    manifest, members = run_contents(tiny_run)
+    members.pop("NOTICE")
+    with pytest.raises(BundleError, match="exactly the members"):
+        write_bundle(tmp_path / "x.taper", manifest, members)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_open_names_the_file(tmp_path):
@@ -133,3 +211,5 @@ def test_open_names_the_file(tmp_path):
     (tmp_path / "junk.taper").write_bytes(b"junk" * 100)
     with pytest.raises(BundleError, match="junk.taper.*magic"):
         Bundle.open(tmp_path / "junk.taper")
+    with pytest.raises(BundleError, match="not a regular file"):
+        Bundle.open(tmp_path)

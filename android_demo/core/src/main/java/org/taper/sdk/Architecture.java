@@ -87,6 +87,27 @@ public final class Architecture {
         return out;
     }
 
+    /**
+     * Byte offset of every folded backbone weight (conv weight, then its bias, per conv/BN pair) in the
+     * backbone graph's external-data file, each 64-byte aligned, as sdk/folding.py backbone_layout;
+     * returns the file's size.
+     */
+    public static int backboneLayout(Map<String, int[]> shapes, Map<String, Integer> offsets) {
+        int offset = 0;
+        for (String[] pair : convBnPairs(shapes)) {
+            int[] weight = shapes.get(pair[0] + ".weight");
+            offsets.put(pair[0] + ".weight", offset);
+            offset = align64(offset + 4 * numel(weight));
+            offsets.put(pair[0] + ".bias", offset);
+            offset = align64(offset + 4 * weight[0]);
+        }
+        return offset;
+    }
+
+    private static int align64(int n) {
+        return n + (-n & 63);
+    }
+
     static int numel(int[] shape) {
         int n = 1;
         for (int d : shape) n *= d;

@@ -16,13 +16,15 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A .taper bundle, memory-mapped and validated exactly like sdk/bundle.py: magic, version, manifest,
- * member offsets and sizes, SHA-256 of every member, tensor shapes against the architecture.
+ * A .taper bundle (format version 2, docs/bundle-format.md), memory-mapped and validated like
+ * sdk/bundle.py: magic, version, reserved header bytes, the manifest's SHA-256, member offsets and sizes,
+ * SHA-256 of every member, tensor shapes against the architecture. The backbone's weight layout is
+ * computed from the architecture (Architecture.backboneLayout), as in sdk/folding.py.
  */
 public final class Bundle {
     static final byte[] MAGIC = "TAPERBDL".getBytes(StandardCharsets.US_ASCII);
-    static final int VERSION = 1, HEADER = 24, ALIGN = 64;
-    static final long MAX_MANIFEST = 16L << 20;
+    static final int VERSION = 2, HEADER = 64, ALIGN = 64;
+    static final long MAX_MANIFEST = 1L << 20;
     static final String[] MEMBERS = {"bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors",
             "classes.json", "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE"};
 
@@ -54,17 +56,23 @@ public final class Bundle {
         data.get(0, magic);
         if (!java.util.Arrays.equals(magic, MAGIC)) throw new BundleException("not a TAPER bundle (bad magic)");
         int version = data.getInt(8);
-        if (version != VERSION) throw new BundleException("bundle format version " + version + " is not supported");
+        if (version != VERSION)
+            throw new BundleException("bundle format version " + version + " is not supported (this reader reads " + VERSION + ")");
+        if (data.getInt(12) != 0 || data.getLong(56) != 0) throw new BundleException("header: reserved bytes are not zero");
         long length = data.getLong(16);
         if (length < 0 || length > MAX_MANIFEST || HEADER + length > size)
             throw new BundleException("manifest length " + length + " does not fit in the file");
-        byte[] raw = new byte[(int) length];
+        byte[] raw = new byte[(int) length], digest = new byte[32];
         data.get(HEADER, raw);
+        data.get(24, digest);
+        if (!java.util.Arrays.equals(sha256(ByteBuffer.wrap(raw)), digest))
+            throw new BundleException("manifest checksum mismatch (corrupt bundle)");
         Object parsed = Json.parse(new String(raw, StandardCharsets.UTF_8));
         if (!(parsed instanceof Map)) throw new BundleException("manifest: not a JSON object");
         manifest = (Map<String, Object>) parsed;
+        if (!"taper-bundle".equals(manifest.get("format")) || integer(manifest, "version", VERSION, VERSION) != VERSION)
+            throw new BundleException("manifest: format/version fields wrong");
         Map<String, Object> arch = obj(manifest, "architecture"), mix = obj(manifest, "mixer");
-        Map<String, Object> backbone = obj(manifest, "backbone");
         stem = str(arch, "stem");
         if (!stem.equals("imagenet") && !stem.equals("small")) throw new BundleException("manifest: unknown stem");
         width = num(arch, "width");
@@ -77,17 +85,11 @@ public final class Bundle {
         layers = integer(mix, "layers", 2, 16);
         mixerBlocks = integer(mix, "blocks", 1, 4);
         if (mixerBlocks != 1 && mixerBlocks != 4) throw new BundleException("manifest: mixer blocks must be 1 or 4");
-        externalSize = integer(backbone, "external_size", 1, Integer.MAX_VALUE);
+        integer(obj(manifest, "text_encoder"), "max_tokens", 8, 512);
         checkMembers(obj(manifest, "members"), HEADER + length, size);
         shapes = Architecture.parameterShapes(stem, width, numClasses);
         layout = Architecture.blockLayout(shapes);
-        Map<String, Object> lay = obj(backbone, "layout");
-        for (Map.Entry<String, Object> e : lay.entrySet()) {
-            if (!(e.getValue() instanceof Map)) throw new BundleException("manifest: backbone layout malformed");
-            long off = integer((Map<String, Object>) e.getValue(), "offset", 0, externalSize);
-            if (off % 4 != 0) throw new BundleException("manifest: backbone offset misaligned");
-            backboneOffsets.put(e.getKey(), (int) off);
-        }
+        externalSize = Architecture.backboneLayout(shapes, backboneOffsets);
         bases = tensors("bases.safetensors");
         mixer = tensors("mixer.safetensors");
         classEmbeddings = tensors("class_embeddings.safetensors").get("text");

@@ -68,7 +68,8 @@ public final class GoldenTest {
         }
         // Damage is refused with the typed exception, as in Python.
         byte[] bytes = Files.readAllBytes(Paths.get(bundlePath));
-        for (int pos : new int[]{0, 9, 20, bytes.length / 2, bytes.length - 1}) {
+        // Magic, version, manifest length, manifest checksum, reserved header bytes, a manifest byte, a member, the end.
+        for (int pos : new int[]{0, 9, 20, 30, 60, 100, bytes.length / 2, bytes.length - 1}) {
             byte[] bad = bytes.clone();
             bad[pos] ^= 0x5a;
             try { new Bundle(ByteBuffer.wrap(bad)); check(pos == bytes.length - 1, "flip at " + pos + " accepted"); }

@@ -1,0 +1,125 @@
+"""Writing files the way a user expects: all or nothing, with the user's permissions, never over a folder.
+
+- A file is written to a temporary name in the destination's folder and renamed over the destination
+  only when complete; on any error, and on SIGTERM or SIGHUP while writing (when the process had no
+  handler of its own for them), the temporary file is removed. SIGKILL cannot be caught: a killed
+  writer leaves a `.<name>.<random>.tmp` file beside the destination, never a half-written destination.
+- Files are created with mode 0o666 and folders 0o777, less the process umask (as `open` would), not
+  the 0o600 of `tempfile.mkstemp`.
+- A destination that is a folder (or a file where a folder is to be written) is refused with
+  `SdkError`: nothing the user owns is deleted.
+
+>>> import tempfile, os
+>>> folder = tempfile.mkdtemp()
+>>> with atomic_file(os.path.join(folder, "out.bin")) as f:
+...     _ = f.write(b"data")
+>>> open(os.path.join(folder, "out.bin"), "rb").read()
+b'data'
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import SdkError
+
+CAUGHT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class WriteInterrupted(SystemExit):
+    """Raised inside a write when SIGTERM/SIGHUP arrives, so the temporary file is removed; it then
+    ends the process with the usual 128 + signal number exit code."""
+
+
+@contextmanager
+def _cleanup_on_signals() -> Iterator[None]:
+    """While writing, turn SIGTERM/SIGHUP into an exception (main thread only, and only where the
+    signal still has its default action: a process's own handler is left alone)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for sig in CAUGHT_SIGNALS:
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, _raise_interrupted)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _raise_interrupted(signum: int, _frame: object) -> None:
+    raise WriteInterrupted(128 + signum)
+
+
+def _temporary_name(final: Path) -> Path:
+    return final.parent / f".{final.name}.{secrets.token_hex(4)}.tmp"
+
+
+def _refuse_folder(final: Path) -> None:
+    if final.is_dir() and not final.is_symlink():
+        raise SdkError(f"{final} is a folder: not replacing it (remove it or choose another name)")
+
+
+@contextmanager
+def atomic_file(final: str | os.PathLike) -> Iterator[BinaryIO]:
+    """A binary file object to fill; on success it replaces `final` (a file), on failure it is removed.
+
+    Raises:
+        SdkError: `final` is an existing folder, or its folder cannot be written.
+    """
+    final = Path(final)
+    _refuse_folder(final)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temporary_name(final)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the kernel applies the umask
+    except OSError as e:
+        raise SdkError(f"cannot write {final}: {e.strerror}") from None
+    try:
+        with _cleanup_on_signals(), os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+        _refuse_folder(final)  # it may have appeared while we wrote
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_directory(final: str | os.PathLike, replace_existing: bool = False) -> Iterator[Path]:
+    """A temporary folder beside `final` to fill; on success it becomes `final`, on failure it is removed.
+
+    An existing `final` is replaced only with `replace_existing=True` (the SDK's own caches); a
+    user's folder or file is never replaced (SdkError).
+    """
+    final = Path(final)
+    if final.exists() and not replace_existing:
+        raise SdkError(f"{final} exists: not replacing it (remove it or choose another name)")
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temporary_name(final)
+        tmp.mkdir(0o777)  # the kernel applies the umask
+    except OSError as e:
+        raise SdkError(f"cannot write {final}: {e.strerror}") from None
+    try:
+        with _cleanup_on_signals():
+            yield tmp
+            if final.exists():
+                if not replace_existing:
+                    raise SdkError(f"{final} appeared while writing: not replacing it")
+                shutil.rmtree(final) if final.is_dir() else final.unlink()
+            os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

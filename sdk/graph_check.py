@@ -1,0 +1,275 @@
+"""The graphs in a bundle are untrusted: only what the SDK's own exporter writes is passed to onnxruntime.
+
+onnxruntime runs whatever a graph says: a `Loop` of 10^12 iterations never returns, an `Expand` or
+`Range` fed a hostile constant allocates until the process dies. So before a session is created:
+
+- The backbone (`check_backbone_graph`) may use only the ops of a BN-folded ResNet-18 (Conv, Relu,
+  Add, MaxPool, GlobalAveragePool, Flatten) in the default domain, no subgraphs, no functions, no
+  sparse or inline initializers; every initializer is one of the architecture's folded weights, with
+  its shape, at its offset in the external-data layout that the SDK computes
+  (`sdk.folding.backbone_layout`); every Conv's attributes agree with its weight; the one input is
+  image [batch, 3, S, S] and the one output `features`.
+- The text encoder (`check_encoder_graph`) needs shape arithmetic (Shape, Range, Expand, ...), where an
+  allow-list cannot bound memory. It must have the *structure* of an encoder the SDK exports: a
+  SHA-256 over the whole graph except the values of its float and int8 weight tensors (whose shapes are
+  included: weights change numbers, not cost) must be in `KNOWN_ENCODER_STRUCTURES`. A test checks
+  that `export/text_encoder.py` produces a known structure, so changing the exporter means adding its
+  structure here, on purpose.
+
+>>> check_encoder_graph(b"not a graph")            # doctest: +SKIP
+Traceback (most recent call last):
+sdk.errors.BundleError: text_encoder.onnx: ...
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterator
+
+from .errors import BundleError
+from .folding import BACKBONE_FILE
+from .onnx_proto import ProtoError, encode_field, parse_fields
+
+# Field numbers from onnx.proto (the ones this check reads; see sdk.onnx_proto for the others).
+MODEL_OPSET, MODEL_GRAPH, MODEL_TRAINING_INFO, MODEL_FUNCTIONS = 8, 7, 20, 25
+OPSET_DOMAIN, OPSET_VERSION = 1, 2
+GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_OUTPUT, GRAPH_SPARSE_INITIALIZER = 1, 5, 11, 12, 15
+NODE_INPUT, NODE_OUTPUT, NODE_OP_TYPE, NODE_ATTRIBUTE, NODE_DOMAIN = 1, 2, 4, 5, 7
+ATTR_NAME, ATTR_I, ATTR_G, ATTR_INTS, ATTR_GRAPHS, ATTR_REF, ATTR_TYPE = 1, 3, 6, 8, 11, 21, 20
+TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_FLOAT_DATA, TENSOR_INT32_DATA = 1, 2, 4, 5
+TENSOR_NAME, TENSOR_RAW_DATA, TENSOR_EXTERNAL, TENSOR_LOCATION = 8, 9, 13, 14
+ENTRY_KEY, ENTRY_VALUE = 1, 2
+VALUE_NAME, VALUE_TYPE, TYPE_TENSOR, TT_ELEM, TT_SHAPE, SHAPE_DIM, DIM_VALUE, DIM_PARAM = 1, 2, 1, 1, 2, 1, 1, 2
+FLOAT, INT8 = 1, 3
+DEFAULT_DOMAINS = ("", "ai.onnx")
+OPSET_RANGE = (13, 21)
+MAX_BACKBONE_NODES = 200
+
+BACKBONE_OPS = {"Conv", "Relu", "Add", "MaxPool", "GlobalAveragePool", "Flatten"}
+# Structures of the text encoders that export/text_encoder.py writes (see the module docstring).
+KNOWN_ENCODER_STRUCTURES = {
+    "c74469d3bcb1110bc9f8f30be9df5eacdf9ddc01a47f7f070bd5376b6357322a":
+        "all-MiniLM-L6-v2, 8-bit weight-only (export/text_encoder.py EXPORT_VERSION 2)",
+}
+
+
+def _fields(data: bytes, what: str) -> Iterator[tuple[int, bytes | int]]:
+    try:
+        yield from list(parse_fields(data))
+    except ProtoError as e:
+        raise BundleError(f"{what}: not a valid ONNX graph ({e})") from None
+
+
+def _text(value: bytes | int, what: str) -> str:
+    if not isinstance(value, bytes):
+        raise BundleError(f"{what}: a name field is not a string")
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BundleError(f"{what}: a name is not UTF-8") from None
+
+
+def _packed(value: bytes | int, what: str) -> list[int]:
+    """A repeated int64 field's values, packed (bytes) or not (one int)."""
+    if isinstance(value, int):
+        return [value]
+    out, pos = [], 0
+    while pos < len(value):
+        v, shift = 0, 0
+        while True:
+            if pos >= len(value) or shift > 63:
+                raise BundleError(f"{what}: truncated integer list")
+            byte = value[pos]
+            v |= (byte & 0x7F) << shift
+            pos, shift = pos + 1, shift + 7
+            if byte < 0x80:
+                break
+        out.append(v - (1 << 64) if v >= 1 << 63 else v)
+    return out
+
+
+def _model_parts(model: bytes, what: str) -> tuple[bytes, list[tuple[str, int]]]:
+    """(graph bytes, opsets), rejecting functions, training info and foreign domains."""
+    graphs, opsets = [], []
+    for field, value in _fields(model, what):
+        if field in (MODEL_TRAINING_INFO, MODEL_FUNCTIONS):
+            raise BundleError(f"{what}: model functions and training info are not allowed")
+        if field == MODEL_GRAPH:
+            graphs.append(value)
+        elif field == MODEL_OPSET and isinstance(value, bytes):
+            entry = dict(_fields(value, what))
+            opsets.append((_text(entry.get(OPSET_DOMAIN, b""), what), entry.get(OPSET_VERSION, 0)))
+    if len(graphs) != 1 or not isinstance(graphs[0], bytes):
+        raise BundleError(f"{what}: expected one graph")
+    for domain, version in opsets:
+        if domain not in DEFAULT_DOMAINS or not isinstance(version, int) \
+                or not OPSET_RANGE[0] <= version <= OPSET_RANGE[1]:
+            raise BundleError(f"{what}: operator set {domain!r} version {version} is not allowed")
+    if not opsets:
+        raise BundleError(f"{what}: no operator set")
+    return graphs[0], opsets
+
+
+def _node(value: bytes, what: str) -> tuple[str, list[str], list[str], dict[str, list[int]]]:
+    """(op type, inputs, outputs, integer attributes) of a NodeProto in the default domain, no subgraphs."""
+    op, inputs, outputs, attrs = "", [], [], {}
+    for field, v in _fields(value, what):
+        if field == NODE_OP_TYPE:
+            op = _text(v, what)
+        elif field == NODE_INPUT:
+            inputs.append(_text(v, what))
+        elif field == NODE_OUTPUT:
+            outputs.append(_text(v, what))
+        elif field == NODE_DOMAIN and _text(v, what) not in DEFAULT_DOMAINS:
+            raise BundleError(f"{what}: custom operator domain {_text(v, what)!r}")
+        elif field == NODE_ATTRIBUTE and isinstance(v, bytes):
+            name, ints = "", []
+            for f, a in _fields(v, what):
+                if f in (ATTR_G, ATTR_GRAPHS, ATTR_REF):
+                    raise BundleError(f"{what}: {op or 'a node'} has a subgraph or reference attribute")
+                if f == ATTR_NAME:
+                    name = _text(a, what)
+                elif f in (ATTR_I, ATTR_INTS):
+                    ints += _packed(a, what)
+            attrs[name] = ints
+    return op, inputs, outputs, attrs
+
+
+def _tensor_dims(value: bytes, what: str) -> list[int | str]:
+    """Dims of a float tensor ValueInfoProto (symbolic dims as their names)."""
+    dims, elem = [], None
+    for field, v in _fields(value, what):
+        if field == VALUE_TYPE and isinstance(v, bytes):
+            for f, t in _fields(v, what):
+                if f == TYPE_TENSOR and isinstance(t, bytes):
+                    for ff, tt in _fields(t, what):
+                        if ff == TT_ELEM:
+                            elem = tt
+                        elif ff == TT_SHAPE and isinstance(tt, bytes):
+                            for _, dim in _fields(tt, what):
+                                parts = dict(_fields(dim, what)) if isinstance(dim, bytes) else {}
+                                dims.append(_text(parts[DIM_PARAM], what) if DIM_PARAM in parts
+                                            else parts.get(DIM_VALUE, -1))
+    if elem != FLOAT:
+        raise BundleError(f"{what}: a graph input or output is not float32")
+    return dims
+
+
+def _name_of(value: bytes, what: str) -> str:
+    return _text(dict(_fields(value, what)).get(VALUE_NAME, b""), what)
+
+
+def _initializer(value: bytes, what: str) -> tuple[str, list[int], int, dict[str, str], bool]:
+    """(name, dims, data type, external-data entries, has inline data)."""
+    name, dims, data_type, external, inline = "", [], 0, {}, False
+    for field, v in _fields(value, what):
+        if field == TENSOR_NAME:
+            name = _text(v, what)
+        elif field == TENSOR_DIMS:
+            dims += _packed(v, what)
+        elif field == TENSOR_DATA_TYPE and isinstance(v, int):
+            data_type = v
+        elif field == TENSOR_EXTERNAL and isinstance(v, bytes):
+            entry = dict(_fields(v, what))
+            external[_text(entry.get(ENTRY_KEY, b""), what)] = _text(entry.get(ENTRY_VALUE, b""), what)
+        elif field in (TENSOR_RAW_DATA, TENSOR_FLOAT_DATA, TENSOR_INT32_DATA):
+            inline = True
+    return name, dims, data_type, external, inline
+
+
+def _check_conv(attrs: dict[str, list[int]], weight: list[int], what: str) -> None:
+    kernel = weight[2:]
+    ok = (attrs.get("kernel_shape", kernel) == kernel and attrs.get("group", [1]) == [1]
+          and attrs.get("dilations", [1, 1]) == [1, 1]
+          and all(1 <= s <= 2 for s in attrs.get("strides", [1, 1])) and len(attrs.get("strides", [1, 1])) == 2
+          and all(0 <= p <= 3 for p in attrs.get("pads", [0] * 4)) and len(attrs.get("pads", [0] * 4)) == 4
+          and set(attrs) <= {"kernel_shape", "group", "dilations", "strides", "pads"})
+    if not ok:
+        raise BundleError(f"{what}: a Conv's attributes do not fit a ResNet-18 ({attrs})")
+
+
+def check_backbone_graph(graph: bytes, layout: dict[str, dict], external_size: int,
+                         shapes: dict[str, tuple[int, ...]], input_size: int) -> bytes:
+    """`graph` if it is a BN-folded ResNet-18 feature graph of this architecture; BundleError otherwise."""
+    what = "member backbone.onnx"
+    body, _ = _model_parts(graph, what)
+    inits, nodes, inputs, outputs = {}, [], [], []
+    for field, value in _fields(body, what):
+        if field == GRAPH_SPARSE_INITIALIZER:
+            raise BundleError(f"{what}: sparse initializers are not allowed")
+        if not isinstance(value, bytes):
+            continue
+        if field == GRAPH_INITIALIZER:
+            name, dims, data_type, external, inline = _initializer(value, what)
+            if name in inits or name not in layout:
+                raise BundleError(f"{what}: initializer {name!r} is not one of the architecture's weights (or twice)")
+            entry = layout[name]
+            expected = {"location": BACKBONE_FILE, "offset": str(entry["offset"]),
+                        "length": str(4 * math.prod(entry["shape"]))}
+            if inline or data_type != FLOAT or dims != entry["shape"] or external != expected:
+                raise BundleError(f"{what}: initializer {name!r} must be float32 {entry['shape']} external data "
+                                  f"at {expected}")
+            inits[name] = dims
+        elif field == GRAPH_NODE:
+            nodes.append(_node(value, what))
+        elif field == GRAPH_INPUT:
+            inputs.append((_name_of(value, what), value))
+        elif field == GRAPH_OUTPUT:
+            outputs.append(_name_of(value, what))
+    if set(inits) != set(layout):
+        raise BundleError(f"{what}: initializers missing: {sorted(set(layout) - set(inits))[:3]}")
+    if [n for n, _ in inputs] != ["image"] or outputs != ["features"]:
+        raise BundleError(f"{what}: must take one input 'image' and give one output 'features'")
+    dims = _tensor_dims(inputs[0][1], what)
+    if len(dims) != 4 or not isinstance(dims[0], str) or dims[1:] != [3, input_size, input_size]:
+        raise BundleError(f"{what}: input 'image' must be [batch, 3, {input_size}, {input_size}], got {dims}")
+    if len(nodes) > MAX_BACKBONE_NODES:
+        raise BundleError(f"{what}: {len(nodes)} nodes is more than a ResNet-18 has")
+    known = {"image", *inits}
+    for op, node_inputs, node_outputs, attrs in nodes:
+        if op not in BACKBONE_OPS:
+            raise BundleError(f"{what}: operator {op!r} is not allowed in a backbone (allowed: {sorted(BACKBONE_OPS)})")
+        if any(i not in known for i in node_inputs) or any(o in known for o in node_outputs):
+            raise BundleError(f"{what}: nodes are not in order, or reuse a name")
+        if op == "Conv":
+            if len(node_inputs) != 3 or node_inputs[1] not in inits:
+                raise BundleError(f"{what}: a Conv must read one of the architecture's weights and a bias")
+            _check_conv(attrs, inits[node_inputs[1]], what)
+        elif op == "MaxPool" and (attrs.get("kernel_shape") != [3, 3] or attrs.get("strides") != [2, 2]):
+            raise BundleError(f"{what}: MaxPool must be 3x3, stride 2")
+        elif op == "Flatten" and attrs.get("axis", [1]) != [1]:
+            raise BundleError(f"{what}: Flatten must keep the batch axis")
+        known.update(node_outputs)
+    if "features" not in known:
+        raise BundleError(f"{what}: no node computes 'features'")
+    return graph
+
+
+def encoder_structure(graph: bytes, what: str = "member text_encoder.onnx") -> str:
+    """SHA-256 of the graph without the values of its float and int8 weights (their shapes included)."""
+    body, opsets = _model_parts(graph, what)
+    digest = hashlib.sha256(repr(sorted(opsets)).encode())
+    for field, value in _fields(body, what):
+        if field == GRAPH_SPARSE_INITIALIZER:
+            raise BundleError(f"{what}: sparse initializers are not allowed")
+        if field == GRAPH_NODE and isinstance(value, bytes):
+            _node(value, what)  # rejects foreign domains and subgraphs with a clear message
+        if field == GRAPH_INITIALIZER and isinstance(value, bytes):
+            _, _, data_type, external, _ = _initializer(value, what)
+            if external:
+                raise BundleError(f"{what}: external data is not allowed")
+            if data_type in (FLOAT, INT8):
+                value = b"".join(encode_field(f, v) for f, v in _fields(value, what)
+                                 if f not in (TENSOR_RAW_DATA, TENSOR_FLOAT_DATA, TENSOR_INT32_DATA))
+        digest.update(encode_field(field, value))
+    return digest.hexdigest()
+
+
+def check_encoder_graph(graph: bytes) -> bytes:
+    """`graph` if it has the structure of a text encoder the SDK exports; BundleError otherwise."""
+    structure = encoder_structure(graph)
+    if structure not in KNOWN_ENCODER_STRUCTURES:
+        raise BundleError(f"member text_encoder.onnx: not a text encoder this SDK exports (structure "
+                          f"{structure[:16]}...); only the graph's weights may differ")
+    return graph

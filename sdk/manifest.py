@@ -1,0 +1,237 @@
+"""The bundle manifest as typed data: every field read, type-checked and range-checked one by one.
+
+The manifest is the JSON object after a bundle's header (docs/bundle-format.md). `Manifest.from_json`
+is the only way the SDK turns manifest JSON into values, so a field that is missing, of the wrong
+type, out of range or unknown raises `BundleError` naming the field, never a KeyError or TypeError
+later. `Manifest.to_json` is what the writer stores.
+
+>>> m = Manifest.from_json(Manifest.example().to_json())
+>>> m.architecture.stem, m.num_bases
+('small', 3)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+
+from .errors import BundleError
+from .preprocessing import IMAGENET_MEAN, IMAGENET_STD, RESIZE, Preprocessing
+
+FORMAT = "taper-bundle"
+VERSION = 2
+STEMS, WIDTHS = ("imagenet", "small"), (1.0, 0.5, 0.25)
+MEMBERS = ("bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors", "classes.json",
+           "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE")
+MAX_PROMPTS, MAX_PROMPT_CHARS = 64, 200
+MAX_PROVENANCE_BYTES, MAX_PROVENANCE_DEPTH = 64 * 1024, 4
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+class Fields:
+    """Typed, range-checked access to one JSON object of the manifest; `done` rejects unknown keys."""
+
+    def __init__(self, obj: object, where: str):
+        if not isinstance(obj, dict):
+            raise BundleError(f"{where} must be an object")
+        self.obj, self.where, self.seen = obj, where, set()
+
+    def _get(self, key: str) -> object:
+        if key not in self.obj:
+            raise BundleError(f"{self.where}.{key} is missing")
+        self.seen.add(key)
+        return self.obj[key]
+
+    def _fail(self, key: str, what: str) -> BundleError:
+        return BundleError(f"{self.where}.{key} must be {what}")
+
+    def int(self, key: str, low: int, high: int) -> int:
+        value = self._get(key)
+        if type(value) is not int or not low <= value <= high:  # bool is not an int here
+            raise self._fail(key, f"an integer in [{low}, {high}]")
+        return value
+
+    def float(self, key: str, low: float, high: float) -> float:
+        value = self._get(key)
+        if type(value) not in (int, float) or not math.isfinite(value) or not low <= value <= high:
+            raise self._fail(key, f"a finite number in [{low}, {high}]")
+        return float(value)
+
+    def choice(self, key: str, options: tuple) -> object:
+        value = self._get(key)
+        if type(value) not in {type(o) for o in options} or value not in options:
+            raise self._fail(key, f"one of {list(options)}")
+        return value
+
+    def str(self, key: str, max_chars: int = 1000, pattern: re.Pattern | None = None) -> str:
+        value = self._get(key)
+        if not isinstance(value, str) or len(value) > max_chars or (pattern and not pattern.fullmatch(value)):
+            raise self._fail(key, f"a string of at most {max_chars} characters" + (" (hex)" if pattern else ""))
+        return value
+
+    def numbers(self, key: str, n: int, low: float, high: float) -> tuple[float, ...]:
+        value = self._get(key)
+        ok = isinstance(value, list) and len(value) == n and all(
+            type(v) in (int, float) and math.isfinite(v) and low <= v <= high for v in value)
+        if not ok:
+            raise self._fail(key, f"a list of {n} finite numbers in [{low}, {high}]")
+        return tuple(float(v) for v in value)
+
+    def object(self, key: str) -> Fields:
+        return Fields(self._get(key), f"{self.where}.{key}")
+
+    def raw(self, key: str) -> object:
+        return self._get(key)
+
+    def done(self) -> None:
+        unknown = sorted(set(self.obj) - self.seen)
+        if unknown:
+            raise BundleError(f"{self.where} has unknown fields {unknown[:5]}")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The ResNet-18 the bases share (`sdk.architecture.parameter_shapes` spells out its tensors)."""
+    stem: str
+    width: float
+    num_classes: int
+    input_size: int
+
+    @classmethod
+    def read(cls, f: Fields) -> Architecture:
+        out = cls(f.choice("stem", STEMS), f.choice("width", WIDTHS), f.int("num_classes", 2, 100_000),
+                  f.int("input_size", 8, 1024))
+        f.done()
+        return out
+
+
+@dataclass(frozen=True)
+class MixerSpec:
+    """The mixer predictor: `layers` linear layers of width `hidden` from `embed_dim` to blocks x Q."""
+    embed_dim: int
+    hidden: int
+    layers: int
+    blocks: int
+
+    @classmethod
+    def read(cls, f: Fields) -> MixerSpec:
+        out = cls(f.int("embed_dim", 1, 4096), f.int("hidden", 1, 4096), f.int("layers", 2, 16),
+                  f.choice("blocks", (1, 4)))
+        f.done()
+        return out
+
+
+@dataclass(frozen=True)
+class TextEncoderSpec:
+    """How class names and descriptions are embedded: prompt templates (each with one "{}") and the
+    tokenizer's truncation length."""
+    prompts: tuple[str, ...]
+    max_tokens: int
+
+    @classmethod
+    def read(cls, f: Fields) -> TextEncoderSpec:
+        prompts = f.raw("prompts")
+        ok = (isinstance(prompts, list) and 1 <= len(prompts) <= MAX_PROMPTS
+              and all(isinstance(p, str) and len(p) <= MAX_PROMPT_CHARS and p.count("{}") == 1
+                      and p.count("{") == 1 and p.count("}") == 1 for p in prompts))
+        if not ok:
+            raise f._fail("prompts", f"1-{MAX_PROMPTS} strings of at most {MAX_PROMPT_CHARS} characters, "
+                                     "each with exactly one '{}' and no other braces")
+        out = cls(tuple(prompts), f.int("max_tokens", 8, 512))
+        f.done()
+        return out
+
+
+@dataclass(frozen=True)
+class MemberEntry:
+    """Where a member's bytes are in the file, and their SHA-256 (lower-case hex)."""
+    offset: int
+    size: int
+    sha256: str
+
+    @classmethod
+    def read(cls, f: Fields) -> MemberEntry:
+        out = cls(f.int("offset", 0, 2**62), f.int("size", 0, 2**62), f.str("sha256", 64, SHA256_HEX))
+        f.done()
+        return out
+
+
+def _preprocessing(f: Fields, input_size: int) -> Preprocessing:
+    size = f.int("input_size", input_size, input_size)
+    out = Preprocessing(size, f.numbers("mean", 3, -10.0, 10.0), f.numbers("std", 3, 1e-3, 10.0),
+                        f.choice("resize", (RESIZE,)))
+    f.done()
+    return out
+
+
+def _provenance(value: object) -> dict:
+    """Provenance is informational; it is bounded in size and depth, and holds only JSON scalars,
+    lists and objects."""
+    def depth(v: object, level: int) -> int:
+        if isinstance(v, dict):
+            return max([depth(x, level + 1) for x in v.values()], default=level)
+        if isinstance(v, list):
+            return max([depth(x, level + 1) for x in v], default=level)
+        return level
+
+    if not isinstance(value, dict):
+        raise BundleError("manifest.provenance must be an object")
+    if depth(value, 0) > MAX_PROVENANCE_DEPTH or len(json.dumps(value)) > MAX_PROVENANCE_BYTES:
+        raise BundleError(f"manifest.provenance is deeper than {MAX_PROVENANCE_DEPTH} or larger than "
+                          f"{MAX_PROVENANCE_BYTES} bytes")
+    f = Fields(value, "manifest.provenance")
+    f.str("sdk_version", 40)
+    f.object("licenses")
+    return value
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Everything a bundle says about itself besides its members' bytes (see docs/bundle-format.md)."""
+    architecture: Architecture
+    preprocessing: Preprocessing
+    num_bases: int
+    mixer: MixerSpec
+    text_encoder: TextEncoderSpec
+    provenance: dict = field(default_factory=dict)
+    members: dict[str, MemberEntry] = field(default_factory=dict)
+    version: int = VERSION
+
+    @classmethod
+    def from_json(cls, obj: object) -> Manifest:
+        """Validate a parsed manifest field by field. Raises BundleError naming the first bad field."""
+        f = Fields(obj, "manifest")
+        f.choice("format", (FORMAT,))
+        version = f.int("version", VERSION, VERSION)
+        arch = Architecture.read(f.object("architecture"))
+        members = f.object("members")
+        entries = {name: MemberEntry.read(members.object(name)) for name in MEMBERS}
+        members.done()
+        out = cls(arch, _preprocessing(f.object("preprocessing"), arch.input_size), f.int("num_bases", 1, 256),
+                  MixerSpec.read(f.object("mixer")), TextEncoderSpec.read(f.object("text_encoder")),
+                  _provenance(f.raw("provenance")), entries, version)
+        f.done()
+        return out
+
+    def to_json(self) -> dict:
+        """The manifest as JSON-native values (lists, not tuples), `members` included."""
+        return json.loads(json.dumps(self._fields()))
+
+    def _fields(self) -> dict:
+        return {"format": FORMAT, "version": self.version,
+                "members": {name: asdict(entry) for name, entry in self.members.items()},
+                "architecture": asdict(self.architecture), "preprocessing": self.preprocessing.to_dict(),
+                "num_bases": self.num_bases, "mixer": asdict(self.mixer),
+                "text_encoder": {"prompts": list(self.text_encoder.prompts),
+                                 "max_tokens": self.text_encoder.max_tokens},
+                "provenance": self.provenance}
+
+    @classmethod
+    def example(cls) -> Manifest:
+        """A small valid manifest (members not placed), for docs and tests."""
+        return cls(Architecture("small", 0.25, 24, 32), Preprocessing(32, IMAGENET_MEAN, IMAGENET_STD),
+                   3, MixerSpec(384, 64, 4, 4), TextEncoderSpec(("a photo of a {}.",), 128),
+                   {"sdk_version": "0", "licenses": {}},
+                   {name: MemberEntry(0, 0, "0" * 64) for name in MEMBERS})

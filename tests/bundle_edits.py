@@ -1,0 +1,61 @@
+"""Helpers to damage bundles on purpose (tests and scripts/fuzz_bundle.py): re-sign an edited manifest
+so that its checksum passes and the edit itself is what the reader must catch."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+
+from sdk.bundle import HEADER
+
+PAD = 4096  # slack in the manifest (a provenance field) so edits keep the members where they are
+
+
+def manifest_of(blob: bytes) -> tuple[dict, int]:
+    (length,) = struct.unpack("<Q", blob[16:24])
+    return json.loads(blob[HEADER.size:HEADER.size + length]), length
+
+
+def with_manifest(blob: bytes, manifest: dict, length: int | None = None) -> bytes:
+    """`blob` with `manifest` in place of its own (same length: the pad shrinks), header re-signed."""
+    length = manifest_of(blob)[1] if length is None else length
+    m = json.loads(json.dumps(manifest))
+    if isinstance(m.get("provenance"), dict):
+        m["provenance"]["pad"] = ""
+    raw = json.dumps(m, separators=(",", ":")).encode()
+    if len(raw) > length:
+        raise ValueError("edit larger than the manifest's slack")
+    raw += b" " * (length - len(raw))  # trailing whitespace: still the same JSON
+    return resign(blob[:16] + struct.pack("<Q", length) + blob[24:HEADER.size] + raw + blob[HEADER.size + length:])
+
+
+def resign(blob: bytes) -> bytes:
+    """The header's manifest checksum recomputed (after an edit of the manifest bytes)."""
+    (length,) = struct.unpack("<Q", blob[16:24])
+    digest = hashlib.sha256(blob[HEADER.size:HEADER.size + length]).digest()
+    return blob[:24] + digest + blob[56:]
+
+
+def with_member(blob: bytes, name: str, mutate) -> bytes:
+    """`blob` with member `name`'s bytes changed in place by `mutate(bytearray)`, checksums re-signed."""
+    manifest, length = manifest_of(blob)
+    entry = manifest["members"][name]
+    data = bytearray(blob)
+    member = bytearray(data[entry["offset"]:entry["offset"] + entry["size"]])
+    mutate(member)
+    assert len(member) == entry["size"], "mutate must keep the member's size"
+    data[entry["offset"]:entry["offset"] + entry["size"]] = member
+    entry["sha256"] = hashlib.sha256(bytes(member)).hexdigest()
+    return with_manifest(bytes(data), manifest, length)
+
+
+def with_member_bytes(blob: bytes, name: str, new: bytes) -> bytes:
+    """`blob` rebuilt with member `name` replaced by `new` (any size), everything re-signed."""
+    from sdk.bundle import bundle_bytes
+    from sdk.manifest import Manifest
+
+    manifest = Manifest.from_json(manifest_of(blob)[0])
+    members = {n: blob[e.offset:e.offset + e.size] for n, e in manifest.members.items()}
+    members[name] = new
+    return bundle_bytes(manifest, members)
