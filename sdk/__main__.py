@@ -1,7 +1,9 @@
-"""Runtime CLI: prints the chosen classes, how the description was read and the timings, then a
-prediction per image; --export also writes the personalized model (needs the export extra).
+"""Runtime CLI: personalize a bundle for a description, then classify images; --export also writes the
+personalized model (needs the export extra). Prints a readable report, or with --json one JSON object.
 
     python -m sdk personalize tiny-imagenet.taper "insects" --images photos/ --export insects.onnx
+    python -m sdk personalize tiny-imagenet.taper "insects" --images photos/ --json
+    python -m sdk --version
 """
 
 from __future__ import annotations
@@ -11,41 +13,66 @@ import json
 import sys
 from pathlib import Path
 
+from ._version import __version__
 from .errors import ImageError, SdkError
 from .runtime import load, personalize
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif"}
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sdk", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"taper-sdk {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("personalize", help="personalize a bundle for a description and classify images")
+    run.add_argument("bundle", type=Path)
+    run.add_argument("description", help='free text ("insects"), or a comma list of class names')
+    run.add_argument("--images", type=Path, help="an image file or a folder of images to classify")
+    run.add_argument("--max-classes", type=int, default=20)
+    run.add_argument("--export", type=Path, help="write the personalized model: .onnx, .pte or .mlpackage")
+    run.add_argument("--json", action="store_true", help="print one JSON object instead of a readable report")
+    return p
+
+
+def image_files(path: Path) -> list[Path]:
+    if not path.exists():
+        raise ImageError(f"{path}: no such file or folder")
+    if path.is_dir():
+        return sorted(f for f in path.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file())
+    return [path]
+
+
+def report(result: dict) -> str:
+    """The readable form of `result` (what --json prints as JSON)."""
+    lines = [f"classes ({len(result['classes'])}): {', '.join(result['classes'])}",
+             *(f"  read as {how}" for how in result["resolution"]),
+             "timings (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in result["timings_ms"].items())]
+    if result.get("predictions"):
+        width = max(len(p["image"]) for p in result["predictions"])
+        lines += ["", f"{'image':<{width}}  label  (probability)"]
+        lines += [f"{p['image']:<{width}}  {p['label']}  ({p['probability']:.3f})" for p in result["predictions"]]
+    if result.get("exported"):
+        lines.append(f"exported {result['exported']}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sdk", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("personalize", help="personalize a bundle for a description and classify images")
-    p.add_argument("bundle", type=Path)
-    p.add_argument("description", help='free text ("insects"), or a comma list of class names')
-    p.add_argument("--images", type=Path, help="an image file or a folder of images to classify")
-    p.add_argument("--max-classes", type=int, default=20)
-    p.add_argument("--export", type=Path, help="write the personalized model: .onnx, .pte or .mlpackage")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     try:
-        bundle = load(args.bundle)
-        model = personalize(bundle, args.description, max_classes=args.max_classes)
-        print(json.dumps({"classes": model.classes, "resolution": model.resolution,
-                          "timings_ms": model.timings}, indent=1))
+        model = personalize(load(args.bundle), args.description, max_classes=args.max_classes)
+        result = {"classes": model.classes, "resolution": model.resolution, "timings_ms": model.timings}
         if args.images:
-            if not args.images.exists():
-                raise ImageError(f"{args.images}: no such file or folder")
-            files = sorted(f for f in args.images.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES) \
-                if args.images.is_dir() else [args.images]
-            for path, (label, prob) in zip(files, model.predict([str(f) for f in files]) if files else [],
-                                           strict=True):
-                print(f"{path.name}\t{label}\t{prob:.3f}")
+            files = image_files(args.images)
+            result["predictions"] = [{"image": f.name, "label": label, "probability": round(prob, 6)}
+                                     for f, (label, prob) in zip(files, model.predict(files) if files else [],
+                                                                 strict=True)]
         if args.export:
-            print(f"exported {model.export(args.export)}")
+            result["exported"] = str(model.export(args.export))
     except SdkError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    print(json.dumps(result, indent=1, ensure_ascii=False) if args.json else report(result))
     return 0
 
 

@@ -17,14 +17,18 @@ def test_the_cli_prints_classes_timings_and_a_prediction_per_image_and_exports(t
         Image.fromarray(rng.integers(0, 255, (40, 48, 3), dtype=np.uint8)).save(photos / f"{i}.png")
     (photos / "notes.txt").write_text("not an image")  # skipped: not an image suffix
     exported = tmp_path / "blue.onnx"
-    assert main(["personalize", str(tiny_bundle), "blue", "--images", str(photos), "--export", str(exported)]) == 0
-    out = capsys.readouterr().out
-    header = json.loads(out[:out.index("\n}\n") + 2])
+    args = ["personalize", str(tiny_bundle), "blue", "--images", str(photos)]
+    assert main([*args, "--export", str(exported), "--json"]) == 0
+    header = json.loads(capsys.readouterr().out)  # --json: the whole output is one JSON object
     assert header["classes"] and {"encode", "fuse_fold", "total"} <= set(header["timings_ms"])
-    predictions = [line.split("\t") for line in out.splitlines() if "\t" in line]
-    assert [p[0] for p in predictions] == ["0.png", "1.png"]
-    assert all(p[1] in header["classes"] and 0 < float(p[2]) <= 1 for p in predictions)
-    assert f"exported {exported}" in out
+    predictions = header["predictions"]
+    assert [p["image"] for p in predictions] == ["0.png", "1.png"]
+    assert all(p["label"] in header["classes"] and 0 < p["probability"] <= 1 for p in predictions)
+    assert header["exported"] == str(exported)
+    assert main(args) == 0  # without --json: a readable report, no JSON
+    text = capsys.readouterr().out
+    assert text.startswith("classes (") and "{" not in text
+    assert [line.split()[0] for line in text.splitlines() if line.startswith(("0.png", "1.png"))] == ["0.png", "1.png"]
     session = ort.InferenceSession(str(exported))
     size = session.get_inputs()[0].shape[-1]
     (probabilities,) = session.run(None, {session.get_inputs()[0].name: np.zeros((1, 3, size, size), np.float32)})
@@ -40,3 +44,13 @@ def test_the_cli_reports_bad_input_as_one_error_line(tiny_bundle, tmp_path, caps
     assert main(["personalize", str(tiny_bundle), "blue", "--export", str(tmp_path / "x.tflite")]) == 2
     err = capsys.readouterr().err
     assert err.count("error: ") == 5 and "Traceback" not in err
+
+
+def test_the_cli_prints_its_version(capsys):
+    import pytest
+
+    import sdk
+
+    with pytest.raises(SystemExit) as exit_code:
+        main(["--version"])
+    assert exit_code.value.code == 0 and capsys.readouterr().out.strip() == f"taper-sdk {sdk.__version__}"
