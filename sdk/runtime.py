@@ -18,6 +18,7 @@ import numpy as np
 from .architecture import NUM_BLOCKS
 from .bundle import Bundle
 from .engine import BackboneEngine
+from .errors import DescriptionError
 from .folding import BACKBONE_FILE, fold_batch_norm
 from .graph_check import check_backbone_graph
 from .mixer import predict_alpha
@@ -144,4 +145,7 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
 
 def personalize(bundle: TaperBundle, description: str | Sequence[str], **options) -> PersonalizedModel:
     """A model for `description` (free text or a list of class names); options: see TaskOptions."""
+    unknown = sorted(set(options) - set(TaskOptions.__dataclass_fields__))
+    if unknown:
+        raise DescriptionError(f"unknown options {unknown}; known: {sorted(TaskOptions.__dataclass_fields__)}")
     return bundle.personalize(description, TaskOptions(**options))

@@ -7,7 +7,8 @@ Rules, in order:
    union is taken.
 3. A string naming a group (a super-category such as "insects" or "dogs", or an inner node of the
    class hierarchy such as "dog") selects every class under it; an exact class name selects that class
-   and its nearest neighbours by text similarity.
+   and its nearest neighbours by text similarity. Plurals are made singular first (`singular_forms`:
+   "butterflies" -> the butterfly group, "wolves" -> "wolf", "geese" -> "goose").
 4. Otherwise the text is embedded (with the first prompt of the class names' ensemble) and the classes scoring
    within `margin` of the best are taken, at most `max_classes`. If the best score stands out from
    the mean score over all classes by less than `min_contrast`, nothing matches and DescriptionError
@@ -15,14 +16,18 @@ Rules, in order:
    ~0.5 against some class. The contrast default 0.13 is calibrated on Tiny ImageNet by
    `scripts/calibrate_descriptions.py`: it rejects none of 200 WordNet glosses and 92 class synonyms
    but only the most meaningless ~14% of unrelated words; docs/results/description_calibration.md.)
+Descriptions with control, invisible or unassigned characters, unpaired surrogates, empty lists and
+options of the wrong type or range raise DescriptionError (`check_text`, `TaskOptions`).
 A task has at least `min_classes` classes (nearest classes by text similarity are added if needed).
 The task embedding is the normalised mean of its classes' embeddings, as in training.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -32,15 +37,81 @@ from .bundle import ClassInfo
 from .errors import DescriptionError
 
 MAX_DESCRIPTION_CHARS = 1000
+MAX_CLASS_LIST = 10_000
 MAX_GROUP_CLASSES = 100  # a named group is taken whole (max_classes does not cut it), up to this many
+MAX_TASK_CLASSES = 100_000
+# Unicode categories refused in a description: control (tab and newlines aside), format (zero-width and
+# bidirectional marks: invisible, and able to make two different strings look alike), surrogate, private
+# use and unassigned.
+REFUSED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn"}
+ALLOWED_CONTROLS = {"\t", "\n", "\r"}
+IRREGULAR_PLURALS = {
+    "geese": "goose", "mice": "mouse", "lice": "louse", "teeth": "tooth", "feet": "foot", "oxen": "ox",
+    "children": "child", "men": "man", "women": "woman", "people": "person", "dice": "die", "cacti": "cactus",
+    "fungi": "fungus", "octopi": "octopus", "larvae": "larva", "antennae": "antenna", "wolves": "wolf",
+    "knives": "knife", "leaves": "leaf", "loaves": "loaf", "halves": "half", "shelves": "shelf", "calves": "calf",
+    "thieves": "thief", "wives": "wife", "lives": "life", "scarves": "scarf", "hooves": "hoof",
+}
 
 
 @dataclass(frozen=True)
 class TaskOptions:
+    """How a description becomes a task (see the module docstring). Checked on creation: a wrong type,
+    a NaN or a value out of range raises DescriptionError.
+
+    Args:
+        max_classes: most classes taken from free text (1 to 100,000; a named group is taken whole).
+        min_classes: fewest classes in a task (1 to max_classes); nearest classes pad it.
+        margin: free text takes the classes within this of the best similarity (0 to 2).
+        min_contrast: the best class must stand out from the mean similarity by this much (0 to 2).
+    """
     max_classes: int = 20
     min_classes: int = 2
     margin: float = 0.08
     min_contrast: float = 0.13   # best similarity minus the mean over all classes; below: nothing matches
+
+    def __post_init__(self) -> None:
+        for name in ("max_classes", "min_classes"):
+            value = getattr(self, name)
+            if type(value) is not int or not 1 <= value <= MAX_TASK_CLASSES:
+                raise DescriptionError(f"{name} must be an integer from 1 to {MAX_TASK_CLASSES}, got {value!r}")
+        if self.min_classes > self.max_classes:
+            raise DescriptionError(f"min_classes ({self.min_classes}) is larger than max_classes ({self.max_classes})")
+        for name in ("margin", "min_contrast"):
+            value = getattr(self, name)
+            if type(value) not in (int, float) or not math.isfinite(value) or not 0 <= value <= 2:
+                raise DescriptionError(f"{name} must be a number from 0 to 2 (cosine similarities), got {value!r}")
+
+
+def check_text(text: str, what: str = "the description") -> str:
+    """`text` if it is valid, visible Unicode text; DescriptionError naming the first bad character."""
+    for i, ch in enumerate(text):
+        category = unicodedata.category(ch)
+        if category in REFUSED_CATEGORIES and ch not in ALLOWED_CONTROLS:
+            kind = {"Cs": "an unpaired surrogate", "Cf": "an invisible formatting character",
+                    "Co": "a private-use character", "Cn": "an unassigned code point"}.get(category,
+                                                                                           "a control character")
+            raise DescriptionError(f"{what} holds {kind} (U+{ord(ch):04X}) at position {i}")
+    return text
+
+
+def singular_forms(phrase: str) -> list[str]:
+    """`phrase` with its last word made singular by English rules, most likely first ("butterflies" ->
+    ["butterfly", ...], "wolves" -> ["wolf", ...], "geese" -> ["goose"]); [] if it does not look plural."""
+    head, _, word = phrase.rpartition(" ")
+    prefix = head + " " if head else ""
+    if word in IRREGULAR_PLURALS:
+        return [prefix + IRREGULAR_PLURALS[word]]
+    forms = []
+    if word.endswith("ies") and len(word) > 4:
+        forms.append(word[:-3] + "y")
+    if word.endswith("ves") and len(word) > 4:
+        forms += [word[:-3] + "f", word[:-3] + "fe"]
+    if word.endswith("es") and len(word) > 3:
+        forms.append(word[:-2])
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 2:
+        forms.append(word[:-1])
+    return [prefix + f for f in forms]
 
 
 def contrast(scores: np.ndarray) -> float:
@@ -58,10 +129,6 @@ class Task:
 
 def _norm(text: str) -> str:
     return re.sub(r"[\s_]+", " ", text.strip().lower())
-
-
-def _singular(word: str) -> str:
-    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
 
 
 class TaskResolver:
@@ -82,11 +149,11 @@ class TaskResolver:
     def resolve(self, description: str | Sequence[str], options: TaskOptions | None = None) -> Task:
         options = options or TaskOptions()
         if isinstance(description, str):
-            text = description.strip()
+            if len(description) > MAX_DESCRIPTION_CHARS:
+                raise DescriptionError(f"the description is longer than {MAX_DESCRIPTION_CHARS} characters")
+            text = check_text(description).strip()
             if not text:
                 raise DescriptionError("the description is empty")
-            if len(text) > MAX_DESCRIPTION_CHARS:
-                raise DescriptionError(f"the description is longer than {MAX_DESCRIPTION_CHARS} characters")
             parts = [p for p in (s.strip() for s in text.split(",")) if p] if "," in text else [text]
             if not parts:
                 raise DescriptionError("the description has no words")
@@ -96,13 +163,21 @@ class TaskResolver:
                 chosen.update(indices)
                 how.append(f"{part!r}: {why}")
                 encode += seconds
-        elif isinstance(description, Sequence) and all(isinstance(d, str) for d in description):
+        elif isinstance(description, (list, tuple)) and all(isinstance(d, str) for d in description):
+            if not description:
+                raise DescriptionError("the list of class names is empty")
+            if len(description) > MAX_CLASS_LIST or any(len(d) > MAX_DESCRIPTION_CHARS for d in description):
+                raise DescriptionError(f"at most {MAX_CLASS_LIST} class names of at most {MAX_DESCRIPTION_CHARS} "
+                                       "characters each")
+            for d in description:
+                check_text(d, "a class name")
             unknown = [d for d in description if _norm(d) not in self.by_name]
             if unknown:
                 raise DescriptionError(f"unknown class names: {unknown[:10]}")
             chosen, how, encode = {self.by_name[_norm(d)] for d in description}, ["explicit class list"], 0.0
         else:
-            raise DescriptionError("a description is a string or a list of class names")
+            raise DescriptionError("a description is a string or a list of class names, "
+                                   f"not {type(description).__name__}")
         chosen = self._pad(sorted(chosen), options)
         mean = self.embeddings[chosen].mean(0)
         return Task(np.array(chosen, np.int64), (mean / max(np.linalg.norm(mean), 1e-12)).astype(np.float32), how,
@@ -111,9 +186,10 @@ class TaskResolver:
     def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool) -> tuple[list[int], str, float]:
         """(class indices, how they were found, seconds spent embedding the phrase)."""
         key = _norm(phrase)
-        for candidate in (key, _singular(key)):
+        for candidate in (key, *singular_forms(key)):
             if candidate in self.groups:
                 return self.groups[candidate][:MAX_GROUP_CLASSES], f"group {candidate!r}", 0.0
+        key = next((c for c in (key, *singular_forms(key)) if c in self.by_name), key)  # "geese" -> "goose"
         if key in self.by_name and not single:  # one item of a list: the class itself, no embedding needed
             return [self.by_name[key]], "class name", 0.0
         start = time.perf_counter()
