@@ -1,5 +1,18 @@
 """Decoding images into the uint8 RGB arrays the models take (training cache and runtime alike).
 
+Every image is untrusted, so decoding is bounded:
+- a path must name a regular file (a FIFO, device or folder is refused before anything is read; the
+  file is opened non-blocking and checked with fstat, so it cannot be swapped for a FIFO in between),
+  of at most 100 MB, read with a bound;
+- the pixel count is checked from the header before decoding (64 megapixels at most), and an empty
+  image is refused;
+- the geometry is "shorter side to `size`, then center crop" done as one resize of the source's
+  centre box (`Image.resize(box=...)`), so a 1 x 1,000,000 strip costs a 1 x 1 crop, not a
+  32 x 32,000,000 intermediate; JPEGs are decoded at a reduced scale when they are much larger;
+- EXIF orientation is applied (a phone photo is not classified sideways);
+- 16-bit images and arrays are scaled to 8 bits (not saturated), float arrays must hold values in
+  [0, 1], other dtypes and 32-bit float images are refused with ImageError.
+
 >>> fit_to_square(np.zeros((48, 80, 3), np.uint8), 64).shape
 (64, 64, 3)
 """
@@ -8,67 +21,114 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .errors import ImageError
 
 MAX_IMAGE_PIXELS = 64_000_000  # a larger image is refused before decoding (decompression bombs)
 MAX_IMAGE_FILE_BYTES = 100 * 1024 * 1024
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 
 
-def decode_image(data: bytes, name: str = "<bytes>") -> Image.Image:
-    """Decode encoded image bytes to an RGB PIL image; ImageError naming `name` if it is not an image."""
+def decode_image(data: bytes, name: str = "<bytes>", size: int | None = None) -> Image.Image:
+    """Decode encoded image bytes to an upright RGB PIL image; ImageError naming `name` if it is not a
+    readable image. With `size`, a JPEG much larger than size x size is decoded at a reduced scale."""
     try:
         image = Image.open(io.BytesIO(data))
-        if image.width * image.height > MAX_IMAGE_PIXELS:
-            raise ImageError(f"{name}: {image.width}x{image.height} image is too large")
-        image.load()
-        return image.convert("RGB")
+        _check_dimensions(image.width, image.height, name)
+        if size is not None and image.format == "JPEG":
+            image.draft("RGB", (size, size))  # decodes at 1/2, 1/4 or 1/8 scale, never below size x size
+        image = ImageOps.exif_transpose(image)  # loads the pixels
+        return _to_rgb(image, name)
     except ImageError:
         raise
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
-        raise ImageError(f"{name}: not a readable image ({e})") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, TypeError, KeyError, IndexError,
+            ZeroDivisionError, Image.DecompressionBombError) as e:
+        raise ImageError(f"{name}: not a readable image ({type(e).__name__}: {e})") from None
 
 
-def read_image_file(path: str | os.PathLike) -> Image.Image:
+def _check_dimensions(width: int, height: int, name: str) -> None:
+    if width < 1 or height < 1:
+        raise ImageError(f"{name}: the image is empty ({width}x{height})")
+    if width * height > MAX_IMAGE_PIXELS:
+        raise ImageError(f"{name}: {width}x{height} image is too large (at most {MAX_IMAGE_PIXELS:,} pixels)")
+
+
+def _to_rgb(image: Image.Image, name: str) -> Image.Image:
+    if image.mode in SIXTEEN_BIT_MODES:  # 16-bit grey (PNG): scale to 8 bits, as convert() would saturate
+        return Image.fromarray(to_uint8(np.asarray(image), name)).convert("RGB")
+    if image.mode == "F":
+        raise ImageError(f"{name}: 32-bit float images are not supported (convert to 8 or 16 bits)")
+    return image.convert("RGB")
+
+
+def read_image_file(path: str | os.PathLike, size: int | None = None) -> Image.Image:
+    """Decode the image file at `path` (a regular file of at most 100 MB); ImageError otherwise."""
     path = Path(path)
     try:
-        size = path.stat().st_size
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
         raise ImageError(f"{path}: {e.strerror}") from None
-    if size > MAX_IMAGE_FILE_BYTES:
-        raise ImageError(f"{path}: {size} bytes is too large for an image")
-    return decode_image(path.read_bytes(), str(path))
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_IMAGE_FILE_BYTES:
+        os.close(fd)
+        raise ImageError(f"{path}: not a regular file" if not stat.S_ISREG(info.st_mode)
+                         else f"{path}: {info.st_size} bytes is too large for an image")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_IMAGE_FILE_BYTES + 1)
+    if len(data) > MAX_IMAGE_FILE_BYTES:
+        raise ImageError(f"{path}: more than {MAX_IMAGE_FILE_BYTES} bytes")
+    return decode_image(data, str(path), size)
+
+
+def to_uint8(array: np.ndarray, name: str = "image array") -> np.ndarray:
+    """uint8 pixels from uint8, 16-bit integer (scaled by 255/65535, rounded) or float ([0, 1]) arrays."""
+    if array.dtype == np.uint8:
+        return array
+    sixteen_bit = array.dtype == np.uint16 or (  # PIL gives 16-bit grey as int32 ("I" mode)
+        array.dtype == np.int32 and array.size > 0 and array.min() >= 0 and array.max() <= 65535)
+    if sixteen_bit:
+        return ((array.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+    if array.dtype.kind == "f":
+        if not np.isfinite(array).all() or array.min() < 0 or array.max() > 1:
+            raise ImageError(f"{name}: float pixels must be finite and in [0, 1]")
+        return np.rint(array * 255).astype(np.uint8)
+    raise ImageError(f"{name}: pixels must be uint8, uint16 or float in [0, 1], got {array.dtype}")
 
 
 def fit_to_square(image: Image.Image | np.ndarray, size: int) -> np.ndarray:
-    """Resize so the shorter side is `size` (bilinear), center-crop to size x size; uint8 [size, size, 3]."""
+    """Resize so the shorter side is `size` (bilinear), center-crop to size x size; uint8 [size, size, 3].
+    Done as one resize of the matching box of the source, so only the kept region is resampled."""
     if isinstance(image, np.ndarray):
+        image = _check_array(image)
         if image.ndim == 2:
             image = np.repeat(image[..., None], 3, axis=2)
-        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-            raise ImageError(f"expected a uint8 [H, W, 3] array, got {image.dtype} {image.shape}")
         if image.shape[:2] == (size, size):
             return image
         image = Image.fromarray(image)
+    _check_dimensions(image.width, image.height, "image")
     if image.size != (size, size):
         scale = size / min(image.size)
         w, h = max(size, round(image.width * scale)), max(size, round(image.height * scale))
-        image = image.resize((w, h), Image.BILINEAR)
         left, top = (w - size) // 2, (h - size) // 2
-        image = image.crop((left, top, left + size, top + size))
+        box = (left * image.width / w, top * image.height / h, (left + size) * image.width / w,
+               (top + size) * image.height / h)
+        image = image.resize((size, size), Image.BILINEAR, box=box)
     return np.asarray(image, dtype=np.uint8)
 
 
 def to_uint8_batch(images, size: int) -> tuple[np.ndarray, bool]:
-    """Paths, PIL images, uint8 arrays [H, W, 3] / [H, W] / [N, H, W, 3], or a list of those ->
-    uint8 [N, size, size, 3] and whether a single image was given. Other sizes are resized
-    (shorter side) and center-cropped; other channel counts or dtypes raise ImageError."""
+    """Paths, PIL images, arrays [H, W, 3] / [H, W] / [N, H, W, 3] (uint8, uint16 or float in [0, 1]), or a
+    list of those -> uint8 [N, size, size, 3] and whether a single image was given. Other sizes are
+    resized (shorter side) and center-cropped; other channel counts or dtypes raise ImageError."""
     if isinstance(images, np.ndarray) and images.ndim == 4:
-        return np.stack([fit_to_square(_check_array(i), size) for i in images]), False
+        if len(images) == 0:
+            raise ImageError("no images given (an empty batch)")
+        return np.stack([fit_to_square(i, size) for i in images]), False
     if isinstance(images, (list, tuple)):
         if not images:
             raise ImageError("no images given")
@@ -78,19 +138,19 @@ def to_uint8_batch(images, size: int) -> tuple[np.ndarray, bool]:
 
 def _one(image, size: int) -> np.ndarray:
     if isinstance(image, (str, os.PathLike)):
-        return fit_to_square(read_image_file(image), size)
+        return fit_to_square(read_image_file(image, size), size)
     if isinstance(image, Image.Image):
-        return fit_to_square(image.convert("RGB"), size)
+        _check_dimensions(image.width, image.height, "image")
+        return fit_to_square(_to_rgb(ImageOps.exif_transpose(image), "image"), size)
     if isinstance(image, np.ndarray):
-        return fit_to_square(_check_array(image), size)
+        return fit_to_square(image, size)
     raise ImageError(f"cannot read an image from {type(image).__name__}")
 
 
 def _check_array(image: np.ndarray) -> np.ndarray:
-    if image.dtype != np.uint8:
-        raise ImageError(f"image arrays must be uint8 RGB, got {image.dtype}")
     if image.ndim == 3 and image.shape[2] != 3:
         raise ImageError(f"image arrays must have 3 channels (RGB), got {image.shape[2]}")
     if image.ndim not in (2, 3) or min(image.shape[:2]) < 1:
         raise ImageError(f"image array has shape {image.shape}")
-    return image
+    _check_dimensions(image.shape[1], image.shape[0], "image array")
+    return to_uint8(image)

@@ -1,0 +1,123 @@
+"""Hostile and unusual images: every bad input is an ImageError, decoding is bounded, and 16-bit, float
+and EXIF-rotated images come out right."""
+
+import io
+import os
+import struct
+import threading
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from sdk import images
+from sdk.errors import ImageError
+from sdk.images import decode_image, fit_to_square, read_image_file, to_uint8_batch
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height (no pixel data)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+
+
+def test_a_huge_image_is_refused_from_its_header():
+    with pytest.raises(ImageError, match="too large"):
+        decode_image(png_header_only(9000, 9000))  # 81 MP: above our 64 MP, below PIL's own limit
+
+
+def test_an_extreme_aspect_ratio_resamples_only_the_kept_box(monkeypatch):
+    calls = []
+    resize = Image.Image.resize
+
+    def spy(self, size, *args, **kwargs):
+        calls.append(size)
+        return resize(self, size, *args, **kwargs)
+
+    monkeypatch.setattr(Image.Image, "resize", spy)
+    strip = Image.new("RGB", (1_000_000, 1), (200, 10, 10))
+    out = fit_to_square(strip, 32)
+    assert out.shape == (32, 32, 3) and calls == [(32, 32)]  # no 32 x 32,000,000 intermediate
+    assert tuple(out[0, 0]) == (200, 10, 10)
+
+
+def test_resizing_by_box_matches_resize_then_crop():
+    rng = np.random.default_rng(0)
+    array = rng.integers(0, 256, (48, 80, 3), dtype=np.uint8)
+    image = Image.fromarray(array)
+    reference = image.resize((53, 32), Image.BILINEAR).crop((10, 0, 42, 32))
+    assert np.abs(fit_to_square(array, 32).astype(int) - np.asarray(reference, int)).max() <= 2
+
+
+@pytest.mark.parametrize("make", [lambda p: os.mkfifo(p), lambda p: os.mkdir(p)])
+def test_special_files_are_refused_before_reading(tmp_path, make):
+    path = tmp_path / "special"
+    make(path)
+    errors = []
+    reader = threading.Thread(target=lambda: errors.append(pytest.raises(ImageError, read_image_file, path)))
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "reading a special file hung"
+    assert "not a regular file" in str(errors[0].value)
+
+
+def test_a_device_is_refused():
+    with pytest.raises(ImageError, match="not a regular file"):
+        read_image_file("/dev/zero")
+
+
+def test_sixteen_bit_png_is_scaled_not_saturated():
+    grey = np.array([[0, 32768, 65535, 257]], np.uint16)
+    buffer = io.BytesIO()
+    Image.fromarray(grey).save(buffer, "PNG")
+    decoded = np.asarray(decode_image(buffer.getvalue()))
+    assert decoded[0, :, 0].tolist() == [0, 128, 255, 1]
+    assert to_uint8_batch(grey.reshape(1, 4).repeat(4, 0), 4)[0][0, 0, :, 0].tolist() == [0, 128, 255, 1]
+
+
+def test_exif_orientation_is_applied():
+    image = Image.new("RGB", (40, 20), (0, 0, 0))
+    image.paste((255, 255, 255), (0, 0, 20, 20))  # left half white
+    exif = Image.Exif()
+    exif[0x0112] = 6  # the camera was turned: rotate 90 degrees clockwise to view
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", exif=exif, quality=95)
+    upright = decode_image(buffer.getvalue())
+    assert upright.size == (20, 40)
+    assert np.asarray(upright)[5, 10].mean() > 200 and np.asarray(upright)[35, 10].mean() < 50  # white on top
+
+
+@pytest.mark.parametrize("bad", [
+    np.zeros((0, 5, 3), np.uint8), np.zeros((5, 0), np.uint8), np.zeros((0, 8, 8, 3), np.uint8),
+    np.zeros((8, 8, 4), np.uint8), np.zeros((8, 8), bool), np.zeros((8, 8, 3), np.int64),
+    np.full((8, 8, 3), 1.5, np.float32), np.full((8, 8, 3), np.nan, np.float32), [], "no-such-file.png", 3,
+    Image.new("RGB", (0, 0)), np.zeros((1, 1, 1, 1, 3), np.uint8),
+])
+def test_bad_images_are_image_errors(bad):
+    with pytest.raises(ImageError):
+        to_uint8_batch(bad, 8)
+
+
+def test_float_arrays_in_unit_range_are_pixels():
+    out, single = to_uint8_batch(np.full((8, 8, 3), 0.5, np.float64), 8)
+    assert single and out.dtype == np.uint8 and int(out[0, 0, 0, 0]) == 128
+
+
+def test_garbage_bytes_and_truncated_files_are_image_errors(tmp_path):
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 64), (1, 2, 3)).save(buffer, "PNG")
+    for data in (b"", b"garbage", buffer.getvalue()[:40], png_header_only(0, 10)):
+        (tmp_path / "x.png").write_bytes(data)
+        with pytest.raises(ImageError):
+            read_image_file(tmp_path / "x.png")
+
+
+def test_large_jpegs_are_decoded_at_a_reduced_scale():
+    buffer = io.BytesIO()
+    Image.new("RGB", (2000, 1600), (10, 200, 10)).save(buffer, "JPEG")
+    decoded = decode_image(buffer.getvalue(), size=64)
+    assert 64 <= min(decoded.size) <= 400 and images.fit_to_square(decoded, 64).shape == (64, 64, 3)
