@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,7 @@ import torch
 from torch import nn
 
 from sdk.errors import SdkError
+from sdk.files import refuse_to_replace_folder, staging_directory
 
 from .backbone import FoldedBackbone
 
@@ -65,17 +64,20 @@ def export_model(model, path: str | os.PathLike) -> Path:
         raise SdkError(f"cannot export to {path.name!r}: use one of {FORMATS}")
     if model.source is None:
         raise SdkError("this model was not made by sdk.personalize (no bundle to export from)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    # Never delete what the user owns: an existing folder is refused, for .mlpackage (a folder format)
+    # any existing path. Files are written in a staging folder beside the target (removed on errors and
+    # SIGTERM/SIGHUP) and renamed into place only when complete.
+    finals = [path, path.with_name(path.name + ".json")] if path.suffix == ".pte" else [path]
+    for final in finals:
+        refuse_to_replace_folder(final)
+    if path.suffix == ".mlpackage" and path.exists():
+        raise SdkError(f"{path} exists: not replacing it (remove it or choose another name)")
+    with staging_directory(path) as tmp:
         written = {".onnx": _onnx, ".pte": _executorch, ".mlpackage": _coreml}[path.suffix](model, tmp / path.name)
         for item in written:
             final = path.parent / item.name
-            if final.is_dir():
-                shutil.rmtree(final)
+            refuse_to_replace_folder(final)
             os.replace(item, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 

@@ -97,6 +97,29 @@ def atomic_file(final: str | os.PathLike) -> Iterator[BinaryIO]:
 
 
 @contextmanager
+def staging_directory(beside: str | os.PathLike) -> Iterator[Path]:
+    """A temporary folder beside `beside` (same file system, so its contents can be renamed into place),
+    removed afterwards in every case, signals included."""
+    beside = Path(beside)
+    try:
+        beside.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temporary_name(beside)
+        tmp.mkdir(0o777)
+    except OSError as e:
+        raise SdkError(f"cannot write beside {beside}: {e.strerror}") from None
+    try:
+        with _cleanup_on_signals():
+            yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def refuse_to_replace_folder(final: str | os.PathLike) -> None:
+    """SdkError if `final` is an existing folder (the SDK never deletes one)."""
+    _refuse_folder(Path(final))
+
+
+@contextmanager
 def atomic_directory(final: str | os.PathLike, replace_existing: bool = False) -> Iterator[Path]:
     """A temporary folder beside `final` to fill; on success it becomes `final`, on failure it is removed.
 

@@ -166,19 +166,18 @@ def _preprocessing(f: Fields, input_size: int) -> Preprocessing:
     return out
 
 
+def _depth(value: object, level: int = 0) -> int:
+    """Nesting depth of parsed JSON (module level: a nested recursive function is a reference cycle)."""
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+    return level if children is None else max((_depth(x, level + 1) for x in children), default=level)
+
+
 def _provenance(value: object) -> dict:
     """Provenance is informational; it is bounded in size and depth, and holds only JSON scalars,
     lists and objects."""
-    def depth(v: object, level: int) -> int:
-        if isinstance(v, dict):
-            return max([depth(x, level + 1) for x in v.values()], default=level)
-        if isinstance(v, list):
-            return max([depth(x, level + 1) for x in v], default=level)
-        return level
-
     if not isinstance(value, dict):
         raise BundleError("manifest.provenance must be an object")
-    if depth(value, 0) > MAX_PROVENANCE_DEPTH or len(json.dumps(value)) > MAX_PROVENANCE_BYTES:
+    if _depth(value) > MAX_PROVENANCE_DEPTH or len(json.dumps(value)) > MAX_PROVENANCE_BYTES:
         raise BundleError(f"manifest.provenance is deeper than {MAX_PROVENANCE_DEPTH} or larger than "
                           f"{MAX_PROVENANCE_BYTES} bytes")
     f = Fields(value, "manifest.provenance")

@@ -27,6 +27,32 @@ from .tasks import TaskOptions, TaskResolver
 from .text_encoder import TextEncoder
 
 
+class PhraseEmbedder:
+    """The bundle's text encoder, created on first use, and how a description is embedded. Holds the
+    Bundle but not the TaperBundle, so that TaperBundle -> resolver -> embedder is no reference cycle (a
+    dropped bundle is then freed at once, without the garbage collector)."""
+
+    def __init__(self, bundle: Bundle):
+        self.bundle, self._encoder, self._lock = bundle, None, threading.Lock()
+
+    @property
+    def encoder(self) -> TextEncoder:
+        with self._lock:
+            if self._encoder is None:
+                spec, embed_dim = self.bundle.manifest.text_encoder, self.bundle.manifest.mixer.embed_dim
+                self._encoder = TextEncoder.from_bundle_members(self.bundle.member_bytes("text_encoder.onnx"),
+                                                                self.bundle.member_bytes("tokenizer.json"),
+                                                                spec.max_tokens, embed_dim)
+            return self._encoder
+
+    def __call__(self, phrase: str) -> np.ndarray:
+        # A description is embedded with the ensemble's first prompt only (the class embeddings use all
+        # of them): 4 ms instead of 17-27 ms per description, and as good at finding the meant class
+        # (Tiny ImageNet, 200 WordNet glosses: the class ranks first 61.5% vs 61.0% of the time with all
+        # 8 prompts; 92 synonyms: 66.3% both; docs/results/description_calibration.md).
+        return self.encoder.embed_class_names([phrase], self.bundle.manifest.text_encoder.prompts[:1])[0]
+
+
 class TaperBundle:
     """A loaded bundle plus what personalizing needs (text encoder and engine, created on first use)."""
 
@@ -43,11 +69,9 @@ class TaperBundle:
                                      bundle.layout, bundle.shapes, self.preprocessing.input_size, providers,
                                      threads, device_compile)
         self.prompts = m.text_encoder.prompts
-        self._encoder: TextEncoder | None = None
-        self._lock = threading.Lock()
         self._compile_lock = threading.Lock()
-        self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories,
-                                     self._embed_phrase)
+        self.embedder = PhraseEmbedder(bundle)
+        self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories, self.embedder)
 
     @property
     def classes(self) -> list[str]:
@@ -55,19 +79,19 @@ class TaperBundle:
 
     @property
     def encoder(self) -> TextEncoder:
-        with self._lock:
-            if self._encoder is None:
-                spec = self.bundle.manifest.text_encoder
-                self._encoder = TextEncoder.from_bundle_members(self.bundle.member_bytes("text_encoder.onnx"),
-                                                                self.bundle.member_bytes("tokenizer.json"),
-                                                                spec.max_tokens, self.mixer_spec.embed_dim)
-            return self._encoder
+        """The bundle's text encoder (created on first use; BundleError if its graph or tokenizer is not
+        one the SDK exports)."""
+        return self.embedder.encoder
+
+    def __repr__(self) -> str:
+        return f"TaperBundle({self.bundle!r}, route={self.engine.route!r})"
 
     def warm_up(self) -> TaperBundle:
         """Do the one-time work now instead of in the first `personalize`: create the text encoder's
         session (~0.2 s) and compile the backbone for this device, reordering the bases into its layout
         (measured with the encoder, scripts/bench_runtime.py: 0.24 s for the bench model, 1.3 s for a
         full-width ResNet-18 here)."""
+        self.bundle.check_unchanged()
         _ = self.encoder
         self._compile_engine()
         return self
@@ -82,16 +106,10 @@ class TaperBundle:
             self.engine.compile(weights / weights.sum(1, keepdims=True))
             return True
 
-    def _embed_phrase(self, phrase: str) -> np.ndarray:
-        # A description is embedded with the ensemble's first prompt only (the class embeddings use all
-        # of them): 4 ms instead of 17-27 ms per description, and as good at finding the meant class
-        # (Tiny ImageNet, 200 WordNet glosses: the class ranks first 61.5% vs 61.0% of the time with all
-        # 8 prompts; 92 synonyms: 66.3% both; docs/results/description_calibration.md).
-        return self.encoder.embed_class_names([phrase], self.prompts[:1])[0]
-
     def personalize(self, description: str | Sequence[str], options: TaskOptions | None = None
                     ) -> PersonalizedModel:
         options = options or TaskOptions()
+        self.bundle.check_unchanged()  # before the mapped file is read again: a truncated map kills (SIGBUS)
         timings, t = {}, time.perf_counter()
 
         def lap(name: str) -> None:
@@ -134,17 +152,47 @@ class TaperBundle:
 
 
 def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None = None,
-         threads: int | None = None, device_compile: bool = True) -> TaperBundle:
-    """Open and validate a bundle (memory-mapped; checksums verified unless verify=False).
+         threads: int | None = None, device_compile: bool = True, in_memory: bool = False) -> TaperBundle:
+    """Open and validate a bundle, ready to personalize.
 
-    threads: intra-op threads of the backbone's onnxruntime sessions (default: onnxruntime's choice).
-    device_compile=False keeps onnxruntime's standard route (every session optimized from the plain
-    graph): slower to personalize, for comparison and debugging; see `sdk.engine`."""
-    return TaperBundle(Bundle.open(path, verify), providers, threads, device_compile)
+    >>> bundle = sdk.load("tiny-imagenet.taper")     # doctest: +SKIP
+
+    Args:
+        path: the `.taper` file (docs/bundle-format.md).
+        verify: check every member's SHA-256 and that every weight is finite (one pass over the file);
+            False only for files you already trust.
+        providers: onnxruntime execution providers (default: TensorRT/CUDA/CoreML when installed, else CPU).
+        threads: intra-op threads of the backbone's onnxruntime sessions (default: onnxruntime's choice).
+        device_compile: False keeps onnxruntime's standard route (a session per model, optimized from the
+            plain graph): slower to personalize, for comparison and debugging; see `sdk.engine`.
+        in_memory: read the file into memory instead of mapping it. A mapped bundle that is truncated or
+            rewritten on disk is detected at the next `personalize` (BundleError); in memory, later changes
+            to the file cannot matter.
+    Returns:
+        A TaperBundle (`personalize` it).
+    Raises:
+        BundleError: the file is missing, damaged, of another format version, or inconsistent.
+    """
+    return TaperBundle(Bundle.open(path, verify, in_memory), providers, threads, device_compile)
 
 
 def personalize(bundle: TaperBundle, description: str | Sequence[str], **options) -> PersonalizedModel:
-    """A model for `description` (free text or a list of class names); options: see TaskOptions."""
+    """A ResNet-18 specialised to what `description` names.
+
+    >>> model = sdk.personalize(bundle, "insects")   # doctest: +SKIP
+    >>> model.classes, model.predict("photo.jpg")    # doctest: +SKIP
+
+    Args:
+        bundle: from `sdk.load`.
+        description: free text ("insects", "a drinking glass with a stem"), a comma list, or a list of
+            class names (`bundle.classes`).
+        **options: max_classes, min_classes, margin, min_contrast (see `TaskOptions`).
+    Returns:
+        A PersonalizedModel: `classes`, `predict`, `predict_proba`, `logits`, `export`, `timings`.
+    Raises:
+        DescriptionError: the description or an option is invalid, or nothing in the bundle matches.
+        BundleError: the bundle's file changed on disk since it was loaded.
+    """
     unknown = sorted(set(options) - set(TaskOptions.__dataclass_fields__))
     if unknown:
         raise DescriptionError(f"unknown options {unknown}; known: {sorted(TaskOptions.__dataclass_fields__)}")
