@@ -18,7 +18,7 @@ from .preprocessing import Preprocessing
 PREDICT_BATCH = 64
 
 
-@dataclass
+@dataclass(repr=False)
 class PersonalizedModel:
     network: Network             # backbone and head rows: images -> logits
     head_weight: np.ndarray      # [K, C] classifier rows of the task's classes
@@ -31,6 +31,11 @@ class PersonalizedModel:
     timings: dict[str, float] = field(default_factory=dict)  # milliseconds per step of personalize()
     resolution: list[str] = field(default_factory=list)      # how the description was read
     source: object = field(default=None, repr=False)         # the TaperBundle it came from (for export)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(self.classes[:5]) + (f", ... ({len(self.classes)} in all)" if len(self.classes) > 5 else "")
+        total = self.timings.get("total")
+        return f"PersonalizedModel(classes=[{shown}]" + (f", personalized in {total:.1f} ms)" if total else ")")
 
     def export(self, path) -> object:
         """Write this model as .onnx, .pte (ExecuTorch, XNNPACK) or .mlpackage (Core ML); needs the

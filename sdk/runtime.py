@@ -20,11 +20,12 @@ from .bundle import Bundle
 from .engine import BackboneEngine
 from .errors import DescriptionError
 from .folding import BACKBONE_FILE, fold_batch_norm
-from .graph_check import check_backbone_graph
+from .graph_check import check_backbone_graph, check_encoder_graph
 from .mixer import predict_alpha
 from .model import PersonalizedModel
 from .tasks import TaskOptions, TaskResolver
 from .text_encoder import TextEncoder
+from .tokenizer_check import check_tokenizer_json
 
 
 class PhraseEmbedder:
@@ -34,15 +35,18 @@ class PhraseEmbedder:
 
     def __init__(self, bundle: Bundle):
         self.bundle, self._encoder, self._lock = bundle, None, threading.Lock()
+        # Checked at load, so a hostile graph or tokenizer fails there, not at the first free-text description
+        # (~90 ms for the shipped encoder); the session itself is created on first use (~0.2 s).
+        self._graph = check_encoder_graph(bundle.member_bytes("text_encoder.onnx"))
+        self._tokenizer = check_tokenizer_json(bundle.member_bytes("tokenizer.json"))
 
     @property
     def encoder(self) -> TextEncoder:
         with self._lock:
             if self._encoder is None:
                 spec, embed_dim = self.bundle.manifest.text_encoder, self.bundle.manifest.mixer.embed_dim
-                self._encoder = TextEncoder.from_bundle_members(self.bundle.member_bytes("text_encoder.onnx"),
-                                                                self.bundle.member_bytes("tokenizer.json"),
-                                                                spec.max_tokens, embed_dim)
+                self._encoder = TextEncoder.from_checked_members(self._graph, self._tokenizer, spec.max_tokens,
+                                                                 embed_dim)
             return self._encoder
 
     def __call__(self, phrase: str) -> np.ndarray:

@@ -18,8 +18,6 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from .errors import BundleError, DescriptionError, EncoderError
-from .graph_check import check_encoder_graph
-from .tokenizer_check import check_tokenizer_json
 
 MODEL_FILE, TOKENIZER_FILE = "encoder.onnx", "tokenizer.json"
 MAX_TOKENS = 128
@@ -90,11 +88,10 @@ class TextEncoder:
         self.dim = dims[-1]
 
     @classmethod
-    def from_bundle_members(cls, graph: bytes, tokenizer_json: bytes, max_tokens: int, dim: int) -> TextEncoder:
-        """The encoder of a bundle: its graph and tokenizer are checked first (`sdk.graph_check`,
-        `sdk.tokenizer_check`: BundleError if they are not what the SDK exports), and its embeddings
-        must have the bundle's `dim`."""
-        encoder = cls(check_encoder_graph(graph), check_tokenizer_json(tokenizer_json), max_tokens)
+    def from_checked_members(cls, graph: bytes, tokenizer_json: str, max_tokens: int, dim: int) -> TextEncoder:
+        """The encoder of a bundle, from a graph and tokenizer already checked (`sdk.graph_check`,
+        `sdk.tokenizer_check`); its embeddings must have the bundle's `dim`."""
+        encoder = cls(graph, tokenizer_json, max_tokens)
         if encoder.dim != dim:
             raise BundleError(f"member text_encoder.onnx: gives {encoder.dim}-d embeddings, the mixer takes {dim}")
         return encoder

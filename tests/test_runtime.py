@@ -133,7 +133,7 @@ def test_predict_accepts_paths_pil_arrays_and_batches(bundle, tmp_path, stage3):
 def test_bad_images_raise_image_error(bundle, tmp_path):
     model = sdk.personalize(bundle, "round shapes")
     (tmp_path / "notes.jpg").write_text("not an image")
-    for bad in (np.zeros((32, 32, 4), np.uint8), np.zeros((32, 32, 3), np.float32), str(tmp_path / "notes.jpg"),
+    for bad in (np.zeros((32, 32, 4), np.uint8), np.full((32, 32, 3), 2.0, np.float32), str(tmp_path / "notes.jpg"),
                 str(tmp_path / "missing.png"), 42, []):
         with pytest.raises(ImageError):
             model.predict(bad)

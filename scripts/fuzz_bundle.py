@@ -1,0 +1,387 @@
+"""Reliability suite: damaged and hostile bundles, each loaded, personalized and run in a worker subprocess
+with a timeout. Writes docs/results/reliability.md and .json.
+
+    python scripts/fuzz_bundle.py --cases 10000                      # trains the tiny preset bundle first
+    python scripts/fuzz_bundle.py --cases 200 --bundle x.taper --out /tmp/rel
+
+Each case is one damaged bundle; a worker (one per core, restarted after a hang or crash) runs
+`sdk.load` (verify on), `sdk.personalize(bundle, DESCRIPTION)` and `predict_proba` on a fixed image. Outcomes:
+- typed: an SdkError (BundleError, EncoderError, ...): the intended failure;
+- escape: any other exception; hang: no answer within --timeout seconds; crash: the worker died;
+- same: it loaded and gave the pristine bundle's probabilities; different: it loaded and gave others.
+Kinds of damage: unsigned (byte flips in the header, the manifest or a member; truncation), where
+"different" is a silent change and must be 0; and re-signed (forged: the checksums recomputed after the
+edit): manifest edits, member byte flips, hostile members (graphs, tokenizers, classes) and non-finite
+weights, where "different" means a forged bundle the format accepts (reported, not a failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from bundle_edits import PAD, manifest_of, with_manifest, with_member, with_member_bytes  # noqa: E402
+
+DESCRIPTION = "blue, round shapes"  # "blue" is free text: the text encoder runs
+UNSIGNED = ("flip_header", "flip_manifest", "flip_member", "truncate")
+SIGNED = ("manifest_edit", "resigned_member_flip", "hostile_member", "non_finite_weights")
+WORKER = r"""
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))  # a runaway allocation fails instead of the machine
+import numpy as np
+import sdk
+image = np.random.default_rng(0).integers(0, 256, (2, 40, 36, 3), dtype=np.uint8)
+for line in sys.stdin:
+    try:
+        bundle = sdk.load(line.strip())
+        p = sdk.personalize(bundle, sys.argv[1]).predict_proba(image)
+        out = {"outcome": "loaded", "probabilities": p.tolist()}
+    except sdk.SdkError as e:
+        out = {"outcome": "typed", "error": type(e).__name__, "message": str(e)[:200]}
+    except BaseException as e:
+        out = {"outcome": "escape", "error": type(e).__name__, "message": str(e)[:200]}
+    print(json.dumps(out), flush=True)
+"""
+
+
+class Worker:
+    def __init__(self):
+        self.process = subprocess.Popen([sys.executable, "-c", WORKER, DESCRIPTION], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+
+    def run(self, path: str, timeout: float) -> dict:
+        try:
+            self.process.stdin.write(path + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            return {"outcome": "crash", "error": f"exit {self.process.wait()}"}
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        if not ready:
+            self.process.kill()
+            self.process.wait()
+            return {"outcome": "hang"}
+        line = self.process.stdout.readline()
+        if not line:
+            return {"outcome": "crash", "error": f"exit {self.process.wait()}"}
+        return json.loads(line)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+def hostile_members(blob: bytes) -> list[tuple[str, str, bytes]]:
+    """(name, member, bytes): graphs, tokenizers and class files an attacker would write."""
+    import onnx
+    from onnx import helper
+
+    manifest, _ = manifest_of(blob)
+
+    def member(name: str) -> bytes:
+        entry = manifest["members"][name]
+        return blob[entry["offset"]:entry["offset"] + entry["size"]]
+
+    out = []
+    backbone = onnx.load_from_string(member("backbone.onnx"))
+
+    def edited(graph_edit) -> bytes:
+        model = onnx.ModelProto()
+        model.CopyFrom(backbone)
+        graph_edit(model)
+        return model.SerializeToString()
+
+    body = helper.make_graph([helper.make_node("Identity", ["c"], ["c_out"])], "body",
+                             [helper.make_tensor_value_info(n, onnx.TensorProto.INT64, []) for n in ("i", "c")],
+                             [helper.make_tensor_value_info("c_out", onnx.TensorProto.INT64, [])])
+    out += [
+        ("backbone_loop", "backbone.onnx", edited(lambda m: m.graph.node.insert(0, helper.make_node(
+            "Loop", ["", ""], ["loop_out"], body=body)))),
+        ("backbone_custom_domain", "backbone.onnx", edited(lambda m: m.graph.node.insert(0, helper.make_node(
+            "Evil", ["image"], ["evil"], domain="com.evil")))),
+        ("backbone_swapped_weights", "backbone.onnx", edited(lambda m: _swap_offsets(m))),
+        ("backbone_dilated_conv", "backbone.onnx", edited(lambda m: m.graph.node[0].attribute.append(
+            helper.make_attribute("dilations", [100, 100])))),
+        ("backbone_resize_bomb", "backbone.onnx", edited(lambda m: m.graph.node.append(helper.make_node(
+            "Resize", ["features"], ["huge"])))),
+        ("backbone_input_size", "backbone.onnx", edited(
+            lambda m: m.graph.input[0].type.tensor_type.shape.dim[2].__setattr__("dim_value", 4096))),
+        ("backbone_function", "backbone.onnx", edited(lambda m: m.functions.append(onnx.FunctionProto(name="f")))),
+        ("backbone_garbage", "backbone.onnx", os.urandom(5000)),
+        ("backbone_truncated", "backbone.onnx", member("backbone.onnx")[:500]),
+    ]
+    encoder = onnx.load_from_string(member("text_encoder.onnx"))
+    constant = next(n for n in encoder.graph.node if n.op_type == "Constant")
+
+    def encoder_edit(edit) -> bytes:
+        model = onnx.ModelProto()
+        model.CopyFrom(encoder)
+        edit(model)
+        return model.SerializeToString()
+
+    out += [
+        ("encoder_constant_changed", "text_encoder.onnx", encoder_edit(lambda m: next(
+            n for n in m.graph.node if n.name == constant.name).attribute[0].t.CopyFrom(
+            onnx.numpy_helper.from_array(np.array(10**9, np.int64))))),
+        ("encoder_expand_added", "text_encoder.onnx", encoder_edit(lambda m: m.graph.node.append(
+            helper.make_node("Expand", ["embedding", "input_ids"], ["big"])))),
+        ("encoder_nan_weights", "text_encoder.onnx", encoder_edit(lambda m: _nan_initializer(m))),
+        ("encoder_garbage", "text_encoder.onnx", os.urandom(100_000)),
+    ]
+    tokenizer = json.loads(member("tokenizer.json"))
+    replace = {"type": "Replace", "pattern": {"Regex": "(a|a?)+"}, "content": "aaaaaaaaaa"}
+    for name, edit in (
+        ("tokenizer_nested_replace",
+         lambda t: t.update(normalizer={"type": "Sequence", "normalizers": [replace] * 40})),
+        ("tokenizer_bpe", lambda t: t["model"].update(type="BPE")),
+        ("tokenizer_split_regex", lambda t: t.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "(x+x+)+y"},
+                                                                    "behavior": "Isolated", "invert": False})),
+        ("tokenizer_bad_ids", lambda t: t["model"]["vocab"].update({"zzz": 10**9})),
+        ("tokenizer_huge_token", lambda t: t["model"]["vocab"].update({"x" * 5000: len(t["model"]["vocab"])})),
+        ("tokenizer_empty", lambda t: t.clear()),
+    ):
+        edited_tokenizer = json.loads(json.dumps(tokenizer))
+        edit(edited_tokenizer)
+        out.append((name, "tokenizer.json", json.dumps(edited_tokenizer).encode()))
+    out += [("tokenizer_not_utf8", "tokenizer.json", b"\xff\xfe" + member("tokenizer.json")[2:]),
+            ("tokenizer_deep", "tokenizer.json", b"[" * 100_000 + b"]" * 100_000)]
+    classes = json.loads(member("classes.json"))
+    for name, edit in (
+        ("classes_duplicate_ids", lambda c: c["classes"][1].update(id=c["classes"][0]["id"])),
+        ("classes_missing_one", lambda c: c["classes"].pop()),
+        ("classes_name_not_text", lambda c: c["classes"][0].update(name=7)),
+        ("classes_bad_group", lambda c: c["supercategories"].update(evil=[10**6])),
+        ("classes_group_type", lambda c: c.update(supercategories=[])),
+    ):
+        edited_classes = json.loads(json.dumps(classes))
+        edit(edited_classes)
+        out.append((name, "classes.json", json.dumps(edited_classes).encode()))
+    out.append(("classes_deep", "classes.json", b"[" * 5000 + b"]" * 5000))
+    return out
+
+
+def _swap_offsets(model) -> None:
+    """Two same-shaped weights exchange places in the external file."""
+    inits = [i for i in model.graph.initializer if len(i.dims) == 4]
+    a, b = next((a, b) for a in inits for b in inits if a.name < b.name and list(a.dims) == list(b.dims))
+    offset_a = next(e for e in a.external_data if e.key == "offset")
+    offset_b = next(e for e in b.external_data if e.key == "offset")
+    offset_a.value, offset_b.value = offset_b.value, offset_a.value
+
+
+def _nan_initializer(model) -> None:
+    init = next(i for i in model.graph.initializer if i.data_type == 1 and len(i.raw_data) >= 4)
+    init.raw_data = b"\x00\x00\xc0\x7f" + init.raw_data[4:]
+
+
+MANIFEST_VALUES = [None, -1, 0, "x", 1.5, {}, [], 10**20, True, float("nan"), "🦋", [1, 2, 3]]
+
+
+def make_case(kind: str, blob: bytes, rng: np.random.Generator, hostile: list) -> tuple[str, bytes]:
+    manifest, length = manifest_of(blob)
+    members = sorted(manifest["members"])
+    if kind == "truncate":
+        cut = int(rng.integers(0, len(blob)))
+        return f"truncate at {cut}", blob[:cut]
+    if kind.startswith("flip"):
+        if kind == "flip_header":
+            low, high, where = 0, 64, "header"
+        elif kind == "flip_manifest":
+            low, high, where = 64, 64 + length, "manifest"
+        else:
+            where = str(rng.choice(members))
+            low = manifest["members"][where]["offset"]
+            high = low + max(1, manifest["members"][where]["size"])
+        data = bytearray(blob)
+        for pos in rng.integers(low, high, int(rng.integers(1, 4))):
+            data[pos] ^= int(rng.integers(1, 256))
+        return f"{kind} {where}", bytes(data)
+    if kind == "manifest_edit":
+        m = json.loads(json.dumps(manifest))
+        section = str(rng.choice(["architecture", "mixer", "preprocessing", "text_encoder", "members", "root"]))
+        target = m if section == "root" else m[section]
+        if section == "members":
+            target = target[str(rng.choice(members))]
+        key = str(rng.choice(sorted(target)))
+        if rng.random() < 0.2:
+            target.pop(key)
+            what = f"drop {section}.{key}"
+        else:
+            value = MANIFEST_VALUES[int(rng.integers(len(MANIFEST_VALUES)))]
+            if isinstance(target[key], int) and not isinstance(target[key], bool) and rng.random() < 0.5:
+                value = target[key] + int(rng.choice([-64, -1, 1, 64, 2**31, 2**40]))
+            target[key] = value
+            what = f"{section}.{key} = {value!r}"[:80]
+        return f"manifest_edit {what}", with_manifest(blob, m, length)
+    if kind == "resigned_member_flip":
+        name = str(rng.choice(members))
+        positions = rng.integers(0, max(1, manifest["members"][name]["size"]), int(rng.integers(1, 4)))
+
+        def flip(member: bytearray) -> None:
+            for pos in positions:
+                if pos < len(member):
+                    member[pos] ^= int(rng.integers(1, 256))
+        return f"resigned_member_flip {name}", with_member(blob, name, flip)
+    if kind == "hostile_member":
+        name, member, data = hostile[int(rng.integers(len(hostile)))]
+        return f"hostile_member {name}", with_member_bytes(blob, member, data)
+    if kind == "non_finite_weights":
+        import struct
+
+        name = str(rng.choice(["bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors"]))
+        value = float(rng.choice([np.nan, np.inf, -np.inf]))
+
+        def poison(member: bytearray) -> None:
+            (n,) = struct.unpack("<Q", member[:8])
+            header = {k: v for k, v in json.loads(member[8:8 + n]).items() if k != "__metadata__"}
+            tensor = header[str(rng.choice(sorted(header)))]
+            begin, end = tensor["data_offsets"]
+            pos = 8 + n + begin + 4 * int(rng.integers(0, (end - begin) // 4))
+            member[pos:pos + 4] = struct.pack("<f", value)
+        return f"non_finite_weights {name} {value}", with_member(blob, name, poison)
+    raise ValueError(kind)
+
+
+def base_bundle(path: Path | None, work: Path) -> bytes:
+    """The bundle to damage, re-written with slack in its manifest (so re-signed edits keep its length)."""
+    from dataclasses import replace
+
+    from sdk.bundle import Bundle, bundle_bytes
+
+    if path is None:
+        from export.bundle import bundle_run
+        from trainer.run import run
+
+        path = bundle_run(run(work / "tiny-run", "tiny", progress=False), work / "tiny.taper")
+    bundle = Bundle.open(path)
+    members = {n: bundle.member_bytes(n) for n in bundle.manifest.members}
+    manifest = replace(bundle.manifest, provenance={**bundle.manifest.provenance, "pad": "x" * PAD})
+    return bundle_bytes(manifest, members)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--bundle", type=Path, help="bundle to damage (default: train the tiny preset and pack it)")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "reliability")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it counts as a hang")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    start = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        blob = base_bundle(args.bundle, work)
+        pristine_path = work / "pristine.taper"
+        pristine_path.write_bytes(blob)
+        workers = [Worker() for _ in range(args.workers)]
+        pristine = workers[0].run(str(pristine_path), args.timeout)
+        assert pristine["outcome"] == "loaded", pristine
+        hostile = hostile_members(blob)
+        rng = np.random.default_rng(args.seed)
+        kinds = list(UNSIGNED + SIGNED)
+        weights = np.array([8, 17, 20, 8, 15, 14, 12, 6], float)
+        counts: dict[str, Counter] = defaultdict(Counter)
+        examples: dict[str, list[str]] = defaultdict(list)
+        pending: list[tuple[int, str, str, Path]] = []
+        for i in range(args.cases):
+            kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
+            label, data = make_case(kind, blob, rng, hostile)
+            path = work / f"case{i % (2 * args.workers)}.taper"
+            path.write_bytes(data)
+            pending.append((i, kind, label, path))
+            if len(pending) == len(workers) or i == args.cases - 1:
+                _run_batch(workers, pending, pristine, args.timeout, counts, examples)
+                pending = []
+            if (i + 1) % 500 == 0:
+                print(f"[fuzz] {i + 1}/{args.cases} cases, {time.time() - start:.0f} s", flush=True)
+        for w in workers:
+            w.process.kill()
+    report = _report(counts, examples, args, time.time() - start)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    args.out.with_suffix(".md").write_text(_markdown(report))
+    print(_markdown(report))
+    return 0 if report["failures"] == 0 else 1
+
+
+def _run_batch(workers: list[Worker], pending, pristine: dict, timeout: float, counts, examples) -> None:
+    import threading
+
+    results = [None] * len(pending)
+
+    def one(slot: int) -> None:
+        results[slot] = workers[slot].run(str(pending[slot][3]), timeout)
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in range(len(pending))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for slot, ((_, kind, label, _), result) in enumerate(zip(pending, results, strict=True)):
+        outcome = result["outcome"]
+        if outcome == "loaded":
+            same = np.allclose(result["probabilities"], pristine["probabilities"], atol=1e-6)
+            outcome = "same" if same else "different"
+        counts[kind][outcome] += 1
+        if outcome in ("escape", "hang", "crash", "different") and len(examples[f"{kind}:{outcome}"]) < 5:
+            examples[f"{kind}:{outcome}"].append(f"{label}: {result.get('error', '')} {result.get('message', '')}")
+        if outcome == "typed":
+            counts[kind + ":errors"][result["error"]] += 1
+        if not workers[slot].alive():
+            workers[slot] = Worker()
+
+
+def _report(counts, examples, args, seconds: float) -> dict:
+    outcomes = ("typed", "escape", "hang", "crash", "same", "different")
+    table = {kind: {o: counts[kind][o] for o in outcomes} for kind in UNSIGNED + SIGNED}
+    silent = sum(table[k]["different"] for k in UNSIGNED)
+    failures = sum(table[k][o] for k in table for o in ("escape", "hang", "crash")) + silent
+    return {"cases": args.cases, "seed": args.seed, "timeout_s": args.timeout, "seconds": round(seconds, 1),
+            "description": DESCRIPTION, "by_kind": table,
+            "totals": {o: sum(t[o] for t in table.values()) for o in outcomes},
+            "silent_changes": silent, "accepted_forged_edits": sum(table[k]["different"] for k in SIGNED),
+            "failures": failures, "typed_errors": {k: dict(counts[k + ":errors"]) for k in UNSIGNED + SIGNED},
+            "examples": dict(examples), "command": "python scripts/fuzz_bundle.py " + " ".join(sys.argv[1:])}
+
+
+def _markdown(r: dict) -> str:
+    lines = [f"# Reliability: {r['cases']} damaged and hostile bundles", "",
+             f"Command: `{r['command']}` ({r['seconds']:.0f} s; seed {r['seed']}; timeout {r['timeout_s']:.0f} s per "
+             f"case). Each case: `sdk.load` (verify on), `sdk.personalize(bundle, {r['description']!r})`, "
+             "`predict_proba` on two images, in a worker subprocess. Unsigned kinds damage bytes without fixing "
+             "checksums; re-signed kinds recompute every checksum after the edit (a forger's bundle).", "",
+             "| kind | typed error | escape | hang | crash | loaded, same | loaded, different |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for kind, row in r["by_kind"].items():
+        signed = "re-signed" if kind in SIGNED else "unsigned"
+        lines.append(f"| {kind} ({signed}) | " + " | ".join(str(row[o]) for o in
+                                                             ("typed", "escape", "hang", "crash", "same", "different"))
+                     + " |")
+    t = r["totals"]
+    totals = " | ".join(str(t[o]) for o in ("typed", "escape", "hang", "crash", "same", "different"))
+    lines += [f"| **all** | {totals} |",
+              "", f"Silent changes (unsigned damage that loaded and changed a prediction): **{r['silent_changes']}**. "
+              f"Escapes + hangs + crashes + silent changes: **{r['failures']}** (target 0).",
+              f"Re-signed edits that loaded with other predictions (a forged bundle within the format's rules; the "
+              f"checksums are integrity, not authenticity): {r['accepted_forged_edits']}.", "",
+              "Typed errors by kind: " + "; ".join(f"{k}: {v}" for k, v in r["typed_errors"].items() if v), ""]
+    if r["examples"]:
+        lines += ["Examples of the non-typed outcomes:", ""]
+        lines += [f"- {k}: {e}" for k, v in r["examples"].items() for e in v]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
