@@ -304,16 +304,21 @@ def main() -> int:
             if len(pending) == len(workers) or i == args.cases - 1:
                 _run_batch(workers, pending, pristine, args.timeout, counts, examples)
                 pending = []
-            if (i + 1) % 500 == 0:
+            if (i + 1) % 500 == 0:  # the report so far, so a long run cut short still leaves its counts
+                _write(_report(counts, examples, args, time.time() - start, i + 1), args.out)
                 print(f"[fuzz] {i + 1}/{args.cases} cases, {time.time() - start:.0f} s", flush=True)
         for w in workers:
             w.process.kill()
-    report = _report(counts, examples, args, time.time() - start)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=1))
-    args.out.with_suffix(".md").write_text(_markdown(report))
+    report = _report(counts, examples, args, time.time() - start, args.cases)
+    _write(report, args.out)
     print(_markdown(report))
     return 0 if report["failures"] == 0 else 1
+
+
+def _write(report: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    out.with_suffix(".md").write_text(_markdown(report))
 
 
 def _run_batch(workers: list[Worker], pending, pristine: dict, timeout: float, counts, examples) -> None:
@@ -332,7 +337,8 @@ def _run_batch(workers: list[Worker], pending, pristine: dict, timeout: float, c
     for slot, ((_, kind, label, _), result) in enumerate(zip(pending, results, strict=True)):
         outcome = result["outcome"]
         if outcome == "loaded":
-            same = np.allclose(result["probabilities"], pristine["probabilities"], atol=1e-6)
+            got, want = np.asarray(result["probabilities"]), np.asarray(pristine["probabilities"])
+            same = got.shape == want.shape and np.allclose(got, want, atol=1e-6)  # another class set: different
             outcome = "same" if same else "different"
         counts[kind][outcome] += 1
         if outcome in ("escape", "hang", "crash", "different") and len(examples[f"{kind}:{outcome}"]) < 5:
@@ -343,12 +349,13 @@ def _run_batch(workers: list[Worker], pending, pristine: dict, timeout: float, c
             workers[slot] = Worker()
 
 
-def _report(counts, examples, args, seconds: float) -> dict:
+def _report(counts, examples, args, seconds: float, done: int) -> dict:
     outcomes = ("typed", "escape", "hang", "crash", "same", "different")
     table = {kind: {o: counts[kind][o] for o in outcomes} for kind in UNSIGNED + SIGNED}
     silent = sum(table[k]["different"] for k in UNSIGNED)
     failures = sum(table[k][o] for k in table for o in ("escape", "hang", "crash")) + silent
-    return {"cases": args.cases, "seed": args.seed, "timeout_s": args.timeout, "seconds": round(seconds, 1),
+    return {"cases": done, "planned": args.cases, "seed": args.seed, "timeout_s": args.timeout,
+            "seconds": round(seconds, 1),
             "description": DESCRIPTION, "by_kind": table,
             "totals": {o: sum(t[o] for t in table.values()) for o in outcomes},
             "silent_changes": silent, "accepted_forged_edits": sum(table[k]["different"] for k in SIGNED),
@@ -357,7 +364,8 @@ def _report(counts, examples, args, seconds: float) -> dict:
 
 
 def _markdown(r: dict) -> str:
-    lines = [f"# Reliability: {r['cases']} damaged and hostile bundles", "",
+    partial = "" if r["cases"] == r["planned"] else f" (of {r['planned']} planned: in progress or cut short)"
+    lines = [f"# Reliability: {r['cases']} damaged and hostile bundles{partial}", "",
              f"Command: `{r['command']}` ({r['seconds']:.0f} s; seed {r['seed']}; timeout {r['timeout_s']:.0f} s per "
              f"case). Each case: `sdk.load` (verify on), `sdk.personalize(bundle, {r['description']!r})`, "
              "`predict_proba` on two images, in a worker subprocess. Unsigned kinds damage bytes without fixing "
