@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ALIVE_SECONDS = 15  # onnxruntime's telemetry was seen ~10 s after the first session
+CONTROL_SECONDS = 25  # the control must show it even on a loaded machine (15 s missed it once under load)
 SCRIPT = """
 import sys, time
 if sys.argv[2] == "control":
@@ -30,14 +31,14 @@ print("alive to the end")
 INET = re.compile(r"AF_INET6?|htons\(53\)")
 
 
-def traced(tmp_path: Path, bundle: Path, mode: str) -> tuple[subprocess.Popen, Path, Path]:
+def traced(tmp_path: Path, bundle: Path, mode: str, seconds: float) -> tuple[subprocess.Popen, Path, Path]:
     home = tmp_path / mode / "home"
     (home / ".cache").mkdir(parents=True)
     cache = Path(os.environ.get("TAPER_CACHE") or Path.home() / ".cache" / "taper-sdk")
     env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
     env.update(HOME=str(home), TMPDIR=str(tmp_path / mode), TAPER_CACHE=str(cache))
     log = tmp_path / mode / "strace.log"
-    command = [sys.executable, "-c", SCRIPT, str(bundle), mode, str(ALIVE_SECONDS)]
+    command = [sys.executable, "-c", SCRIPT, str(bundle), mode, str(seconds)]
     if shutil.which("strace"):
         command = ["strace", "-f", "-qq", "-e", "trace=socket,connect,sendto,sendmsg", "-o", str(log), *command]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -50,17 +51,19 @@ def new_files(home: Path) -> list[str]:
 
 
 def test_the_sdk_opens_no_socket_and_writes_nothing_while_alive(tiny_bundle, tmp_path):
-    sdk_run, sdk_home, sdk_log = traced(tmp_path, tiny_bundle, "sdk")
-    control, control_home, control_log = traced(tmp_path, tiny_bundle, "control")
+    sdk_run, sdk_home, sdk_log = traced(tmp_path, tiny_bundle, "sdk", ALIVE_SECONDS)
+    control, control_home, control_log = traced(tmp_path, tiny_bundle, "control", CONTROL_SECONDS)
     out, err = sdk_run.communicate(timeout=120)
     control.communicate(timeout=120)
     assert sdk_run.returncode == 0 and "alive to the end" in out, err[-2000:]
     assert new_files(sdk_home) == []
     assert list((tmp_path / "sdk").glob("tmp*")) == []  # the compile step's temporary folder is gone
-    # The control shows that this test sees telemetry when it happens.
-    assert any("Microsoft" in f for f in new_files(control_home))
-    if not shutil.which("strace"):
+    traced_sockets = shutil.which("strace") is not None
+    if traced_sockets:
+        inet = [line for line in sdk_log.read_text().splitlines() if INET.search(line)]
+        assert inet == [], inet[:5]
+    # The control shows that this test sees telemetry when it happens: its files, or its DNS queries.
+    control_dns = traced_sockets and any("htons(53)" in line for line in control_log.read_text().splitlines())
+    assert control_dns or any("Microsoft" in f for f in new_files(control_home)), "the control showed no telemetry"
+    if not traced_sockets:
         pytest.skip("strace is not installed: files checked, sockets not traced")
-    inet = [line for line in sdk_log.read_text().splitlines() if INET.search(line)]
-    assert inet == [], inet[:5]
-    assert any("htons(53)" in line for line in control_log.read_text().splitlines())
