@@ -21,9 +21,11 @@ import argparse
 import json
 import os
 import select
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -237,8 +239,6 @@ def make_case(kind: str, blob: bytes, rng: np.random.Generator, hostile: list) -
         name, member, data = hostile[int(rng.integers(len(hostile)))]
         return f"hostile_member {name}", with_member_bytes(blob, member, data)
     if kind == "non_finite_weights":
-        import struct
-
         name = str(rng.choice(["bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors"]))
         value = float(rng.choice([np.nan, np.inf, -np.inf]))
 
@@ -322,8 +322,6 @@ def _write(report: dict, out: Path) -> None:
 
 
 def _run_batch(workers: list[Worker], pending, pristine: dict, timeout: float, counts, examples) -> None:
-    import threading
-
     results = [None] * len(pending)
 
     def one(slot: int) -> None:

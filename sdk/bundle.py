@@ -27,7 +27,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import mmap
 import os
+import stat
 import struct
 import weakref
 from collections.abc import Iterator
@@ -40,14 +42,13 @@ from .architecture import NUM_BLOCKS, block_layout, parameter_shapes
 from .errors import BundleError, TensorFileError
 from .files import atomic_file
 from .folding import backbone_layout
-from .manifest import MEMBERS, VERSION, Manifest, MemberEntry
+from .manifest import MEMBERS, VERSION, Manifest, MemberEntry, load_json
 from .tensorfile import encode_header, read_tensors
 
 MAGIC = b"TAPERBDL"
 HEADER = struct.Struct("<8sII Q32s8s")
 ALIGN = 64
 MAX_MANIFEST_BYTES = 1024 * 1024
-MAX_JSON_DEPTH = 16
 MAX_CLASSES_JSON_BYTES = 64 * 1024 * 1024
 MAX_NAME_CHARS, MAX_PATH_DEPTH = 1000, 64
 VERIFY_CHUNK = 1 << 24  # bytes hashed / floats checked per step while verifying (bounded temporaries)
@@ -60,22 +61,6 @@ class ClassInfo:
     id: str
     name: str
     path: list[str]
-
-
-def load_json(raw: bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> object:
-    """Parse UTF-8 JSON from a bundle; BundleError for bad bytes, bad JSON or nesting deeper than max_depth."""
-    try:
-        value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise BundleError(f"{what} is not valid UTF-8 JSON ({type(e).__name__})") from None
-    stack = [(value, 1)]
-    while stack:  # iterative: a hostile depth cannot exhaust Python's stack here
-        item, depth = stack.pop()
-        if depth > max_depth:
-            raise BundleError(f"{what} is nested deeper than {max_depth}")
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        stack.extend((child, depth + 1) for child in children)
-    return value
 
 
 class Bundle:
@@ -109,7 +94,8 @@ class Bundle:
         """Open and validate the bundle at `path`.
 
         Args:
-            verify: check every member's SHA-256 and that every weight is finite (one pass over the file).
+            verify: check every member's SHA-256 (one pass over the file) and that every weight is finite
+                (a second pass over the weights).
             in_memory: read the whole file into memory instead of mapping it, so that later changes to
                 the file cannot affect the loaded bundle (see `check_unchanged`).
         Raises:
@@ -121,28 +107,26 @@ class Bundle:
         except OSError as e:
             raise BundleError(f"{path}: {e.strerror}") from None
         try:
-            import stat
-
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
-                raise BundleError(f"{path}: not a regular file")
+                raise BundleError("not a regular file")
             if info.st_size < HEADER.size:
-                raise BundleError(f"{path}: {info.st_size} bytes is too short for a bundle")
+                raise BundleError(f"{info.st_size} bytes is too short for a bundle")
+            # Map (or read) the file that was just checked, through its descriptor: opening the path again
+            # could reach another file swapped in meanwhile.
             if in_memory:
-                with os.fdopen(os.dup(fd), "rb") as f:
+                with open(fd, "rb", closefd=False) as f:
                     data = np.frombuffer(f.read(info.st_size), np.uint8)
                 os.close(fd)
                 fd = None
             else:
-                data = np.memmap(path, dtype=np.uint8, mode="r", shape=(info.st_size,))
+                data = np.frombuffer(mmap.mmap(fd, info.st_size, access=mmap.ACCESS_READ), np.uint8)
             return cls.from_buffer(data, str(path), verify, fd)
-        except BundleError as e:
+        except BaseException as e:
             if fd is not None:
                 os.close(fd)
-            raise BundleError(f"{path}: {e}" if not str(e).startswith(str(path)) else str(e)) from None
-        except BaseException:
-            if fd is not None:
-                os.close(fd)
+            if isinstance(e, BundleError):
+                raise BundleError(f"{path}: {e}") from None
             raise
 
     @classmethod
@@ -380,4 +364,4 @@ def _align(n: int) -> int:
 
 
 __all__ = ["ALIGN", "HEADER", "MAGIC", "MEMBERS", "NUM_BLOCKS", "Bundle", "ClassInfo", "Manifest", "bundle_bytes",
-           "encode_bundle", "load_json", "parse_manifest", "safetensors_bytes", "verify_checksums", "write_bundle"]
+           "encode_bundle", "parse_manifest", "safetensors_bytes", "verify_checksums", "write_bundle"]

@@ -65,7 +65,9 @@ def _temporary_name(final: Path) -> Path:
     return final.parent / f".{final.name}.{secrets.token_hex(4)}.tmp"
 
 
-def _refuse_folder(final: Path) -> None:
+def refuse_to_replace_folder(final: str | os.PathLike) -> None:
+    """SdkError if `final` is an existing folder (the SDK never deletes one)."""
+    final = Path(final)
     if final.is_dir() and not final.is_symlink():
         raise SdkError(f"{final} is a folder: not replacing it (remove it or choose another name)")
 
@@ -78,7 +80,7 @@ def atomic_file(final: str | os.PathLike) -> Iterator[BinaryIO]:
         SdkError: `final` is an existing folder, or its folder cannot be written.
     """
     final = Path(final)
-    _refuse_folder(final)
+    refuse_to_replace_folder(final)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = _temporary_name(final)
@@ -89,7 +91,7 @@ def atomic_file(final: str | os.PathLike) -> Iterator[BinaryIO]:
         with _cleanup_on_signals(), os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
-        _refuse_folder(final)  # it may have appeared while we wrote
+        refuse_to_replace_folder(final)  # it may have appeared while we wrote
         os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -114,11 +116,6 @@ def staging_directory(beside: str | os.PathLike) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def refuse_to_replace_folder(final: str | os.PathLike) -> None:
-    """SdkError if `final` is an existing folder (the SDK never deletes one)."""
-    _refuse_folder(Path(final))
-
-
 @contextmanager
 def atomic_directory(final: str | os.PathLike, replace_existing: bool = False) -> Iterator[Path]:
     """A temporary folder beside `final` to fill; on success it becomes `final`, on failure it is removed.
@@ -129,20 +126,10 @@ def atomic_directory(final: str | os.PathLike, replace_existing: bool = False) -
     final = Path(final)
     if final.exists() and not replace_existing:
         raise SdkError(f"{final} exists: not replacing it (remove it or choose another name)")
-    try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = _temporary_name(final)
-        tmp.mkdir(0o777)  # the kernel applies the umask
-    except OSError as e:
-        raise SdkError(f"cannot write {final}: {e.strerror}") from None
-    try:
-        with _cleanup_on_signals():
-            yield tmp
-            if final.exists():
-                if not replace_existing:
-                    raise SdkError(f"{final} appeared while writing: not replacing it")
-                shutil.rmtree(final) if final.is_dir() else final.unlink()
-            os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with staging_directory(final) as tmp:  # removed in every case; after the rename there is nothing left
+        yield tmp
+        if final.exists():
+            if not replace_existing:
+                raise SdkError(f"{final} appeared while writing: not replacing it")
+            shutil.rmtree(final) if final.is_dir() else final.unlink()
+        os.replace(tmp, final)

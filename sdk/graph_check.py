@@ -26,22 +26,13 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 
+from . import onnx_proto as pb
 from .errors import BundleError
 from .folding import BACKBONE_FILE
-from .onnx_proto import ProtoError, encode_field, parse_fields
+from .onnx_proto import ProtoError, encode_field, packed_ints, parse_fields, parse_initializer, text
 
-# Field numbers from onnx.proto (the ones this check reads; see sdk.onnx_proto for the others).
-MODEL_OPSET, MODEL_GRAPH, MODEL_TRAINING_INFO, MODEL_FUNCTIONS = 8, 7, 20, 25
-OPSET_DOMAIN, OPSET_VERSION = 1, 2
-GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_OUTPUT, GRAPH_SPARSE_INITIALIZER = 1, 5, 11, 12, 15
-NODE_INPUT, NODE_OUTPUT, NODE_OP_TYPE, NODE_ATTRIBUTE, NODE_DOMAIN = 1, 2, 4, 5, 7
-ATTR_NAME, ATTR_I, ATTR_G, ATTR_INTS, ATTR_GRAPHS, ATTR_REF, ATTR_TYPE = 1, 3, 6, 8, 11, 21, 20
-TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_FLOAT_DATA, TENSOR_INT32_DATA = 1, 2, 4, 5
-TENSOR_NAME, TENSOR_RAW_DATA, TENSOR_EXTERNAL, TENSOR_LOCATION = 8, 9, 13, 14
-ENTRY_KEY, ENTRY_VALUE = 1, 2
-VALUE_NAME, VALUE_TYPE, TYPE_TENSOR, TT_ELEM, TT_SHAPE, SHAPE_DIM, DIM_VALUE, DIM_PARAM = 1, 2, 1, 1, 2, 1, 1, 2
-FLOAT, INT8 = 1, 3
 DEFAULT_DOMAINS = ("", "ai.onnx")
 OPSET_RANGE = (13, 21)
 MAX_BACKBONE_NODES = 200
@@ -54,52 +45,21 @@ KNOWN_ENCODER_STRUCTURES = {
 }
 
 
-def _fields(data: bytes, what: str) -> Iterator[tuple[int, bytes | int]]:
-    try:
-        yield from list(parse_fields(data))
-    except ProtoError as e:
-        raise BundleError(f"{what}: not a valid ONNX graph ({e})") from None
-
-
-def _text(value: bytes | int, what: str) -> str:
-    if not isinstance(value, bytes):
-        raise BundleError(f"{what}: a name field is not a string")
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BundleError(f"{what}: a name is not UTF-8") from None
-
-
-def _packed(value: bytes | int, what: str) -> list[int]:
-    """A repeated int64 field's values, packed (bytes) or not (one int)."""
-    if isinstance(value, int):
-        return [value]
-    out, pos = [], 0
-    while pos < len(value):
-        v, shift = 0, 0
-        while True:
-            if pos >= len(value) or shift > 63:
-                raise BundleError(f"{what}: truncated integer list")
-            byte = value[pos]
-            v |= (byte & 0x7F) << shift
-            pos, shift = pos + 1, shift + 7
-            if byte < 0x80:
-                break
-        out.append(v - (1 << 64) if v >= 1 << 63 else v)
-    return out
+def _fields(data: bytes) -> Iterator[tuple[int, bytes | int]]:
+    return iter(list(parse_fields(data)))  # parsed whole: a ProtoError surfaces here, inside the caller's try
 
 
 def _model_parts(model: bytes, what: str) -> tuple[bytes, list[tuple[str, int]]]:
     """(graph bytes, opsets), rejecting functions, training info and foreign domains."""
     graphs, opsets = [], []
-    for field, value in _fields(model, what):
-        if field in (MODEL_TRAINING_INFO, MODEL_FUNCTIONS):
+    for field, value in _fields(model):
+        if field in (pb.MODEL_TRAINING_INFO, pb.MODEL_FUNCTIONS):
             raise BundleError(f"{what}: model functions and training info are not allowed")
-        if field == MODEL_GRAPH:
+        if field == pb.MODEL_GRAPH:
             graphs.append(value)
-        elif field == MODEL_OPSET and isinstance(value, bytes):
-            entry = dict(_fields(value, what))
-            opsets.append((_text(entry.get(OPSET_DOMAIN, b""), what), entry.get(OPSET_VERSION, 0)))
+        elif field == pb.MODEL_OPSET and isinstance(value, bytes):
+            entry = dict(_fields(value))
+            opsets.append((text(entry.get(pb.OPSET_DOMAIN, b"")), entry.get(pb.OPSET_VERSION, 0)))
     if len(graphs) != 1 or not isinstance(graphs[0], bytes):
         raise BundleError(f"{what}: expected one graph")
     for domain, version in opsets:
@@ -114,24 +74,24 @@ def _model_parts(model: bytes, what: str) -> tuple[bytes, list[tuple[str, int]]]
 def _node(value: bytes, what: str) -> tuple[str, list[str], list[str], dict[str, list[int]]]:
     """(op type, inputs, outputs, integer attributes) of a NodeProto in the default domain, no subgraphs."""
     op, inputs, outputs, attrs = "", [], [], {}
-    for field, v in _fields(value, what):
-        if field == NODE_OP_TYPE:
-            op = _text(v, what)
-        elif field == NODE_INPUT:
-            inputs.append(_text(v, what))
-        elif field == NODE_OUTPUT:
-            outputs.append(_text(v, what))
-        elif field == NODE_DOMAIN and _text(v, what) not in DEFAULT_DOMAINS:
-            raise BundleError(f"{what}: custom operator domain {_text(v, what)!r}")
-        elif field == NODE_ATTRIBUTE and isinstance(v, bytes):
+    for field, v in _fields(value):
+        if field == pb.NODE_OP_TYPE:
+            op = text(v)
+        elif field == pb.NODE_INPUT:
+            inputs.append(text(v))
+        elif field == pb.NODE_OUTPUT:
+            outputs.append(text(v))
+        elif field == pb.NODE_DOMAIN and text(v) not in DEFAULT_DOMAINS:
+            raise BundleError(f"{what}: custom operator domain {text(v)!r}")
+        elif field == pb.NODE_ATTRIBUTE and isinstance(v, bytes):
             name, ints = "", []
-            for f, a in _fields(v, what):
-                if f in (ATTR_G, ATTR_GRAPHS, ATTR_REF):
+            for f, a in _fields(v):
+                if f in (pb.ATTRIBUTE_G, pb.ATTRIBUTE_GRAPHS, pb.ATTRIBUTE_REF):
                     raise BundleError(f"{what}: {op or 'a node'} has a subgraph or reference attribute")
-                if f == ATTR_NAME:
-                    name = _text(a, what)
-                elif f in (ATTR_I, ATTR_INTS):
-                    ints += _packed(a, what)
+                if f == pb.ATTRIBUTE_NAME:
+                    name = text(a)
+                elif f in (pb.ATTRIBUTE_I, pb.ATTRIBUTE_INTS):
+                    ints += packed_ints(a)
             attrs[name] = ints
     return op, inputs, outputs, attrs
 
@@ -139,43 +99,25 @@ def _node(value: bytes, what: str) -> tuple[str, list[str], list[str], dict[str,
 def _tensor_dims(value: bytes, what: str) -> list[int | str]:
     """Dims of a float tensor ValueInfoProto (symbolic dims as their names)."""
     dims, elem = [], None
-    for field, v in _fields(value, what):
-        if field == VALUE_TYPE and isinstance(v, bytes):
-            for f, t in _fields(v, what):
-                if f == TYPE_TENSOR and isinstance(t, bytes):
-                    for ff, tt in _fields(t, what):
-                        if ff == TT_ELEM:
+    for field, v in _fields(value):
+        if field == pb.VALUE_INFO_TYPE and isinstance(v, bytes):
+            for f, t in _fields(v):
+                if f == pb.TYPE_TENSOR and isinstance(t, bytes):
+                    for ff, tt in _fields(t):
+                        if ff == pb.TENSOR_TYPE_ELEM_TYPE:
                             elem = tt
-                        elif ff == TT_SHAPE and isinstance(tt, bytes):
-                            for _, dim in _fields(tt, what):
-                                parts = dict(_fields(dim, what)) if isinstance(dim, bytes) else {}
-                                dims.append(_text(parts[DIM_PARAM], what) if DIM_PARAM in parts
-                                            else parts.get(DIM_VALUE, -1))
-    if elem != FLOAT:
+                        elif ff == pb.TENSOR_TYPE_SHAPE and isinstance(tt, bytes):
+                            for _, dim in _fields(tt):
+                                parts = dict(_fields(dim)) if isinstance(dim, bytes) else {}
+                                dims.append(text(parts[pb.DIM_PARAM]) if pb.DIM_PARAM in parts
+                                            else parts.get(pb.DIM_VALUE, -1))
+    if elem != pb.FLOAT:
         raise BundleError(f"{what}: a graph input or output is not float32")
     return dims
 
 
-def _name_of(value: bytes, what: str) -> str:
-    return _text(dict(_fields(value, what)).get(VALUE_NAME, b""), what)
-
-
-def _initializer(value: bytes, what: str) -> tuple[str, list[int], int, dict[str, str], bool]:
-    """(name, dims, data type, external-data entries, has inline data)."""
-    name, dims, data_type, external, inline = "", [], 0, {}, False
-    for field, v in _fields(value, what):
-        if field == TENSOR_NAME:
-            name = _text(v, what)
-        elif field == TENSOR_DIMS:
-            dims += _packed(v, what)
-        elif field == TENSOR_DATA_TYPE and isinstance(v, int):
-            data_type = v
-        elif field == TENSOR_EXTERNAL and isinstance(v, bytes):
-            entry = dict(_fields(v, what))
-            external[_text(entry.get(ENTRY_KEY, b""), what)] = _text(entry.get(ENTRY_VALUE, b""), what)
-        elif field in (TENSOR_RAW_DATA, TENSOR_FLOAT_DATA, TENSOR_INT32_DATA):
-            inline = True
-    return name, dims, data_type, external, inline
+def _name_of(value: bytes) -> str:
+    return text(dict(_fields(value)).get(pb.VALUE_INFO_NAME, b""))
 
 
 def _check_conv(attrs: dict[str, list[int]], weight: list[int], what: str) -> None:
@@ -189,34 +131,50 @@ def _check_conv(attrs: dict[str, list[int]], weight: list[int], what: str) -> No
         raise BundleError(f"{what}: a Conv's attributes do not fit a ResNet-18 ({attrs})")
 
 
-def check_backbone_graph(graph: bytes, layout: dict[str, dict], external_size: int,
-                         shapes: dict[str, tuple[int, ...]], input_size: int) -> bytes:
-    """`graph` if it is a BN-folded ResNet-18 feature graph of this architecture; BundleError otherwise."""
+@contextmanager
+def _malformed_is_bundle_error(what: str) -> Iterator[None]:
+    """A protobuf that does not parse is reported as BundleError naming the member."""
+    try:
+        yield
+    except ProtoError as e:
+        raise BundleError(f"{what}: not a valid ONNX graph ({e})") from None
+
+
+def check_backbone_graph(graph: bytes, layout: dict[str, dict], input_size: int) -> bytes:
+    """`graph` if it is a BN-folded ResNet-18 feature graph with exactly this external-data `layout`
+    (`sdk.folding.backbone_layout`) and input size; BundleError otherwise."""
     what = "member backbone.onnx"
+    with _malformed_is_bundle_error(what):
+        _check_backbone(graph, layout, input_size, what)
+    return graph
+
+
+def _check_backbone(graph: bytes, layout: dict[str, dict], input_size: int, what: str) -> None:
     body, _ = _model_parts(graph, what)
     inits, nodes, inputs, outputs = {}, [], [], []
-    for field, value in _fields(body, what):
-        if field == GRAPH_SPARSE_INITIALIZER:
+    for field, value in _fields(body):
+        if field == pb.GRAPH_SPARSE_INITIALIZER:
             raise BundleError(f"{what}: sparse initializers are not allowed")
         if not isinstance(value, bytes):
             continue
-        if field == GRAPH_INITIALIZER:
-            name, dims, data_type, external, inline = _initializer(value, what)
+        if field == pb.GRAPH_INITIALIZER:
+            init = parse_initializer(value)
+            name, dims = init.name, list(init.dims)
             if name in inits or name not in layout:
                 raise BundleError(f"{what}: initializer {name!r} is not one of the architecture's weights (or twice)")
             entry = layout[name]
             expected = {"location": BACKBONE_FILE, "offset": str(entry["offset"]),
                         "length": str(4 * math.prod(entry["shape"]))}
-            if inline or data_type != FLOAT or dims != entry["shape"] or external != expected:
+            if init.inline or init.data_type != pb.FLOAT or dims != entry["shape"] or init.external != expected:
                 raise BundleError(f"{what}: initializer {name!r} must be float32 {entry['shape']} external data "
                                   f"at {expected}")
             inits[name] = dims
-        elif field == GRAPH_NODE:
+        elif field == pb.GRAPH_NODE:
             nodes.append(_node(value, what))
-        elif field == GRAPH_INPUT:
-            inputs.append((_name_of(value, what), value))
-        elif field == GRAPH_OUTPUT:
-            outputs.append(_name_of(value, what))
+        elif field == pb.GRAPH_INPUT:
+            inputs.append((_name_of(value), value))
+        elif field == pb.GRAPH_OUTPUT:
+            outputs.append(_name_of(value))
     if set(inits) != set(layout):
         raise BundleError(f"{what}: initializers missing: {sorted(set(layout) - set(inits))[:3]}")
     if [n for n, _ in inputs] != ["image"] or outputs != ["features"]:
@@ -243,25 +201,29 @@ def check_backbone_graph(graph: bytes, layout: dict[str, dict], external_size: i
         known.update(node_outputs)
     if "features" not in known:
         raise BundleError(f"{what}: no node computes 'features'")
-    return graph
 
 
-def encoder_structure(graph: bytes, what: str = "member text_encoder.onnx") -> str:
+def encoder_structure(graph: bytes) -> str:
     """SHA-256 of the graph without the values of its float and int8 weights (their shapes included)."""
+    what = "member text_encoder.onnx"
+    with _malformed_is_bundle_error(what):
+        return _structure(graph, what)
+
+
+def _structure(graph: bytes, what: str) -> str:
     body, opsets = _model_parts(graph, what)
     digest = hashlib.sha256(repr(sorted(opsets)).encode())
-    for field, value in _fields(body, what):
-        if field == GRAPH_SPARSE_INITIALIZER:
+    for field, value in _fields(body):
+        if field == pb.GRAPH_SPARSE_INITIALIZER:
             raise BundleError(f"{what}: sparse initializers are not allowed")
-        if field == GRAPH_NODE and isinstance(value, bytes):
+        if field == pb.GRAPH_NODE and isinstance(value, bytes):
             _node(value, what)  # rejects foreign domains and subgraphs with a clear message
-        if field == GRAPH_INITIALIZER and isinstance(value, bytes):
-            _, _, data_type, external, _ = _initializer(value, what)
-            if external:
+        if field == pb.GRAPH_INITIALIZER and isinstance(value, bytes):
+            init = parse_initializer(value)
+            if init.external:
                 raise BundleError(f"{what}: external data is not allowed")
-            if data_type in (FLOAT, INT8):
-                value = b"".join(encode_field(f, v) for f, v in _fields(value, what)
-                                 if f not in (TENSOR_RAW_DATA, TENSOR_FLOAT_DATA, TENSOR_INT32_DATA))
+            if init.data_type in (pb.FLOAT, pb.INT8):
+                value = b"".join(encode_field(f, v) for f, v in _fields(value) if f not in pb.INLINE_DATA)
         digest.update(encode_field(field, value))
     return digest.hexdigest()
 

@@ -27,6 +27,7 @@ MEMBERS = ("bases.safetensors", "mixer.safetensors", "class_embeddings.safetenso
            "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE")
 MAX_PROMPTS, MAX_PROMPT_CHARS = 64, 200
 MAX_PROVENANCE_BYTES, MAX_PROVENANCE_DEPTH = 64 * 1024, 4
+MAX_JSON_DEPTH = 16  # the manifest and classes.json; tokenizer.json is checked at 8
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -166,10 +167,27 @@ def _preprocessing(f: Fields, input_size: int) -> Preprocessing:
     return out
 
 
-def _depth(value: object, level: int = 0) -> int:
-    """Nesting depth of parsed JSON (module level: a nested recursive function is a reference cycle)."""
-    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
-    return level if children is None else max((_depth(x, level + 1) for x in children), default=level)
+def json_depth(value: object) -> int:
+    """Nesting depth of parsed JSON (a scalar is 0, [1] is 1); iterative, so no depth exhausts the stack."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def load_json(raw: bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> object:
+    """Parse UTF-8 JSON from a bundle; BundleError for bad bytes, bad JSON or nesting deeper than max_depth."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise BundleError(f"{what} is not valid UTF-8 JSON ({type(e).__name__})") from None
+    if json_depth(value) > max_depth:
+        raise BundleError(f"{what} is nested deeper than {max_depth}")
+    return value
 
 
 def _provenance(value: object) -> dict:
@@ -177,7 +195,7 @@ def _provenance(value: object) -> dict:
     lists and objects."""
     if not isinstance(value, dict):
         raise BundleError("manifest.provenance must be an object")
-    if _depth(value) > MAX_PROVENANCE_DEPTH or len(json.dumps(value)) > MAX_PROVENANCE_BYTES:
+    if json_depth(value) > MAX_PROVENANCE_DEPTH or len(json.dumps(value)) > MAX_PROVENANCE_BYTES:
         raise BundleError(f"manifest.provenance is deeper than {MAX_PROVENANCE_DEPTH} or larger than "
                           f"{MAX_PROVENANCE_BYTES} bytes")
     f = Fields(value, "manifest.provenance")

@@ -19,16 +19,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-# Field numbers from onnx.proto.
-MODEL_GRAPH = 7
-GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_OUTPUT = 1, 5, 11, 12
-NODE_INPUT, NODE_OUTPUT, NODE_NAME, NODE_OP_TYPE, NODE_ATTRIBUTE = 1, 2, 3, 4, 5
+# Field numbers from onnx.proto (the runtime's edits here and the bundle checks in sdk.graph_check).
+MODEL_GRAPH, MODEL_OPSET, MODEL_TRAINING_INFO, MODEL_FUNCTIONS = 7, 8, 20, 25
+OPSET_DOMAIN, OPSET_VERSION = 1, 2
+GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_OUTPUT, GRAPH_SPARSE_INITIALIZER = 1, 5, 11, 12, 15
+NODE_INPUT, NODE_OUTPUT, NODE_NAME, NODE_OP_TYPE, NODE_ATTRIBUTE, NODE_DOMAIN = 1, 2, 3, 4, 5, 7
 ATTRIBUTE_NAME, ATTRIBUTE_I, ATTRIBUTE_TYPE, ATTRIBUTE_INT = 1, 3, 20, 2
+ATTRIBUTE_G, ATTRIBUTE_INTS, ATTRIBUTE_GRAPHS, ATTRIBUTE_REF = 6, 8, 11, 21
 TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_NAME, TENSOR_EXTERNAL_DATA = 1, 2, 8, 13
+TENSOR_FLOAT_DATA, TENSOR_INT32_DATA, TENSOR_RAW_DATA = 4, 5, 9
+INLINE_DATA = (TENSOR_RAW_DATA, TENSOR_FLOAT_DATA, TENSOR_INT32_DATA)  # fields holding a tensor's data in the graph
 ENTRY_KEY, ENTRY_VALUE = 1, 2
 VALUE_INFO_NAME, VALUE_INFO_TYPE = 1, 2
 TYPE_TENSOR, TENSOR_TYPE_ELEM_TYPE, TENSOR_TYPE_SHAPE, SHAPE_DIM, DIM_VALUE, DIM_PARAM = 1, 1, 2, 1, 1, 2
-FLOAT = 1
+FLOAT, INT8 = 1, 3
 
 VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
 
@@ -43,6 +47,7 @@ class Initializer:
     dims: tuple[int, ...]
     data_type: int
     external: dict[str, str]      # location, offset, length: empty if the data is inline
+    inline: bool = False          # the tensor carries its data in the graph
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -107,41 +112,49 @@ def _only(model: bytes, field: int) -> bytes:
     return values[0]
 
 
-def _dims(value: bytes | int) -> list[int]:
+def packed_ints(value: bytes | int) -> list[int]:
+    """A repeated int64 field's values, packed (bytes) or not (one varint); negatives as two's complement."""
     if isinstance(value, int):
-        return [value]
-    out, pos = [], 0  # packed repeated int64
-    while pos < len(value):
-        v, pos = _varint(value, pos)
-        out.append(v)
-    return out
+        values = [value]
+    else:
+        values, pos = [], 0
+        while pos < len(value):
+            v, pos = _varint(value, pos)
+            values.append(v)
+    return [v - (1 << 64) if v >= 1 << 63 else v for v in values]
 
 
-def _text(value: bytes) -> str:
+def text(value: bytes | int) -> str:
+    """A string field's value; ProtoError if it is not a UTF-8 string."""
+    if not isinstance(value, bytes):
+        raise ProtoError("a string field holds an integer")
     try:
         return value.decode("utf-8")
     except UnicodeDecodeError:
         raise ProtoError("a name that is not UTF-8") from None
 
 
-def _initializer(tensor: bytes) -> Initializer:
-    name, dims, data_type, external = "", [], 0, {}
+def parse_initializer(tensor: bytes) -> Initializer:
+    """A TensorProto's name, dims, data type, external-data entries and whether it has inline data."""
+    name, dims, data_type, external, inline = "", [], 0, {}, False
     for field, value in parse_fields(tensor):
-        if field == TENSOR_NAME and isinstance(value, bytes):
-            name = _text(value)
+        if field == TENSOR_NAME:
+            name = text(value)
         elif field == TENSOR_DIMS:
-            dims += _dims(value)
+            dims += packed_ints(value)
         elif field == TENSOR_DATA_TYPE and isinstance(value, int):
             data_type = value
         elif field == TENSOR_EXTERNAL_DATA and isinstance(value, bytes):
             entry = {f: v for f, v in parse_fields(value) if isinstance(v, bytes)}
-            external[_text(entry.get(ENTRY_KEY, b""))] = _text(entry.get(ENTRY_VALUE, b""))
-    return Initializer(name, tuple(dims), data_type, external)
+            external[text(entry.get(ENTRY_KEY, b""))] = text(entry.get(ENTRY_VALUE, b""))
+        elif field in INLINE_DATA:
+            inline = True
+    return Initializer(name, tuple(dims), data_type, external, inline)
 
 
 def initializers(model: bytes) -> list[Initializer]:
     """The graph's initializers (names, shapes, where their data lives)."""
-    return [_initializer(v) for f, v in parse_fields(_only(model, MODEL_GRAPH))
+    return [parse_initializer(v) for f, v in parse_fields(_only(model, MODEL_GRAPH))
             if f == GRAPH_INITIALIZER and isinstance(v, bytes)]
 
 
@@ -164,7 +177,7 @@ def initializers_to_inputs(model: bytes, names: Sequence[str]) -> bytes:
     wanted, found, graph = set(names), {}, bytearray()
     for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
         if field == GRAPH_INITIALIZER and isinstance(value, bytes):
-            init = _initializer(value)
+            init = parse_initializer(value)
             if init.name in wanted:
                 found[init.name] = init
                 continue
@@ -182,7 +195,7 @@ def append_linear_head(model: bytes, features: str, channels: int, weight: str, 
     graph, outputs = bytearray(), []
     for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
         if field == GRAPH_OUTPUT and isinstance(value, bytes):
-            outputs.append(_text(next((v for f, v in parse_fields(value) if f == VALUE_INFO_NAME
+            outputs.append(text(next((v for f, v in parse_fields(value) if f == VALUE_INFO_NAME
                                        and isinstance(v, bytes)), b"")))
             continue
         graph += raw

@@ -47,6 +47,7 @@ class PhraseEmbedder:
                 spec, embed_dim = self.bundle.manifest.text_encoder, self.bundle.manifest.mixer.embed_dim
                 self._encoder = TextEncoder.from_checked_members(self._graph, self._tokenizer, spec.max_tokens,
                                                                  embed_dim)
+                self._graph = self._tokenizer = None  # the session holds its own copy (23 MB for MiniLM)
             return self._encoder
 
     def __call__(self, phrase: str) -> np.ndarray:
@@ -68,7 +69,7 @@ class TaperBundle:
         self.preprocessing = m.preprocessing
         self.bases = [bundle.bases[f"block{b}"] for b in range(NUM_BLOCKS)]
         graph = check_backbone_graph(bundle.member_bytes("backbone.onnx"), bundle.backbone_layout,
-                                     bundle.backbone_size, bundle.shapes, m.preprocessing.input_size)
+                                     m.preprocessing.input_size)
         self.engine = BackboneEngine(graph, BACKBONE_FILE, bundle.backbone_size, bundle.backbone_layout, self.bases,
                                      bundle.layout, bundle.shapes, self.preprocessing.input_size, providers,
                                      threads, device_compile)
@@ -163,8 +164,8 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
 
     Args:
         path: the `.taper` file (docs/bundle-format.md).
-        verify: check every member's SHA-256 and that every weight is finite (one pass over the file);
-            False only for files you already trust.
+        verify: check every member's SHA-256 (one pass over the file) and that every weight is finite (a
+            second pass over the weights); False only for files you already trust.
         providers: onnxruntime execution providers (default: TensorRT/CUDA/CoreML when installed, else CPU).
         threads: intra-op threads of the backbone's onnxruntime sessions (default: onnxruntime's choice).
         device_compile: False keeps onnxruntime's standard route (a session per model, optimized from the

@@ -186,10 +186,11 @@ class TaskResolver:
     def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool) -> tuple[list[int], str, float]:
         """(class indices, how they were found, seconds spent embedding the phrase)."""
         key = _norm(phrase)
-        for candidate in (key, *singular_forms(key)):
+        forms = (key, *singular_forms(key))
+        for candidate in forms:
             if candidate in self.groups:
                 return self.groups[candidate][:MAX_GROUP_CLASSES], f"group {candidate!r}", 0.0
-        key = next((c for c in (key, *singular_forms(key)) if c in self.by_name), key)  # "geese" -> "goose"
+        key = next((c for c in forms if c in self.by_name), key)  # "geese" -> "goose"
         if key in self.by_name and not single:  # one item of a list: the class itself, no embedding needed
             return [self.by_name[key]], "class name", 0.0
         start = time.perf_counter()

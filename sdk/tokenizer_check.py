@@ -15,8 +15,8 @@ sdk.errors.BundleError: member tokenizer.json: model must be a WordPiece model
 
 from __future__ import annotations
 
-from .bundle import load_json
 from .errors import BundleError
+from .manifest import load_json
 
 MAX_TOKENIZER_BYTES = 4 * 1024 * 1024
 MAX_VOCAB, MAX_TOKEN_CHARS, MAX_ADDED_TOKENS, MAX_TEMPLATE_ITEMS = 200_000, 100, 1000, 16

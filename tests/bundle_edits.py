@@ -38,16 +38,13 @@ def resign(blob: bytes) -> bytes:
 
 
 def with_member(blob: bytes, name: str, mutate) -> bytes:
-    """`blob` with member `name`'s bytes changed in place by `mutate(bytearray)`, checksums re-signed."""
-    manifest, length = manifest_of(blob)
+    """`blob` with member `name`'s bytes changed by `mutate(bytearray)` (same size), everything re-signed."""
+    manifest, _ = manifest_of(blob)
     entry = manifest["members"][name]
-    data = bytearray(blob)
-    member = bytearray(data[entry["offset"]:entry["offset"] + entry["size"]])
+    member = bytearray(blob[entry["offset"]:entry["offset"] + entry["size"]])
     mutate(member)
     assert len(member) == entry["size"], "mutate must keep the member's size"
-    data[entry["offset"]:entry["offset"] + entry["size"]] = member
-    entry["sha256"] = hashlib.sha256(bytes(member)).hexdigest()
-    return with_manifest(bytes(data), manifest, length)
+    return with_member_bytes(blob, name, bytes(member))
 
 
 def with_member_bytes(blob: bytes, name: str, new: bytes) -> bytes:

@@ -1,0 +1,47 @@
+"""Graphs and tokenizers in a bundle are untrusted: every hostile member the reliability suite builds is a
+BundleError at sdk.load, and the encoder the exporter writes has a structure the SDK knows."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bundle_edits import with_member_bytes
+
+import sdk
+from sdk.errors import BundleError, EncoderError
+from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, encoder_structure
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
+import fuzz_bundle  # noqa: E402
+
+LOADS_BY_DESIGN = {"encoder_nan_weights"}  # weights may differ; a NaN embedding is caught when encoding
+
+
+@pytest.fixture(scope="module")
+def base(tiny_bundle, tmp_path_factory) -> bytes:
+    return fuzz_bundle.base_bundle(tiny_bundle, tmp_path_factory.mktemp("base"))
+
+
+def test_the_exported_encoder_has_a_known_structure():
+    from export.text_encoder import cached_text_encoder
+
+    assert encoder_structure((cached_text_encoder() / "encoder.onnx").read_bytes()) in KNOWN_ENCODER_STRUCTURES
+
+
+def test_every_hostile_graph_tokenizer_and_class_file_is_a_bundle_error(base, tmp_path):
+    hostile = fuzz_bundle.hostile_members(base)
+    assert len(hostile) == 27  # 9 backbone, 4 encoder, 8 tokenizer, 6 classes.json variants
+    for name, member, data in hostile:
+        path = tmp_path / f"{name}.taper"
+        path.write_bytes(with_member_bytes(base, member, data))
+        if name in LOADS_BY_DESIGN:
+            bundle = sdk.load(path)
+            try:
+                probabilities = sdk.personalize(bundle, "blue").predict_proba(np.zeros((32, 32, 3), np.uint8))
+                assert np.isfinite(probabilities).all()
+            except EncoderError:
+                pass
+            continue
+        with pytest.raises(BundleError, match=member):
+            sdk.load(path)
