@@ -1,6 +1,7 @@
 """Export CLI.
 
     python -m export bundle runs/bench --out tiny-imagenet.taper
+    python -m export bundle runs/bench --out compact.taper --mode drop:0.02+lowrank:8+fp16
     python -m export inspect tiny-imagenet.taper
     python -m export golden tiny-imagenet.taper --out golden/ --case "goldfish,tench" --case "monarch"
 """
@@ -23,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     pack.add_argument("run_dir", type=Path)
     pack.add_argument("--out", type=Path, required=True)
     pack.add_argument("--variant", default="taper", help="stage-3 variant to pack (default: taper)")
+    pack.add_argument("--mode", default="fp32", help="how the bases are stored: fp32 (default), or options joined "
+                      "by '+': fp16, delta, int8, lowrank:R, drop:T (see export/compress.py)")
     gold = sub.add_parser("golden", help="write golden vectors for the Java mirror (android_demo/core)")
     gold.add_argument("bundle", type=Path)
     gold.add_argument("--out", type=Path, required=True)
@@ -34,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bundle":
             from .bundle import bundle_run
 
-            path = bundle_run(args.run_dir, args.out, args.variant)
+            from .compress import Mode
+
+            path = bundle_run(args.run_dir, args.out, args.variant, Mode.parse(args.mode))
             print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
         elif args.command == "golden":
             from .golden import write_golden

@@ -3,6 +3,7 @@
 which needs torch (the backbone graph) and the exported text encoder.
 
     python -m export bundle runs/bench --out tiny-imagenet.taper
+    python -m export bundle runs/bench --out compact.taper --mode drop:0.02+lowrank:8+fp16
     python -m export inspect tiny-imagenet.taper
 """
 
@@ -15,12 +16,15 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk.bundle import safetensors_bytes, write_bundle
+from sdk.architecture import parameter_shapes
+from sdk.bases import CompactBases
+from sdk.bundle import bases_bytes, safetensors_bytes, write_bundle
 from sdk.manifest import Architecture, Manifest, MixerSpec, TextEncoderSpec
 from sdk.preprocessing import Preprocessing
 from sdk.text_encoder import MAX_TOKENS, MODEL_FILE, PROMPTS, TOKENIZER_FILE
 
 from .backbone import export_backbone
+from .compress import Mode, compress
 from .text_encoder import NOTICE_FILE, cached_text_encoder
 
 TEXT_ENCODER_LICENSE = "Apache-2.0 (all-MiniLM-L6-v2 by sentence-transformers; see the NOTICE member)"
@@ -39,8 +43,9 @@ def dataset_name(data: str) -> str:
     return name or "unknown"
 
 
-def run_contents(run_dir: Path, variant: str = "taper") -> tuple[Manifest, dict[str, bytes]]:
-    """The manifest and member bytes of a finished run."""
+def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32"
+                 ) -> tuple[Manifest, dict[str, bytes]]:
+    """The manifest and member bytes of a finished run, its bases stored as `mode` says (export.compress)."""
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
     from trainer.run import STAGE3_VARIANTS, make_context, stage3_dir
@@ -62,24 +67,28 @@ def run_contents(run_dir: Path, variant: str = "taper") -> tuple[Manifest, dict[
                   "licenses": {"weights": DATA_LICENSES.get(dataset, f"trained on {dataset}: its terms apply"),
                                "text_encoder": TEXT_ENCODER_LICENSE},
                   "accuracy": evaluation.get("accuracy", {})}
+    shapes = parameter_shapes(architecture.stem, architecture.width, architecture.num_classes)
+    rows = [np.concatenate([state[f"bank.params{b}"], state[f"bank.stats{b}"]], axis=1) for b in range(4)]
+    mode = Mode.parse(mode) if isinstance(mode, str) else mode
     return assemble(
         architecture,
-        bases=[np.concatenate([state[f"bank.params{b}"], state[f"bank.stats{b}"]], axis=1) for b in range(4)],
+        bases=compress(CompactBases.full(rows, shapes), mode),
         mixer={k[len("mixer."):]: v for k, v in state.items()
                if k.startswith("mixer.") and not k.endswith("num_batches_tracked")},
         mixer_hidden=config.mixer_hidden, mixer_blocks=blocks,
         class_embeddings=load_state(run_dir / "classes.safetensors")["text"].numpy(),
-        classes=classes, provenance=provenance)
+        classes=classes, provenance={**provenance, "bases_mode": str(mode)})
 
 
-def assemble(architecture: Architecture, bases: list[np.ndarray], mixer: dict[str, np.ndarray], mixer_hidden: int,
+def assemble(architecture: Architecture, bases: CompactBases, mixer: dict[str, np.ndarray], mixer_hidden: int,
              mixer_blocks: int, class_embeddings: np.ndarray, classes: dict, provenance: dict
              ) -> tuple[Manifest, dict[str, bytes]]:
-    """Manifest and members from the parts (bases[b]: [Q, P_b] in `block_layout` order)."""
+    """Manifest and members from the parts (`bases`: `CompactBases.full(rows, shapes)` for plain bases,
+    or `export.compress.compress` of them)."""
     graph, _, _ = export_backbone(architecture.stem, architecture.width, architecture.input_size)
     encoder = cached_text_encoder()
     members = {
-        "bases.safetensors": safetensors_bytes({f"block{b}": block for b, block in enumerate(bases)}),
+        "bases.safetensors": bases_bytes(bases),
         "mixer.safetensors": safetensors_bytes(mixer),
         "class_embeddings.safetensors": safetensors_bytes({"text": class_embeddings}),
         "classes.json": json.dumps(classes, ensure_ascii=False).encode(),
@@ -89,16 +98,14 @@ def assemble(architecture: Architecture, bases: list[np.ndarray], mixer: dict[st
         "NOTICE": (encoder / NOTICE_FILE).read_bytes(),
     }
     manifest = Manifest(
-        architecture, Preprocessing(architecture.input_size), int(bases[0].shape[0]),
+        architecture, Preprocessing(architecture.input_size), bases.num_bases,
         MixerSpec(int(class_embeddings.shape[1]), mixer_hidden, 4, mixer_blocks),
-        TextEncoderSpec(PROMPTS, MAX_TOKENS),
+        TextEncoderSpec(PROMPTS, MAX_TOKENS), bases.storage,
         {**provenance, "sdk_version": sdk.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return manifest, members
 
 
-def bundle_run(run_dir: Path, out: Path, variant: str = "taper") -> Path:
-    manifest, members = run_contents(Path(run_dir), variant)
+def bundle_run(run_dir: Path, out: Path, variant: str = "taper", mode: Mode | str = "fp32") -> Path:
+    manifest, members = run_contents(Path(run_dir), variant, mode)
     return write_bundle(out, manifest, members)
-
-
 __all__ = ["assemble", "bundle_run", "dataset_name", "run_contents", "write_bundle"]

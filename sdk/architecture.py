@@ -17,9 +17,12 @@ with the last because each is too small for a mixer of its own and acts on that 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 NUM_BLOCKS = 4
+BN_EPS = 1e-5   # every batch norm here (backbone and mixer predictor), in torch, numpy and Java
 STAGE_CHANNELS = (64, 128, 256, 512)
 _PREFIX_TO_BLOCK = {"stem.": 0, "layer1.": 0, "layer2.": 1, "layer3.": 2, "layer4.": 3, "fc.": 3}
 RUNNING_STATS = ("running_mean", "running_var")
@@ -96,3 +99,48 @@ def block_layout(shapes: dict[str, tuple[int, ...]]) -> list[list[str]]:
     """Per block, the order of names in its flat row: learned parameters first, then running statistics."""
     return [[n for n in names if not is_running_stat(n)] + [n for n in names if is_running_stat(n)]
             for names in names_by_block(shapes)]
+
+
+CHANNEL_PARTS = ("weight", "bias", "running_mean", "running_var")  # a batch norm's per-channel tensors
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One unit of mixing and compression: a weight matrix and the per-output-channel tensors that go
+    with it (a conv and its batch norm, or the classifier and its bias). A compact bundle stores each
+    layer as a shared part plus per-basis deltas, or not at all per basis (`sdk.bases`).
+
+    >>> layer = mixed_layers(parameter_shapes("small", 0.25, 10))[0]
+    >>> layer.name, layer.rows, layer.columns, layer.channels
+    ('stem.conv1', 16, 27, ('stem.bn1.weight', 'stem.bn1.bias', 'stem.bn1.running_mean', 'stem.bn1.running_var'))
+    """
+    name: str                           # conv prefix, or "fc"
+    weight: str                         # state-dict name of the weight
+    shape: tuple[int, ...]              # its shape; rows = output channels
+    channels: tuple[str, ...]           # per-output-channel tensors: batch norm (4) or the classifier bias (1)
+    block: int                          # mixer block
+
+    @property
+    def rows(self) -> int:
+        return self.shape[0]
+
+    @property
+    def columns(self) -> int:
+        return math.prod(self.shape[1:])
+
+    @property
+    def batch_norm(self) -> str | None:
+        """The batch-norm prefix folded into this layer, None for the classifier."""
+        return self.channels[0][: -len(".weight")] if len(self.channels) == len(CHANNEL_PARTS) else None
+
+
+def mixed_layers(shapes: Mapping[str, tuple[int, ...]]) -> list[Layer]:
+    """Every layer of the network in state-dict order; together they hold every mixed tensor once."""
+    layers = [Layer(conv, conv + ".weight", tuple(shapes[conv + ".weight"]),
+                    tuple(f"{bn}.{part}" for part in CHANNEL_PARTS), mixer_block_of(conv))
+              for conv, bn in conv_bn_pairs(shapes)]
+    layers.append(Layer("fc", "fc.weight", tuple(shapes["fc.weight"]), ("fc.bias",), mixer_block_of("fc.weight")))
+    covered = {t for layer in layers for t in (layer.weight, *layer.channels)}
+    if covered != {n for n in shapes if is_mixed(n)}:
+        raise ValueError("the layers do not cover the network's mixed tensors exactly")
+    return layers

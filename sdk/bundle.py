@@ -1,8 +1,8 @@
 """The `.taper` bundle: the one module that reads and writes the format (docs/bundle-format.md).
 
-Layout, version 2 (integers little-endian):
+Layout, version 3 (integers little-endian):
     0   8 bytes   magic b"TAPERBDL"
-    8   u32       format version (2)
+    8   u32       format version (3)
     12  u32       flags (0: reserved, a reader rejects anything else)
     16  u64       manifest length M
     24  32 bytes  SHA-256 of the manifest bytes
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import mmap
 import os
 import stat
@@ -39,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from .architecture import NUM_BLOCKS, block_layout, parameter_shapes
+from .bases import CompactBases
 from .errors import BundleError, TensorFileError
 from .files import atomic_file
 from .folding import backbone_layout
@@ -53,7 +53,7 @@ MAX_CLASSES_JSON_BYTES = 64 * 1024 * 1024
 MAX_NAME_CHARS, MAX_PATH_DEPTH = 1000, 64
 VERIFY_CHUNK = 1 << 24  # bytes hashed / floats checked per step while verifying (bounded temporaries)
 # What older versions were, for the message that rejects them.
-OLDER_VERSIONS = {1: "taper-sdk 0.1 (no manifest checksum)"}
+OLDER_VERSIONS = {1: "taper-sdk 0.1 (no manifest checksum)", 2: "taper-sdk 0.2 (Q full bases, no compact forms)"}
 
 
 @dataclass
@@ -69,7 +69,7 @@ class Bundle:
 
     Attributes:
         manifest: the typed manifest. shapes / layout: the architecture's tensors and block layout.
-        bases: block name -> [Q, P_b] float32. mixer: the mixer predictor's tensors.
+        bases: the bases, layer by layer (`sdk.bases.CompactBases`). mixer: the mixer predictor's tensors.
         class_embeddings: [num_classes, embed_dim]. classes / supercategories: from classes.json.
         backbone_layout / backbone_size: the backbone graph's external-data layout (`backbone_layout`).
     """
@@ -83,7 +83,8 @@ class Bundle:
         self.shapes = parameter_shapes(arch.stem, arch.width, arch.num_classes)
         self.layout = block_layout(self.shapes)
         self.backbone_layout, self.backbone_size = backbone_layout(self.shapes)
-        self.bases = self._tensors("bases.safetensors", self._bases_shapes(), copy=False)
+        self.bases = CompactBases.from_tensors(self._member_tensors("bases.safetensors"), manifest.bases,
+                                               self.shapes, manifest.num_bases)
         self.mixer = self._tensors("mixer.safetensors", self._mixer_shapes(), copy=True)
         self.class_embeddings = self._tensors("class_embeddings.safetensors", {
             "text": (arch.num_classes, manifest.mixer.embed_dim)}, copy=True)["text"]
@@ -150,9 +151,9 @@ class Bundle:
                               "(or use sdk.load(..., in_memory=True))")
 
     def verify_finite(self) -> None:
-        """BundleError if any weight is NaN or infinite (checked in bounded chunks)."""
-        tensors = {**{f"bases.safetensors:{k}": v for k, v in self.bases.items()},
-                   **{f"mixer.safetensors:{k}": v for k, v in self.mixer.items()},
+        """BundleError if any weight is NaN or infinite, or an int8 scale negative (checked in bounded chunks)."""
+        self.bases.verify_finite()
+        tensors = {**{f"mixer.safetensors:{k}": v for k, v in self.mixer.items()},
                    "class_embeddings.safetensors:text": self.class_embeddings}
         for name, array in tensors.items():
             flat = array.reshape(-1)
@@ -167,11 +168,6 @@ class Bundle:
     def member_bytes(self, name: str) -> bytes:
         return self.member(name).tobytes()
 
-    def _bases_shapes(self) -> dict[str, tuple[int, ...]]:
-        q = self.manifest.num_bases
-        return {f"block{b}": (q, sum(math.prod(self.shapes[n]) for n in names))
-                for b, names in enumerate(self.layout)}
-
     def _mixer_shapes(self) -> dict[str, tuple[int, ...]]:
         spec = self.manifest.mixer
         dims = [spec.embed_dim] + [spec.hidden] * (spec.layers - 1)
@@ -184,12 +180,15 @@ class Bundle:
         shapes["head.bias"] = (spec.blocks * self.manifest.num_bases,)
         return shapes
 
-    def _tensors(self, name: str, expected: dict[str, tuple[int, ...]], copy: bool) -> dict[str, np.ndarray]:
-        """The member's tensors, exactly the `expected` names, each float32 of the expected shape."""
+    def _member_tensors(self, name: str) -> dict[str, np.ndarray]:
         try:
-            tensors, _ = read_tensors(self.member(name))
+            return read_tensors(self.member(name))[0]
         except TensorFileError as e:
             raise BundleError(f"member {name}: {e}") from None
+
+    def _tensors(self, name: str, expected: dict[str, tuple[int, ...]], copy: bool) -> dict[str, np.ndarray]:
+        """The member's tensors, exactly the `expected` names, each float32 of the expected shape."""
+        tensors = self._member_tensors(name)
         if set(tensors) != set(expected):
             extra, missing = sorted(set(tensors) - set(expected)), sorted(set(expected) - set(tensors))
             raise BundleError(f"member {name}: tensors differ from the architecture (missing {missing[:3]}, "
@@ -304,6 +303,16 @@ def safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
     return encode_header(arrays) + b"".join(a.tobytes() for a in arrays.values())
 
 
+def bases_bytes(bases: CompactBases) -> bytes:
+    """The `bases.safetensors` member. Tensors go widest dtype first, so that every tensor starts on a
+    multiple of its item size (the data section starts 64-aligned) with no gaps."""
+    tensors = bases.tensors()
+    order = sorted(tensors, key=lambda k: -tensors[k].dtype.itemsize)  # stable: layer order within a dtype
+    arrays = {k: np.ascontiguousarray(tensors[k]) for k in order}
+    return encode_header(arrays) + b"".join(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
+                                            for a in arrays.values())
+
+
 def encode_bundle(manifest: Manifest, members: dict[str, bytes]) -> tuple[bytes, dict[str, MemberEntry]]:
     """The header + manifest bytes for `members` (placed in MEMBERS order), and where each member goes."""
     if set(members) != set(MEMBERS):
@@ -363,5 +372,6 @@ def _align(n: int) -> int:
     return n + (-n % ALIGN)
 
 
-__all__ = ["ALIGN", "HEADER", "MAGIC", "MEMBERS", "NUM_BLOCKS", "Bundle", "ClassInfo", "Manifest", "bundle_bytes",
+__all__ = ["ALIGN", "HEADER", "MAGIC", "MEMBERS", "NUM_BLOCKS", "Bundle", "ClassInfo", "Manifest", "bases_bytes",
+           "bundle_bytes",
            "encode_bundle", "parse_manifest", "safetensors_bytes", "verify_checksums", "write_bundle"]

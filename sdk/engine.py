@@ -1,14 +1,17 @@
-"""The inference engine: the bases fused into onnxruntime backbone sessions.
+"""The inference engine: the bases fused into onnxruntime backbone sessions, by one of two routes.
 
-Two routes. Standard: each personalized model gets its own session, created from the plain graph at
-full optimization with the folded weights injected through
-`SessionOptions.add_external_initializers_from_files_in_memory`, the graph given as bytes
-(`add_initializer` is silently wrong at the default optimization level: the NCHWc layout
-transformer ignores overridden conv weights). Compiled (CPU only, see `sdk.compiled`): the graph is
-optimized once for this device with its conv weights turned into graph inputs, and the bases are
-reordered into that graph's layout, so personalizing is a GEMV per tile of weights, each folded while
-in cache, and every model runs the one shared session with its own weights. `route` says which is
-used; the compiled route is used only if it reproduces the standard one (`compile`).
+A route (`Route`) makes weight buffers in its layout, fuses and folds a personalization into one
+(`sdk.fusion.FusionPlan`, the same kernels on both routes), and opens a network on it.
+- `StandardRoute`: each personalized model gets its own session, created from the plain graph at full
+  optimization with the folded weights injected through
+  `SessionOptions.add_external_initializers_from_files_in_memory`, the graph given as bytes
+  (`add_initializer` is silently wrong at the default optimization level: the NCHWc layout transformer
+  ignores overridden conv weights).
+- `CompiledRoute` (CPU only, see `sdk.compiled`): the graph is optimized once for this device with its
+  conv weights turned into graph inputs, and the fusion plan writes into that graph's layout, so every
+  model runs the one shared session with its own weights.
+`BackboneEngine.route` says which is used; the compiled route is used only if it reproduces the
+standard one (`compile`), and why it was declined is logged at debug level (logger `sdk.engine`).
 
 On both routes the graph ends in the task's classifier rows, fed as inputs (`append_linear_head`),
 so one onnxruntime call gives logits. One personalization is:
@@ -21,21 +24,26 @@ so one onnxruntime call gives logits. One personalization is:
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import onnxruntime as ort
 
-from .compiled import COMPILED_FILE, DeviceBases, compile_backbone, reorder_bases
+from .bases import CompactBases
+from .compiled import COMPILED_FILE, CompiledBackbone, CompileDeclined, compile_backbone
 from .errors import BundleError, SdkError
-from .folding import fold_batch_norm
-from .fusion import WeightBuffer, fuse_blocks, unflatten
+from .folding import BACKBONE_FILE
+from .fusion import FusionPlan, Placement, WeightBuffer
 from .onnx_proto import ProtoError, append_linear_head
+
+log = logging.getLogger(__name__)
 
 FEATURES, LOGITS, HEAD_WEIGHT, HEAD_BIAS = "features", "logits", "head_weight", "head_bias"
 PREFERRED_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CoreMLExecutionProvider",
@@ -80,55 +88,137 @@ class Network:
         return state.out.copy()  # the next run overwrites state.out
 
 
+def backbone_session(graph: bytes, external_file: str, weights: np.ndarray, level: ort.GraphOptimizationLevel,
+                     providers: Sequence[str], threads: int | None) -> ort.InferenceSession:
+    """A session of `graph` whose external-data file `external_file` is `weights` (float32, in memory)."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = level
+    # No spin-waiting of idle worker threads: they would steal the cores that the next fusion (BLAS)
+    # runs on (scripts/bench_runtime.py at 623336c, full width: personalize 88 ms without, 107 ms with spinning
+    # backbone sessions, fusion 27 vs 44 ms; inference ratio 1.07 either way).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if threads:
+        options.intra_op_num_threads = threads
+    raw = weights.view(np.uint8)
+    options.add_external_initializers_from_files_in_memory([external_file], [raw], [raw.nbytes])
+    try:
+        return ort.InferenceSession(graph, options, providers=list(providers))
+    except Exception as e:  # onnxruntime raises untyped errors for bad graphs
+        raise SdkError(f"backbone graph could not be loaded: {e}") from None
+
+
+class Route(Protocol):
+    """How personalized weights reach a session: a buffer in the route's layout, the fusion into it,
+    and a network reading it. `open` sets `target.in_use` when the network keeps reading the buffer."""
+    name: str
+
+    def new_buffer(self) -> WeightBuffer: ...
+
+    def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer) -> None: ...
+
+    def open(self, target: WeightBuffer, head_weight: np.ndarray, head_bias: np.ndarray) -> Network: ...
+
+
+class StandardRoute:
+    """A session per model from the plain graph, the folded weights injected as its external data file
+    (onnxruntime copies them: the buffer is free again once the session exists)."""
+    name = "standard"
+
+    def __init__(self, graph: bytes, bases: CompactBases, layout: dict[str, dict], external_size: int,
+                 providers: Sequence[str], threads: int | None):
+        self.graph, self.providers, self.threads = graph, providers, threads
+        placements = {n: Placement(n, tuple(e["shape"]), e["offset"] // 4) for n, e in layout.items()}
+        # One tile per layer: the plain layout is the bundle's own order, so tiles read the mapped bundle.
+        self.plan = FusionPlan.build(bases, placements, external_size // 4, tile_floats=None)
+
+    def new_buffer(self) -> WeightBuffer:
+        return self.plan.new_buffer(self)
+
+    def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer) -> None:
+        self.plan.fuse_and_fold(alpha, target)
+
+    def open(self, target: WeightBuffer, head_weight: np.ndarray, head_bias: np.ndarray) -> Network:
+        session = backbone_session(self.graph, BACKBONE_FILE, target.graph_data,
+                                   ort.GraphOptimizationLevel.ORT_ENABLE_ALL, self.providers, self.threads)
+        return Network(session, _head_inputs(head_weight, head_bias))
+
+
+class CompiledRoute:
+    """One shared session of the graph compiled for this CPU; each model feeds its own buffer, which the
+    fusion plan fills in the compiled graph's blocked layout (tiles copied from the bases at warm-up)."""
+    name = "compiled"
+
+    def __init__(self, compiled: CompiledBackbone, bases: CompactBases, providers: Sequence[str],
+                 threads: int | None):
+        self.compiled = compiled
+        self.placements, graph_floats = compiled.device_layout()
+        try:
+            self.plan = FusionPlan.build(bases, self.placements, graph_floats)
+        except ValueError as e:
+            raise CompileDeclined(str(e)) from None
+        self.session = backbone_session(compiled.graph, COMPILED_FILE, compiled.constants,
+                                        ort.GraphOptimizationLevel.ORT_DISABLE_ALL, providers, threads)
+
+    def new_buffer(self) -> WeightBuffer:
+        target = self.plan.new_buffer(self)
+        target.feeds = self.compiled.feeds(target.graph_data, self.placements)
+        return target
+
+    def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer) -> None:
+        self.plan.fuse_and_fold(alpha, target)
+
+    def open(self, target: WeightBuffer, head_weight: np.ndarray, head_bias: np.ndarray) -> Network:
+        target.in_use = True
+        return Network(self.session, {**target.feeds, **_head_inputs(head_weight, head_bias)})
+
+
 class BackboneEngine:
-    def __init__(self, graph: bytes, external_file: str, external_size: int, layout: dict[str, dict],
-                 bases: list[np.ndarray], block_layout: list[list[str]], shapes: dict[str, tuple[int, ...]],
+    """The backbone graph, the bases, and the route personalizations take (standard until `compile`)."""
+
+    def __init__(self, graph: bytes, bases: CompactBases, layout: dict[str, dict], external_size: int,
                  input_size: int, providers: Sequence[str] | None = None, threads: int | None = None,
                  device_compile: bool = True):
         # The head is in the graph: in numpy it added 27-35 us to a 0.3 ms inference of the 64-px bench
         # model (ad-hoc A/Bs), as numpy right after an onnxruntime call runs cold (its 128x10 matmul: 12 us,
         # 3 us warm).
         try:
-            self.graph = append_linear_head(graph, FEATURES, shapes["fc.weight"][1], HEAD_WEIGHT, HEAD_BIAS, LOGITS)
+            self.graph = append_linear_head(graph, FEATURES, bases.shapes["fc.weight"][1], HEAD_WEIGHT, HEAD_BIAS,
+                                            LOGITS)
         except ProtoError as e:
             raise BundleError(f"backbone graph: {e}") from None
-        self.external_file, self.external_size = external_file, external_size
-        self.layout = layout                  # folded weights in the plain graph's external-data file
-        self.bases, self.block_layout, self.shapes = bases, block_layout, shapes
+        self.bases, self.layout, self.external_size = bases, layout, external_size
         self.input_size = input_size
         self.providers = list(providers) if providers else default_providers()
         self.threads = threads
-        self.device: DeviceBases | None = None
-        self.shared_session: ort.InferenceSession | None = None
-        self.compile_tried = not device_compile  # False: `compile` does nothing, the route stays standard
+        self.standard = StandardRoute(self.graph, bases, layout, external_size, self.providers, threads)
+        self.current: Route = self.standard
+        self.compile_tried = not device_compile  # True: `compile` does nothing, the route stays standard
         # Pooled: taking fresh pages costs as much as the fusion itself. A standard buffer comes back when
         # its session exists (onnxruntime copies the weights), a compiled one when its model is freed.
         self._buffers: queue.SimpleQueue[WeightBuffer] = queue.SimpleQueue()
 
     @property
     def route(self) -> str:
-        return "compiled" if self.device is not None else "standard"
+        return self.current.name
 
-    def new_buffer(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """A zeroed weight file in the plain graph's external-data layout, and named float32 views into it."""
+    def plain_weight_file(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """A zeroed weight file in the plain graph's external-data layout, and named float32 views into it
+        (what the exporters and the mobile mirror's golden files use)."""
         buffer = np.zeros(self.external_size // 4, np.float32)
-        views = {}
-        for name, entry in self.layout.items():
-            start, size = entry["offset"] // 4, int(np.prod(entry["shape"], dtype=np.int64))
-            views[name] = buffer[start:start + size].reshape(entry["shape"])
+        views = {n: Placement(n, tuple(e["shape"]), e["offset"] // 4).view_of(buffer) for n, e in self.layout.items()}
         return buffer, views
 
     @contextmanager
     def weight_buffer(self) -> Iterator[WeightBuffer]:
         """A weight buffer in the current route's layout, valid inside the `with` or, once `open` gave it
         to a model, for that model's life."""
-        device = self.device
+        route = self.current
         try:
             target = self._buffers.get_nowait()
         except queue.Empty:
-            target = self._new_weight_buffer(device)
-        if target.device is not device:  # pooled before the route changed
-            target = self._new_weight_buffer(device)
+            target = route.new_buffer()
+        if target.owner is not route:  # pooled before the route changed
+            target = route.new_buffer()
         try:
             yield target
         finally:
@@ -138,27 +228,13 @@ class BackboneEngine:
     def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer) -> None:
         """target <- the weights mixed with alpha [4, Q], batch norm folded into the convs, in the
         target's layout: what `open` runs."""
-        if target.device is None:
-            fuse_blocks(alpha, self.bases, target.rows)
-            fold_batch_norm(target.params, target.folded)
-        else:
-            target.device.fuse_and_fold(alpha, target)
-
-    def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
-        """Every weight of the network mixed with alpha [4, Q], by name, in new arrays (unfolded)."""
-        target = self._new_weight_buffer(None)
-        fuse_blocks(alpha, self.bases, target.rows)
-        return target.params
+        target.owner.fuse_and_fold(alpha, target)
 
     def open(self, target: WeightBuffer, head_weight: np.ndarray, head_bias: np.ndarray) -> Network:
         """A network running the folded weights in `target` and the head rows [K, C], [K]."""
-        head = _head_inputs(head_weight, head_bias)
-        if target.device is None:
-            return Network(self._session(self.graph, self.external_file, target.data,
-                                         ort.GraphOptimizationLevel.ORT_ENABLE_ALL), head)
-        target.in_use = True
-        network = Network(self.shared_session, {**target.feeds, **head})
-        weakref.finalize(network, self._return_buffer, target)
+        network = target.owner.open(target, head_weight, head_bias)
+        if target.in_use:
+            weakref.finalize(network, self._return_buffer, target)
         return network
 
     def _return_buffer(self, target: WeightBuffer) -> None:
@@ -167,56 +243,31 @@ class BackboneEngine:
 
     def compile(self, alpha: np.ndarray) -> None:
         """Compile for this device (CPU only; tried once). The compiled route is kept only if a model
-        personalized with `alpha` on it reproduces the standard route's."""
+        personalized with `alpha` on it reproduces the standard route's; why not is logged (debug)."""
         if self.compile_tried:
             return
         self.compile_tried = True
-        if self.providers != ["CPUExecutionProvider"]:  # the compiled graph is CPU-specific (NCHWc)
+        if self.providers != ["CPUExecutionProvider"]:
+            log.debug("compiled route declined: providers %s (the compiled graph is CPU-specific)", self.providers)
             return
         try:
-            compiled = compile_backbone(self.graph, self.external_file, self.layout, self.external_size)
-            if compiled is None:
-                return
-            device = reorder_bases(compiled, self.bases, self.block_layout, self.shapes)
-            if device is None:
-                return
-            session = self._session(compiled.graph, COMPILED_FILE, compiled.constants,
-                                    ort.GraphOptimizationLevel.ORT_DISABLE_ALL)  # it is optimized already
-        except Exception:  # onnxruntime raises untyped errors; the standard route still works
+            compiled = compile_backbone(self.graph, BACKBONE_FILE, self.layout, self.external_size)
+            route = CompiledRoute(compiled, self.bases, self.providers, self.threads)
+        except CompileDeclined as e:
+            log.debug("compiled route declined: %s", e)
+            return
+        except Exception as e:  # onnxruntime raises untyped errors; the standard route still works
+            log.debug("compiled route declined: onnxruntime failed (%s: %s)", type(e).__name__, e)
             return
         x = np.random.default_rng(0).standard_normal([2, 3, self.input_size, self.input_size]).astype(np.float32)
-        standard, compiled_target = self._folded(alpha, None), self._folded(alpha, device)
-        head = standard.params["fc.weight"], standard.params["fc.bias"]
-        expected = self.open(standard, *head).run(x)
-        got = Network(session, {**compiled_target.feeds, **_head_inputs(*head)}).run(x)
+        expected, got = (self._network(r, alpha).run(x) for r in (self.standard, route))
         if np.allclose(got, expected, rtol=1e-4, atol=1e-4 * (float(np.abs(expected).max()) + 1)):
-            self.device, self.shared_session = device, session
+            self.current = route
+        else:
+            log.debug("compiled route declined: its logits differ from the standard route's by up to %.3g",
+                      float(np.abs(got - expected).max()))
 
-    def _folded(self, alpha: np.ndarray, device: DeviceBases | None) -> WeightBuffer:
-        target = self._new_weight_buffer(device)
-        self.fuse_and_fold(alpha, target)
-        return target
-
-    def _new_weight_buffer(self, device: DeviceBases | None) -> WeightBuffer:
-        if device is not None:
-            return device.new_buffer()
-        rows = [np.empty(b.shape[1], np.float32) for b in self.bases]
-        data, folded = self.new_buffer()
-        return WeightBuffer(rows, unflatten(rows, self.block_layout, self.shapes), folded, data)
-
-    def _session(self, graph: bytes, external_file: str, buffer: np.ndarray, level: ort.GraphOptimizationLevel
-                 ) -> ort.InferenceSession:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = level
-        # No spin-waiting of idle worker threads: they would steal the cores that the next fusion (BLAS)
-        # runs on (scripts/bench_runtime.py at 623336c, full width: personalize 88 ms without, 107 ms with spinning
-        # backbone sessions, fusion 27 vs 44 ms; inference ratio 1.07 either way).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if self.threads:
-            options.intra_op_num_threads = self.threads
-        raw = buffer.view(np.uint8)
-        options.add_external_initializers_from_files_in_memory([external_file], [raw], [raw.nbytes])
-        try:
-            return ort.InferenceSession(graph, options, providers=self.providers)
-        except Exception as e:  # onnxruntime raises untyped errors for bad graphs
-            raise SdkError(f"backbone graph could not be loaded: {e}") from None
+    def _network(self, route: Route, alpha: np.ndarray) -> Network:
+        target = route.new_buffer()
+        route.fuse_and_fold(alpha, target)
+        return route.open(target, *target.head)

@@ -2,8 +2,8 @@
 
 W' = W * gamma / sqrt(var + eps) per output channel; b' = beta - mean * gamma / sqrt(var + eps).
 `fold_batch_norm` writes into caller-provided arrays in the plain [O, I, kh, kw] layout (views of a
-weight file: nothing is copied twice). The compiled route folds tile by tile while it fuses, in its
-blocked layout (`sdk.compiled.DeviceBases.fuse_and_fold`), with the same `batch_norm_scale_shift`.
+weight file: nothing is copied twice): the reference, and what exports use. Personalizing folds tile by
+tile while it fuses, in the route's layout (`sdk.fusion`), with the same `batch_norm_scale_shift`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .architecture import conv_bn_pairs
+from .architecture import BN_EPS, CHANNEL_PARTS, conv_bn_pairs
+from .fusion import batch_norm_scale_shift
 
-BN_EPS = 1e-5
 BACKBONE_ALIGN = 64  # bytes; every folded weight of the backbone's external file starts on this boundary
 BACKBONE_FILE = "backbone.weights"  # the external-data location the backbone graph's initializers name
 
@@ -41,17 +41,10 @@ def backbone_layout(shapes: Mapping[str, tuple[int, ...]]) -> tuple[dict[str, di
     return layout, offset
 
 
-def batch_norm_scale_shift(weights: Mapping[str, np.ndarray], bn: str, eps: float = BN_EPS
-                           ) -> tuple[np.ndarray, np.ndarray]:
-    """Batch norm `bn` at inference as y = x * scale + shift, per channel."""
-    scale = weights[bn + ".weight"] / np.sqrt(weights[bn + ".running_var"] + np.float32(eps))
-    return scale, weights[bn + ".bias"] - weights[bn + ".running_mean"] * scale
-
-
 def fold_batch_norm(weights: Mapping[str, np.ndarray], out: Mapping[str, np.ndarray], eps: float = BN_EPS) -> None:
     """Fill `out[conv.weight]` and `out[conv.bias]` for every conv/BN pair of `weights` (float32)."""
     for conv, bn in conv_bn_pairs(weights):
-        scale, shift = batch_norm_scale_shift(weights, bn, eps)
+        scale, shift = batch_norm_scale_shift(np.stack([weights[f"{bn}.{part}"] for part in CHANNEL_PARTS]), eps)
         weight = weights[conv + ".weight"]
         np.multiply(weight, scale.reshape((-1,) + (1,) * (weight.ndim - 1)), out=out[conv + ".weight"])
         out[conv + ".bias"][...] = shift

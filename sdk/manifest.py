@@ -17,11 +17,12 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
+from .architecture import mixed_layers, parameter_shapes
 from .errors import BundleError
 from .preprocessing import IMAGENET_MEAN, IMAGENET_STD, RESIZE, Preprocessing
 
 FORMAT = "taper-bundle"
-VERSION = 2
+VERSION = 3
 STEMS, WIDTHS = ("imagenet", "small"), (1.0, 0.5, 0.25)
 MEMBERS = ("bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors", "classes.json",
            "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE")
@@ -29,6 +30,8 @@ MAX_PROMPTS, MAX_PROMPT_CHARS = 64, 200
 MAX_PROVENANCE_BYTES, MAX_PROVENANCE_DEPTH = 64 * 1024, 4
 MAX_JSON_DEPTH = 16  # the manifest and classes.json; tokenizer.json is checked at 8
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+LAYER_KINDS = ("full", "shared", "dense", "int8", "lowrank")   # how a layer's bases are stored (sdk.bases)
+FLOAT_DTYPES = {"float32": "<f4", "float16": "<f2"}
 
 
 class Fields:
@@ -159,6 +162,30 @@ class MemberEntry:
         return out
 
 
+@dataclass(frozen=True)
+class LayerStorage:
+    """How one layer's bases are stored (`sdk.bases`): `kind`, the dtype of its float tensors, and for
+    `lowrank` the rank of the deltas (0 otherwise)."""
+    kind: str
+    dtype: str
+    rank: int = 0
+
+    @classmethod
+    def read(cls, f: Fields, rows: int, columns: int) -> LayerStorage:
+        kind, dtype = f.choice("kind", LAYER_KINDS), f.choice("dtype", tuple(FLOAT_DTYPES))
+        rank = f.int("rank", 1, min(rows, columns)) if kind == "lowrank" else f.int("rank", 0, 0)
+        f.done()
+        return cls(kind, dtype, rank)
+
+
+def _layer_storage(f: Fields, arch: Architecture) -> dict[str, LayerStorage]:
+    """One entry per layer of the architecture, exactly."""
+    out = {layer.name: LayerStorage.read(f.object(layer.name), layer.rows, layer.columns)
+           for layer in mixed_layers(parameter_shapes(arch.stem, arch.width, arch.num_classes))}
+    f.done()
+    return out
+
+
 def _preprocessing(f: Fields, input_size: int) -> Preprocessing:
     size = f.int("input_size", input_size, input_size)
     out = Preprocessing(size, f.numbers("mean", 3, -10.0, 10.0), f.numbers("std", 3, 1e-3, 10.0),
@@ -212,6 +239,7 @@ class Manifest:
     num_bases: int
     mixer: MixerSpec
     text_encoder: TextEncoderSpec
+    bases: dict[str, LayerStorage]
     provenance: dict = field(default_factory=dict)
     members: dict[str, MemberEntry] = field(default_factory=dict)
     version: int = VERSION
@@ -228,7 +256,7 @@ class Manifest:
         members.done()
         out = cls(arch, _preprocessing(f.object("preprocessing"), arch.input_size), f.int("num_bases", 1, 256),
                   MixerSpec.read(f.object("mixer")), TextEncoderSpec.read(f.object("text_encoder")),
-                  _provenance(f.raw("provenance")), entries, version)
+                  _layer_storage(f.object("bases"), arch), _provenance(f.raw("provenance")), entries, version)
         f.done()
         return out
 
@@ -243,12 +271,16 @@ class Manifest:
                 "num_bases": self.num_bases, "mixer": asdict(self.mixer),
                 "text_encoder": {"prompts": list(self.text_encoder.prompts),
                                  "max_tokens": self.text_encoder.max_tokens},
+                "bases": {name: asdict(spec) for name, spec in self.bases.items()},
                 "provenance": self.provenance}
 
     @classmethod
     def example(cls) -> Manifest:
         """A small valid manifest (members not placed), for docs and tests."""
-        return cls(Architecture("small", 0.25, 24, 32), Preprocessing(32, IMAGENET_MEAN, IMAGENET_STD),
-                   3, MixerSpec(384, 64, 4, 4), TextEncoderSpec(("a photo of a {}.",), 128),
+        arch = Architecture("small", 0.25, 24, 32)
+        full = {layer.name: LayerStorage("full", "float32")
+                for layer in mixed_layers(parameter_shapes(arch.stem, arch.width, arch.num_classes))}
+        return cls(arch, Preprocessing(32, IMAGENET_MEAN, IMAGENET_STD),
+                   3, MixerSpec(384, 64, 4, 4), TextEncoderSpec(("a photo of a {}.",), 128), full,
                    {"sdk_version": "0", "licenses": {}},
                    {name: MemberEntry(0, 0, "0" * 64) for name in MEMBERS})

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .architecture import NUM_BLOCKS
-
-BN_EPS = 1e-5
+from .architecture import BN_EPS, NUM_BLOCKS
 
 
 def predict_alpha(tensors: dict[str, np.ndarray], layers: int, blocks: int, num_bases: int,

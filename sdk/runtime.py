@@ -19,7 +19,7 @@ from .architecture import NUM_BLOCKS
 from .bundle import Bundle
 from .engine import BackboneEngine
 from .errors import DescriptionError
-from .folding import BACKBONE_FILE, fold_batch_norm
+from .folding import fold_batch_norm
 from .graph_check import check_backbone_graph, check_encoder_graph
 from .mixer import predict_alpha
 from .model import PersonalizedModel
@@ -67,12 +67,10 @@ class TaperBundle:
         m = bundle.manifest
         self.num_bases, self.mixer_spec = m.num_bases, m.mixer
         self.preprocessing = m.preprocessing
-        self.bases = [bundle.bases[f"block{b}"] for b in range(NUM_BLOCKS)]
         graph = check_backbone_graph(bundle.member_bytes("backbone.onnx"), bundle.backbone_layout,
                                      m.preprocessing.input_size)
-        self.engine = BackboneEngine(graph, BACKBONE_FILE, bundle.backbone_size, bundle.backbone_layout, self.bases,
-                                     bundle.layout, bundle.shapes, self.preprocessing.input_size, providers,
-                                     threads, device_compile)
+        self.engine = BackboneEngine(graph, bundle.bases, bundle.backbone_layout, bundle.backbone_size,
+                                     self.preprocessing.input_size, providers, threads, device_compile)
         self.prompts = m.text_encoder.prompts
         self._compile_lock = threading.Lock()
         self.embedder = PhraseEmbedder(bundle)
@@ -135,8 +133,8 @@ class TaperBundle:
         with self.engine.weight_buffer() as target:
             self.engine.fuse_and_fold(alpha, target)
             lap("fuse_fold")  # one pass on the compiled route: each tile is folded right after its GEMV
-            head_weight = target.params["fc.weight"][task.classes]  # fancy indexing: copies
-            head_bias = target.params["fc.bias"][task.classes]
+            head_weight = target.head[0][task.classes]  # fancy indexing: copies
+            head_bias = target.head[1][task.classes]
             network = self.engine.open(target, head_weight, head_bias)
             lap("session")  # the compiled route creates none: it binds the weights to the shared session
         timings["total"] = round(sum(timings.values()), 3)
@@ -145,13 +143,14 @@ class TaperBundle:
                                  [c.id for c in infos], self.preprocessing, alpha, timings, task.how, self)
 
     def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
-        """Every weight of the network mixed with alpha [4, Q]: one GEMV per block, named views."""
-        return self.engine.fused_weights(alpha)
+        """Every weight of the network mixed with alpha [4, Q], by state-dict name, unfolded (the reference
+        fusion, `sdk.bases.CompactBases.mixed`: for exports and checks, not the personalize() path)."""
+        return self.bundle.bases.mixed(alpha)
 
     def folded_weights(self, weights: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Batch norm folded into the convs, in a buffer of the plain backbone graph's layout (what the
         exporters and the mobile mirror's golden files use; personalize() folds into the engine's route)."""
-        buffer, views = self.engine.new_buffer()
+        buffer, views = self.engine.plain_weight_file()
         fold_batch_norm(weights, views)
         return buffer, views
 

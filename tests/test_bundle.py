@@ -13,15 +13,18 @@ from sdk.errors import BundleError
 def test_bundle_round_trip(tiny_bundle, tiny_run):
     bundle = Bundle.open(tiny_bundle)
     m = bundle.manifest
-    assert set(m.members) == set(MEMBERS) and m.num_bases == 3 and m.version == 2
+    assert set(m.members) == set(MEMBERS) and m.num_bases == 3 and m.version == 3
     assert [c.name for c in bundle.classes][:2] == ["red disc", "green disc"]
     assert set(bundle.supercategories) == {"round_shapes", "angular_shapes", "textures"}
-    assert all(isinstance(bundle.bases[f"block{b}"], np.ndarray) for b in range(4))
-    assert not bundle.bases["block0"].flags.writeable  # a view into the mapped file, not a copy
+    assert {s.kind for s in m.bases.values()} == {"full"}  # the default export: the bases as trained
+    weight = bundle.bases.layers[0].parts["weight"]
+    assert not weight.flags.writeable  # a view into the mapped file, not a copy
     from trainer.checkpoints import load_state
 
     state = load_state(tiny_run / "stage3" / "model.safetensors")
-    assert np.array_equal(bundle.bases["block2"][:, : state["bank.params2"].shape[1]], state["bank.params2"].numpy())
+    rows = bundle.bases.block_rows()  # the trainer's layout, rebuilt from the layers
+    assert np.array_equal(rows[2][:, : state["bank.params2"].shape[1]], state["bank.params2"].numpy())
+    assert np.array_equal(rows[3][:, state["bank.params3"].shape[1]:], state["bank.stats3"].numpy())
     assert b"Apache" in bundle.member_bytes("NOTICE")
     assert "Bundle(" in repr(bundle) and len(repr(bundle)) < 300
 
@@ -49,7 +52,8 @@ def load_bytes(blob: bytes, verify: bool = True) -> Bundle:
 
 
 MANIFEST_EDITS = [
-    lambda m: m.update(version=3),
+    lambda m: m.update(version=2),
+    lambda m: m.update(version=4),
     lambda m: m.update(version=True),
     lambda m: m.pop("members"),
     lambda m: m.update(extra=1),
@@ -114,7 +118,8 @@ def test_random_damage_raises_bundle_error_or_changes_nothing(small_bundle):
             continue
         loaded += 1  # a flip in padding between members: nothing the reader uses may differ
         assert bundle.manifest == reference.manifest
-        assert all(np.array_equal(bundle.bases[k], reference.bases[k]) for k in reference.bases)
+        got, expected = bundle.bases.tensors(), reference.bases.tensors()
+        assert all(np.array_equal(got[k], expected[k]) for k in expected)
     assert loaded < 100
     for cut in rng.integers(0, len(small_bundle), 500):
         with pytest.raises(BundleError):
@@ -159,7 +164,8 @@ def f32_member_edit(name, tensor, value):
     return mutate
 
 
-@pytest.mark.parametrize("member,tensor", [("bases.safetensors", "block1"), ("mixer.safetensors", "head.bias"),
+@pytest.mark.parametrize("member,tensor", [("bases.safetensors", "layer1.0.conv1.weight"),
+                                           ("bases.safetensors", "layer3.1.conv2.channels"), ("mixer.safetensors", "head.bias"),
                                            ("class_embeddings.safetensors", "text")])
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_non_finite_weights_are_rejected_when_verifying(small_bundle, member, tensor, value):
@@ -213,3 +219,108 @@ def test_open_names_the_file(tmp_path):
         Bundle.open(tmp_path / "junk.taper")
     with pytest.raises(BundleError, match="not a regular file"):
         Bundle.open(tmp_path)
+
+
+# Compact bundles (format version 3): the bases as a shared part plus deltas, in every storage kind.
+
+@pytest.fixture(scope="module")
+def compact_parts(tiny_run):
+    """The tiny run's manifest and members with the stand-in encoder, and a function that stores its bases
+    as a given mode with the tensors edited by `edit(tensors)` and the manifest by `edit_manifest(m)`."""
+    from dataclasses import replace
+
+    from export.compress import Mode, compress
+    from sdk.bases import CompactBases
+    from sdk.bundle import bases_bytes
+    from sdk.tensorfile import encode_header
+
+    manifest, members = run_contents(tiny_run)
+    members["text_encoder.onnx"], members["tokenizer.json"] = b"stand-in", b"{}"
+    full = load_bytes(bundle_bytes(manifest, members)).bases
+    rows = full.block_rows()
+
+    def build(mode, edit=None, edit_manifest=None) -> bytes:
+        bases = compress(CompactBases.full(rows, full.shapes), Mode.parse(mode))
+        member = bases_bytes(bases)
+        if edit is not None:
+            tensors = dict(bases.tensors())
+            edit(tensors)
+            arrays = {k: np.ascontiguousarray(v) for k, v in sorted(tensors.items(), key=lambda kv: -kv[1].itemsize)}
+            member = encode_header(arrays) + b"".join(a.tobytes() for a in arrays.values())
+        m = replace(manifest, bases=bases.storage, provenance={**manifest.provenance, "pad": "x" * PAD})
+        blob = bundle_bytes(m, {**members, "bases.safetensors": member})
+        if edit_manifest is not None:
+            j, length = manifest_of(blob)
+            edit_manifest(j)
+            blob = with_manifest(blob, j, length)
+        return blob
+
+    return build
+
+
+@pytest.mark.parametrize("mode", ["fp16", "delta", "int8+fp16", "lowrank:2", "drop:0.5+lowrank:2+fp16"])
+def test_compact_bundles_load_and_mix_like_their_reference(compact_parts, mode):
+    bundle = load_bytes(compact_parts(mode))
+    plain = load_bytes(compact_parts("fp32"))
+    assert bundle.manifest.version == 3
+    assert len(compact_parts(mode)) < len(compact_parts("fp32")) or mode == "delta"
+    alpha = np.full((4, 3), 1 / 3, np.float32)
+    got, expected = bundle.bases.mixed(alpha), plain.bases.mixed(alpha)
+    tolerance = {"fp16": 1e-2, "delta": 1e-5}.get(mode, 0.5)  # low rank and drop are lossy by design
+    assert max(float(np.abs(got[k] - expected[k]).max()) for k in expected) < tolerance
+
+
+def scale_edit(value):
+    def edit(tensors):
+        key = next(k for k in tensors if k.endswith(".scale"))
+        tensors[key] = np.array(tensors[key])
+        tensors[key][0] = value
+    return edit
+
+
+def rename(old_suffix, new):
+    def edit(tensors):
+        key = next(k for k in tensors if k.endswith(old_suffix))
+        tensors[new(key)] = tensors.pop(key)
+    return edit
+
+
+def reshape_last(suffix, cut):
+    def edit(tensors):
+        key = next(k for k in tensors if k.endswith(suffix))
+        tensors[key] = np.ascontiguousarray(tensors[key][..., :cut])
+    return edit
+
+
+COMPACT_DAMAGE = [  # (mode, tensor edit, manifest edit, what the error names)
+    ("int8", scale_edit(float("nan")), None, "NaN"),
+    ("int8", scale_edit(float("inf")), None, "NaN"),
+    ("int8", scale_edit(-1.0), None, "negative"),
+    ("int8", reshape_last(".scale", 3), None, "scale"),                    # scales of the wrong length
+    ("lowrank:2", reshape_last(".u", 1), None, ".u"),                      # factors of the wrong rank
+    ("lowrank:2", None, lambda m: m["bases"]["layer1.0.conv1"].update(rank=3), ".u"),
+    ("lowrank:2", None, lambda m: m["bases"]["layer1.0.conv1"].update(rank=10**6), "rank"),
+    ("lowrank:2", None, lambda m: m["bases"]["fc"].update(rank=0), "rank"),
+    ("delta", rename(".delta", lambda k: "layer9.0.conv1.delta"), None, "missing"),   # a delta of no layer
+    ("delta", lambda t: t.update({"layer9.0.conv1.delta": t["fc.delta"]}), None, "no layer"),
+    ("delta", None, lambda m: m["bases"].update({"layer9.0.conv1": {"kind": "dense", "dtype": "float32",
+                                                                      "rank": 0}}), "unknown"),
+    ("delta", None, lambda m: m["bases"].pop("fc"), "fc"),
+    ("delta", None, lambda m: m["bases"]["fc"].update(kind="sparse"), "kind"),
+    ("delta", None, lambda m: m["bases"]["fc"].update(dtype="float64"), "dtype"),
+    ("delta", None, lambda m: m["bases"]["fc"].update(kind="int8"), "fc"),   # kind and tensors disagree
+    ("delta+fp16", lambda t: t.update({"fc.delta": t["fc.delta"].astype(np.float32)}), None, "fc.delta"),
+    ("drop:0.99", lambda t: t.update({"fc.channels": np.repeat(t["fc.channels"], 3, 0)}), None, "fc.channels"),
+]
+
+
+@pytest.mark.parametrize("mode,edit,edit_manifest,match", COMPACT_DAMAGE)
+def test_bad_compact_bundles_raise_bundle_error(compact_parts, mode, edit, edit_manifest, match):
+    with pytest.raises(BundleError, match=match):
+        load_bytes(compact_parts(mode, edit, edit_manifest))
+
+
+def test_a_version_2_bundle_is_refused_naming_its_version(small_bundle):
+    blob = small_bundle[:8] + struct.pack("<I", 2) + small_bundle[12:]
+    with pytest.raises(BundleError, match="version 2.*taper-sdk 0.2.*export the run again"):
+        load_bytes(blob)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .models import ResNetConfig
+from sdk.architecture import BN_EPS
 
-BN_EPS = 1e-5
+from .models import ResNetConfig
 
 
 class GroupedForward:

@@ -1,0 +1,129 @@
+"""Compress trained bases into a compact bundle's storage (`sdk.bases`), for bundles trained without gates.
+
+A mode is a `+`-joined list of options (`python -m export bundle RUN --out F --mode drop:0.02+lowrank:8+fp16`):
+
+- `fp32`: the Q bases as they are (`full` layers, float32): today's bytes, the reference.
+- `fp16`: float16 storage (alone: the Q full bases in float16).
+- `delta`: a shared W_0 (the mean of the bases) plus dense per-basis deltas.
+- `int8`: deltas in int8 with one float32 scale per output channel (shared by the bases).
+- `lowrank:R`: deltas of rank R (truncated SVD of each basis's delta, the weight reshaped [O, n]).
+- `drop:T`: layers whose largest relative delta, max_q ||D_q|| / ||W_0|| of the weight, is below T are
+  `shared` (every basis's weight and batch norm replaced by the mean): personalize() never touches them.
+
+Any option but `fp32`/`fp16` implies a shared W_0. With W_0 the mean of the bases and alpha rows summing
+to one, `delta` in float32 mixes to exactly what the plain bases mix to.
+
+>>> Mode.parse("drop:0.02+lowrank:8+fp16")
+Mode(dtype='float16', kind='lowrank', rank=8, drop=0.02)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from sdk.bases import CompactBases, LayerBases
+from sdk.manifest import LayerStorage
+
+
+@dataclass(frozen=True)
+class Mode:
+    dtype: str = "float32"
+    kind: str = "full"          # how layers with deltas are stored: full | dense | int8 | lowrank
+    rank: int = 0
+    drop: float = 0.0
+
+    @classmethod
+    def parse(cls, text: str) -> Mode:
+        """ValueError for an unknown or contradictory option."""
+        options = [t.strip() for t in text.split("+") if t.strip()]
+        if not options:
+            raise ValueError("empty mode")
+        dtype, kinds, rank, drop = "float32", set(), 0, 0.0
+        for option in options:
+            name, _, value = option.partition(":")
+            if name in ("fp32", "fp16") and not value:
+                dtype = "float16" if name == "fp16" else dtype
+                if name == "fp32" and len(options) > 1:
+                    raise ValueError("'fp32' is the plain bases and combines with nothing")
+            elif name in ("delta", "int8") and not value:
+                kinds.add(name)
+            elif name == "lowrank" and value.isdigit() and int(value) > 0:
+                kinds.add(name)
+                rank = int(value)
+            elif name == "drop" and _is_fraction(value):
+                drop = float(value)
+            else:
+                raise ValueError(f"unknown mode option {option!r} (fp32, fp16, delta, int8, lowrank:R, drop:T)")
+        storage = kinds - {"delta"}
+        if len(storage) > 1:
+            raise ValueError(f"choose one delta storage, not {sorted(storage)}")
+        kind = storage.pop() if storage else "dense" if kinds or drop else "full"
+        return cls(dtype, kind, rank, drop)
+
+    def __str__(self) -> str:
+        parts = [] if self.kind == "full" else [{"dense": "delta", "int8": "int8",
+                                                 "lowrank": f"lowrank:{self.rank}"}[self.kind]]
+        if self.drop:
+            parts.insert(0, f"drop:{self.drop:g}")
+        if self.dtype == "float16":
+            parts.append("fp16")
+        return "+".join(parts) or "fp32"
+
+
+def _is_fraction(value: str) -> bool:
+    try:
+        return 0 <= float(value) < 1 and math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
+def relative_delta(weights: np.ndarray) -> float:
+    """max_q ||W_q - mean|| / ||mean|| of one layer's weights [Q, O, n]."""
+    base = weights.mean(0)
+    return float(np.linalg.norm((weights - base).reshape(len(weights), -1), axis=1).max()
+                 / max(float(np.linalg.norm(base)), 1e-12))
+
+
+def compress(bases: CompactBases, mode: Mode) -> CompactBases:
+    """`bases` (full float32, e.g. `CompactBases.full(...)`) stored as `mode` says."""
+    layers = []
+    for lb in bases.layers:
+        weights = np.stack([lb.base() + lb.delta_of(q) for q in range(bases.num_bases)])   # [Q, O, n]
+        channels = np.broadcast_to(lb.parts["channels"], (bases.num_bases, *lb.parts["channels"].shape[1:]))
+        layers.append(_compress_layer(lb, weights, np.ascontiguousarray(channels, np.float32), mode))
+    return CompactBases(layers, bases.shapes, bases.num_bases)
+
+
+def _compress_layer(lb: LayerBases, weights: np.ndarray, channels: np.ndarray, mode: Mode) -> LayerBases:
+    f = np.float16 if mode.dtype == "float16" else np.float32
+    if mode.kind == "full":
+        parts = {"channels": channels, "weight": weights.astype(f)}
+        return LayerBases(lb.layer, LayerStorage("full", mode.dtype), parts)
+    base = weights.mean(0)
+    if relative_delta(weights) < mode.drop:
+        return LayerBases(lb.layer, LayerStorage("shared", mode.dtype),
+                          {"channels": channels.mean(0, keepdims=True), "base": base.astype(f)})
+    # The deltas are taken against the base as stored, so float16 rounding of W_0 goes into them.
+    delta = weights - base.astype(f).astype(np.float32)
+    parts = {"channels": channels, "base": base.astype(f)}
+    if mode.kind == "dense":
+        parts["delta"] = delta.astype(f)
+        return LayerBases(lb.layer, LayerStorage("dense", mode.dtype), parts)
+    if mode.kind == "int8":
+        scale = np.abs(delta).max(axis=(0, 2)) / 127
+        safe = np.where(scale > 0, scale, 1)[None, :, None]
+        parts["delta"] = np.clip(np.rint(delta / safe), -127, 127).astype(np.int8)
+        parts["scale"] = scale.astype(np.float32)
+        return LayerBases(lb.layer, LayerStorage("int8", mode.dtype), parts)
+    rank = min(mode.rank, lb.layer.rows, lb.layer.columns)
+    u, s, vt = np.linalg.svd(delta, full_matrices=False)          # batched over the bases
+    root = np.sqrt(s[:, :rank])                                    # split evenly: both factors stay in fp16 range
+    parts["u"] = (u[:, :, :rank] * root[:, None, :]).astype(f)
+    parts["v"] = (root[:, :, None] * vt[:, :rank]).astype(f)
+    return LayerBases(lb.layer, LayerStorage("lowrank", mode.dtype, rank), parts)
+
+
+__all__ = ["Mode", "compress", "relative_delta"]

@@ -1,0 +1,128 @@
+"""The fusion kernels (sdk.fusion) against the reference (dequantize, sum, fold), for every storage kind,
+in the plain layout and in a blocked NCHWc layout, with tiles that split layers."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from export.compress import Mode, compress
+from sdk.architecture import parameter_shapes
+from sdk.bases import CompactBases
+from sdk.compiled import _blocked_views
+from sdk.folding import backbone_layout, fold_batch_norm, folded_names
+from sdk.fusion import FusionPlan, Placement
+
+SHAPES = parameter_shapes("small", 0.25, 12)
+MODES = ["fp32", "fp16", "delta", "delta+fp16", "int8", "int8+fp16", "lowrank:3", "lowrank:3+fp16",
+         "drop:0.9+lowrank:2"]
+
+
+def trained_like(seed=0):
+    """Random bases that are near-copies (W_0 plus 5% deltas), with one layer made identical across bases."""
+    rng = np.random.default_rng(seed)
+    full = CompactBases.random(SHAPES, num_bases=4, seed=seed)
+    for lb in full.layers:
+        w = lb.parts["weight"]
+        w[...] = w[:1] + 0.05 * rng.standard_normal(w.shape).astype(np.float32) * (lb.layer.name != "layer2.1.conv1")
+        if lb.layer.name == "layer2.1.conv1":
+            lb.parts["channels"][...] = lb.parts["channels"][:1]
+    return full
+
+
+def plain_placements():
+    layout, size = backbone_layout(SHAPES)
+    return {n: Placement(n, tuple(e["shape"]), e["offset"] // 4) for n, e in layout.items()}, size // 4
+
+
+def blocked_placements():
+    """Every conv weight that can be in an NCHWc layout (block 8), the others plain, packed in order."""
+    placements, cursor = {}, 0
+    for name, shape in folded_names(SHAPES).items():
+        views = _blocked_views(shape)
+        placements[name] = Placement(name, shape, cursor, views[0] if views else None)
+        cursor += -(-int(np.prod(shape)) // 16) * 16
+    return placements, cursor
+
+
+def reference(bases, alpha):
+    mixed = bases.mixed(alpha)
+    folded = {n: np.zeros(s, np.float32) for n, s in folded_names(SHAPES).items()}
+    fold_batch_norm(mixed, folded)
+    return mixed, folded
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("layout", ["plain", "blocked"])
+def test_fusing_any_storage_into_any_layout_equals_the_reference(mode, layout):
+    bases = compress(trained_like(), Mode.parse(mode))
+    placements, floats = plain_placements() if layout == "plain" else blocked_placements()
+    assert layout == "plain" or any(p.view is not None for p in placements.values())
+    plan = FusionPlan.build(bases, placements, floats, tile_floats=None if layout == "plain" else 100)
+    alpha = np.random.default_rng(1).dirichlet(np.ones(4), 4).astype(np.float32)
+    target = plan.new_buffer(owner=None)
+    for _ in range(2):  # a reused buffer gives the same weights (shared layers are written once)
+        plan.fuse_and_fold(alpha, target)
+        mixed, folded = reference(bases, alpha)
+        for name, p in placements.items():
+            got = p.view_of(target.graph_data).reshape(folded[name].shape)  # a blocked view splits channels
+            np.testing.assert_allclose(got, folded[name], rtol=2e-5, atol=2e-6, err_msg=name)
+        np.testing.assert_allclose(target.head[0], mixed["fc.weight"], rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(target.head[1], mixed["fc.bias"], rtol=2e-5, atol=2e-6)
+
+
+def test_tiles_split_layers_and_shared_layers_are_not_fused_again():
+    bases = compress(trained_like(), Mode.parse("drop:0.01+delta"))
+    shared = {lb.layer.name for lb in bases.layers if lb.kind == "shared"}
+    assert shared == {"layer2.1.conv1"}
+    placements, floats = blocked_placements()
+    plan = FusionPlan.build(bases, placements, floats, tile_floats=100)
+    assert "layer2.1.conv1" not in {p.layer.name for p in plan.layers}
+    assert max(len(p.tiles) for p in plan.layers) > 1
+    target = plan.new_buffer(owner=None)
+    weight = placements["layer2.1.conv1.weight"].view_of(target.graph_data)
+    before = weight.copy()
+    assert before.any()
+    plan.fuse_and_fold(np.full((4, 4), 0.25, np.float32), target)
+    assert np.array_equal(weight, before)
+
+
+def test_mixing_delta_storage_in_float32_is_exactly_the_plain_mix():
+    full = trained_like()
+    alpha = np.random.default_rng(2).dirichlet(np.ones(4), 4).astype(np.float32)
+    a, b = full.mixed(alpha), compress(full, Mode.parse("delta")).mixed(alpha)
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=1e-5, atol=1e-6)
+
+
+def test_lossy_modes_are_close_and_low_rank_error_falls_with_rank():
+    full = trained_like()
+    alpha = np.random.default_rng(3).dirichlet(np.ones(4), 4).astype(np.float32)
+    exact = full.mixed(alpha)["layer3.0.conv2.weight"]
+
+    def error(mode):
+        got = compress(full, Mode.parse(mode)).mixed(alpha)["layer3.0.conv2.weight"]
+        return float(np.abs(got - exact).max())
+
+    assert error("fp16") < 1e-3 and error("int8") < 2e-3
+    assert error("lowrank:64") < 1e-5 < error("lowrank:16") < error("lowrank:2")
+
+
+@pytest.mark.parametrize("text", ["", "fp32+fp16", "int8+lowrank:4", "lowrank:0", "lowrank:x", "drop:1.5", "zip"])
+def test_bad_modes_are_refused(text):
+    with pytest.raises(ValueError):
+        Mode.parse(text)
+
+
+def test_a_declined_compiled_route_says_why_at_debug_level(tiny_bundle, caplog, monkeypatch):
+    import sdk
+    from sdk import engine
+
+    def declined(*args):
+        raise engine.CompileDeclined("test reason")
+
+    monkeypatch.setattr(engine, "compile_backbone", declined)
+    with caplog.at_level(logging.DEBUG, logger="sdk.engine"):
+        b = sdk.load(tiny_bundle).warm_up()
+    assert b.engine.route == "standard"
+    assert "compiled route declined: test reason" in caplog.text
