@@ -36,7 +36,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "bundle":
             from .bundle import bundle_run
-
             from .compress import Mode
 
             path = bundle_run(args.run_dir, args.out, args.variant, Mode.parse(args.mode))

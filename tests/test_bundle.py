@@ -165,7 +165,8 @@ def f32_member_edit(name, tensor, value):
 
 
 @pytest.mark.parametrize("member,tensor", [("bases.safetensors", "layer1.0.conv1.weight"),
-                                           ("bases.safetensors", "layer3.1.conv2.channels"), ("mixer.safetensors", "head.bias"),
+                                           ("bases.safetensors", "layer3.1.conv2.channels"),
+                                           ("mixer.safetensors", "head.bias"),
                                            ("class_embeddings.safetensors", "text")])
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_non_finite_weights_are_rejected_when_verifying(small_bundle, member, tensor, value):
