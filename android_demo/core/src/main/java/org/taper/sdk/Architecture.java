@@ -5,9 +5,36 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-/** ResNet-18 as data, mirroring sdk/architecture.py: names and shapes, mixer blocks, conv/BN pairs. */
+/** ResNet-18 as data, mirroring sdk/architecture.py: names and shapes, mixer blocks, conv/BN pairs, layers. */
 public final class Architecture {
     private Architecture() {}
+
+    static final float BN_EPS = 1e-5f;  // sdk.architecture.BN_EPS
+    static final String[] CHANNEL_PARTS = {"weight", "bias", "running_mean", "running_var"};
+
+    /** A unit of mixing and compression (sdk.architecture.Layer): a weight and its per-output-channel tensors. */
+    public static final class Layer {
+        public final String name, weight;
+        public final String[] channels;
+        public final int block, rows, columns;
+
+        Layer(String name, String weight, int[] shape, String[] channels) {
+            this.name = name; this.weight = weight; this.channels = channels; this.block = mixerBlockOf(weight);
+            this.rows = shape[0]; this.columns = numel(shape) / shape[0];
+        }
+    }
+
+    /** Every layer in state-dict order: each conv with its batch norm, then the classifier with its bias. */
+    public static List<Layer> mixedLayers(Map<String, int[]> shapes) {
+        List<Layer> out = new ArrayList<>();
+        for (String[] pair : convBnPairs(shapes)) {
+            String[] channels = new String[CHANNEL_PARTS.length];
+            for (int i = 0; i < channels.length; i++) channels[i] = pair[1] + "." + CHANNEL_PARTS[i];
+            out.add(new Layer(pair[0], pair[0] + ".weight", shapes.get(pair[0] + ".weight"), channels));
+        }
+        out.add(new Layer("fc", "fc.weight", shapes.get("fc.weight"), new String[]{"fc.bias"}));
+        return out;
+    }
 
     private static final int[] STAGE_CHANNELS = {64, 128, 256, 512};
 

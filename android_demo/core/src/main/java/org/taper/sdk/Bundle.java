@@ -16,14 +16,15 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A .taper bundle (format version 2, docs/bundle-format.md), memory-mapped and validated like
+ * A .taper bundle (format version 3, docs/bundle-format.md), memory-mapped and validated like
  * sdk/bundle.py: magic, version, reserved header bytes, the manifest's SHA-256, member offsets and sizes,
- * SHA-256 of every member, tensor shapes against the architecture. The backbone's weight layout is
+ * SHA-256 of every member, tensor dtypes and shapes against the architecture and each layer's storage
+ * (Bases). The backbone's weight layout is
  * computed from the architecture (Architecture.backboneLayout), as in sdk/folding.py.
  */
 public final class Bundle {
     static final byte[] MAGIC = "TAPERBDL".getBytes(StandardCharsets.US_ASCII);
-    static final int VERSION = 2, HEADER = 64, ALIGN = 64;
+    static final int VERSION = 3, HEADER = 64, ALIGN = 64;
     static final long MAX_MANIFEST = 1L << 20;
     static final String[] MEMBERS = {"bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors",
             "classes.json", "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE"};
@@ -34,7 +35,8 @@ public final class Bundle {
     public final int numClasses, inputSize, numBases, embedDim, hidden, layers, mixerBlocks, externalSize;
     public final Map<String, int[]> shapes;
     public final List<List<String>> layout;
-    public final Map<String, FloatBuffer> bases, mixer;
+    public final Bases bases;
+    public final Map<String, FloatBuffer> mixer;
     public final FloatBuffer classEmbeddings;
     public final List<String> classIds = new ArrayList<>(), classNames = new ArrayList<>();
     public final Map<String, Integer> backboneOffsets = new HashMap<>();
@@ -56,6 +58,9 @@ public final class Bundle {
         data.get(0, magic);
         if (!java.util.Arrays.equals(magic, MAGIC)) throw new BundleException("not a TAPER bundle (bad magic)");
         int version = data.getInt(8);
+        if (version == 1 || version == 2)
+            throw new BundleException("bundle format version " + version + " (taper-sdk 0." + version + ") is no longer read; "
+                    + "this reader reads version " + VERSION + ": export the run again");
         if (version != VERSION)
             throw new BundleException("bundle format version " + version + " is not supported (this reader reads " + VERSION + ")");
         if (data.getInt(12) != 0 || data.getLong(56) != 0) throw new BundleException("header: reserved bytes are not zero");
@@ -90,14 +95,9 @@ public final class Bundle {
         shapes = Architecture.parameterShapes(stem, width, numClasses);
         layout = Architecture.blockLayout(shapes);
         externalSize = Architecture.backboneLayout(shapes, backboneOffsets);
-        bases = tensors("bases.safetensors");
-        mixer = tensors("mixer.safetensors");
-        classEmbeddings = tensors("class_embeddings.safetensors").get("text");
-        for (int b = 0; b < 4; b++) {
-            int w = 0;
-            for (String n : layout.get(b)) w += Architecture.numel(shapes.get(n));
-            expect(bases.get("block" + b), (long) numBases * w, "bases block" + b);
-        }
+        bases = new Bases(tensors("bases.safetensors"), obj(manifest, "bases"), shapes, numBases);
+        mixer = floats(tensors("mixer.safetensors"));
+        classEmbeddings = floats(tensors("class_embeddings.safetensors")).get("text");
         expect(classEmbeddings, (long) numClasses * embedDim, "class embeddings");
         Object classes = obj(parseMember("classes.json"), "classes").get("classes");
         if (!(classes instanceof List) || ((List<Object>) classes).size() != numClasses)
@@ -150,9 +150,19 @@ public final class Bundle {
         return wrap;
     }
 
-    /** float32 tensors of a safetensors member, as little-endian views (no copies). */
+    /** The member's tensors as float32 views; BundleException for any other dtype. */
+    private static Map<String, FloatBuffer> floats(Map<String, Bases.Tensor> tensors) {
+        Map<String, FloatBuffer> out = new HashMap<>();
+        for (Map.Entry<String, Bases.Tensor> e : tensors.entrySet()) {
+            if (!e.getValue().dtype.equals("F32")) throw new BundleException("tensor " + e.getKey() + ": not float32");
+            out.put(e.getKey(), e.getValue().data.asFloatBuffer());
+        }
+        return out;
+    }
+
+    /** Tensors (F32, F16 or I8) of a safetensors member, as little-endian views (no copies). */
     @SuppressWarnings("unchecked")
-    private Map<String, FloatBuffer> tensors(String name) {
+    private Map<String, Bases.Tensor> tensors(String name) {
         ByteBuffer b = memberBuffer(name);
         if (b.remaining() < 8) throw new BundleException("member " + name + ": too short");
         long n = b.getLong(0);
@@ -160,23 +170,33 @@ public final class Bundle {
         byte[] raw = new byte[(int) n];
         b.get(8, raw);
         Map<String, Object> header = (Map<String, Object>) Json.parse(new String(raw, StandardCharsets.UTF_8));
-        Map<String, FloatBuffer> out = new HashMap<>();
+        Map<String, Bases.Tensor> out = new HashMap<>();
         int dataStart = (int) (8 + n);
         for (Map.Entry<String, Object> e : header.entrySet()) {
             if (e.getKey().equals("__metadata__")) continue;
             Map<String, Object> info = (Map<String, Object>) e.getValue();
-            if (!"F32".equals(info.get("dtype"))) throw new BundleException("member " + name + ": not float32");
-            List<Object> off = (List<Object>) info.get("data_offsets");
+            Object dtype = info.get("dtype");
+            int item = "F32".equals(dtype) ? 4 : "F16".equals(dtype) ? 2 : "I8".equals(dtype) ? 1 : 0;
+            if (item == 0) throw new BundleException("member " + name + ": tensor " + e.getKey() + " of unknown dtype");
+            List<Object> off = (List<Object>) info.get("data_offsets"), dims = (List<Object>) info.get("shape");
             long begin = ((Number) off.get(0)).longValue(), end = ((Number) off.get(1)).longValue();
             if (begin < 0 || end < begin || dataStart + end > b.remaining())
                 throw new BundleException("member " + name + ": tensor " + e.getKey() + " outside the member");
-            out.put(e.getKey(), b.slice(dataStart + (int) begin, (int) (end - begin)).order(ByteOrder.LITTLE_ENDIAN)
-                    .asFloatBuffer());
+            long[] shape = new long[dims.size()];
+            long count = 1;
+            for (int i = 0; i < shape.length; i++) {
+                shape[i] = ((Number) dims.get(i)).longValue();
+                if (shape[i] < 0 || shape[i] > (1L << 40)) throw new BundleException("member " + name + ": bad shape");
+                count = Math.multiplyExact(count, shape[i]);
+            }
+            if (count * item != end - begin) throw new BundleException("member " + name + ": tensor " + e.getKey() + " size");
+            out.put(e.getKey(), new Bases.Tensor((String) dtype, shape,
+                    b.slice(dataStart + (int) begin, (int) (end - begin)).order(ByteOrder.LITTLE_ENDIAN)));
         }
         return out;
     }
 
-    private static void expect(FloatBuffer t, long count, String what) {
+    static void expect(FloatBuffer t, long count, String what) {
         if (t == null || t.capacity() != count) throw new BundleException(what + ": missing or wrong size");
     }
 

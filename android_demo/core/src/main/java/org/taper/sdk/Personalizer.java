@@ -2,6 +2,8 @@ package org.taper.sdk;
 
 import java.nio.FloatBuffer;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -9,11 +11,10 @@ import java.util.TreeSet;
 
 /**
  * The steps of sdk.personalize after the text encoder, mirroring sdk/tasks.py, sdk/mixer.py,
- * sdk/fusion.py and sdk/folding.py: class list -> task embedding -> alpha -> fused weights ->
+ * sdk/bases.py and sdk/folding.py: class list -> task embedding -> alpha -> fused weights ->
  * batch-norm folded backbone weights (the buffer handed to onnxruntime) and classifier rows.
  */
 public final class Personalizer {
-    static final float BN_EPS = 1e-5f;
     private final Bundle bundle;
 
     public Personalizer(Bundle bundle) { this.bundle = bundle; }
@@ -92,7 +93,7 @@ public final class Personalizer {
             x = linear(x, t.get("body." + 3 * l + ".weight"), t.get("body." + 3 * l + ".bias"), bundle.hidden);
             String bn = "body." + (3 * l + 1);
             for (int i = 0; i < x.length; i++) {
-                float v = (x[i] - t.get(bn + ".running_mean").get(i)) / (float) Math.sqrt(t.get(bn + ".running_var").get(i) + BN_EPS);
+                float v = (x[i] - t.get(bn + ".running_mean").get(i)) / (float) Math.sqrt(t.get(bn + ".running_var").get(i) + Architecture.BN_EPS);
                 x[i] = Math.max(v * t.get(bn + ".weight").get(i) + t.get(bn + ".bias").get(i), 0f);
             }
         }
@@ -109,60 +110,45 @@ public final class Personalizer {
         return alpha;
     }
 
-    /** fused[b] = alpha[b] . bases[b]: one pass over each contiguous [Q, P_b] matrix. */
-    public float[][] fuse(float[][] alpha) {
-        float[][] fused = new float[4][];
-        for (int b = 0; b < 4; b++) {
-            FloatBuffer base = bundle.bases.get("block" + b);
-            int width = base.capacity() / bundle.numBases;
-            float[] out = new float[width];
-            for (int q = 0; q < bundle.numBases; q++) {
-                float a = alpha[b][q];
-                int row = q * width;
-                for (int i = 0; i < width; i++) out[i] += a * base.get(row + i);
-            }
-            fused[b] = out;
+    /** Every mixed tensor by state-dict name: per layer W_0 + sum_q alpha_q D_q and the mixed channel tensors. */
+    public Map<String, float[]> fuse(float[][] alpha) {
+        Map<String, float[]> out = new HashMap<>();
+        for (Bases.Layer layer : bundle.bases.layers) {
+            float[] a = alpha[layer.block];
+            out.put(layer.weight, layer.mixedWeight(a));
+            float[] channels = layer.mixedChannels(a);
+            for (int i = 0; i < layer.channels.length; i++)
+                out.put(layer.channels[i], Arrays.copyOfRange(channels, i * layer.rows, (i + 1) * layer.rows));
         }
-        return fused;
-    }
-
-    /** Offset of each named weight inside its block's fused row. */
-    private int[] locate(String name) {
-        int b = Architecture.mixerBlockOf(name), off = 0;
-        for (String n : bundle.layout.get(b)) {
-            if (n.equals(name)) return new int[]{b, off};
-            off += Architecture.numel(bundle.shapes.get(n));
-        }
-        throw new IllegalArgumentException(name);
+        return out;
     }
 
     /** The backbone's external weight buffer (floats), batch norm folded into every conv. */
-    public float[] foldedBackbone(float[][] fused) {
+    public float[] foldedBackbone(Map<String, float[]> fused) {
         float[] out = new float[bundle.externalSize / 4];
         for (String[] pair : Architecture.convBnPairs(bundle.shapes)) {
             String conv = pair[0], bn = pair[1];
-            int[] w = locate(conv + ".weight"), g = locate(bn + ".weight"), be = locate(bn + ".bias");
-            int[] m = locate(bn + ".running_mean"), v = locate(bn + ".running_var");
-            int[] shape = bundle.shapes.get(conv + ".weight");
-            int channels = shape[0], per = Architecture.numel(shape) / channels;
+            float[] w = fused.get(conv + ".weight"), g = fused.get(bn + ".weight"), be = fused.get(bn + ".bias");
+            float[] m = fused.get(bn + ".running_mean"), v = fused.get(bn + ".running_var");
+            int channels = g.length, per = w.length / channels;
             int wOut = bundle.backboneOffsets.get(conv + ".weight") / 4, bOut = bundle.backboneOffsets.get(conv + ".bias") / 4;
             for (int c = 0; c < channels; c++) {
-                float scale = fused[g[0]][g[1] + c] / (float) Math.sqrt(fused[v[0]][v[1] + c] + BN_EPS);
-                for (int i = 0; i < per; i++) out[wOut + c * per + i] = fused[w[0]][w[1] + c * per + i] * scale;
-                out[bOut + c] = fused[be[0]][be[1] + c] - fused[m[0]][m[1] + c] * scale;
+                float scale = g[c] / (float) Math.sqrt(v[c] + Architecture.BN_EPS);
+                for (int i = 0; i < per; i++) out[wOut + c * per + i] = w[c * per + i] * scale;
+                out[bOut + c] = be[c] - m[c] * scale;
             }
         }
         return out;
     }
 
     /** Classifier rows [K][C] and biases [K] of the task's classes. */
-    public float[][] head(float[][] fused, int[] classes) {
-        int[] w = locate("fc.weight"), b = locate("fc.bias");
+    public float[][] head(Map<String, float[]> fused, int[] classes) {
+        float[] w = fused.get("fc.weight"), b = fused.get("fc.bias");
         int dim = bundle.shapes.get("fc.weight")[1];
         float[][] rows = new float[classes.length][dim + 1];
         for (int k = 0; k < classes.length; k++) {
-            for (int d = 0; d < dim; d++) rows[k][d] = fused[w[0]][w[1] + classes[k] * dim + d];
-            rows[k][dim] = fused[b[0]][b[1] + classes[k]];
+            System.arraycopy(w, classes[k] * dim, rows[k], 0, dim);
+            rows[k][dim] = b[classes[k]];
         }
         return rows;
     }

@@ -50,7 +50,7 @@ public final class GoldenTest {
             double da = 0;
             for (int b = 0; b < 4; b++) da = Math.max(da, maxDiff(alpha[b], (List<Object>) wantAlpha.get(b)));
             check(da < 1e-5, name + " alpha (max diff " + da + ")");
-            float[][] fused = p.fuse(alpha);
+            Map<String, float[]> fused = p.fuse(alpha);
             float[] folded = p.foldedBackbone(fused);
             ByteBuffer raw = ByteBuffer.wrap(Files.readAllBytes(golden.getParent().resolve((String) c.get("folded"))))
                     .order(ByteOrder.LITTLE_ENDIAN);
