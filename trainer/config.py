@@ -61,6 +61,8 @@ class TrainConfig:
     eval_images_per_class: int = 0          # 0: all val images of each task's classes
     ablations: tuple[str, ...] = ()         # extra stage-3 runs: "naive", "fixed_uniform", "bow", "single_mixer"
     naive_epochs: float = 0                 # epochs of the "naive" ablation; 0: as many as stages 1+2+3 together
+    baseline: bool = True                   # train the no-personalization baseline (the report's rows 1-2);
+                                            # False saves its stage-2+3 epochs for runs that only need the bases
     seed: int = 0
     threads: int = 0                        # 0: torch's default
     log_every: int = 50

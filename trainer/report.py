@@ -30,6 +30,8 @@ ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "s
 
 def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
     config = TrainConfig.load(run_dir / "config.json")
+    if not config.baseline:
+        raise DataError(f"{run_dir} was trained with baseline=false: the report's baseline rows need it")
     ctx = make_context(run_dir, config, progress)
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class)
     embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()

@@ -118,7 +118,7 @@ REUSABLE = {  # output -> the config fields it depends on
 }
 
 
-NOT_TRAINING = ("ablations", "naive_epochs", "eval_seeds", "eval_images_per_class", "threads", "log_every")
+NOT_TRAINING = ("ablations", "naive_epochs", "baseline", "eval_seeds", "eval_images_per_class", "threads", "log_every")
 
 
 def reuse_outputs(source: Path, run_dir: Path, config: TrainConfig) -> list[str]:
@@ -186,7 +186,8 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
     ctx = timed("data", lambda: make_context(run_dir, config, progress))
     embeddings = timed("class_embeddings", lambda: class_embeddings(run_dir, ctx.data.names))
     stage1 = timed("stage1", lambda: _cached_model(ctx, run_dir / "stage1", lambda d: train_stage1(ctx, d)))
-    timed("baseline", lambda: _cached_model(ctx, run_dir / "baseline", lambda d: train_continuation(ctx, d, stage1)))
+    if config.baseline:
+        timed("baseline", lambda: _cached_model(ctx, run_dir / "baseline", lambda d: train_continuation(ctx, d, stage1)))
     bases = timed("stage2", lambda: _stage2(ctx, run_dir, stage1))
     sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k, mode=config.task_mode)
     for variant in ("taper", *config.ablations):
