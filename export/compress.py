@@ -20,7 +20,7 @@ Mode(dtype='float16', kind='lowrank', rank=8, drop=0.02)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -87,13 +87,16 @@ def relative_delta(weights: np.ndarray) -> float:
                  / max(float(np.linalg.norm(base)), 1e-12))
 
 
-def compress(bases: CompactBases, mode: Mode) -> CompactBases:
-    """`bases` (full float32, e.g. `CompactBases.full(...)`) stored as `mode` says."""
+def compress(bases: CompactBases, mode: Mode, shared: set[str] | None = None) -> CompactBases:
+    """`bases` (full float32, e.g. `CompactBases.full(...)`) stored as `mode` says. `shared`: layer names
+    stored without deltas whatever their size (to give random timing bases a measured pattern)."""
     layers = []
     for lb in bases.layers:
         weights = np.stack([lb.base() + lb.delta_of(q) for q in range(bases.num_bases)])   # [Q, O, n]
         channels = np.broadcast_to(lb.parts["channels"], (bases.num_bases, *lb.parts["channels"].shape[1:]))
-        layers.append(_compress_layer(lb, weights, np.ascontiguousarray(channels, np.float32), mode))
+        forced = lb.layer.name in (shared or ()) and mode.kind != "full"
+        layer_mode = replace(mode, drop=1.0) if forced else mode
+        layers.append(_compress_layer(lb, weights, np.ascontiguousarray(channels, np.float32), layer_mode))
     return CompactBases(layers, bases.shapes, bases.num_bases)
 
 
@@ -103,7 +106,7 @@ def _compress_layer(lb: LayerBases, weights: np.ndarray, channels: np.ndarray, m
         parts = {"channels": channels, "weight": weights.astype(f)}
         return LayerBases(lb.layer, LayerStorage("full", mode.dtype), parts)
     base = weights.mean(0)
-    if relative_delta(weights) < mode.drop:
+    if mode.drop >= 1 or relative_delta(weights) < mode.drop:
         return LayerBases(lb.layer, LayerStorage("shared", mode.dtype),
                           {"channels": channels.mean(0, keepdims=True), "base": base.astype(f)})
     # The deltas are taken against the base as stored, so float16 rounding of W_0 goes into them.

@@ -31,14 +31,15 @@ import onnxruntime as ort  # noqa: E402
 import sdk  # noqa: E402
 from export.bundle import assemble, write_bundle  # noqa: E402
 from sdk.architecture import block_layout, parameter_shapes  # noqa: E402
+from sdk.bases import CompactBases  # noqa: E402
 from sdk.manifest import Architecture  # noqa: E402
 
 INFERENCE_SECONDS = 2.0
 DESCRIPTIONS = ["insects", "kitchen appliances", "a drinking glass with a base and stem", "dogs", "vehicles"]
 
 
-def random_bundle(path: Path, stem: str, width: float, num_classes: int, size: int, q: int) -> Path:
-    """A bundle of the given shape with random weights (for timing only)."""
+def random_bundle(path: Path, stem: str, width: float, num_classes: int, size: int, q: int, store=None) -> Path:
+    """A bundle of the given shape with random weights (for timing only); `store(bases)` may compress them."""
     rng = np.random.default_rng(0)
     shapes = parameter_shapes(stem, width, num_classes)
     bases = []
@@ -67,8 +68,10 @@ def random_bundle(path: Path, stem: str, width: float, num_classes: int, size: i
     emb = TextEncoder.from_dir(cached_text_encoder()).embed_class_names(names)
     classes = {"classes": [{"id": f"c{i}", "name": n, "path": ["root", n]} for i, n in enumerate(names)],
                "supercategories": {}}
-    manifest, members = assemble(Architecture(stem, width, num_classes, size), bases, mixer, hidden, 4, emb, classes,
-                                 {"run": "random weights (timing only)", "licenses": {}})
+    compact = CompactBases.full(bases, shapes)
+    compact = store(compact) if store is not None else compact
+    manifest, members = assemble(Architecture(stem, width, num_classes, size), compact, mixer, hidden, 4, emb,
+                                 classes, {"run": "random weights (timing only)", "licenses": {}})
     return write_bundle(path, manifest, members)
 
 
@@ -96,29 +99,42 @@ def median_ms(fn, repeats: int) -> float:
     return statistics.median(times) * 1000
 
 
+def plan_bytes(plan) -> int:
+    """Bytes one fuse-and-fold reads: every tile's W_0, deltas and factors, the shared low-rank V, the
+    channel tensors (shared layers are not read: they were written when the buffer was made)."""
+    total = 0
+    for layer in plan.layers:
+        total += layer.bases.parts["channels"].nbytes + (layer.v.nbytes if layer.v is not None else 0)
+        total += sum(a.nbytes for t in layer.tiles for a in (t.base, t.deltas, t.u) if a is not None)
+    return total
+
+
 def fusion_bandwidth(bundle: sdk.TaperBundle, repeats: int) -> dict:
-    bases = bundle.bases
+    """The plain GEMV per layer over the bundle's stored bases (only when every layer is `full`), and the
+    route's fuse-and-fold, each against a copy of the same bytes."""
+    layers = bundle.bundle.bases.layers
     alpha = np.full((4, bundle.num_bases), 1 / bundle.num_bases, np.float32)
-    fused = [np.empty(b.shape[1], np.float32) for b in bases]
-    copies = [np.empty_like(b) for b in bases]
-    for b in bases:  # page the mapped file in once, so both measure memory, not disk
-        b.sum()
-    fuse_ms = median_ms(lambda: [np.dot(alpha[i], b, out=fused[i]) for i, b in enumerate(bases)], repeats)
-    copy_ms = median_ms(lambda: [np.copyto(c, b) for c, b in zip(copies, bases, strict=True)], repeats)
-    base_bytes = sum(b.nbytes for b in bases)
-    fuse_bytes = base_bytes + sum(f.nbytes for f in fused)
-    fuse_bw, copy_bw = fuse_bytes / fuse_ms / 1e6, 2 * base_bytes / copy_ms / 1e6
-    result = {"bases_mb": round(base_bytes / 1e6, 1), "fuse_ms": round(fuse_ms, 2), "copy_ms": round(copy_ms, 2),
-              "fusion_gb_s": round(fuse_bw, 2), "copy_gb_s": round(copy_bw, 2),
-              "fusion_bandwidth_ratio": round(fuse_bw / copy_bw, 3)}
-    device = bundle.engine.device
-    if device is not None:  # what personalize() does on the compiled route: tiled fusion with folding
-        with bundle.engine.weight_buffer() as target:
-            ms = median_ms(lambda: bundle.engine.fuse_and_fold(alpha, target), repeats)
-            moved = sum(b.nbytes for _, b in device.params_rows) + sum(t.bases.nbytes for t in device.tiles)
-            moved += target.data.nbytes
-        result.update({"fuse_fold_ms": round(ms, 2),
-                       "fuse_fold_bandwidth_ratio": round(moved / ms / 1e6 / copy_bw, 3)})
+    arrays = [a for lb in layers for a in lb.parts.values()]
+    copies = [np.empty_like(a) for a in arrays]
+    for a in arrays:  # page the mapped file in once, so both measure memory, not disk
+        a.sum(dtype=np.float64)
+    copy_ms = median_ms(lambda: [np.copyto(c, a) for c, a in zip(copies, arrays, strict=True)], repeats)
+    base_bytes = sum(a.nbytes for a in arrays)
+    copy_bw = 2 * base_bytes / copy_ms / 1e6
+    result = {"bases_mb": round(base_bytes / 1e6, 1), "copy_ms": round(copy_ms, 2), "copy_gb_s": round(copy_bw, 2)}
+    if all(lb.kind == "full" and lb.storage.dtype == "float32" for lb in layers):
+        rows = [lb.parts["weight"].reshape(bundle.num_bases, -1) for lb in layers]
+        fused = [np.empty(r.shape[1], np.float32) for r in rows]
+        fuse_ms = median_ms(lambda: [np.dot(alpha[0], r, out=f) for r, f in zip(rows, fused, strict=True)], repeats)
+        fuse_bw = (sum(r.nbytes for r in rows) + sum(f.nbytes for f in fused)) / fuse_ms / 1e6
+        result.update({"fuse_ms": round(fuse_ms, 2), "fusion_gb_s": round(fuse_bw, 2),
+                       "fusion_bandwidth_ratio": round(fuse_bw / copy_bw, 3)})
+    plan = bundle.engine.current.plan  # what personalize() does on the route: tiled fusion with folding
+    with bundle.engine.weight_buffer() as target:
+        ms = median_ms(lambda: bundle.engine.fuse_and_fold(alpha, target), repeats)
+        moved = plan_bytes(plan) + target.data.nbytes
+    result.update({"fuse_fold_ms": round(ms, 2), "fuse_fold_read_mb": round(plan_bytes(plan) / 1e6, 2),
+                   "fuse_fold_bandwidth_ratio": round(moved / ms / 1e6 / copy_bw, 3)})
     return result
 
 
@@ -138,14 +154,14 @@ print(before, hwm())
     return {"peak_rss_after_load_mb": round(float(out[0]), 1), "peak_rss_after_personalize_mb": round(float(out[1]), 1)}
 
 
-def personalize_times(bundle: sdk.TaperBundle, repeats: int, baseline=None
+def personalize_times(bundle: sdk.TaperBundle, repeats: int, baseline=None, descriptions=DESCRIPTIONS
                       ) -> tuple[list[float], dict[str, list], list[float]]:
     """Personalize for each description `repeats` times, as an app that replaces its model (each model
     is dropped when the next is built). With `baseline` (a callable), it is timed after each
     personalization, so that drift on this noisy machine hits both sides of the ratio alike."""
     totals, parts, baseline_times = [], {}, []
     for _ in range(repeats):
-        for d in DESCRIPTIONS:
+        for d in descriptions:
             t = time.perf_counter()
             model = sdk.personalize(bundle, d)
             totals.append((time.perf_counter() - t) * 1000)
@@ -247,7 +263,7 @@ def markdown(result: dict) -> str:
              "|---|" + "---|" * (len(result["cases"]) + 1)]
     keys = ["bundle_mb", "route", "warm_up_ms", "bases_mb", "fuse_ms", "copy_ms", "fusion_gb_s", "copy_gb_s",
             "fusion_bandwidth_ratio", "fuse_fold_ms", "fuse_fold_bandwidth_ratio", "personalize_ms",
-            "personalize_ms_standard_route", "plain_session_ms",
+            "personalize_ms_standard_route", "plain_session_ms", "fuse_fold_read_mb",
             "personalize_over_session_ratio", "inference_ms", "plain_inference_ms", "inference_ratio",
             "peak_rss_after_load_mb", "peak_rss_after_personalize_mb"]
     for k in keys:
@@ -265,7 +281,7 @@ def markdown(result: dict) -> str:
               "so `fuse_fold` writes the conv weights where the shared session reads them, in ~1 MB tiles, "
               "each scaled by its batch norm right after its GEMV while in cache (so fusion and folding are "
               "one step in the breakdown), and `session` only hands the weights to the shared session (no "
-              "session is created). `fusion_bandwidth_ratio` is the plain GEMV per block over the bundle's "
+              "session is created). `fusion_bandwidth_ratio` is the plain GEMV per layer over the bundle's "
               "bases (the issue's definition); `fuse_fold_bandwidth_ratio` is the same for the route's "
               "tiled fusion with folding (bytes of its bases and weight buffer over its time). "
               "All sessions without spin-waiting threads (a spinning baseline slowed what ran after it).", ""]

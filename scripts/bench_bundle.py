@@ -1,0 +1,236 @@
+"""Compact bundles: bytes, accuracy and personalize() time per storage mode. Writes
+docs/results/bundle.{json,md,svg}.
+
+    .venv/bin/python scripts/bench_bundle.py --run runs/bench [--modes fp32 int8 ...] [--repeats 10]
+
+For each mode (export/compress.py), the run is exported (`python -m export bundle --mode`) and measured:
+- bytes: the bundle file, and its bases over one fp32 ResNet-18 of the same width (every mixed tensor once);
+- accuracy: the trainer's evaluation (paper protocol: the run's 20-way neighbourhood tasks, one anchored
+  at each class, all val images of their classes, mean over the run's task seeds) of TAPER with the mode's
+  bases as stored (dequantized), the mixer's alpha and classifier selection; and classifier selection (CS)
+  alone on the same tasks: the baseline network if the run has one, else the stage-1 network;
+- time, at the run's size: fuse+fold and personalize() (medians over descriptions and repeats), and the
+  creation of a plain onnxruntime session for the same network timed right after each personalization.
+Then a full-width ResNet-18 at 224 px with Q=10 RANDOM bases (timing only) stored in each mode, its
+shared layers the ones the run's mode made shared (the measured sparsity), timed the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import bench_runtime  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+
+import sdk  # noqa: E402
+from export.bundle import bundle_run  # noqa: E402
+from export.compress import Mode, compress  # noqa: E402
+from sdk.architecture import is_mixed, parameter_shapes  # noqa: E402
+
+DEFAULT_MODES = ["fp32", "fp16", "delta+fp16", "int8", "int8+fp16", "lowrank:8", "lowrank:4+fp16",
+                 "lowrank:2+fp16", "drop:0.05+int8+fp16"]
+
+
+def single_fp32_bytes(shapes: dict) -> int:
+    return 4 * sum(int(np.prod(s, dtype=np.int64)) for n, s in shapes.items() if is_mixed(n))
+
+
+def evaluate(run_dir: Path, bases_by_mode: dict, seeds: list[int] | None) -> dict:
+    """{"cs": accuracy, mode: accuracy}: mean over seeds of the paper protocol (see the module doc)."""
+    import torch
+
+    from trainer.checkpoints import load_state
+    from trainer.config import TrainConfig
+    from trainer.data.tasks import TaskSampler
+    from trainer.evaluate import Evaluator
+    from trainer.run import load_model, load_stage3, make_context
+    from trainer.task_embedding import TaskEmbedder
+
+    config = TrainConfig.load(run_dir / "config.json")
+    ctx = make_context(run_dir, config, progress=False)
+    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class)
+    embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
+    embedder = TaskEmbedder("text", embeddings)
+    model = load_stage3(ctx, run_dir, "taper", embedder.dim)
+    cs_net = "baseline" if (run_dir / "baseline" / "model.safetensors").exists() else "stage1"
+    cs_logits = evaluator.logits(load_model(ctx.model_config, run_dir / cs_net / "model.safetensors").state_dict())
+    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
+    bank = model.bank
+    out: dict[str, list[float]] = {}
+    for seed in seeds or config.eval_seeds:
+        tasks = sampler.evaluation_tasks(seed)
+        with torch.no_grad():
+            alphas = model.alpha(embedder(tasks))
+        out.setdefault("cs", []).append(evaluator.static(cs_logits, tasks)[0])
+        for mode, rows in bases_by_mode.items():
+            with torch.no_grad():
+                for b, row in enumerate(rows):
+                    p = bank.params(b).shape[1]
+                    bank.params(b).copy_(torch.from_numpy(row[:, :p]))
+                    bank.stats(b).copy_(torch.from_numpy(row[:, p:]))
+            t = time.perf_counter()
+            accuracy = evaluator.per_task(lambda i, task, a=alphas: bank.state_dict_for(a[i]), tasks)[0]
+            out.setdefault(mode, []).append(accuracy)
+            print(f"[eval] seed {seed} {mode}: {out[mode][-1]:.2f} ({time.perf_counter() - t:.0f} s)", flush=True)
+    return {"cs_network": cs_net, **{k: float(np.mean(v)) for k, v in out.items()}}
+
+
+def timing(path: Path, repeats: int, tmp: Path) -> dict:
+    """fuse+fold and personalize() medians, and a plain session's creation timed after each one."""
+    bundle = sdk.load(path).warm_up()
+    descriptions = bench_runtime.DESCRIPTIONS
+    try:
+        for d in descriptions:
+            sdk.personalize(bundle, d)
+    except sdk.DescriptionError:  # not Tiny ImageNet (a test run): lists of its class names instead
+        descriptions = [bundle.classes[i::5][:20] for i in range(5)]
+    model = sdk.personalize(bundle, descriptions[0])
+    plain = bench_runtime.plain_resnet_onnx(bundle, model.alpha, tmp / f"{path.stem}-plain.onnx")
+    del model
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    ort.InferenceSession(str(plain), options, providers=["CPUExecutionProvider"])  # once, untimed (file cache)
+    totals, parts, sessions = bench_runtime.personalize_times(
+        bundle, repeats, lambda: ort.InferenceSession(str(plain), options, providers=["CPUExecutionProvider"]),
+        descriptions)
+    plan = bundle.engine.current.plan
+    personalize_ms, session_ms = statistics.median(totals), statistics.median(sessions)
+    return {"route": bundle.engine.route, "fusion_ms": round(statistics.median(parts["fuse_fold"]), 2),
+            "fuse_fold_read_mb": round(bench_runtime.plan_bytes(plan) / 1e6, 2),
+            "layers_fused": len(plan.layers), "layers_written_once": len(plan.constants) // 2,
+            "personalize_ms": round(personalize_ms, 2), "plain_session_ms": round(session_ms, 2),
+            "personalize_over_session_ratio": round(personalize_ms / session_ms, 3)}
+
+
+def full_width(modes: list[Mode], shared_by_mode: dict[str, set[str]], repeats: int, tmp: Path) -> dict:
+    out = {}
+    shapes = parameter_shapes("imagenet", 1.0, 1000)
+    for mode in modes:
+        path = bench_runtime.random_bundle(tmp / f"full-{mode}.taper", "imagenet", 1.0, 1000, 224, 10,
+                                           store=lambda b, m=mode: compress(b, m, shared_by_mode[str(m)]))
+        bases = sdk.bundle.Bundle.open(path).bases
+        row = {"bundle_bytes": path.stat().st_size, "bases_bytes": bases.nbytes,
+               "bases_over_single_fp32": round(bases.nbytes / single_fp32_bytes(shapes), 3),
+               **timing(path, repeats, tmp)}
+        out[str(mode)] = row
+        print(f"[full width] {mode}: {json.dumps(row)}", flush=True)
+        path.unlink()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", type=Path, required=True, help="a finished training run (stage 3 done)")
+    parser.add_argument("--modes", nargs="+", default=DEFAULT_MODES)
+    parser.add_argument("--full-width-modes", nargs="*", default=None, help="default: every mode")
+    parser.add_argument("--seeds", type=int, nargs="*", default=None, help="task seeds (default: the run's)")
+    parser.add_argument("--repeats", type=int, default=6, help="rounds over the descriptions per timing")
+    parser.add_argument("--out", type=Path, default=Path("docs/results/bundle"))
+    args = parser.parse_args()
+    modes = [Mode.parse(m) for m in args.modes]
+    if str(modes[0]) != "fp32":
+        modes.insert(0, Mode.parse("fp32"))
+    rows, bases_rows, shared = {}, {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for mode in modes:
+            path = bundle_run(args.run, tmp / f"{mode}.taper", mode=mode)
+            bases = sdk.bundle.Bundle.open(path).bases
+            single = single_fp32_bytes(bases.shapes)
+            bases_rows[str(mode)] = bases.block_rows()
+            shared[str(mode)] = {lb.layer.name for lb in bases.layers if lb.kind == "shared"}
+            rows[str(mode)] = {"bundle_bytes": path.stat().st_size, "bases_bytes": bases.nbytes,
+                               "bases_over_single_fp32": round(bases.nbytes / single, 3),
+                               "shared_layers": len(shared[str(mode)]), "layers": len(bases.layers),
+                               **timing(path, args.repeats, tmp)}
+            print(f"[bench] {mode}: {json.dumps(rows[str(mode)])}", flush=True)
+            path.unlink()
+        accuracy = evaluate(args.run, bases_rows, args.seeds)
+        for name, row in rows.items():
+            row["accuracy"] = round(accuracy[name], 2)
+            row["taper_minus_cs"] = round(accuracy[name] - accuracy["cs"], 2)
+            row["minus_fp32"] = round(accuracy[name] - accuracy["fp32"], 2)
+        chosen = [m for m in modes if args.full_width_modes is None or str(m) in args.full_width_modes]
+        wide = full_width(chosen, shared, args.repeats, tmp)
+    result = {"command": "python scripts/bench_bundle.py " + " ".join(sys.argv[1:]),
+              "machine": f"{platform.machine()}, {ort.get_device()}, onnxruntime {ort.__version__}",
+              "run": args.run.name, "classifier_selection": round(accuracy["cs"], 2),
+              "cs_network": accuracy["cs_network"],
+              "modes": rows, "full_width": wide}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+    args.out.with_suffix(".svg").write_text(svg(rows))
+    args.out.with_suffix(".md").write_text(markdown(result, args.out.with_suffix(".svg").name))
+    print(f"wrote {args.out.with_suffix('.md')}, .json and .svg")
+    return 0
+
+
+def svg(rows: dict) -> str:
+    """Accuracy against bundle bytes, one labelled point per mode."""
+    w, h, pad = 640, 400, 60
+    xs = [r["bundle_bytes"] / 1e6 for r in rows.values()]
+    ys = [r["accuracy"] for r in rows.values()]
+    x0, x1 = 0, max(xs) * 1.1
+    y0, y1 = min(ys) - 1, max(ys) + 1
+    px = [pad + (x - x0) / (x1 - x0) * (w - 2 * pad) for x in xs]
+    py = [h - pad - (y - y0) / (y1 - y0) * (h - 2 * pad) for y in ys]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
+             'font-size="11">',
+             f'<text x="{pad}" y="20" font-size="13" font-weight="bold">Personalized accuracy vs bundle size</text>',
+             f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>',
+             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="black"/>',
+             f'<text x="{w / 2}" y="{h - 20}" text-anchor="middle">bundle MB ({x0:.0f} to {x1:.1f})</text>',
+             f'<text x="15" y="{h / 2}" transform="rotate(-90 15 {h / 2})" text-anchor="middle">'
+             f'top-1 % ({y0:.1f} to {y1:.1f})</text>']
+    for name, x, y, r in zip(rows, px, py, rows.values(), strict=True):
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#1f77b4"/>')
+        parts.append(f'<text x="{x + 6:.1f}" y="{y - 6:.1f}">{name} ({r["accuracy"]:.2f})</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def markdown(result: dict, plot: str) -> str:
+    lines = ["# Compact bundles: bytes, accuracy and personalize() time per storage mode", "",
+             f"Command: `{result['command']}`  ", f"Machine: {result['machine']} (2 cores, noisy: medians, ratios "
+             "against a plain onnxruntime session created in the same run).", "",
+             f"Run `{result['run']}`. Classifier selection ({result['cs_network']} network): "
+             f"{result['classifier_selection']}.", "",
+             "| mode | bundle MB | bases / one fp32 ResNet-18 | shared layers | accuracy | minus fp32 | TAPER - CS | "
+             "fuse+fold ms | read MB | personalize ms | plain session ms | ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in result["modes"].items():
+        lines.append(f"| {name} | {r['bundle_bytes'] / 1e6:.1f} | {r['bases_over_single_fp32']} | {r['shared_layers']}/"
+                     f"{r['layers']} | {r['accuracy']:.2f} | {r['minus_fp32']:+.2f} | {r['taper_minus_cs']:+.2f} | "
+                     f"{r['fusion_ms']} | {r['fuse_fold_read_mb']} | {r['personalize_ms']} | {r['plain_session_ms']} | "
+                     f"{r['personalize_over_session_ratio']} |")
+    lines += ["", f"![accuracy vs bytes]({plot})", "",
+              "## Full width (ResNet-18, 224 px, 1000 classes, Q=10; RANDOM bases: timing only)", "",
+              "Each mode's shared layers are the ones it made shared on the run above (same layer names).", "",
+              "| mode | bundle MB | bases / one fp32 ResNet-18 | layers fused | fuse+fold ms | read MB | "
+              "personalize ms | plain session ms | ratio |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in result["full_width"].items():
+        lines.append(f"| {name} | {r['bundle_bytes'] / 1e6:.1f} | {r['bases_over_single_fp32']} | "
+                     f"{r['layers_fused']} | {r['fusion_ms']} | {r['fuse_fold_read_mb']} | {r['personalize_ms']} | {r['plain_session_ms']} | "
+                     f"{r['personalize_over_session_ratio']} |")
+    lines += ["", "accuracy: TAPER on the paper protocol with the mode's bases as stored; minus fp32: against the "
+              "plain bases of the same run. ratio: personalize() over the creation of a plain onnxruntime session "
+              "(full optimization) of the same network, timed after each personalization. read MB: what one "
+              "fuse+fold reads (W_0, deltas, factors, channel tensors of the layers it fuses).", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
