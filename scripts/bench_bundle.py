@@ -223,7 +223,8 @@ def markdown(result: dict, plot: str) -> str:
               "personalize ms | plain session ms | ratio |", "|---|---|---|---|---|---|---|---|---|"]
     for name, r in result["full_width"].items():
         lines.append(f"| {name} | {r['bundle_bytes'] / 1e6:.1f} | {r['bases_over_single_fp32']} | "
-                     f"{r['layers_fused']} | {r['fusion_ms']} | {r['fuse_fold_read_mb']} | {r['personalize_ms']} | {r['plain_session_ms']} | "
+                     f"{r['layers_fused']} | {r['fusion_ms']} | {r['fuse_fold_read_mb']} | {r['personalize_ms']} | "
+                     f"{r['plain_session_ms']} | "
                      f"{r['personalize_over_session_ratio']} |")
     lines += ["", "accuracy: TAPER on the paper protocol with the mode's bases as stored; minus fp32: against the "
               "plain bases of the same run. ratio: personalize() over the creation of a plain onnxruntime session "

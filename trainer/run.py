@@ -187,7 +187,8 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
     embeddings = timed("class_embeddings", lambda: class_embeddings(run_dir, ctx.data.names))
     stage1 = timed("stage1", lambda: _cached_model(ctx, run_dir / "stage1", lambda d: train_stage1(ctx, d)))
     if config.baseline:
-        timed("baseline", lambda: _cached_model(ctx, run_dir / "baseline", lambda d: train_continuation(ctx, d, stage1)))
+        timed("baseline", lambda: _cached_model(ctx, run_dir / "baseline",
+                                                lambda d: train_continuation(ctx, d, stage1)))
     bases = timed("stage2", lambda: _stage2(ctx, run_dir, stage1))
     sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k, mode=config.task_mode)
     for variant in ("taper", *config.ablations):
