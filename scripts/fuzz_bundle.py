@@ -11,8 +11,11 @@ Each case is one damaged bundle; a worker (one per core, restarted after a hang 
 - same: it loaded and gave the pristine bundle's probabilities; different: it loaded and gave others.
 Kinds of damage: unsigned (byte flips in the header, the manifest or a member; truncation), where
 "different" is a silent change and must be 0; and re-signed (forged: the checksums recomputed after the
-edit): manifest edits, member byte flips, hostile members (graphs, tokenizers, classes) and non-finite
-weights, where "different" means a forged bundle the format accepts (reported, not a failure).
+edit): manifest edits, member byte flips, hostile members (graphs, tokenizers, classes), non-finite
+weights and forged compact bases (a tensor dropped, renamed to no layer, cut short, of another dtype, a
+NaN or negative int8 scale), where "different" means a forged bundle the format accepts (reported, not a
+failure). The base bundle's layers are stored in every kind in turn (full, shared, dense float16, int8,
+low rank), so every compact member is damaged.
 """
 
 from __future__ import annotations
@@ -39,7 +42,10 @@ from bundle_edits import PAD, manifest_of, with_manifest, with_member, with_memb
 
 DESCRIPTION = "blue, round shapes"  # "blue" is free text: the text encoder runs
 UNSIGNED = ("flip_header", "flip_manifest", "flip_member", "truncate")
-SIGNED = ("manifest_edit", "resigned_member_flip", "hostile_member", "non_finite_weights")
+SIGNED = ("manifest_edit", "resigned_member_flip", "hostile_member", "non_finite_weights", "bases_edit")
+# The base bundle's layers are stored in every kind the format has, in turn (full, shared, dense float16,
+# int8, low rank), so damage reaches every compact member (`mixed_storage`).
+STORAGE_CYCLE = ("fp32", "drop:0.99+delta", "delta+fp16", "int8", "lowrank:2")
 WORKER = r"""
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))  # a runaway allocation fails instead of the machine
@@ -211,10 +217,11 @@ def make_case(kind: str, blob: bytes, rng: np.random.Generator, hostile: list) -
         return f"{kind} {where}", bytes(data)
     if kind == "manifest_edit":
         m = json.loads(json.dumps(manifest))
-        section = str(rng.choice(["architecture", "mixer", "preprocessing", "text_encoder", "members", "root"]))
+        section = str(rng.choice(["architecture", "mixer", "preprocessing", "text_encoder", "members", "bases",
+                                  "root"]))
         target = m if section == "root" else m[section]
-        if section == "members":
-            target = target[str(rng.choice(members))]
+        if section in ("members", "bases"):
+            target = target[str(rng.choice(sorted(target)))]
         key = str(rng.choice(sorted(target)))
         if rng.random() < 0.2:
             target.pop(key)
@@ -244,17 +251,58 @@ def make_case(kind: str, blob: bytes, rng: np.random.Generator, hostile: list) -
 
         def poison(member: bytearray) -> None:
             (n,) = struct.unpack("<Q", member[:8])
-            header = {k: v for k, v in json.loads(member[8:8 + n]).items() if k != "__metadata__"}
+            header = {k: v for k, v in json.loads(member[8:8 + n]).items() if k != "__metadata__"
+                      and v["dtype"] in ("F32", "F16") and v["data_offsets"][1] > v["data_offsets"][0]}
             tensor = header[str(rng.choice(sorted(header)))]
             begin, end = tensor["data_offsets"]
-            pos = 8 + n + begin + 4 * int(rng.integers(0, (end - begin) // 4))
-            member[pos:pos + 4] = struct.pack("<f", value)
+            fmt, size = ("<f", 4) if tensor["dtype"] == "F32" else ("<e", 2)
+            pos = 8 + n + begin + size * int(rng.integers(0, (end - begin) // size))
+            member[pos:pos + size] = struct.pack(fmt, value)
         return f"non_finite_weights {name} {value}", with_member(blob, name, poison)
+    if kind == "bases_edit":
+        what, data = bases_edit(blob, rng)
+        return f"bases_edit {what}", data
     raise ValueError(kind)
 
 
+def bases_edit(blob: bytes, rng: np.random.Generator) -> tuple[str, bytes]:
+    """A forged compact bases member: a tensor dropped, renamed to a layer that does not exist, cut short
+    (wrong rank or length), of another dtype, or a scale made NaN or negative; everything re-signed."""
+    from sdk.bundle import Bundle
+    from sdk.tensorfile import encode_header
+
+    tensors = dict(Bundle.from_buffer(np.frombuffer(blob, np.uint8)).bases.tensors())
+    key = str(rng.choice(sorted(tensors)))
+    edit = str(rng.choice(["drop", "rename", "cut", "dtype", "scale"]))
+    if edit == "drop":
+        tensors.pop(key)
+    elif edit == "rename":
+        tensors["layer9." + key.split(".", 1)[1]] = tensors.pop(key)
+    elif edit == "cut":
+        tensors[key] = np.ascontiguousarray(tensors[key][..., : max(1, tensors[key].shape[-1] - 1)])
+    elif edit == "dtype":
+        tensors[key] = tensors[key].astype(np.float64 if tensors[key].dtype != np.float64 else np.float32)
+    else:
+        key = str(rng.choice(sorted(k for k in tensors if k.endswith(".scale"))))
+        tensors[key] = np.array(tensors[key])
+        tensors[key][int(rng.integers(len(tensors[key])))] = float(rng.choice([np.nan, -1.0, np.inf]))
+    arrays = {k: np.ascontiguousarray(v) for k, v in sorted(tensors.items(), key=lambda kv: -kv[1].itemsize)}
+    member = encode_header(arrays) + b"".join(a.tobytes() for a in arrays.values())
+    return f"{edit} {key}", with_member_bytes(blob, "bases.safetensors", member)
+
+
+def mixed_storage(bases):
+    """`bases` with layer i stored as STORAGE_CYCLE[i % 5] says."""
+    from export.compress import Mode, compress
+    from sdk.bases import CompactBases
+
+    stored = [compress(bases, Mode.parse(mode)).layers for mode in STORAGE_CYCLE]
+    return CompactBases([stored[i % len(stored)][i] for i in range(len(bases.layers))], bases.shapes, bases.num_bases)
+
+
 def base_bundle(path: Path | None, work: Path) -> bytes:
-    """The bundle to damage, re-written with slack in its manifest (so re-signed edits keep its length)."""
+    """The bundle to damage, its bases re-stored in every kind (`mixed_storage`) and slack in its manifest
+    (so re-signed edits keep its length)."""
     from dataclasses import replace
 
     from sdk.bundle import Bundle, bundle_bytes
@@ -264,9 +312,15 @@ def base_bundle(path: Path | None, work: Path) -> bytes:
         from trainer.run import run
 
         path = bundle_run(run(work / "tiny-run", "tiny", progress=False), work / "tiny.taper")
+    from sdk.bases import CompactBases
+    from sdk.bundle import bases_bytes
+
     bundle = Bundle.open(path)
     members = {n: bundle.member_bytes(n) for n in bundle.manifest.members}
-    manifest = replace(bundle.manifest, provenance={**bundle.manifest.provenance, "pad": "x" * PAD})
+    bases = mixed_storage(CompactBases.full(bundle.bases.block_rows(), bundle.shapes))
+    members["bases.safetensors"] = bases_bytes(bases)
+    provenance = {**bundle.manifest.provenance, "pad": "x" * PAD}
+    manifest = replace(bundle.manifest, bases=bases.storage, provenance=provenance)
     return bundle_bytes(manifest, members)
 
 
@@ -291,7 +345,7 @@ def main() -> int:
         hostile = hostile_members(blob)
         rng = np.random.default_rng(args.seed)
         kinds = list(UNSIGNED + SIGNED)
-        weights = np.array([8, 17, 20, 8, 15, 14, 12, 6], float)
+        weights = np.array([8, 17, 20, 8, 15, 14, 12, 6, 8], float)
         counts: dict[str, Counter] = defaultdict(Counter)
         examples: dict[str, list[str]] = defaultdict(list)
         pending: list[tuple[int, str, str, Path]] = []
