@@ -24,24 +24,28 @@ def test_a_blocked_conv_reorder_is_found_as_a_transpose_and_written_through_a_vi
 
 def test_fusing_and_folding_in_tiles_equals_fusing_then_folding_then_reordering(tiny_bundle):
     import sdk
-    from sdk.compiled import compile_backbone, reorder_bases
+    from sdk.compiled import compile_backbone
+    from sdk.folding import BACKBONE_FILE, fold_batch_norm
+    from sdk.fusion import FusionPlan
 
     engine = sdk.load(tiny_bundle).engine
-    compiled = compile_backbone(engine.graph, engine.external_file, engine.layout, engine.external_size)
-    device = reorder_bases(compiled, engine.bases, engine.block_layout, engine.shapes, tile_floats=64)
-    assert len(device.tiles) > len(device.folds)  # convs split over several tiles
-    assert any(p.view is not None for p in device.placements.values())  # and some in a blocked layout
-    alpha = np.random.default_rng(3).dirichlet(np.ones(engine.bases[0].shape[0]), 4).astype(np.float32)
-    plain = engine._new_weight_buffer(None)
-    engine.fuse_and_fold(alpha, plain)
-    tiled = device.new_buffer()
-    device.fuse_and_fold(alpha, tiled)
-    for name, p in device.placements.items():
-        assert plain.folded[name].any()
-        got = p.view_of(tiled.data).reshape(plain.folded[name].shape)  # view_of splits blocked channels
-        np.testing.assert_allclose(got, plain.folded[name], rtol=1e-6, atol=1e-7)
-    for name in ("fc.weight", "fc.bias", "layer4.1.bn2.running_var"):
-        np.testing.assert_allclose(tiled.params[name], plain.params[name], rtol=1e-6, atol=1e-7)
+    compiled = compile_backbone(engine.graph, BACKBONE_FILE, engine.layout, engine.external_size)
+    placements, floats = compiled.device_layout()
+    plan = FusionPlan.build(engine.bases, placements, floats, tile_floats=64)
+    assert sum(len(p.tiles) for p in plan.layers) > len(plan.layers)  # convs split over several tiles
+    assert any(p.view is not None for p in placements.values())  # and some in a blocked layout
+    alpha = np.random.default_rng(3).dirichlet(np.ones(engine.bases.num_bases), 4).astype(np.float32)
+    mixed = engine.bases.mixed(alpha)
+    _, plain = engine.plain_weight_file()
+    fold_batch_norm(mixed, plain)
+    tiled = plan.new_buffer(owner=None)
+    plan.fuse_and_fold(alpha, tiled)
+    for name, p in placements.items():
+        assert plain[name].any()
+        got = p.view_of(tiled.graph_data).reshape(plain[name].shape)  # view_of splits blocked channels
+        np.testing.assert_allclose(got, plain[name], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(tiled.head[0], mixed["fc.weight"], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(tiled.head[1], mixed["fc.bias"], rtol=1e-6, atol=1e-7)
 
 
 def test_an_unknown_reorder_a_padded_or_a_duplicating_one_is_rejected():
@@ -58,9 +62,9 @@ def test_the_compiled_graph_takes_every_folded_weight_as_an_aligned_input(tiny_b
 
     b = sdk.load(tiny_bundle).warm_up()
     assert b.engine.route == "compiled"
-    device = b.engine.device
-    session_inputs = {i.name: tuple(i.shape) for i in b.engine.shared_session.get_inputs()}
-    folded = {name for name, _ in device.inputs.values()}
+    route = b.engine.current
+    session_inputs = {i.name: tuple(i.shape) for i in route.session.get_inputs()}
+    folded = {name for name, _ in route.compiled.inputs.values()}
     assert set(session_inputs) == {"image", "head_weight", "head_bias"} | folded
     model = sdk.personalize(b, "round shapes")
     assert set(model.network.weights) == {"head_weight", "head_bias"} | folded
