@@ -74,11 +74,10 @@ class Bundle:
         backbone_layout / backbone_size: the backbone graph's external-data layout (`backbone_layout`).
     """
 
-    def __init__(self, data: np.ndarray, manifest: Manifest, source: str, fd: int | None = None):
+    def __init__(self, data: np.ndarray, manifest: Manifest, source: str, fd: int | None = None,
+                 verify: bool = False):
         self.data, self.manifest, self.source = data, manifest, source
         self._fd, self._stat = fd, _identity(os.fstat(fd)) if fd is not None else None
-        if fd is not None:
-            weakref.finalize(self, os.close, fd)
         arch = manifest.architecture
         self.shapes = parameter_shapes(arch.stem, arch.width, arch.num_classes)
         self.layout = block_layout(self.shapes)
@@ -89,6 +88,10 @@ class Bundle:
         self.class_embeddings = self._tensors("class_embeddings.safetensors", {
             "text": (arch.num_classes, manifest.mixer.embed_dim)}, copy=True)["text"]
         self.classes, self.supercategories = self._classes()
+        if verify:
+            self.verify_finite()
+        if fd is not None:  # only once valid: `open` closes the descriptor itself when validation fails
+            weakref.finalize(self, os.close, fd)
 
     @classmethod
     def open(cls, path: str | Path, verify: bool = True, in_memory: bool = False) -> Bundle:
@@ -137,10 +140,7 @@ class Bundle:
         manifest = parse_manifest(data)
         if verify:
             verify_checksums(data, manifest)
-        bundle = cls(data, manifest, source, fd)
-        if verify:
-            bundle.verify_finite()
-        return bundle
+        return cls(data, manifest, source, fd, verify)
 
     def check_unchanged(self) -> None:
         """BundleError if the mapped file was truncated or rewritten since it was opened: reading a
