@@ -135,7 +135,8 @@ EXACT_SVD_MAX = 256   # min(O, n) up to which the full SVD is cheap (bench-width
 def top_singular(matrices: np.ndarray, rank: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The top-`rank` singular triplets of each of `matrices` [Q, O, n]: u [Q, O, r], s [Q, r], vt [Q, r, n].
     Exact SVD for small layers; for larger ones a randomized range finder with oversampling and two power
-    iterations (Halko et al. 2011): a full SVD of a full-width layer [10, 512, 4608] took ~12 s here."""
+    iterations (Halko et al. 2011): with full SVDs, `lowrank:4` of a full-width ResNet-18 with Q=10 took
+    260 s here (21 layers)."""
     if min(matrices.shape[1:]) <= EXACT_SVD_MAX:
         u, s, vt = np.linalg.svd(matrices, full_matrices=False)
         return u[:, :, :rank], s[:, :rank], vt[:, :rank]

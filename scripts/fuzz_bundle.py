@@ -268,8 +268,7 @@ def make_case(kind: str, blob: bytes, rng: np.random.Generator, hostile: list) -
 def bases_edit(blob: bytes, rng: np.random.Generator) -> tuple[str, bytes]:
     """A forged compact bases member: a tensor dropped, renamed to a layer that does not exist, cut short
     (wrong rank or length), of another dtype, or a scale made NaN or negative; everything re-signed."""
-    from sdk.bundle import Bundle
-    from sdk.tensorfile import encode_header
+    from sdk.bundle import Bundle, tensors_member
 
     tensors = dict(Bundle.from_buffer(np.frombuffer(blob, np.uint8)).bases.tensors())
     key = str(rng.choice(sorted(tensors)))
@@ -286,9 +285,7 @@ def bases_edit(blob: bytes, rng: np.random.Generator) -> tuple[str, bytes]:
         key = str(rng.choice(sorted(k for k in tensors if k.endswith(".scale"))))
         tensors[key] = np.array(tensors[key])
         tensors[key][int(rng.integers(len(tensors[key])))] = float(rng.choice([np.nan, -1.0, np.inf]))
-    arrays = {k: np.ascontiguousarray(v) for k, v in sorted(tensors.items(), key=lambda kv: -kv[1].itemsize)}
-    member = encode_header(arrays) + b"".join(a.tobytes() for a in arrays.values())
-    return f"{edit} {key}", with_member_bytes(blob, "bases.safetensors", member)
+    return f"{edit} {key}", with_member_bytes(blob, "bases.safetensors", tensors_member(tensors))
 
 
 def mixed_storage(bases):

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .architecture import NUM_BLOCKS, Layer, block_layout, mixed_layers
+from .architecture import Layer, block_layout, mixed_layers
 from .errors import BundleError
 from .manifest import FLOAT_DTYPES, LayerStorage
 
@@ -235,4 +235,4 @@ class CompactBases:
         return cls.full(rows, shapes)
 
 
-__all__ = ["NUM_BLOCKS", "CompactBases", "LayerBases", "LayerStorage", "expected_tensors"]
+__all__ = ["CompactBases", "LayerBases", "LayerStorage", "expected_tensors"]

@@ -303,14 +303,18 @@ def safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
     return encode_header(arrays) + b"".join(a.tobytes() for a in arrays.values())
 
 
-def bases_bytes(bases: CompactBases) -> bytes:
-    """The `bases.safetensors` member. Tensors go widest dtype first, so that every tensor starts on a
-    multiple of its item size (the data section starts 64-aligned) with no gaps."""
-    tensors = bases.tensors()
-    order = sorted(tensors, key=lambda k: -tensors[k].dtype.itemsize)  # stable: layer order within a dtype
+def tensors_member(tensors: dict[str, np.ndarray]) -> bytes:
+    """Tensors of any dtype as one safetensors member, widest dtype first, so that every tensor starts on
+    a multiple of its item size (the data section starts 64-aligned) with no gaps."""
+    order = sorted(tensors, key=lambda k: -tensors[k].dtype.itemsize)  # stable: given order within a dtype
     arrays = {k: np.ascontiguousarray(tensors[k]) for k in order}
     return encode_header(arrays) + b"".join(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
                                             for a in arrays.values())
+
+
+def bases_bytes(bases: CompactBases) -> bytes:
+    """The `bases.safetensors` member."""
+    return tensors_member(bases.tensors())
 
 
 def encode_bundle(manifest: Manifest, members: dict[str, bytes]) -> tuple[bytes, dict[str, MemberEntry]]:
@@ -373,5 +377,5 @@ def _align(n: int) -> int:
 
 
 __all__ = ["ALIGN", "HEADER", "MAGIC", "MEMBERS", "NUM_BLOCKS", "Bundle", "ClassInfo", "Manifest", "bases_bytes",
-           "bundle_bytes",
+           "bundle_bytes", "tensors_member",
            "encode_bundle", "parse_manifest", "safetensors_bytes", "verify_checksums", "write_bundle"]

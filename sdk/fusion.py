@@ -89,12 +89,10 @@ def aligned_zeros(count: int) -> np.ndarray:
 @dataclass
 class WeightBuffer:
     """One personalization's weights: `data` holds the graph's folded weights (`graph_data`, what the
-    session reads) and then the classifier (`head`: fused, unfolded); `folded` names the graph's weights
-    (views, indexed like the tensors); `feeds` are the compiled graph's inputs (None on the standard
-    route). `scratch` is where float16 and int8 tiles are widened."""
+    session reads) and then the classifier (`head`: fused, unfolded); `feeds` are the compiled graph's
+    inputs (None on the standard route). `scratch` is where float16 and int8 tiles are widened."""
     data: np.ndarray
     graph_data: np.ndarray
-    folded: dict[str, np.ndarray]
     head: tuple[np.ndarray, np.ndarray]
     scratch: np.ndarray
     owner: object                       # the route whose layout this is
@@ -203,7 +201,7 @@ class FusionPlan:
         for start, values in self.constants:
             data[start:start + values.size] = values
         head = (self.head[0].view_of(data), self.head[1].view_of(data))
-        return WeightBuffer(data, data[:self.graph_floats], {}, head,
+        return WeightBuffer(data, data[:self.graph_floats], head,
                             np.empty(self.scratch_floats, np.float32), owner)
 
     def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer) -> None:
