@@ -44,8 +44,8 @@ DESCRIPTION = "blue, round shapes"  # "blue" is free text: the text encoder runs
 UNSIGNED = ("flip_header", "flip_manifest", "flip_member", "truncate")
 SIGNED = ("manifest_edit", "resigned_member_flip", "hostile_member", "non_finite_weights", "bases_edit")
 # The base bundle's layers are stored in every kind the format has, in turn (full, shared, dense float16,
-# int8, low rank), so damage reaches every compact member (`mixed_storage`).
-STORAGE_CYCLE = ("fp32", "drop:0.99+delta", "delta+fp16", "int8", "lowrank:2")
+# int8, low rank, shared-subspace low rank), so damage reaches every compact member (`mixed_storage`).
+STORAGE_CYCLE = ("fp32", "drop:0.99+delta", "delta+fp16", "int8", "lowrank:2", "subspace:2")
 WORKER = r"""
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))  # a runaway allocation fails instead of the machine
@@ -289,7 +289,7 @@ def bases_edit(blob: bytes, rng: np.random.Generator) -> tuple[str, bytes]:
 
 
 def mixed_storage(bases):
-    """`bases` with layer i stored as STORAGE_CYCLE[i % 5] says."""
+    """`bases` with layer i stored as STORAGE_CYCLE[i % len(STORAGE_CYCLE)] says."""
     from export.compress import Mode, compress
     from sdk.bases import CompactBases
 

@@ -1,4 +1,4 @@
-"""The bases of a bundle, layer by layer: a shared part W_0 plus per-basis deltas (format version 3).
+"""The bases of a bundle, layer by layer: a shared part W_0 plus per-basis deltas (format versions 3 and 4).
 
 Basis q's weight of a layer (`sdk.architecture.Layer`: a conv or the classifier) is W_0 + D_q. With
 alpha rows summing to one the mixed weight is W_0 + sum_q alpha_q D_q, so fusing reads W_0 once and
@@ -12,11 +12,15 @@ the manifest; tensors `<layer>.<part>` in the `bases.safetensors` member):
 | `dense`   | `base` [O, n], `delta` [Q, O, n]                 | base + delta[q]                |
 | `int8`    | `base`, `delta` int8 [Q, O, n], `scale` [O]      | base + scale[:, None] * delta[q] |
 | `lowrank` | `base`, `u` [Q, O, r], `v` [Q, r, n]             | base + u[q] @ v[q]             |
+| `subspace`| `base`, `u` [Q, O, r], `v` [r, n]                | base + u[q] @ v                |
 
 plus `channels`, float32 [Q, c, O]: the per-output-channel tensors (batch-norm weight, bias, running
 mean, running variance; or the classifier's bias), one row [1, c, O] for a shared layer. O is the
 number of output channels, n the rest of the weight's size. Floats are float32 or float16 (`dtype`);
-an int8 scale is float32, per output channel, shared by the bases.
+an int8 scale is float32, per output channel, shared by the bases. `subspace` is low rank with the
+right factor shared: every basis's delta lies in the same r rows, so the mix is (sum_q alpha_q u[q]) @ v,
+one GEMM of inner size r where `lowrank` needs Q r (and at equal bytes it fits the deltas better on the
+bench run: docs/results/experiments.md).
 
 The arrays are read-only views into the bundle. `mixed` is the reference fusion (dequantize, then
 sum); the runtime's fast kernels (`sdk.fusion`) are tested against it.
@@ -63,6 +67,9 @@ def expected_tensors(layer: Layer, storage: LayerStorage, num_bases: int) -> dic
     elif storage.kind == "lowrank":
         parts["u"] = (f, (q, o, storage.rank))
         parts["v"] = (f, (q, storage.rank, n))
+    elif storage.kind == "subspace":
+        parts["u"] = (f, (q, o, storage.rank))
+        parts["v"] = (f, (storage.rank, n))
     return parts
 
 
@@ -92,7 +99,8 @@ class LayerBases:
             return p["delta"][q].astype(np.float32)
         if kind == "int8":
             return p["scale"][:, None] * p["delta"][q].astype(np.float32)
-        return p["u"][q].astype(np.float32) @ p["v"][q].astype(np.float32)
+        v = p["v"] if kind == "subspace" else p["v"][q]
+        return p["u"][q].astype(np.float32) @ v.astype(np.float32)
 
     def base(self) -> np.ndarray:
         """W_0 as float32 [O, n] (zeros for `full`)."""

@@ -1,8 +1,8 @@
 """The `.taper` bundle: the one module that reads and writes the format (docs/bundle-format.md).
 
-Layout, version 3 (integers little-endian):
+Layout, versions 3 and 4 (integers little-endian):
     0   8 bytes   magic b"TAPERBDL"
-    8   u32       format version (3)
+    8   u32       format version (3 or 4: the manifest's `version`)
     12  u32       flags (0: reserved, a reader rejects anything else)
     16  u64       manifest length M
     24  32 bytes  SHA-256 of the manifest bytes
@@ -42,7 +42,7 @@ from .bases import CompactBases
 from .errors import BundleError, TensorFileError
 from .files import atomic_file
 from .folding import backbone_layout
-from .manifest import MEMBERS, VERSION, Manifest, MemberEntry, load_json
+from .manifest import MEMBERS, READ_VERSIONS, Manifest, MemberEntry, load_json
 from .tensorfile import encode_header, read_tensors
 
 MAGIC = b"TAPERBDL"
@@ -255,12 +255,12 @@ def parse_manifest(data: np.ndarray) -> Manifest:
     magic, version, flags, length, digest, reserved = HEADER.unpack(bytes(data[:HEADER.size]))
     if magic != MAGIC:
         raise BundleError("not a TAPER bundle (bad magic)")
-    if version != VERSION:
+    if version not in READ_VERSIONS:
         if version in OLDER_VERSIONS:
             raise BundleError(f"bundle format version {version} (written by {OLDER_VERSIONS[version]}) is no longer "
-                              f"read; this SDK reads version {VERSION}: export the run again with "
+                              f"read; this SDK reads versions {READ_VERSIONS}: export the run again with "
                               "`python -m export bundle RUN --out FILE`")
-        raise BundleError(f"bundle format version {version} is not supported (this SDK reads version {VERSION}; "
+        raise BundleError(f"bundle format version {version} is not supported (this SDK reads versions {READ_VERSIONS}; "
                           "a newer SDK may read it)")
     if flags != 0 or reserved != bytes(len(reserved)):
         raise BundleError("header: reserved bytes are not zero")
@@ -270,6 +270,8 @@ def parse_manifest(data: np.ndarray) -> Manifest:
     if hashlib.sha256(raw).digest() != digest:
         raise BundleError("manifest checksum mismatch (corrupt bundle)")
     manifest = Manifest.from_json(load_json(raw, "manifest"))
+    if manifest.version != version:
+        raise BundleError(f"manifest: version {manifest.version} differs from the header's {version}")
     _check_members(manifest.members, HEADER.size + length, size)
     return manifest
 
@@ -323,6 +325,7 @@ def encode_bundle(manifest: Manifest, members: dict[str, bytes]) -> tuple[bytes,
         raise BundleError(f"a bundle has exactly the members {list(MEMBERS)}")
     entries = {name: MemberEntry(0, len(members[name]), hashlib.sha256(members[name]).hexdigest())
                for name in MEMBERS}
+    manifest = replace(manifest, version=manifest.required_version())
     raw = b""
     for _ in range(10):  # offsets depend on the manifest's length, which depends on the offsets
         offset = _align(HEADER.size + len(raw))
@@ -335,7 +338,7 @@ def encode_bundle(manifest: Manifest, members: dict[str, bytes]) -> tuple[bytes,
             break
         raw = new
     Manifest.from_json(json.loads(raw))  # the writer never writes what the reader would reject
-    header = HEADER.pack(MAGIC, VERSION, 0, len(raw), hashlib.sha256(raw).digest(), bytes(8))
+    header = HEADER.pack(MAGIC, manifest.version, 0, len(raw), hashlib.sha256(raw).digest(), bytes(8))
     return header + raw, entries
 
 

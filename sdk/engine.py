@@ -40,7 +40,8 @@ from .bases import CompactBases
 from .compiled import COMPILED_FILE, CompiledBackbone, CompileDeclined, compile_backbone
 from .errors import BundleError, SdkError
 from .folding import BACKBONE_FILE
-from .fusion import FusionPlan, Placement, WeightBuffer
+from .fusion import NUMPY, FusionKernel, FusionPlan, Placement, WeightBuffer
+from .native_fusion import native_kernel
 from .onnx_proto import ProtoError, append_linear_head
 
 log = logging.getLogger(__name__)
@@ -125,11 +126,11 @@ class StandardRoute:
     name = "standard"
 
     def __init__(self, graph: bytes, bases: CompactBases, layout: dict[str, dict], external_size: int,
-                 providers: Sequence[str], threads: int | None):
+                 providers: Sequence[str], threads: int | None, kernel: FusionKernel):
         self.graph, self.providers, self.threads = graph, providers, threads
         placements = {n: Placement(n, tuple(e["shape"]), e["offset"] // 4) for n, e in layout.items()}
         # One tile per layer: the plain layout is the bundle's own order, so tiles read the mapped bundle.
-        self.plan = FusionPlan.build(bases, placements, external_size // 4, tile_floats=None)
+        self.plan = FusionPlan.build(bases, placements, external_size // 4, kernel, tile_floats=None)
 
     def new_buffer(self) -> WeightBuffer:
         return self.plan.new_buffer(self)
@@ -149,11 +150,11 @@ class CompiledRoute:
     name = "compiled"
 
     def __init__(self, compiled: CompiledBackbone, bases: CompactBases, providers: Sequence[str],
-                 threads: int | None):
+                 threads: int | None, kernel: FusionKernel):
         self.compiled = compiled
         self.placements, graph_floats = compiled.device_layout()
         try:
-            self.plan = FusionPlan.build(bases, self.placements, graph_floats)
+            self.plan = FusionPlan.build(bases, self.placements, graph_floats, kernel)
         except ValueError as e:
             raise CompileDeclined(str(e)) from None
         self.session = backbone_session(compiled.graph, COMPILED_FILE, compiled.constants,
@@ -190,7 +191,8 @@ class BackboneEngine:
         self.input_size = input_size
         self.providers = list(providers) if providers else default_providers()
         self.threads = threads
-        self.standard = StandardRoute(self.graph, bases, layout, external_size, self.providers, threads)
+        self.kernel: FusionKernel = native_kernel() or NUMPY
+        self.standard = StandardRoute(self.graph, bases, layout, external_size, self.providers, threads, self.kernel)
         self.current: Route = self.standard
         self.compile_tried = not device_compile  # True: `compile` does nothing, the route stays standard
         # Pooled: taking fresh pages costs as much as the fusion itself. A standard buffer comes back when
@@ -252,7 +254,7 @@ class BackboneEngine:
             return
         try:
             compiled = compile_backbone(self.graph, BACKBONE_FILE, self.layout, self.external_size)
-            route = CompiledRoute(compiled, self.bases, self.providers, self.threads)
+            route = CompiledRoute(compiled, self.bases, self.providers, self.threads, self.kernel)
         except CompileDeclined as e:
             log.debug("compiled route declined: %s", e)
             return

@@ -12,6 +12,7 @@ A/B, interleaved). What a tile costs depends on how the layer is stored:
 - `int8`: the int8 tile widened, one GEMV, then its per-output-channel scale.
 - `lowrank`: (alpha * U) [O_t, Q r] times V [Q r, n] (one GEMM; its columns pre-permuted into the
   blocked order, so the product lands where the session reads it), plus W_0.
+- `subspace`: the same with (sum_q alpha_q U_q) [O_t, r] times the shared V [r, n]: Q times less work.
 - `shared`: nothing at all. The folded weight does not depend on alpha, so it is written once into each
   new buffer and personalize() never touches it again.
 
@@ -24,11 +25,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from .architecture import BN_EPS, Layer
 from .bases import CompactBases, LayerBases
+from .manifest import RANKED_KINDS
 
 ALIGN_FLOATS = 16
 # Inputs start on 64-byte boundaries: MLAS convolutions ran 17% slower on weights that did not
@@ -131,8 +134,16 @@ class LayerPlan:
     blocks: int
     block: int
     tiles: list[Tile]
-    v: np.ndarray | None = None         # low rank: [n, Q r] (columns of V in the buffer's order), or [Q r, n] plain
+    v: np.ndarray | None = None         # low rank: [n, k] (columns of V in the buffer's order), or [k, n] plain
     int8_scale: np.ndarray | None = None
+
+    def left_factor(self, u: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+        """The left factor [rows, k] of the mixed delta for a tile's u [Q, rows, r]: the bases' U side by
+        side, each scaled by its alpha (`lowrank`, k = Q r), or their alpha-weighted sum (`subspace`,
+        k = r: V is shared)."""
+        if self.bases.kind == "subspace":
+            return np.tensordot(alpha, u.astype(np.float32), axes=1)
+        return (u.astype(np.float32) * alpha[:, None, None]).transpose(1, 0, 2).reshape(u.shape[1], -1)
 
     @property
     def layer(self) -> Layer:
@@ -164,22 +175,27 @@ class FusionPlan:
     graph_floats: int
     layers: list[LayerPlan]
     head: tuple[Placement, Placement]   # fc.weight and fc.bias after the graph's weights
+    kernel: FusionKernel
     constants: list[tuple[int, np.ndarray]] = field(default_factory=list)   # (start, values in memory order)
     scratch_floats: int = 0
     size: int = 0
 
     @classmethod
     def build(cls, bases: CompactBases, placements: dict[str, Placement], graph_floats: int,
-              tile_floats: int | None = TILE_FLOATS) -> FusionPlan:
+              kernel: FusionKernel | None = None, tile_floats: int | None | str = "kernel") -> FusionPlan:
         """Tiles for a buffer whose graph weights lie at `placements` (folded conv weights and biases) in
-        its first `graph_floats` floats. tile_floats None: one tile per layer, reading the bundle's
-        arrays in place when they are already in the buffer's order (the plain layout). ValueError if a
-        weight's placement is not output-channel blocks."""
+        its first `graph_floats` floats, fused by `kernel` (default: numpy). tile_floats: the kernel's
+        choice by default; None: one tile per layer, reading the bundle's arrays in place when they are
+        already in the buffer's order (the plain layout). ValueError if a weight's placement is not
+        output-channel blocks."""
+        kernel = kernel or NUMPY
+        if tile_floats == "kernel":
+            tile_floats = kernel.tile_floats
         fc = next(lb for lb in bases.layers if lb.layer.batch_norm is None)
         cursor = aligned(graph_floats)
         head = (Placement("fc.weight", fc.layer.shape, cursor),
                 Placement("fc.bias", (fc.layer.rows,), aligned(cursor + math.prod(fc.layer.shape))))
-        plan = cls(bases.num_bases, graph_floats, [], head)
+        plan = cls(bases.num_bases, graph_floats, [], head, kernel)
         for lb in bases.layers:
             conv = lb.layer.batch_norm is not None
             weight = placements[lb.layer.weight] if conv else head[0]
@@ -191,8 +207,7 @@ class FusionPlan:
                 plan.constants += _folded_constants(lb, weight, bias)
                 continue
             plan.layers.append(_layer_plan(lb, bases.num_bases, weight, bias, layout, tile_floats))
-        plan.scratch_floats = max([t.deltas.size for p in plan.layers for t in p.tiles
-                                   if t.deltas is not None and t.deltas.dtype != np.float32] or [0])
+        plan.scratch_floats = kernel.scratch_floats(plan.layers)
         plan.size = aligned(head[1].start + head[1].size)
         return plan
 
@@ -209,7 +224,9 @@ class FusionPlan:
         were written when the buffer was made)."""
         alpha = np.asarray(alpha, np.float32)
         for plan in self.layers:
-            _fuse_layer(plan, alpha[plan.layer.block], target)
+            block_alpha = np.ascontiguousarray(alpha[plan.layer.block])
+            fold = write_channels(plan, block_alpha, target)
+            self.kernel.fuse_layer(plan, block_alpha, fold, target)
 
 
 def _folded_constants(lb: LayerBases, weight: Placement, bias: Placement) -> list[tuple[int, np.ndarray]]:
@@ -236,11 +253,11 @@ def _layer_plan(lb: LayerBases, num_bases: int, weight: Placement, bias: Placeme
         deltas = _in_order(weight, parts["weight" if lb.kind == "full" else "delta"])
     if lb.kind == "int8":
         plan.int8_scale = parts["scale"]
-    if lb.kind == "lowrank":
-        v = parts["v"].astype(np.float32).reshape(q * lb.storage.rank, lb.layer.columns)   # [Q r, n]
+    if lb.kind in RANKED_KINDS:
+        v = parts["v"].astype(np.float32).reshape(-1, lb.layer.columns)   # [Q r, n] (lowrank) or [r, n] (subspace)
         if block > 1:
             order = weight.in_layout(np.arange(weight.size).reshape(weight.shape))[0][..., 0].reshape(-1)
-            v = np.ascontiguousarray(v[:, order].T)                                     # [n, Q r], blocked order
+            v = np.ascontiguousarray(v[:, order].T)                       # [n, k], blocked order
         plan.v = v
     slab = plan.slab
     widened = deltas is not None and deltas.dtype != np.float32
@@ -253,50 +270,81 @@ def _layer_plan(lb: LayerBases, num_bases: int, weight: Placement, bias: Placeme
             weight.start + first * slab, first, stop, (stop - first) * slab,
             None if base is None else base if whole else np.ascontiguousarray(base[cut]),
             None if deltas is None else deltas if whole else np.ascontiguousarray(deltas[:, cut]),
-            None if lb.kind != "lowrank" else parts["u"][:, first * block:stop * block]))
+            None if lb.kind not in RANKED_KINDS else parts["u"][:, first * block:stop * block]))
     return plan
 
 
-def _fuse_layer(plan: LayerPlan, alpha: np.ndarray, target: WeightBuffer) -> None:
+def write_channels(plan: LayerPlan, alpha: np.ndarray, target: WeightBuffer) -> np.ndarray | None:
+    """Mix a layer's per-channel tensors with alpha [Q]; write its folded conv bias (or the classifier's
+    bias) into `target`, and return the per-output-channel scale its weight is folded with (None for the
+    classifier)."""
     stored = plan.bases.parts["channels"]
     channels = stored[0] if plan.bases.kind == "shared" else np.dot(alpha, stored.reshape(len(alpha), -1)).reshape(
         stored.shape[1:])
-    if plan.bias is not None:
-        scale, shift = batch_norm_scale_shift(channels)
-        target.data[plan.bias.start:plan.bias.start + plan.bias.size] = shift
-        fold = plan.pattern(scale)
-    else:
+    if plan.bias is None:
         target.head[1][...] = channels[0]
-        fold = None
-    int8 = None if plan.int8_scale is None else plan.pattern(plan.int8_scale)
-    for tile in plan.tiles:
-        out = target.data[tile.start:tile.start + tile.size]
-        if tile.u is not None:
-            _low_rank(plan, tile, alpha, out)
-        elif tile.deltas is None:  # a shared classifier (shared convs have no plan): W_0 alone
-            out[...] = tile.base
-            continue
-        else:
-            deltas = tile.deltas
-            if deltas.dtype != np.float32:
-                widened = target.scratch[:deltas.size].reshape(deltas.shape)
-                widened[...] = deltas
-                deltas = widened
-            np.dot(alpha, deltas, out=out)
-        view = out.reshape(tile.stop - tile.first, -1, plan.inner)
-        if int8 is not None:
-            np.multiply(view, int8[tile.first:tile.stop], out=view)
-        if tile.base is not None:
-            np.add(out, tile.base, out=out)
-        if fold is not None:
-            np.multiply(view, fold[tile.first:tile.stop], out=view)
+        return None
+    scale, shift = batch_norm_scale_shift(channels)
+    target.data[plan.bias.start:plan.bias.start + plan.bias.size] = shift
+    return scale
+
+
+class NumpyKernel:
+    """Fusion in numpy, tile by tile (each tile's passes stay in cache): a GEMV, then the int8 scale, W_0
+    and the fold as separate passes. The reference for `sdk.native_fusion`, and the fallback."""
+    name = "numpy"
+    tile_floats: int | None = TILE_FLOATS
+
+    def scratch_floats(self, layers: list[LayerPlan]) -> int:
+        return max([t.deltas.size for p in layers for t in p.tiles if t.deltas is not None
+                    and t.deltas.dtype != np.float32] or [0])
+
+    def fuse_layer(self, plan: LayerPlan, alpha: np.ndarray, fold: np.ndarray | None, target: WeightBuffer) -> None:
+        pattern = None if fold is None else plan.pattern(fold)
+        int8 = None if plan.int8_scale is None else plan.pattern(plan.int8_scale)
+        for tile in plan.tiles:
+            out = target.data[tile.start:tile.start + tile.size]
+            if tile.u is not None:
+                _low_rank(plan, tile, alpha, out)
+            elif tile.deltas is None:  # a shared classifier (shared convs have no plan): W_0 alone
+                out[...] = tile.base
+                continue
+            else:
+                deltas = tile.deltas
+                if deltas.dtype != np.float32:
+                    widened = target.scratch[:deltas.size].reshape(deltas.shape)
+                    widened[...] = deltas
+                    deltas = widened
+                np.dot(alpha, deltas, out=out)
+            view = out.reshape(tile.stop - tile.first, -1, plan.inner)
+            if int8 is not None:
+                np.multiply(view, int8[tile.first:tile.stop], out=view)
+            if tile.base is not None:
+                np.add(out, tile.base, out=out)
+            if pattern is not None:
+                np.multiply(view, pattern[tile.first:tile.stop], out=view)
+
+
+class FusionKernel(Protocol):
+    """Fuses one layer's tiles into a buffer (`write_channels` has written its bias; `fold` is the
+    per-channel scale to fold into its weight, None for the classifier). `tile_floats` is the tile size
+    it wants (None: one tile per layer)."""
+    name: str
+    tile_floats: int | None
+
+    def scratch_floats(self, layers: list[LayerPlan]) -> int: ...
+
+    def fuse_layer(self, plan: LayerPlan, alpha: np.ndarray, fold: np.ndarray | None,
+                   target: WeightBuffer) -> None: ...
+
+
+NUMPY = NumpyKernel()
 
 
 def _low_rank(plan: LayerPlan, tile: Tile, alpha: np.ndarray, out: np.ndarray) -> None:
     """out <- sum_q alpha_q U_q V_q for the tile's output channels, in the buffer's order."""
-    u = tile.u                                                   # [Q, rows, r]
-    rows = u.shape[1]
-    a = (u.astype(np.float32) * alpha[:, None, None]).transpose(1, 0, 2).reshape(rows, -1)   # [rows, Q r]
+    a = plan.left_factor(tile.u, alpha)                          # [rows, k]
+    rows = len(a)
     if plan.block == 1:
         np.dot(a, plan.v, out=out.reshape(rows, -1))
     else:  # per channel block: [n, Q r] @ [Q r, block] is the block's memory order, [n, block]

@@ -22,7 +22,11 @@ from .errors import BundleError
 from .preprocessing import IMAGENET_MEAN, IMAGENET_STD, RESIZE, Preprocessing
 
 FORMAT = "taper-bundle"
-VERSION = 3
+VERSION = 4              # the newest version this SDK reads and writes
+READ_VERSIONS = (3, 4)   # version 3 is version 4 without the `subspace` kind
+# The version that introduced a layer kind (others: 3). A writer stamps the lowest version that holds the
+# bundle, so a bundle without subspace layers still loads in taper-sdk 0.3.
+KIND_SINCE = {"subspace": 4}
 STEMS, WIDTHS = ("imagenet", "small"), (1.0, 0.5, 0.25)
 MEMBERS = ("bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors", "classes.json",
            "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE")
@@ -30,7 +34,8 @@ MAX_PROMPTS, MAX_PROMPT_CHARS = 64, 200
 MAX_PROVENANCE_BYTES, MAX_PROVENANCE_DEPTH = 64 * 1024, 4
 MAX_JSON_DEPTH = 16  # the manifest and classes.json; tokenizer.json is checked at 8
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
-LAYER_KINDS = ("full", "shared", "dense", "int8", "lowrank")   # how a layer's bases are stored (sdk.bases)
+RANKED_KINDS = ("lowrank", "subspace")   # kinds stored as factors of a rank
+LAYER_KINDS = ("full", "shared", "dense", "int8", "lowrank", "subspace")   # how a layer's bases are stored (sdk.bases)
 FLOAT_DTYPES = {"float32": "<f4", "float16": "<f2"}
 
 
@@ -165,7 +170,7 @@ class MemberEntry:
 @dataclass(frozen=True)
 class LayerStorage:
     """How one layer's bases are stored (`sdk.bases`): `kind`, the dtype of its float tensors, and for
-    `lowrank` the rank of the deltas (0 otherwise)."""
+    `lowrank` and `subspace` the rank of the deltas (0 otherwise)."""
     kind: str
     dtype: str
     rank: int = 0
@@ -173,7 +178,7 @@ class LayerStorage:
     @classmethod
     def read(cls, f: Fields, rows: int, columns: int) -> LayerStorage:
         kind, dtype = f.choice("kind", LAYER_KINDS), f.choice("dtype", tuple(FLOAT_DTYPES))
-        rank = f.int("rank", 1, min(rows, columns)) if kind == "lowrank" else f.int("rank", 0, 0)
+        rank = f.int("rank", 1, min(rows, columns)) if kind in RANKED_KINDS else f.int("rank", 0, 0)
         f.done()
         return cls(kind, dtype, rank)
 
@@ -249,7 +254,7 @@ class Manifest:
         """Validate a parsed manifest field by field. Raises BundleError naming the first bad field."""
         f = Fields(obj, "manifest")
         f.choice("format", (FORMAT,))
-        version = f.int("version", VERSION, VERSION)
+        version = f.int("version", READ_VERSIONS[0], VERSION)
         arch = Architecture.read(f.object("architecture"))
         members = f.object("members")
         entries = {name: MemberEntry.read(members.object(name)) for name in MEMBERS}
@@ -258,7 +263,17 @@ class Manifest:
                   MixerSpec.read(f.object("mixer")), TextEncoderSpec.read(f.object("text_encoder")),
                   _layer_storage(f.object("bases"), arch), _provenance(f.raw("provenance")), entries, version)
         f.done()
+        if out.required_version() > version:
+            raise BundleError(f"manifest: kind {out.newest_kind()!r} needs format version {out.required_version()}, "
+                              f"the bundle says {version}")
         return out
+
+    def required_version(self) -> int:
+        """The lowest format version that holds these bases."""
+        return max(KIND_SINCE.get(spec.kind, READ_VERSIONS[0]) for spec in self.bases.values())
+
+    def newest_kind(self) -> str:
+        return max(self.bases.values(), key=lambda spec: KIND_SINCE.get(spec.kind, 0)).kind
 
     def to_json(self) -> dict:
         """The manifest as JSON-native values (lists, not tuples), `members` included."""

@@ -10,7 +10,7 @@ CASES = [["red disc", "blue ring", "yellow square"], ["green stripes"], ["s00000
 
 
 @pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK (javac)")
-@pytest.mark.parametrize("mode", ["fp32", "drop:0.05+lowrank:2+fp16", "int8"])
+@pytest.mark.parametrize("mode", ["fp32", "drop:0.05+lowrank:2+fp16", "int8", "subspace:3+fp16"])
 def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, mode):
     """Plain bases, and compact ones in every delta storage (the golden bundle is exported in `mode`)."""
     from export.bundle import bundle_run

@@ -257,11 +257,12 @@ def compact_parts(tiny_run):
     return build
 
 
-@pytest.mark.parametrize("mode", ["fp16", "delta", "int8+fp16", "lowrank:2", "drop:0.5+lowrank:2+fp16"])
+@pytest.mark.parametrize("mode", ["fp16", "delta", "int8+fp16", "lowrank:2", "drop:0.5+lowrank:2+fp16",
+                                  "subspace:4+fp16"])
 def test_compact_bundles_load_and_mix_like_their_reference(compact_parts, mode):
     blob, plain_blob = compact_parts(mode), compact_parts("fp32")
     bundle, plain = load_bytes(blob), load_bytes(plain_blob)
-    assert bundle.manifest.version == 3
+    assert bundle.manifest.version == (4 if "subspace" in mode else 3)   # the lowest version that holds it
     assert len(blob) < len(plain_blob) or mode == "delta"
     alpha = np.full((4, 3), 1 / 3, np.float32)
     got, expected = bundle.bases.mixed(alpha), plain.bases.mixed(alpha)
@@ -300,6 +301,9 @@ COMPACT_DAMAGE = [  # (mode, tensor edit, manifest edit, what the error names)
     ("lowrank:2", None, lambda m: m["bases"]["layer1.0.conv1"].update(rank=3), ".u"),
     ("lowrank:2", None, lambda m: m["bases"]["layer1.0.conv1"].update(rank=10**6), "rank"),
     ("lowrank:2", None, lambda m: m["bases"]["fc"].update(rank=0), "rank"),
+    ("subspace:2", reshape_last(".v", 1), None, ".v"),                    # a shared factor of the wrong width
+    ("subspace:2", lambda t: t.update({"fc.v": np.repeat(t["fc.v"][None], 3, 0)}), None, "fc.v"),   # per basis
+    ("subspace:2", None, lambda m: m["bases"]["fc"].update(kind="lowrank"), "fc"),   # kind and tensors disagree
     ("delta", rename(".delta", lambda k: "layer9.0.conv1.delta"), None, "missing"),   # a delta of no layer
     ("delta", lambda t: t.update({"layer9.0.conv1.delta": t["fc.delta"]}), None, "no layer"),
     ("delta", None, lambda m: m["bases"].update({"layer9.0.conv1": {"kind": "dense", "dtype": "float32",
@@ -317,6 +321,15 @@ COMPACT_DAMAGE = [  # (mode, tensor edit, manifest edit, what the error names)
 def test_bad_compact_bundles_raise_bundle_error(compact_parts, mode, edit, edit_manifest, match):
     with pytest.raises(BundleError, match=match):
         load_bytes(compact_parts(mode, edit, edit_manifest))
+
+
+def test_a_subspace_layer_needs_version_4_and_header_and_manifest_agree(compact_parts):
+    blob = compact_parts("subspace:2")
+    assert struct.unpack("<I", blob[8:12])[0] == 4
+    with pytest.raises(BundleError, match="needs format version 4"):
+        load_bytes(compact_parts("subspace:2", None, lambda m: m.update(version=3)))
+    with pytest.raises(BundleError, match="differs from the header"):
+        load_bytes(compact_parts("delta", None, lambda m: m.update(version=4)))
 
 
 def test_a_version_2_bundle_is_refused_naming_its_version(small_bundle):

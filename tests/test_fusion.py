@@ -1,6 +1,7 @@
 """The fusion kernels (sdk.fusion) against the reference (dequantize, sum, fold), for every storage kind,
 in the plain layout and in a blocked NCHWc layout, with tiles that split layers."""
 
+import functools
 import logging
 
 import numpy as np
@@ -11,11 +12,12 @@ from sdk.architecture import parameter_shapes
 from sdk.bases import CompactBases
 from sdk.compiled import _blocked_views
 from sdk.folding import backbone_layout, fold_batch_norm, folded_names
-from sdk.fusion import FusionPlan, Placement
+from sdk.fusion import NUMPY, FusionPlan, Placement
+from sdk.native_fusion import native_kernel, self_check
 
 SHAPES = parameter_shapes("small", 0.25, 12)
 MODES = ["fp32", "fp16", "delta", "delta+fp16", "int8", "int8+fp16", "lowrank:3", "lowrank:3+fp16",
-         "drop:0.9+lowrank:2"]
+         "drop:0.9+lowrank:2", "subspace:3", "subspace:5+fp16"]
 
 
 def trained_like(seed=0):
@@ -52,13 +54,29 @@ def reference(bases, alpha):
     return mixed, folded
 
 
+@functools.cache
+def compressed(mode):
+    return compress(trained_like(), Mode.parse(mode))
+
+
+def kernel_named(name):
+    return NUMPY if name == "numpy" else native_kernel()
+
+
+def test_the_native_kernel_is_built_and_passes_its_self_check():
+    kernel = native_kernel()   # `make setup` builds it (pyproject's ext-modules); None means numpy fuses
+    assert kernel is not None and self_check(kernel) is None
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "native"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("layout", ["plain", "blocked"])
-def test_fusing_any_storage_into_any_layout_equals_the_reference(mode, layout):
-    bases = compress(trained_like(), Mode.parse(mode))
+def test_fusing_any_storage_into_any_layout_equals_the_reference(mode, layout, kernel):
+    bases = compressed(mode)
     placements, floats = plain_placements() if layout == "plain" else blocked_placements()
     assert layout == "plain" or any(p.view is not None for p in placements.values())
-    plan = FusionPlan.build(bases, placements, floats, tile_floats=None if layout == "plain" else 100)
+    plan = FusionPlan.build(bases, placements, floats, kernel_named(kernel),
+                            tile_floats=None if layout == "plain" else 100)
     alpha = np.random.default_rng(1).dirichlet(np.ones(4), 4).astype(np.float32)
     target = plan.new_buffer(owner=None)
     for _ in range(2):  # a reused buffer gives the same weights (shared layers are written once)
@@ -106,9 +124,12 @@ def test_lossy_modes_are_close_and_low_rank_error_falls_with_rank():
 
     assert error("fp16") < 1e-3 and error("int8") < 2e-3
     assert error("lowrank:64") < 1e-5 < error("lowrank:16") < error("lowrank:2")
+    # subspace ranks stop at min(O, n) (here O = 64 < Q O): never exact, but better with rank
+    assert error("subspace:64") < error("subspace:16") < error("subspace:2")
 
 
-@pytest.mark.parametrize("text", ["", "fp32+fp16", "int8+lowrank:4", "lowrank:0", "lowrank:x", "drop:1.5", "zip"])
+@pytest.mark.parametrize("text", ["", "fp32+fp16", "int8+lowrank:4", "lowrank:0", "lowrank:x", "drop:1.5", "zip",
+                                  "lowrank:2+subspace:2", "subspace:"])
 def test_bad_modes_are_refused(text):
     with pytest.raises(ValueError):
         Mode.parse(text)
@@ -126,3 +147,23 @@ def test_a_declined_compiled_route_says_why_at_debug_level(tiny_bundle, caplog, 
         b = sdk.load(tiny_bundle).warm_up()
     assert b.engine.route == "standard"
     assert "compiled route declined: test reason" in caplog.text
+
+
+def test_a_broken_native_kernel_is_declined_and_numpy_fuses(monkeypatch, caplog):
+    from sdk import native_fusion
+
+    kernel = native_kernel()
+    real = kernel._low_rank_product
+
+    def off_by_a_little(plan, tile, alpha, out, target):
+        product = real(plan, tile, alpha, out, target)
+        product += 1e-3
+        return product
+
+    monkeypatch.setattr(kernel, "_low_rank_product", off_by_a_little)
+    assert "differs from numpy" in self_check(kernel)
+    monkeypatch.setattr(native_fusion, "_loaded", [])
+    monkeypatch.setattr(native_fusion, "NativeKernel", lambda library: kernel)
+    with caplog.at_level(logging.DEBUG, logger="sdk.native_fusion"):
+        assert native_fusion.native_kernel() is None
+    assert "native fusion declined" in caplog.text

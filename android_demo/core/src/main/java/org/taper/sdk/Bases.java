@@ -6,9 +6,10 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The bases of a version-3 bundle, layer by layer, as sdk/bases.py: per layer a shared W_0 ("base") plus
+ * The bases of a version-3 or 4 bundle, layer by layer, as sdk/bases.py: per layer a shared W_0 ("base") plus
  * per-basis deltas stored as "full" (no W_0), "shared" (no deltas), "dense", "int8" (per-output-channel
- * scales) or "lowrank" (U [Q, O, r], V [Q, r, n]), floats in float32 or float16, and the per-output-channel
+ * scales), "lowrank" (U [Q, O, r], V [Q, r, n]) or "subspace" (U [Q, O, r], one V [r, n] shared by the
+ * bases), floats in float32 or float16, and the per-output-channel
  * tensors ("channels" [Q or 1, c, O], float32). Every tensor's dtype and shape is checked against the
  * layer's storage, and every float must be finite (int8 scales also non-negative).
  */
@@ -60,12 +61,13 @@ public final class Bases {
             if (kind.equals("shared")) return out;
             for (int q = 0; q < numBases; q++) {
                 float a = alpha[q];
-                if (kind.equals("lowrank")) {
+                if (kind.equals("lowrank") || kind.equals("subspace")) {
                     Tensor u = parts.get("u"), v = parts.get("v");
+                    int vFirst = kind.equals("lowrank") ? q * rank : 0;   // subspace: V is shared
                     for (int o = 0; o < rows; o++)
                         for (int r = 0; r < rank; r++) {
                             float c = a * u.get((q * rows + o) * rank + r);
-                            int vRow = (q * rank + r) * columns;
+                            int vRow = (vFirst + r) * columns;
                             for (int i = 0; i < columns; i++) out[o * columns + i] += c * v.get(vRow + i);
                         }
                 } else {
@@ -98,7 +100,7 @@ public final class Bases {
     public final List<Layer> layers = new ArrayList<>();
 
     @SuppressWarnings("unchecked")
-    Bases(Map<String, Tensor> tensors, Map<String, Object> storage, Map<String, int[]> shapes, int numBases) {
+    Bases(Map<String, Tensor> tensors, Map<String, Object> storage, Map<String, int[]> shapes, int numBases, int version) {
         int used = 0;
         List<Architecture.Layer> arch = Architecture.mixedLayers(shapes);
         if (storage.size() != arch.size()) throw new BundleException("manifest: 'bases' must list every layer exactly once");
@@ -107,11 +109,14 @@ public final class Bases {
             Map<String, Object> spec = (Map<String, Object>) storage.get(layer.name);
             if (spec.size() != 3) throw new BundleException("manifest: bases." + layer.name + " must be {kind, dtype, rank}");
             String kind = Bundle.str(spec, "kind"), dtype = Bundle.str(spec, "dtype");
-            if (!List.of("full", "shared", "dense", "int8", "lowrank").contains(kind))
+            if (!List.of("full", "shared", "dense", "int8", "lowrank", "subspace").contains(kind))
                 throw new BundleException("manifest: bases." + layer.name + ".kind unknown");
+            if (kind.equals("subspace") && version < 4)
+                throw new BundleException("manifest: kind 'subspace' needs format version 4, the bundle says " + version);
             String f = dtype.equals("float32") ? "F32" : dtype.equals("float16") ? "F16" : null;
             if (f == null) throw new BundleException("manifest: bases." + layer.name + ".dtype unknown");
-            int rank = kind.equals("lowrank") ? Bundle.integer(spec, "rank", 1, Math.min(layer.rows, layer.columns))
+            boolean ranked = kind.equals("lowrank") || kind.equals("subspace");
+            int rank = ranked ? Bundle.integer(spec, "rank", 1, Math.min(layer.rows, layer.columns))
                     : Bundle.integer(spec, "rank", 0, 0);
             long q = numBases, o = layer.rows, n = layer.columns;
             Map<String, Tensor> parts = new java.util.HashMap<>();
@@ -126,6 +131,10 @@ public final class Bases {
             if (kind.equals("lowrank")) {
                 parts.put("u", expect(tensors, layer.name, "u", f, q, o, rank));
                 parts.put("v", expect(tensors, layer.name, "v", f, q, rank, n));
+            }
+            if (kind.equals("subspace")) {
+                parts.put("u", expect(tensors, layer.name, "u", f, q, o, rank));
+                parts.put("v", expect(tensors, layer.name, "v", f, rank, n));
             }
             for (Map.Entry<String, Tensor> e : parts.entrySet()) {
                 Tensor t = e.getValue();

@@ -16,7 +16,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A .taper bundle (format version 3, docs/bundle-format.md), memory-mapped and validated like
+ * A .taper bundle (format version 3 or 4, docs/bundle-format.md), memory-mapped and validated like
  * sdk/bundle.py: magic, version, reserved header bytes, the manifest's SHA-256, member offsets and sizes,
  * SHA-256 of every member, tensor dtypes and shapes against the architecture and each layer's storage
  * (Bases). The backbone's weight layout is
@@ -24,7 +24,8 @@ import java.util.Map;
  */
 public final class Bundle {
     static final byte[] MAGIC = "TAPERBDL".getBytes(StandardCharsets.US_ASCII);
-    static final int VERSION = 3, HEADER = 64, ALIGN = 64;
+    /** Versions read: 3, and 4 (3 plus the "subspace" kind). */
+    static final int OLDEST = 3, VERSION = 4, HEADER = 64, ALIGN = 64;
     static final long MAX_MANIFEST = 1L << 20;
     static final String[] MEMBERS = {"bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors",
             "classes.json", "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE"};
@@ -60,9 +61,10 @@ public final class Bundle {
         int version = data.getInt(8);
         if (version == 1 || version == 2)
             throw new BundleException("bundle format version " + version + " (taper-sdk 0." + version + ") is no longer read; "
-                    + "this reader reads version " + VERSION + ": export the run again");
-        if (version != VERSION)
-            throw new BundleException("bundle format version " + version + " is not supported (this reader reads " + VERSION + ")");
+                    + "this reader reads versions " + OLDEST + " to " + VERSION + ": export the run again");
+        if (version < OLDEST || version > VERSION)
+            throw new BundleException("bundle format version " + version + " is not supported (this reader reads "
+                    + OLDEST + " to " + VERSION + ")");
         if (data.getInt(12) != 0 || data.getLong(56) != 0) throw new BundleException("header: reserved bytes are not zero");
         long length = data.getLong(16);
         if (length < 0 || length > MAX_MANIFEST || HEADER + length > size)
@@ -75,7 +77,7 @@ public final class Bundle {
         Object parsed = Json.parse(new String(raw, StandardCharsets.UTF_8));
         if (!(parsed instanceof Map)) throw new BundleException("manifest: not a JSON object");
         manifest = (Map<String, Object>) parsed;
-        if (!"taper-bundle".equals(manifest.get("format")) || integer(manifest, "version", VERSION, VERSION) != VERSION)
+        if (!"taper-bundle".equals(manifest.get("format")) || integer(manifest, "version", OLDEST, VERSION) != version)
             throw new BundleException("manifest: format/version fields wrong");
         Map<String, Object> arch = obj(manifest, "architecture"), mix = obj(manifest, "mixer");
         stem = str(arch, "stem");
@@ -95,7 +97,7 @@ public final class Bundle {
         shapes = Architecture.parameterShapes(stem, width, numClasses);
         layout = Architecture.blockLayout(shapes);
         externalSize = Architecture.backboneLayout(shapes, backboneOffsets);
-        bases = new Bases(tensors("bases.safetensors"), obj(manifest, "bases"), shapes, numBases);
+        bases = new Bases(tensors("bases.safetensors"), obj(manifest, "bases"), shapes, numBases, version);
         mixer = floats(tensors("mixer.safetensors"));
         classEmbeddings = floats(tensors("class_embeddings.safetensors")).get("text");
         expect(classEmbeddings, (long) numClasses * embedDim, "class embeddings");
