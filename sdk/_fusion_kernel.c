@@ -9,7 +9,7 @@
  *
  * where D_q are the stored deltas (float32, float16 through a 65536-entry table, or int8) in the
  * buffer's order, `product` is a float32 matrix addressed by strides (the low-rank product, computed by
- * BLAS beforehand), `base` is W_0 in the buffer's order (float32 or float16), and each term is optional.
+ * BLAS beforehand: one row per output channel, so lane c of a block reads its own row), `base` is W_0 in the buffer's order (float32 or float16), and each term is optional.
  * Pure C99, no intrinsics: the compiler vectorises the inner loops (-O3).
  */
 #include <stdint.h>
@@ -25,8 +25,8 @@ typedef struct {
     const float *alpha;         /* [q] */
     const void *deltas;         /* basis k at deltas + k * delta_stride elements, or NULL */
     int64_t delta_type, delta_stride;
-    const float *product;       /* element (b, r, c) at b * product_block_stride + r * product_row_stride + c */
-    int64_t product_block_stride, product_row_stride;
+    const float *product;       /* element (b, r, c) at b * block_stride + r * row_stride + c * lane_stride */
+    int64_t product_block_stride, product_row_stride, product_lane_stride;
     const void *base;           /* buffer order, or NULL */
     int64_t base_type;
     const float *delta_scale;   /* [blocks * block], or NULL */
@@ -87,7 +87,7 @@ int64_t taper_fuse_layer(const taper_layer *L) {
                 const float *p = L->product + b * L->product_block_stride;
                 for (int64_t e = 0; e < n; e += L->block) {
                     const float *row = p + ((e0 + e) / L->block) * L->product_row_stride;
-                    for (int64_t c = 0; c < L->block; c++) acc[e + c] += row[c];
+                    for (int64_t c = 0; c < L->block; c++) acc[e + c] += row[c * L->product_lane_stride];
                 }
             }
             if (L->base) add_typed(acc, L->base, L->base_type, at, 1.0f, n, L->half_table);

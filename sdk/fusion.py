@@ -134,7 +134,7 @@ class LayerPlan:
     blocks: int
     block: int
     tiles: list[Tile]
-    v: np.ndarray | None = None         # low rank: [n, k] (columns of V in the buffer's order), or [k, n] plain
+    v: np.ndarray | None = None         # low rank: V [k, n], its columns in the block's element order
     int8_scale: np.ndarray | None = None
 
     def left_factor(self, u: np.ndarray, alpha: np.ndarray) -> np.ndarray:
@@ -257,7 +257,7 @@ def _layer_plan(lb: LayerBases, num_bases: int, weight: Placement, bias: Placeme
         v = parts["v"].astype(np.float32).reshape(-1, lb.layer.columns)   # [Q r, n] (lowrank) or [r, n] (subspace)
         if block > 1:
             order = weight.in_layout(np.arange(weight.size).reshape(weight.shape))[0][..., 0].reshape(-1)
-            v = np.ascontiguousarray(v[:, order].T)                       # [n, k], blocked order
+            v = np.ascontiguousarray(v[:, order])                         # its columns in the blocked order
         plan.v = v
     slab = plan.slab
     widened = deltas is not None and deltas.dtype != np.float32
@@ -347,7 +347,7 @@ def _low_rank(plan: LayerPlan, tile: Tile, alpha: np.ndarray, out: np.ndarray) -
     rows = len(a)
     if plan.block == 1:
         np.dot(a, plan.v, out=out.reshape(rows, -1))
-    else:  # per channel block: [n, Q r] @ [Q r, block] is the block's memory order, [n, block]
+    else:  # per channel block: [n, k] @ [k, block] is the block's memory order, [n, block]
         blocks = tile.stop - tile.first
-        np.matmul(plan.v, a.reshape(blocks, plan.block, -1).transpose(0, 2, 1),
+        np.matmul(plan.v.T, a.reshape(blocks, plan.block, -1).transpose(0, 2, 1),
                   out=out.reshape(blocks, -1, plan.block))
