@@ -16,16 +16,20 @@ import onnx
 import torch
 from torch import nn
 
-from sdk.architecture import STAGE_CHANNELS, parameter_shapes
+from sdk.architecture import Conv, ResidualBlock, parameter_shapes, topology
 from sdk.folding import BACKBONE_FILE, backbone_layout
 
 
+def folded_conv(spec: Conv) -> nn.Conv2d:
+    """A conv with its batch norm folded in: the same conv, with a bias."""
+    return nn.Conv2d(spec.in_channels, spec.out_channels, spec.kernel, spec.stride, spec.padding)
+
+
 class FoldedBlock(nn.Module):
-    def __init__(self, in_c: int, out_c: int, stride: int):
+    def __init__(self, spec: ResidualBlock):
         super().__init__()
-        self.conv1 = nn.Conv2d(in_c, out_c, 3, stride, 1)
-        self.conv2 = nn.Conv2d(out_c, out_c, 3, 1, 1)
-        self.downsample = nn.Sequential(nn.Conv2d(in_c, out_c, 1, stride)) if stride != 1 or in_c != out_c else None
+        self.conv1, self.conv2 = folded_conv(spec.conv1), folded_conv(spec.conv2)
+        self.downsample = None if spec.downsample is None else nn.Sequential(folded_conv(spec.downsample))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shortcut = x if self.downsample is None else self.downsample(x)
@@ -33,14 +37,14 @@ class FoldedBlock(nn.Module):
 
 
 class FoldedStem(nn.Module):
-    def __init__(self, kind: str, out_c: int):
+    def __init__(self, spec: Conv, pool: bool):
         super().__init__()
-        self.kind = kind
-        self.conv1 = nn.Conv2d(3, out_c, 7, 2, 3) if kind == "imagenet" else nn.Conv2d(3, out_c, 3, 1, 1)
+        self.pool = pool
+        self.conv1 = folded_conv(spec)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.conv1(x))
-        return nn.functional.max_pool2d(x, 3, 2, 1) if self.kind == "imagenet" else x
+        return nn.functional.max_pool2d(x, 3, 2, 1) if self.pool else x
 
 
 class FoldedBackbone(nn.Module):
@@ -48,12 +52,10 @@ class FoldedBackbone(nn.Module):
 
     def __init__(self, stem: str, width: float):
         super().__init__()
-        c = [int(ch * width) for ch in STAGE_CHANNELS]
-        self.stem = FoldedStem(stem, c[0])
-        ins = [c[0], c[0], c[1], c[2]]
-        for s in range(4):
-            layer = nn.Sequential(FoldedBlock(ins[s], c[s], 1 if s == 0 else 2), FoldedBlock(c[s], c[s], 1))
-            setattr(self, f"layer{s + 1}", layer)
+        net = topology(stem, width)
+        self.stem = FoldedStem(net.stem, net.stem_pool)
+        self.layer1, self.layer2, self.layer3, self.layer4 = (nn.Sequential(*map(FoldedBlock, stage))
+                                                              for stage in net.stages)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.layer4(self.layer3(self.layer2(self.layer1(self.stem(x)))))

@@ -54,6 +54,80 @@ def names_by_block(names: Iterable[str]) -> list[list[str]]:
     return groups
 
 
+@dataclass(frozen=True)
+class Conv:
+    """One convolution: its state-dict prefix, channels, square kernel, stride and padding."""
+    prefix: str
+    in_channels: int
+    out_channels: int
+    kernel: int
+    stride: int = 1
+    padding: int = 0
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return (self.out_channels, self.in_channels, self.kernel, self.kernel)
+
+
+@dataclass(frozen=True)
+class ResidualBlock:
+    """relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut), the shortcut a 1x1 conv + batch norm
+    (`downsample.0`, `downsample.1`) where the shape changes, else x."""
+    prefix: str                         # "layer2.0"
+    conv1: Conv
+    conv2: Conv
+    downsample: Conv | None
+
+
+@dataclass(frozen=True)
+class Topology:
+    """ResNet-18 as the one description every implementation builds from (trainer.models.ResNet18,
+    trainer.grouped_forward, export.backbone, the shapes below; the Java mirror spells the same)."""
+    stem: Conv                          # followed by batch norm `stem.bn1` and relu
+    stem_pool: bool                     # then a 3x3 stride-2 max-pool, padding 1
+    stages: tuple[tuple[ResidualBlock, ...], ...]   # `layer1`..`layer4`
+    features: int                       # channels into the classifier `fc` (after global average pooling)
+
+    @property
+    def blocks(self) -> list[ResidualBlock]:
+        return [b for stage in self.stages for b in stage]
+
+
+STEM_CONV = {"imagenet": (7, 2, 3), "small": (3, 1, 1)}   # kernel, stride, padding
+BLOCKS_PER_STAGE = (2, 2, 2, 2)
+STAGE_STRIDES = (1, 2, 2, 2)
+
+
+def topology(stem: str, width: float) -> Topology:
+    """The network for a stem (`imagenet`: 7x7/2 conv + max-pool; `small`: 3x3/1 conv) and width.
+
+    >>> t = topology("imagenet", 0.25)
+    >>> t.stages[1][0].downsample
+    Conv(prefix='layer2.0.downsample.0', in_channels=16, out_channels=32, kernel=1, stride=2, padding=0)
+    """
+    if stem not in STEM_CONV:
+        raise ValueError(f"unknown stem {stem!r}; expected one of {tuple(STEM_CONV)}")
+    c = [int(ch * width) for ch in STAGE_CHANNELS]
+    kernel, stride, padding = STEM_CONV[stem]
+    stages, in_c = [], c[0]
+    for s, (count, first_stride) in enumerate(zip(BLOCKS_PER_STAGE, STAGE_STRIDES, strict=True)):
+        blocks = []
+        for i in range(count):
+            p, step = f"layer{s + 1}.{i}", first_stride if i == 0 else 1
+            shortcut = (Conv(f"{p}.downsample.0", in_c, c[s], 1, step) if step != 1 or in_c != c[s] else None)
+            blocks.append(ResidualBlock(p, Conv(f"{p}.conv1", in_c, c[s], 3, step, 1),
+                                        Conv(f"{p}.conv2", c[s], c[s], 3, 1, 1), shortcut))
+            in_c = c[s]
+        stages.append(tuple(blocks))
+    return Topology(Conv("stem.conv1", 3, c[0], kernel, stride, padding), stem == "imagenet", tuple(stages), in_c)
+
+
+def batch_norm_of(conv: Conv) -> str:
+    """The batch norm that follows a conv: conv1 -> bn1, conv2 -> bn2, downsample.0 -> downsample.1."""
+    head, _, last = conv.prefix.rpartition(".")
+    return f"{head}.1" if last == "0" else f"{head}.bn{last[-1]}"
+
+
 def _bn(prefix: str, c: int) -> dict[str, tuple[int, ...]]:
     return {f"{prefix}.weight": (c,), f"{prefix}.bias": (c,), f"{prefix}.running_mean": (c,),
             f"{prefix}.running_var": (c,), f"{prefix}.num_batches_tracked": ()}
@@ -61,22 +135,12 @@ def _bn(prefix: str, c: int) -> dict[str, tuple[int, ...]]:
 
 def parameter_shapes(stem: str, width: float, num_classes: int, **_) -> dict[str, tuple[int, ...]]:
     """Every state-dict entry of ResNet-18 (trainer.models.ResNet18) with its shape, in order."""
-    c = [int(ch * width) for ch in STAGE_CHANNELS]
-    k = 7 if stem == "imagenet" else 3
-    shapes: dict[str, tuple[int, ...]] = {"stem.conv1.weight": (c[0], 3, k, k), **_bn("stem.bn1", c[0])}
-    in_c = c[0]
-    for stage in range(4):
-        for i in range(2):
-            p, out_c = f"layer{stage + 1}.{i}", c[stage]
-            shapes[f"{p}.conv1.weight"] = (out_c, in_c, 3, 3)
-            shapes.update(_bn(f"{p}.bn1", out_c))
-            shapes[f"{p}.conv2.weight"] = (out_c, out_c, 3, 3)
-            shapes.update(_bn(f"{p}.bn2", out_c))
-            if in_c != out_c:
-                shapes[f"{p}.downsample.0.weight"] = (out_c, in_c, 1, 1)
-                shapes.update(_bn(f"{p}.downsample.1", out_c))
-            in_c = out_c
-    shapes["fc.weight"] = (num_classes, c[3])
+    net = topology(stem, width)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for conv in [net.stem] + [c for b in net.blocks for c in (b.conv1, b.conv2, b.downsample) if c is not None]:
+        shapes[f"{conv.prefix}.weight"] = conv.shape
+        shapes.update(_bn(batch_norm_of(conv), conv.out_channels))
+    shapes["fc.weight"] = (num_classes, net.features)
     shapes["fc.bias"] = (num_classes,)
     return shapes
 

@@ -5,8 +5,10 @@ numpy fuses a compact layer in five passes (widen, GEMV, int8 scale, + W_0, fold
 of them in one pass per L1-sized chunk, reading int8 and float16 directly, with the layer's output-channel
 blocks split over the cores (ctypes releases the GIL). Low-rank layers still get their product from BLAS
 (one GEMM per layer into scratch); the kernel then adds W_0 and folds while moving it into the buffer's
-layout. Full-width ResNet-18, Q=10, the 4 int8 layers of `drop:0.04+int8+fp16`: 73 ms in numpy (see
-docs/results/bundle.md for the measured kernel).
+layout. Full-width ResNet-18, Q=10, the 4 int8 layers of `drop:0.04+int8+fp16` (+ the shared fc): fuse+fold
+73 ms in numpy, 35 ms here; `drop:0.04+lowrank:8+fp16`: 127 vs 49 ms (ad-hoc, one run each, the machine
+otherwise idle). On float32 `full` bases of the small 64-px network numpy's multi-threaded GEMV was as fast
+or faster (noisy runs); docs/results/bundle.md has the benchmark.
 
 `native_kernel()` loads the library once per process and checks it against numpy on every storage kind
 in the plain and both blocked layouts before anything uses it; if the library is missing or the check
@@ -40,7 +42,9 @@ LIBRARY = "sdk._fusion_kernel"
 TYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int8): 2}
 # float16 bits -> float32, for the kernel's table lookup (exact for every half value).
 HALF_TABLE = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
-MIN_BLOCKS_PER_THREAD = 8   # below this, one thread: a pool hand-off costs ~50 us
+# A layer is split over threads only from this many floats per thread (1 MB of output): smaller layers
+# cost less than a hand-off to a pool thread. A chosen size, not a measured optimum.
+MIN_FLOATS_PER_THREAD = 1 << 18
 
 
 class _Layer(ctypes.Structure):
@@ -118,7 +122,8 @@ class NativeKernel:
         return np.dot(a, plan.v, out=into.reshape(len(a), -1))
 
     def _run(self, args: _Layer, blocks: int) -> None:
-        parts = min(self.threads, max(1, blocks // MIN_BLOCKS_PER_THREAD)) if self._pool else 1
+        floats = blocks * args.rows * args.block
+        parts = min(self.threads, max(1, floats // MIN_FLOATS_PER_THREAD)) if self._pool else 1
         if parts == 1:
             self._call(args)
             return

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sdk.architecture import BN_EPS
+from sdk.architecture import BN_EPS, Conv, ResidualBlock, batch_norm_of, topology
 
 from .models import ResNetConfig
 
@@ -24,12 +24,15 @@ class GroupedForward:
         self.w, self.g, self.training = weights, groups, training
         self.batch_stats: dict[str, torch.Tensor] = {}
 
-    def conv(self, x: torch.Tensor, name: str, stride: int, padding: int) -> torch.Tensor:
+    def conv(self, x: torch.Tensor, spec: Conv) -> torch.Tensor:
         # channels-last: oneDNN's grouped convolutions are ~25% faster in NHWC on this CPU.
-        w = self.w[name]  # [G, Cout, Cin, k, k]
+        w = self.w[spec.prefix + ".weight"]  # [G, Cout, Cin, k, k]
         w = w.reshape(-1, *w.shape[2:]).contiguous(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
-        return F.conv2d(x, w, stride=stride, padding=padding, groups=self.g)
+        return F.conv2d(x, w, stride=spec.stride, padding=spec.padding, groups=self.g)
+
+    def conv_bn(self, x: torch.Tensor, spec: Conv) -> torch.Tensor:
+        return self.bn(self.conv(x, spec), batch_norm_of(spec))
 
     def bn(self, x: torch.Tensor, prefix: str) -> torch.Tensor:
         weight, bias = self.w[prefix + ".weight"].reshape(-1), self.w[prefix + ".bias"].reshape(-1)
@@ -44,25 +47,20 @@ class GroupedForward:
         self.batch_stats[prefix + ".running_var"] = var.view(self.g, -1)
         return out
 
-    def block(self, x: torch.Tensor, prefix: str, stride: int) -> torch.Tensor:
-        shortcut = x
-        if prefix + ".downsample.0.weight" in self.w:
-            shortcut = self.bn(self.conv(x, prefix + ".downsample.0.weight", stride, 0), prefix + ".downsample.1")
-        out = torch.relu(self.bn(self.conv(x, prefix + ".conv1.weight", stride, 1), prefix + ".bn1"))
-        out = self.bn(self.conv(out, prefix + ".conv2.weight", 1, 1), prefix + ".bn2")
+    def block(self, x: torch.Tensor, spec: ResidualBlock) -> torch.Tensor:
+        shortcut = x if spec.downsample is None else self.conv_bn(x, spec.downsample)
+        out = self.conv_bn(torch.relu(self.conv_bn(x, spec.conv1)), spec.conv2)
         return torch.relu(out + shortcut)
 
     def __call__(self, config: ResNetConfig, x: torch.Tensor) -> torch.Tensor:
         g, b = x.shape[:2]
         h = x.transpose(0, 1).reshape(b, g * x.shape[2], *x.shape[3:])  # [B, G*3, H, W]
-        if config.stem == "imagenet":
-            h = torch.relu(self.bn(self.conv(h, "stem.conv1.weight", 2, 3), "stem.bn1"))
+        net = topology(config.stem, config.width)
+        h = torch.relu(self.conv_bn(h, net.stem))
+        if net.stem_pool:
             h = F.max_pool2d(h, 3, 2, 1)
-        else:
-            h = torch.relu(self.bn(self.conv(h, "stem.conv1.weight", 1, 1), "stem.bn1"))
-        for stage in range(1, 5):
-            for i in range(2):
-                h = self.block(h, f"layer{stage}.{i}", 2 if stage > 1 and i == 0 else 1)
+        for spec in net.blocks:
+            h = self.block(h, spec)
         features = h.mean((2, 3)).view(b, g, -1)  # [B, G, C]
         logits = torch.einsum("bgc,gkc->gbk", features, self.w["fc.weight"])
         return logits + self.w["fc.bias"][:, None, :]

@@ -1,21 +1,26 @@
-"""The ResNet BasicBlock: two 3x3 conv-BN pairs and a shortcut (1x1 conv-BN when the shape changes)."""
+"""The ResNet BasicBlock (`sdk.architecture.ResidualBlock`): two 3x3 conv-BN pairs and a shortcut (1x1
+conv-BN when the shape changes)."""
 
 import torch
 from torch import nn
 
+from sdk.architecture import Conv, ResidualBlock
+
+
+def conv2d(spec: Conv, bias: bool = False) -> nn.Conv2d:
+    return nn.Conv2d(spec.in_channels, spec.out_channels, spec.kernel, spec.stride, spec.padding, bias=bias)
+
 
 class BasicBlock(nn.Module):
-    def __init__(self, in_channels: int, out_channels: int, stride: int = 1):
+    def __init__(self, spec: ResidualBlock):
         super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(out_channels)
-        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(out_channels)
+        self.conv1 = conv2d(spec.conv1)
+        self.bn1 = nn.BatchNorm2d(spec.conv1.out_channels)
+        self.conv2 = conv2d(spec.conv2)
+        self.bn2 = nn.BatchNorm2d(spec.conv2.out_channels)
         self.downsample = None
-        if stride != 1 or in_channels != out_channels:
-            self.downsample = nn.Sequential(
-                nn.Conv2d(in_channels, out_channels, 1, stride, bias=False), nn.BatchNorm2d(out_channels)
-            )
+        if spec.downsample is not None:
+            self.downsample = nn.Sequential(conv2d(spec.downsample), nn.BatchNorm2d(spec.downsample.out_channels))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shortcut = x if self.downsample is None else self.downsample(x)

@@ -1,4 +1,5 @@
-"""ResNet-18 (BasicBlock, [2, 2, 2, 2]) with a choice of stem, a width multiplier and any number of classes.
+"""ResNet-18 (BasicBlock, [2, 2, 2, 2]; `sdk.architecture.topology`) with a choice of stem, a width
+multiplier and any number of classes.
 
 Parameter names: `stem.conv1`, `stem.bn1`, `layer1`..`layer4` (two BasicBlocks each), `fc`.
 
@@ -14,7 +15,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from sdk.architecture import STAGE_CHANNELS
+from sdk.architecture import STAGE_CHANNELS, topology
 
 from .basic_block import BasicBlock
 from .stem import STEMS, Stem
@@ -49,13 +50,11 @@ class ResNet18(nn.Module):
     def __init__(self, config: ResNetConfig):
         super().__init__()
         self.config = config
-        c = config.channels
-        self.stem = Stem(config.stem, c[0])
-        self.layer1 = nn.Sequential(BasicBlock(c[0], c[0]), BasicBlock(c[0], c[0]))
-        self.layer2 = nn.Sequential(BasicBlock(c[0], c[1], 2), BasicBlock(c[1], c[1]))
-        self.layer3 = nn.Sequential(BasicBlock(c[1], c[2], 2), BasicBlock(c[2], c[2]))
-        self.layer4 = nn.Sequential(BasicBlock(c[2], c[3], 2), BasicBlock(c[3], c[3]))
-        self.fc = nn.Linear(c[3], config.num_classes)
+        net = topology(config.stem, config.width)
+        self.stem = Stem(net.stem, net.stem_pool)
+        self.layer1, self.layer2, self.layer3, self.layer4 = (nn.Sequential(*map(BasicBlock, stage))
+                                                              for stage in net.stages)
+        self.fc = nn.Linear(net.features, config.num_classes)
         self._init_weights()
 
     def _init_weights(self) -> None:

@@ -46,7 +46,11 @@ public final class Architecture {
         m.put(p + ".num_batches_tracked", new int[]{});
     }
 
-    /** Every state-dict entry with its shape, in state-dict order. */
+    /** sdk.architecture.topology's constants: blocks per stage, each stage's first stride. */
+    static final int[] BLOCKS_PER_STAGE = {2, 2, 2, 2}, STAGE_STRIDES = {1, 2, 2, 2};
+
+    /** Every state-dict entry with its shape, in state-dict order (sdk.architecture.parameter_shapes, from
+     * the same topology: a residual block has a 1x1 downsample where its stride or channels change). */
     public static Map<String, int[]> parameterShapes(String stem, double width, int numClasses) {
         int[] c = new int[4];
         for (int s = 0; s < 4; s++) c[s] = (int) (STAGE_CHANNELS[s] * width);
@@ -55,15 +59,15 @@ public final class Architecture {
         m.put("stem.conv1.weight", new int[]{c[0], 3, k, k});
         bn(m, "stem.bn1", c[0]);
         int in = c[0];
-        for (int s = 0; s < 4; s++) {
-            for (int b = 0; b < 2; b++) {
+        for (int s = 0; s < BLOCKS_PER_STAGE.length; s++) {
+            for (int b = 0; b < BLOCKS_PER_STAGE[s]; b++) {
                 String p = "layer" + (s + 1) + "." + b;
-                int out = c[s];
+                int out = c[s], stride = b == 0 ? STAGE_STRIDES[s] : 1;
                 m.put(p + ".conv1.weight", new int[]{out, in, 3, 3});
                 bn(m, p + ".bn1", out);
                 m.put(p + ".conv2.weight", new int[]{out, out, 3, 3});
                 bn(m, p + ".bn2", out);
-                if (in != out) {
+                if (stride != 1 || in != out) {
                     m.put(p + ".downsample.0.weight", new int[]{out, in, 1, 1});
                     bn(m, p + ".downsample.1", out);
                 }
