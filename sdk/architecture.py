@@ -17,6 +17,7 @@ with the last because each is too small for a mixer of its own and acts on that 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -68,6 +69,10 @@ class Conv:
     def shape(self) -> tuple[int, int, int, int]:
         return (self.out_channels, self.in_channels, self.kernel, self.kernel)
 
+    @property
+    def batch_norm(self) -> str:
+        return batch_norm_of(self.prefix)
+
 
 @dataclass(frozen=True)
 class ResidualBlock:
@@ -92,12 +97,18 @@ class Topology:
     def blocks(self) -> list[ResidualBlock]:
         return [b for stage in self.stages for b in stage]
 
+    @property
+    def convs(self) -> list[Conv]:
+        """Every conv in state-dict order: the stem's, then per block conv1, conv2 and the downsample."""
+        return [self.stem] + [c for b in self.blocks for c in (b.conv1, b.conv2, b.downsample) if c is not None]
+
 
 STEM_CONV = {"imagenet": (7, 2, 3), "small": (3, 1, 1)}   # kernel, stride, padding
 BLOCKS_PER_STAGE = (2, 2, 2, 2)
 STAGE_STRIDES = (1, 2, 2, 2)
 
 
+@functools.cache   # a pure function of two settings, asked for on every grouped forward of training
 def topology(stem: str, width: float) -> Topology:
     """The network for a stem (`imagenet`: 7x7/2 conv + max-pool; `small`: 3x3/1 conv) and width.
 
@@ -122,9 +133,12 @@ def topology(stem: str, width: float) -> Topology:
     return Topology(Conv("stem.conv1", 3, c[0], kernel, stride, padding), stem == "imagenet", tuple(stages), in_c)
 
 
-def batch_norm_of(conv: Conv) -> str:
-    """The batch norm that follows a conv: conv1 -> bn1, conv2 -> bn2, downsample.0 -> downsample.1."""
-    head, _, last = conv.prefix.rpartition(".")
+CONV_SUFFIXES = ("conv1", "conv2", "downsample.0")   # how every conv prefix ends
+
+
+def batch_norm_of(conv: str) -> str:
+    """The batch norm that follows a conv prefix: conv1 -> bn1, conv2 -> bn2, downsample.0 -> downsample.1."""
+    head, _, last = conv.rpartition(".")
     return f"{head}.1" if last == "0" else f"{head}.bn{last[-1]}"
 
 
@@ -137,26 +151,18 @@ def parameter_shapes(stem: str, width: float, num_classes: int, **_) -> dict[str
     """Every state-dict entry of ResNet-18 (trainer.models.ResNet18) with its shape, in order."""
     net = topology(stem, width)
     shapes: dict[str, tuple[int, ...]] = {}
-    for conv in [net.stem] + [c for b in net.blocks for c in (b.conv1, b.conv2, b.downsample) if c is not None]:
+    for conv in net.convs:
         shapes[f"{conv.prefix}.weight"] = conv.shape
-        shapes.update(_bn(batch_norm_of(conv), conv.out_channels))
+        shapes.update(_bn(conv.batch_norm, conv.out_channels))
     shapes["fc.weight"] = (num_classes, net.features)
     shapes["fc.bias"] = (num_classes,)
     return shapes
 
 
 def conv_bn_pairs(names: Iterable[str]) -> list[tuple[str, str]]:
-    """(conv prefix, batch-norm prefix) for every conv followed by a batch norm."""
-    pairs = []
-    for name in names:
-        if not name.endswith(".weight"):
-            continue
-        prefix = name[: -len(".weight")]
-        if prefix.endswith(("conv1", "conv2")) and (prefix.startswith("layer") or prefix.startswith("stem.")):
-            pairs.append((prefix, prefix[:-5] + "bn" + prefix[-1]))
-        elif prefix.endswith("downsample.0"):
-            pairs.append((prefix, prefix[:-1] + "1"))
-    return pairs
+    """(conv prefix, batch-norm prefix) for every conv weight among `names`, in their order."""
+    prefixes = (name[: -len(".weight")] for name in names if name.endswith(".weight"))
+    return [(p, batch_norm_of(p)) for p in prefixes if p.endswith(CONV_SUFFIXES)]
 
 
 def block_layout(shapes: dict[str, tuple[int, ...]]) -> list[list[str]]:

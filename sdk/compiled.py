@@ -74,7 +74,7 @@ def _optimize(graph: bytes, external_file: str, weights: np.ndarray) -> tuple[by
         return (Path(tmp) / "compiled.onnx").read_bytes(), np.frombuffer(data + b"\0" * (-len(data) % 4), np.float32)
 
 
-def _blocked_views(shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+def blocked_views(shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """Candidate reorders of a conv weight [O, I, kh, kw] into the MLAS NCHWc layouts, block 8 or 16:
     OIhw -> (O/B)(I/B)hw(Bi)(Bo), and OIhw -> (O/B)Ihw(Bo) for convs reading plain NCHW input."""
     if len(shape) != 4:
@@ -98,7 +98,7 @@ def _placement(name: str, shape: tuple[int, ...], positions: np.ndarray, sources
     start = int(positions[0])
     if np.array_equal(sources, np.arange(size)):
         return Placement(name, shape, start)
-    for split, axes in _blocked_views(shape):
+    for split, axes in blocked_views(shape):
         if np.array_equal(np.arange(size).reshape(split).transpose(axes).reshape(-1), sources):
             return Placement(name, shape, start, view=(split, axes))
     return None

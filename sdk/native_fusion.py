@@ -11,8 +11,9 @@ otherwise idle). On float32 `full` bases of the small 64-px network numpy's mult
 or faster (noisy runs); docs/results/bundle.md has the benchmark.
 
 `native_kernel()` loads the library once per process and checks it against numpy on every storage kind
-in the plain and both blocked layouts before anything uses it; if the library is missing or the check
-fails, it says why at debug level (logger `sdk.native_fusion`) and returns None (numpy is used).
+in the plain and both blocked layouts before anything uses it (~0.1 s, at the first `sdk.load`); if the
+library is missing or the check fails, it says why at debug level (logger `sdk.native_fusion`) and
+returns None (numpy is used). `TAPER_FUSION=numpy` in the environment turns it off (for A/B timing).
 
 >>> kernel = native_kernel()
 >>> kernel is None or kernel.name == "native"
@@ -33,7 +34,7 @@ import numpy as np
 
 from .architecture import mixed_layers, parameter_shapes
 from .bases import CompactBases, LayerBases, expected_tensors
-from .fusion import NUMPY, FusionPlan, LayerPlan, Placement, WeightBuffer
+from .fusion import NUMPY, FusionPlan, LayerPlan, Placement, WeightBuffer, aligned
 from .manifest import LayerStorage
 
 log = logging.getLogger(__name__)
@@ -72,11 +73,14 @@ class NativeKernel:
     name = "native"
     tile_floats: int | None = None
 
-    def __init__(self, library: ctypes.CDLL, threads: int | None = None):
+    def __init__(self, library: ctypes.CDLL, threads: int | None = None,
+                 split_floats: int = MIN_FLOATS_PER_THREAD):
+        self._library = library
         self._fuse = library.taper_fuse_layer
         self._fuse.argtypes = [ctypes.POINTER(_Layer)]
         self._fuse.restype = ctypes.c_int64
         self.threads = max(1, threads or os.cpu_count() or 1)
+        self.split_floats = split_floats
         self._pool = ThreadPoolExecutor(self.threads, "taper-fusion") if self.threads > 1 else None
 
     def scratch_floats(self, layers: list[LayerPlan]) -> int:
@@ -105,8 +109,8 @@ class NativeKernel:
             args.fold = keep[-1].ctypes.data
         if tile.u is not None:
             # [O_t, n], a row per output channel, its columns in the block's element order: lane c of
-            # block b reads row b * block + c (8 sequential streams; reading an [n, O_t] product with
-            # stride O_t instead took 13.6 vs ~4 ms per 512x4608 layer at full width).
+            # block b reads row b * block + c (8 sequential streams). Reading an [n, O_t] product with
+            # stride O_t instead: 13.6-20.7 vs 6.9-9.9 ms per 512x4608 layer (full width, subspace:16).
             args.product = self._low_rank_product(plan, tile, alpha, out, target).ctypes.data
             args.product_block_stride, args.product_row_stride = plan.slab, 1
             args.product_lane_stride = rows
@@ -123,7 +127,7 @@ class NativeKernel:
 
     def _run(self, args: _Layer, blocks: int) -> None:
         floats = blocks * args.rows * args.block
-        parts = min(self.threads, max(1, floats // MIN_FLOATS_PER_THREAD)) if self._pool else 1
+        parts = min(self.threads, max(1, floats // self.split_floats)) if self._pool else 1
         if parts == 1:
             self._call(args)
             return
@@ -171,36 +175,37 @@ def _check_bases(seed: int = 0) -> CompactBases:
     return CompactBases(layers, shapes, 3)
 
 
-def _check_placements(shapes: dict, block: int) -> tuple[dict[str, Placement], int]:
-    """The folded tensors packed in order, conv weights blocked by `block` where they can be (0: plain)."""
-    from .compiled import _blocked_views
+def packed_placements(shapes: dict, block: int) -> tuple[dict[str, Placement], int]:
+    """The folded tensors packed in order, 64-byte aligned, conv weights blocked by `block` (8 or 16)
+    where they can be, in turn in each NCHWc variant (0: all plain); and the floats they span."""
+    from .compiled import blocked_views
     from .folding import folded_names
 
     placements, cursor = {}, 0
     for name, shape in folded_names(shapes).items():
-        views = [v for v in _blocked_views(shape) if v[0][1] == block]
+        views = [v for v in blocked_views(shape) if v[0][1] == block]
         view = views[len(placements) % len(views)] if views else None
         placements[name] = Placement(name, shape, cursor, view)
-        cursor += math.prod(shape)
+        cursor = aligned(cursor + math.prod(shape))
     return placements, cursor
 
 
 def self_check(kernel: NativeKernel) -> str | None:
     """None if `kernel` writes what numpy writes (within float32 rounding) for every storage kind, in the
-    plain layout and blocked by 8 and 16, with tiles that split layers; else what differed."""
+    plain layout and blocked by 8 and 16, as the engine uses it (its own tiling); else what differed.
+    (tests/test_fusion.py also checks tiles that split layers and layers split over threads.)"""
     bases = _check_bases()
     alpha = np.random.default_rng(1).dirichlet(np.ones(3), 4).astype(np.float32)
     for block in (0, 8, 16):
-        placements, floats = _check_placements(bases.shapes, block)
+        placements, floats = packed_placements(bases.shapes, block)
         expected = FusionPlan.build(bases, placements, floats, NUMPY, tile_floats=None)
-        for tile_floats in (None, 512):
-            plan = FusionPlan.build(bases, placements, floats, kernel, tile_floats=tile_floats)
-            want, got = expected.new_buffer(None), plan.new_buffer(None)
-            expected.fuse_and_fold(alpha, want)
-            plan.fuse_and_fold(alpha, got)
-            error = float(np.abs(got.data - want.data).max())
-            if not error <= 1e-5 * (1 + float(np.abs(want.data).max())):
-                return f"block {block}, tiles {tile_floats}: differs from numpy by {error:.3g}"
+        plan = FusionPlan.build(bases, placements, floats, kernel)
+        want, got = expected.new_buffer(None), plan.new_buffer(None)
+        expected.fuse_and_fold(alpha, want)
+        plan.fuse_and_fold(alpha, got)
+        error = float(np.abs(got.data - want.data).max())
+        if not error <= 1e-5 * (1 + float(np.abs(want.data).max())):
+            return f"block {block}: differs from numpy by {error:.3g}"
     return None
 
 
@@ -236,4 +241,4 @@ def _load() -> NativeKernel | None:
     return kernel
 
 
-__all__ = ["NativeKernel", "native_kernel", "self_check"]
+__all__ = ["NativeKernel", "native_kernel", "packed_placements", "self_check"]

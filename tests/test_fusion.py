@@ -1,5 +1,6 @@
-"""The fusion kernels (sdk.fusion) against the reference (dequantize, sum, fold), for every storage kind,
-in the plain layout and in a blocked NCHWc layout, with tiles that split layers."""
+"""The fusion kernels (sdk.fusion, sdk.native_fusion) against the reference (dequantize, sum, fold), for
+every storage kind, in the plain layout and in blocked NCHWc layouts, with tiles that split layers and
+layers split over threads."""
 
 import functools
 import logging
@@ -10,10 +11,9 @@ import pytest
 from export.compress import Mode, compress
 from sdk.architecture import parameter_shapes
 from sdk.bases import CompactBases
-from sdk.compiled import _blocked_views
 from sdk.folding import backbone_layout, fold_batch_norm, folded_names
 from sdk.fusion import NUMPY, FusionPlan, Placement
-from sdk.native_fusion import native_kernel, self_check
+from sdk.native_fusion import NativeKernel, native_kernel, packed_placements, self_check
 
 SHAPES = parameter_shapes("small", 0.25, 12)
 MODES = ["fp32", "fp16", "delta", "delta+fp16", "int8", "int8+fp16", "lowrank:3", "lowrank:3+fp16",
@@ -37,16 +37,6 @@ def plain_placements():
     return {n: Placement(n, tuple(e["shape"]), e["offset"] // 4) for n, e in layout.items()}, size // 4
 
 
-def blocked_placements():
-    """Every conv weight that can be in an NCHWc layout (block 8), the others plain, packed in order."""
-    placements, cursor = {}, 0
-    for name, shape in folded_names(SHAPES).items():
-        views = _blocked_views(shape)
-        placements[name] = Placement(name, shape, cursor, views[0] if views else None)
-        cursor += -(-int(np.prod(shape)) // 16) * 16
-    return placements, cursor
-
-
 def reference(bases, alpha):
     mixed = bases.mixed(alpha)
     folded = {n: np.zeros(s, np.float32) for n, s in folded_names(SHAPES).items()}
@@ -59,7 +49,11 @@ def compressed(mode):
     return compress(trained_like(), Mode.parse(mode))
 
 
+@functools.cache
 def kernel_named(name):
+    """numpy; the C kernel as the engine gets it; the C kernel splitting every layer over 2 threads."""
+    if name == "native-threads":
+        return NativeKernel(native_kernel()._library, threads=2, split_floats=64)
     return NUMPY if name == "numpy" else native_kernel()
 
 
@@ -68,15 +62,15 @@ def test_the_native_kernel_is_built_and_passes_its_self_check():
     assert kernel is not None and self_check(kernel) is None
 
 
-@pytest.mark.parametrize("kernel", ["numpy", "native"])
+@pytest.mark.parametrize("kernel", ["numpy", "native", "native-threads"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("layout", ["plain", "blocked"])
 def test_fusing_any_storage_into_any_layout_equals_the_reference(mode, layout, kernel):
     bases = compressed(mode)
-    placements, floats = plain_placements() if layout == "plain" else blocked_placements()
+    placements, floats = plain_placements() if layout == "plain" else packed_placements(SHAPES, 8)
     assert layout == "plain" or any(p.view is not None for p in placements.values())
-    plan = FusionPlan.build(bases, placements, floats, kernel_named(kernel),
-                            tile_floats=None if layout == "plain" else 100)
+    whole_layers = layout == "plain" or kernel == "native-threads"   # else tiles of 100 floats split layers
+    plan = FusionPlan.build(bases, placements, floats, kernel_named(kernel), tile_floats=None if whole_layers else 100)
     alpha = np.random.default_rng(1).dirichlet(np.ones(4), 4).astype(np.float32)
     target = plan.new_buffer(owner=None)
     for _ in range(2):  # a reused buffer gives the same weights (shared layers are written once)
@@ -93,7 +87,7 @@ def test_tiles_split_layers_and_shared_layers_are_not_fused_again():
     bases = compress(trained_like(), Mode.parse("drop:0.01+delta"))
     shared = {lb.layer.name for lb in bases.layers if lb.kind == "shared"}
     assert shared == {"layer2.1.conv1"}
-    placements, floats = blocked_placements()
+    placements, floats = packed_placements(SHAPES, 8)
     plan = FusionPlan.build(bases, placements, floats, tile_floats=100)
     assert "layer2.1.conv1" not in {p.layer.name for p in plan.layers}
     assert max(len(p.tiles) for p in plan.layers) > 1
@@ -167,3 +161,13 @@ def test_a_broken_native_kernel_is_declined_and_numpy_fuses(monkeypatch, caplog)
     with caplog.at_level(logging.DEBUG, logger="sdk.native_fusion"):
         assert native_fusion.native_kernel() is None
     assert "native fusion declined" in caplog.text
+
+
+def test_taper_fusion_numpy_turns_the_native_kernel_off(monkeypatch, caplog):
+    from sdk import native_fusion
+
+    monkeypatch.setattr(native_fusion, "_loaded", [])
+    monkeypatch.setenv("TAPER_FUSION", "numpy")
+    with caplog.at_level(logging.DEBUG, logger="sdk.native_fusion"):
+        assert native_fusion.native_kernel() is None
+    assert "TAPER_FUSION=numpy" in caplog.text

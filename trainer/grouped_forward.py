@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sdk.architecture import BN_EPS, Conv, ResidualBlock, batch_norm_of, topology
+from sdk.architecture import BN_EPS, Conv, ResidualBlock, topology
 
 from .models import ResNetConfig
 
@@ -32,7 +32,7 @@ class GroupedForward:
         return F.conv2d(x, w, stride=spec.stride, padding=spec.padding, groups=self.g)
 
     def conv_bn(self, x: torch.Tensor, spec: Conv) -> torch.Tensor:
-        return self.bn(self.conv(x, spec), batch_norm_of(spec))
+        return self.bn(self.conv(x, spec), spec.batch_norm)
 
     def bn(self, x: torch.Tensor, prefix: str) -> torch.Tensor:
         weight, bias = self.w[prefix + ".weight"].reshape(-1), self.w[prefix + ".bias"].reshape(-1)
