@@ -1,37 +1,140 @@
-"""Golden test vectors for the mobile mirror (android_demo/core): what the Python runtime computes for
-a bundle and a few class lists, so the Java core can be checked step by step on the JVM.
+"""Golden test vectors for the mobile mirror (android_demo/core): what the Python runtime computes for a
+bundle, step by step, so the Java core can be checked on the JVM.
 
-    python -m export golden tiny.taper --out golden/     # golden.json + <case>.folded.f32
+    python -m export golden tiny.taper --out golden/     # golden.json + its binary files
 
-golden.json: {"bundle": path, "cases": [{"name", "classes" (names), "task" (indices), "embedding",
-"alpha" [4][Q], "head" [K][C+1] (weights then bias), "folded": file of the backbone buffer (float32 LE)}]}
+golden.json:
+- "bundle": the bundle's path; "max_tokens": the text encoder's truncation length.
+- "tokens": [{"text", "ids"}]: the bundle's tokenizer on PHRASES and on random strings (exact ids).
+- "encoder": [{"ids", "embedding"}]: every text-encoder call the Python runtime made for the descriptions
+  below (what the Java tests' replaying engine answers; ids it was not given are a failure there).
+- "descriptions": [{"description" (string or list), "options", "classes" (sorted indices) or "error"}].
+- "images": [{"width", "height", "rgb": file of uint8 RGB, "tensor": file of the float32 [3, S, S] input}].
+- "cases": [{"name", "description", "task" (indices), "embedding", "alpha" [4][Q], "head" [K][C+1]
+  (weights then bias), "folded": file of the backbone's external weight buffer (float32 LE),
+  "features": [image][C] the backbone's output on each image above with those weights (onnxruntime; what
+  the replaying engine answers), "logits": [image][K] those features through the head rows (float64)}].
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 import sdk
+from sdk.engine import backbone_session, ort  # onnxruntime as the SDK imports it (telemetry off)
+from sdk.errors import DescriptionError
+from sdk.folding import BACKBONE_FILE
+from sdk.images import to_uint8_batch
 from sdk.tasks import TaskOptions
 
+WORDS = ("moth", "butterfly", "Golden", "retriever", "kitchen", "appliances", "sea", "creatures", "farm", "animals",
+         "things", "to", "wear", "cars", "and", "trucks", "a", "the", "of", "photo")
+PHRASES = (
+    "a photo of a moth.", "insects", "Café crème brûlée", "naïve résumé ÀÉÎÕÜ", "Ｆｕｌｌｗｉｄｔｈ ｔｅｘｔ",
+    "ﬁsh ﬂies", "Straße", "İstanbul", "ΟΔΟΣ Σίσυφος ς", "Привет, мир!", "🐶 dogs & 🐱 cats!!",
+    "👨‍👩‍👧 family", "狗和猫",
+    "日本語のテキスト", "한국어 텍스트", "عربى", "हिन्दी", "...!!!???---***", "a---b", "(((nested)))",
+    "tab\tnew\nline\r",
+    "non\u00a0breaking\u2009thin\u3000ideographic", "[CLS] typed [MASK] tokens[SEP]", "[cls] lower", "x" * 150,
+    "", "   ", "1,234.56 e-mail: a@b.com", "C++ & C# $5 <tag> ^_^ `q` |~|", "e\u0301 combining", "\ufffd replacement",
+    "\u0000nul \u0007bell", "zero\u200bwidth", "soft\u00adhyphen", "½ ² ⅷ ㎏", "ǅungla Ǆ", "ＡＢＣ１２３",
+    "unaffable unbelievably antidisestablishmentarianism", "Don't stop—won't stop… «quoted» „so“",
+)
+RANDOM_POOL = ("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789     .,;:!?'\"()[]{}-_/\\@#$%^&*+=<>|~`"
+               "àáâãäåçèéêëìíîïñòóôõöùúûüýÿÀÉÑÖÜßæøœĳ" "αβγδεζηθΣσςΩ" "абвгдеёжзийклмнопрстуфхцчшщъыьэюяЁЖ"
+               "中文字符测试汉字日本語漢字" "ひらがなカタカナ" "한국어글자" "\u0301\u0308\u0327\u00a0\u2003\u3000\t\n"
+               "—–…«»“”‘’¡¿€£¥©®™°±×÷" "😀🐶🐱🚗🌊🦋🍎👍🏽")
+DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
+    (["red disc", "blue ring"], {}), (["s00000003"], {}), (["Red  Disc"], {}), (["no such class"], {}), ([], {}),
+    ("rings", {}), ("round shapes", {}), ("disc", {}), ("textures", {}), ("checkerboards", {}), ("red disc", {}),
+    ("red disc, blue ring, stripes", {}), ("red disc, something yellow", {}), ("something round and red", {}),
+    ("a striped pattern", {}), ("crimson circles", {}), ("tuesday", {}), ("quantum chromodynamics", {}),
+    ("🐶🐶", {}), ("", {}), ("   ", {}), (",,,", {}), ("a\u200bb", {}), ("x" * 1001, {}), ("\u0007bell", {}),
+    ("yellow things", {"max_classes": 3}), ("red disc", {"min_classes": 4}), ("green shapes", {"margin": 0.2}),
+    ("a striped pattern", {"min_contrast": 0.9}), (["red disc"], {"min_classes": 5}),
+)
+CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
+                                      ["s00000003", "red checkerboard"], "rings", "something round and red")
+IMAGE_SIZES = ((32, 32), (1, 1), (7, 5), (33, 31), (80, 48), (48, 80), (3, 1000), (1000, 3), (101, 257))
 
-def write_golden(bundle_path: Path, out_dir: Path, cases: list[list[str]]) -> Path:
+
+def random_texts(count: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    pool = list(RANDOM_POOL)
+    return ["".join(rng.choice(pool, int(rng.integers(1, 60)))) for _ in range(count)]
+
+
+def long_text(words: int, seed: int = 0) -> str:
+    rng = np.random.default_rng(seed)
+    return " ".join(str(w) + ("," if rng.random() < 0.1 else "") for w in rng.choice(WORDS, words))
+
+
+def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[str]] = CASES) -> Path:
     bundle = sdk.load(bundle_path)
     out_dir.mkdir(parents=True, exist_ok=True)
-    records = []
-    for i, names in enumerate(cases):
-        task = bundle.resolver.resolve(names, TaskOptions())
-        model = bundle.personalize(names)
-        weights = bundle.fused_weights(model.alpha)
-        buffer, _ = bundle.folded_weights(weights)
-        (out_dir / f"case{i}.folded.f32").write_bytes(buffer.astype("<f4").tobytes())
-        head = np.concatenate([model.head_weight, model.head_bias[:, None]], axis=1)
-        records.append({"name": f"case{i}", "classes": names, "task": task.classes.tolist(),
-                        "embedding": task.embedding.tolist(), "alpha": model.alpha.tolist(), "head": head.tolist(),
-                        "folded": f"case{i}.folded.f32"})
+    encoder = bundle.encoder
+    tokenize = encoder.tokenizer.encode
+    recorded: dict[tuple[int, ...], list[float]] = {}
+    encode = encoder.encode
+
+    def recording_encode(texts):  # every text the runtime embeds, keyed by its token ids
+        out = encode(texts)
+        for text, row in zip(texts, out, strict=True):
+            recorded[tuple(tokenize(text).ids)] = row.tolist()
+        return out
+
+    encoder.encode = recording_encode
+    try:
+        spec = {"bundle": str(bundle_path), "max_tokens": bundle.bundle.manifest.text_encoder.max_tokens,
+                "tokens": [{"text": t, "ids": tokenize(t).ids}
+                           for t in (*PHRASES, long_text(1000), *random_texts(300))],
+                "descriptions": [_resolution(bundle, d, o) for d, o in DESCRIPTIONS],
+                "images": _images(bundle, out_dir)}
+        spec["cases"] = [_case(bundle, i, d, out_dir, spec["images"]) for i, d in enumerate(cases)]
+    finally:
+        del encoder.encode
+    spec["encoder"] = [{"ids": list(ids), "embedding": e} for ids, e in recorded.items()]
     path = out_dir / "golden.json"
-    path.write_text(json.dumps({"bundle": str(bundle_path), "cases": records}))
+    path.write_text(json.dumps(spec))
     return path
+
+
+def _resolution(bundle, description, options: dict) -> dict:
+    record = {"description": description, "options": options}
+    try:
+        record["classes"] = bundle.resolver.resolve(description, TaskOptions(**options)).classes.tolist()
+    except DescriptionError as e:
+        record["error"] = str(e)
+    return record
+
+
+def _images(bundle, out_dir: Path) -> list[dict]:
+    rng, records = np.random.default_rng(1), []
+    for i, (width, height) in enumerate(IMAGE_SIZES):
+        rgb = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        tensor = bundle.preprocessing.normalize(to_uint8_batch(rgb, bundle.preprocessing.input_size)[0])[0]
+        (out_dir / f"image{i}.rgb").write_bytes(rgb.tobytes())
+        (out_dir / f"image{i}.f32").write_bytes(tensor.astype("<f4").tobytes())
+        records.append({"width": width, "height": height, "rgb": f"image{i}.rgb", "tensor": f"image{i}.f32"})
+    return records
+
+
+def _case(bundle, i: int, description: str | list[str], out_dir: Path, images: list[dict]) -> dict:
+    task = bundle.resolver.resolve(description, TaskOptions())
+    model = bundle.personalize(description)
+    buffer, _ = bundle.folded_weights(bundle.fused_weights(model.alpha))
+    (out_dir / f"case{i}.folded.f32").write_bytes(buffer.astype("<f4").tobytes())
+    head = np.concatenate([model.head_weight, model.head_bias[:, None]], axis=1)
+    size = bundle.preprocessing.input_size
+    inputs = np.stack([np.fromfile(out_dir / im["tensor"], "<f4").reshape(3, size, size) for im in images])
+    session = backbone_session(bundle.bundle.member_bytes("backbone.onnx"), BACKBONE_FILE, buffer,
+                               ort.GraphOptimizationLevel.ORT_ENABLE_ALL, ["CPUExecutionProvider"], None)
+    (features,) = session.run(None, {"image": inputs})
+    return {"name": f"case{i}", "description": description, "task": task.classes.tolist(),
+            "embedding": task.embedding.tolist(), "alpha": model.alpha.tolist(), "head": head.tolist(),
+            "folded": f"case{i}.folded.f32", "features": features.tolist(),
+            "logits": (features.astype(np.float64) @ head[:, :-1].T.astype(np.float64) + head[:, -1]).tolist()}

@@ -158,6 +158,9 @@ def hostile_members(blob: bytes) -> list[tuple[str, str, bytes]]:
         ("tokenizer_bad_ids", lambda t: t["model"]["vocab"].update({"zzz": 10**9})),
         ("tokenizer_huge_token", lambda t: t["model"]["vocab"].update({"x" * 5000: len(t["model"]["vocab"])})),
         ("tokenizer_empty", lambda t: t.clear()),
+        ("tokenizer_normalized_added_token", lambda t: t["added_tokens"][0].update(normalized=True, lstrip=True)),
+        ("tokenizer_template_without_text",
+         lambda t: t["post_processor"].update(single=t["post_processor"]["single"][:1])),
     ):
         edited_tokenizer = json.loads(json.dumps(tokenizer))
         edit(edited_tokenizer)

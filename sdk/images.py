@@ -6,9 +6,10 @@ Every image is untrusted, so decoding is bounded:
   of at most 100 MB, read with a bound;
 - the pixel count is checked from the header before decoding (64 megapixels at most), and an empty
   image is refused;
-- the geometry is "shorter side to `size`, then center crop" done as one resize of the source's
-  centre box (`Image.resize(box=...)`), so a 1 x 1,000,000 strip costs a 1 x 1 crop, not a
-  32 x 32,000,000 intermediate; JPEGs are decoded at a reduced scale when they are much larger;
+- the geometry is "shorter side to `size`, then center crop" done as one bilinear resize of the
+  source's centre box (`sdk.resample`, the SDK's own specification of Pillow's classic algorithm, which
+  the Java core repeats exactly), so a 1 x 1,000,000 strip costs a 1 x 1 crop, not a 32 x 32,000,000
+  intermediate; JPEGs are decoded at a reduced scale when they are much larger;
 - EXIF orientation is applied (a phone photo is not classified sideways);
 - 16-bit images and arrays are scaled to 8 bits (not saturated), float arrays must hold values in
   [0, 1], other dtypes and 32-bit float images are refused with ImageError.
@@ -28,6 +29,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .errors import ImageError
+from .resample import resample
 
 MAX_IMAGE_PIXELS = 64_000_000  # a larger image is refused before decoding (decompression bombs)
 MAX_IMAGE_FILE_BYTES = 100 * 1024 * 1024
@@ -107,18 +109,17 @@ def fit_to_square(image: Image.Image | np.ndarray, size: int) -> np.ndarray:
         image = _check_array(image)
         if image.ndim == 2:
             image = np.repeat(image[..., None], 3, axis=2)
-        if image.shape[:2] == (size, size):
-            return image
-        image = Image.fromarray(image)
-    _check_dimensions(image.width, image.height, "image")
-    if image.size != (size, size):
-        scale = size / min(image.size)
-        w, h = max(size, round(image.width * scale)), max(size, round(image.height * scale))
-        left, top = (w - size) // 2, (h - size) // 2
-        box = (left * image.width / w, top * image.height / h, (left + size) * image.width / w,
-               (top + size) * image.height / h)
-        image = image.resize((size, size), Image.BILINEAR, box=box)
-    return np.asarray(image, dtype=np.uint8)
+    else:
+        _check_dimensions(image.width, image.height, "image")
+        image = np.asarray(image.convert("RGB"), dtype=np.uint8)
+    height, width = image.shape[:2]
+    if (height, width) == (size, size):
+        return image
+    scale = size / min(width, height)
+    w, h = max(size, round(width * scale)), max(size, round(height * scale))
+    left, top = (w - size) // 2, (h - size) // 2
+    box = (left * width / w, top * height / h, (left + size) * width / w, (top + size) * height / h)
+    return resample(image, size, size, box)
 
 
 def to_uint8_batch(images, size: int) -> tuple[np.ndarray, bool]:

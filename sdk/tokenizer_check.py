@@ -21,6 +21,7 @@ from .manifest import load_json
 MAX_TOKENIZER_BYTES = 4 * 1024 * 1024
 MAX_VOCAB, MAX_TOKEN_CHARS, MAX_ADDED_TOKENS, MAX_TEMPLATE_ITEMS = 200_000, 100, 1000, 16
 WHAT = "member tokenizer.json"
+ADDED_TOKEN_FIELDS = {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"}
 TOP_LEVEL = {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "model",
              "post_processor", "decoder"}
 
@@ -66,10 +67,13 @@ def check_tokenizer_json(raw: bytes) -> str:
           "decoder must be a WordPiece decoder")
     _check_post_processor(spec.get("post_processor"), vocab)
     added = spec.get("added_tokens", [])
+    # Matched in the raw text as written (what the shipped encoder's tokens do, and all the Java mirror,
+    # android_demo/core Tokenizer.java, implements): not normalized, not stripped, not whole-word only.
     _need(isinstance(added, list) and len(added) <= MAX_ADDED_TOKENS and all(
-        isinstance(t, dict) and _token(t.get("content")) and type(t.get("id")) is int and 0 <= t["id"] < len(vocab)
-        and all(isinstance(v, (bool, int, str)) for v in t.values()) for t in added),
-        f"added_tokens must be at most {MAX_ADDED_TOKENS} short tokens of the vocabulary")
+        isinstance(t, dict) and set(t) == ADDED_TOKEN_FIELDS and _token(t["content"]) and type(t["id"]) is int
+        and 0 <= t["id"] < len(vocab) and type(t["special"]) is bool
+        and all(t[k] is False for k in ("single_word", "lstrip", "rstrip", "normalized")) for t in added),
+        f"added_tokens must be at most {MAX_ADDED_TOKENS} short tokens of the vocabulary, matched as written")
     for key in ("truncation", "padding"):
         _need(spec.get(key) is None or isinstance(spec[key], dict), f"{key} must be an object or null")
     return raw.decode("utf-8")
@@ -90,6 +94,13 @@ def _check_post_processor(post: object, vocab: dict[str, int]) -> None:
         _need(isinstance(post[key], list) and len(post[key]) <= MAX_TEMPLATE_ITEMS,
               f"template {key!r} must be a short list")
     specials = post["special_tokens"]
+    _need(isinstance(specials, dict), "special tokens must be an object")
+    items = post["single"]
+    _need(all(isinstance(i, dict) and len(i) == 1 and (
+        (isinstance(i.get("Sequence"), dict) and i["Sequence"].get("id") == "A")
+        or (isinstance(i.get("SpecialToken"), dict) and i["SpecialToken"].get("id") in specials)) for i in items)
+        and sum("Sequence" in i for i in items) == 1,
+        "the single template must be special tokens of the template around sequence A, once")
     _need(isinstance(specials, dict) and len(specials) <= MAX_TEMPLATE_ITEMS and all(
         isinstance(s, dict) and set(s) == {"id", "ids", "tokens"} and isinstance(s["ids"], list)
         and isinstance(s["tokens"], list) and len(s["ids"]) == len(s["tokens"]) <= 4

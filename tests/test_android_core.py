@@ -1,12 +1,29 @@
+"""The Java core (android_demo/core) against the Python runtime: golden vectors checked on the JVM (tokens,
+task resolution, preprocessing, alpha, fused and folded weights, head rows, logits through a replaying
+engine), then the weights the Java core wrote run in onnxruntime here."""
+
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import sdk
 from export.golden import write_golden
+from sdk.engine import Network, backbone_session, ort
+from sdk.folding import BACKBONE_FILE
 
-CASES = [["red disc", "blue ring", "yellow square"], ["green stripes"], ["s00000003", "red checkerboard"]]
+SCRIPT = Path(__file__).parents[1] / "android_demo" / "core" / "run_tests.sh"
+
+
+def java_logits(bundle, weights: np.ndarray, head: np.ndarray, images: np.ndarray) -> np.ndarray:
+    """Logits of the Java core's folded weights and head rows, run by onnxruntime (the standard route)."""
+    session = backbone_session(bundle.engine.graph, BACKBONE_FILE, weights, ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+                               ["CPUExecutionProvider"], None)
+    return Network(session, {"head_weight": np.ascontiguousarray(head[:, :-1]),
+                             "head_bias": np.ascontiguousarray(head[:, -1])}).run(images)
 
 
 @pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK (javac)")
@@ -15,9 +32,27 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
     """Plain bases, and compact ones in every delta storage (the golden bundle is exported in `mode`)."""
     from export.bundle import bundle_run
 
-    bundle = tiny_bundle if mode == "fp32" else bundle_run(tiny_run, tmp_path / "compact.taper", mode=mode)
-    golden = write_golden(bundle, tmp_path / "golden", CASES)
-    script = Path(__file__).parents[1] / "android_demo" / "core" / "run_tests.sh"
-    result = subprocess.run(["bash", str(script), str(golden)], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert f"{len(CASES) * 5 + 10} passed, 0 failed" in result.stdout
+    path = tiny_bundle if mode == "fp32" else bundle_run(tiny_run, tmp_path / "compact.taper", mode=mode)
+    golden = write_golden(path, tmp_path / "golden")
+    out = tmp_path / "java"
+    out.mkdir()
+    result = subprocess.run(["bash", str(SCRIPT), str(golden), str(out)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and " 0 failed" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
+    spec = json.loads(golden.read_text())
+    passed = int(result.stdout.split(" passed")[0].split()[-1])
+    assert passed >= 1 + len(spec["descriptions"]) + len(spec["images"]) + 8 * len(spec["cases"]) + 10
+
+    # Inference cross-check: the Java core's weights and head rows, run in onnxruntime, give the Python logits.
+    bundle = sdk.load(path)
+    size = bundle.preprocessing.input_size
+    rgbs = [np.fromfile(golden.parent / im["rgb"], np.uint8).reshape(im["height"], im["width"], 3)
+            for im in spec["images"]]
+    images = np.stack([np.fromfile(golden.parent / im["tensor"], "<f4").reshape(3, size, size)
+                       for im in spec["images"]])
+    for i, case in enumerate(spec["cases"]):
+        model = bundle.personalize(case["description"])
+        expected = np.concatenate([model.logits(rgb) for rgb in rgbs])
+        weights = np.fromfile(out / f"java{i}.folded.f32", "<f4")
+        head = np.fromfile(out / f"java{i}.head.f32", "<f4").reshape(len(model.classes), -1)
+        got = java_logits(bundle, weights, head, images)
+        assert np.abs(got - expected).max() <= 1e-4 * max(1.0, float(np.abs(expected).max())), case["name"]

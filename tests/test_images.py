@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from sdk import images
+from sdk import resample as resample_module
 from sdk.errors import ImageError
 from sdk.images import decode_image, fit_to_square, read_image_file, to_uint8_batch
 
@@ -32,17 +33,33 @@ def test_a_huge_image_is_refused_from_its_header():
 
 def test_an_extreme_aspect_ratio_resamples_only_the_kept_box(monkeypatch):
     calls = []
-    resize = Image.Image.resize
+    one_pass = resample_module._pass
 
-    def spy(self, size, *args, **kwargs):
-        calls.append(size)
-        return resize(self, size, *args, **kwargs)
+    def spy(image, index, weight, axis):
+        out = one_pass(image, index, weight, axis)
+        calls.append(out.shape)
+        return out
 
-    monkeypatch.setattr(Image.Image, "resize", spy)
+    monkeypatch.setattr(resample_module, "_pass", spy)
     strip = Image.new("RGB", (1_000_000, 1), (200, 10, 10))
     out = fit_to_square(strip, 32)
-    assert out.shape == (32, 32, 3) and calls == [(32, 32)]  # no 32 x 32,000,000 intermediate
+    assert out.shape == (32, 32, 3) and all(s[0] * s[1] <= 32 * 32 for s in calls)  # no 32 x 32,000,000 intermediate
     assert tuple(out[0, 0]) == (200, 10, 10)
+
+
+@pytest.mark.parametrize("shape", [(80, 48), (48, 80), (33, 31), (1000, 3), (3, 1000), (257, 101), (7, 5), (375, 500)])
+def test_the_sdk_resampler_is_pillows_bilinear_to_a_grey_level(shape):
+    """sdk.resample specifies Pillow's classic algorithm; Pillow 13's SIMD build rounds some pixels the other
+    way (and the Java core must repeat one fixed rule), so: never more than one level apart, mostly equal."""
+    array = np.random.default_rng(0).integers(0, 256, (*shape, 3), dtype=np.uint8)
+    (h, w), size = shape, 64
+    scale = size / min(w, h)
+    wide, tall = max(size, round(w * scale)), max(size, round(h * scale))
+    left, top = (wide - size) // 2, (tall - size) // 2
+    box = (left * w / wide, top * h / tall, (left + size) * w / wide, (top + size) * h / tall)
+    reference = np.asarray(Image.fromarray(array).resize((size, size), Image.BILINEAR, box=box), int)
+    ours = fit_to_square(array, size).astype(int)
+    assert np.abs(ours - reference).max() <= 1 and (ours != reference).mean() < 0.5
 
 
 def test_resizing_by_box_matches_resize_then_crop():

@@ -40,6 +40,14 @@ public final class Bundle {
     public final Map<String, FloatBuffer> mixer;
     public final FloatBuffer classEmbeddings;
     public final List<String> classIds = new ArrayList<>(), classNames = new ArrayList<>();
+    /** Each class's path in the hierarchy, root first, ending in its own name (classes.json). */
+    public final List<List<String>> classPaths = new ArrayList<>();
+    /** Named groups of classes ("insects": indices), as classes.json lists them. */
+    public final Map<String, int[]> supercategories = new java.util.LinkedHashMap<>();
+    /** The text encoder's prompt templates (each with one "{}") and truncation length. */
+    public final List<String> prompts = new ArrayList<>();
+    public final int maxTokens;
+    public final Preprocessing preprocessing;
     public final Map<String, Integer> backboneOffsets = new HashMap<>();
     private final ByteBuffer data;
 
@@ -92,7 +100,18 @@ public final class Bundle {
         layers = integer(mix, "layers", 2, 16);
         mixerBlocks = integer(mix, "blocks", 1, 4);
         if (mixerBlocks != 1 && mixerBlocks != 4) throw new BundleException("manifest: mixer blocks must be 1 or 4");
-        integer(obj(manifest, "text_encoder"), "max_tokens", 8, 512);
+        Map<String, Object> text = obj(manifest, "text_encoder");
+        maxTokens = integer(text, "max_tokens", 8, 512);
+        if (!(text.get("prompts") instanceof List) || ((List<Object>) text.get("prompts")).isEmpty()
+                || ((List<Object>) text.get("prompts")).size() > 64)
+            throw new BundleException("manifest: 'prompts' must list 1-64 templates");
+        for (Object p : (List<Object>) text.get("prompts")) {
+            if (!(p instanceof String) || ((String) p).length() > 200 || ((String) p).split("\\{}", -1).length != 2
+                    || ((String) p).chars().filter(ch -> ch == '{' || ch == '}').count() != 2)
+                throw new BundleException("manifest: a prompt must have at most 200 characters, one '{}' and no other braces");
+            prompts.add((String) p);
+        }
+        preprocessing = Preprocessing.fromManifest(obj(manifest, "preprocessing"), integer(arch, "input_size", 8, 4096));
         checkMembers(obj(manifest, "members"), HEADER + length, size);
         shapes = Architecture.parameterShapes(stem, width, numClasses);
         layout = Architecture.blockLayout(shapes);
@@ -101,14 +120,61 @@ public final class Bundle {
         mixer = floats(tensors("mixer.safetensors"));
         classEmbeddings = floats(tensors("class_embeddings.safetensors")).get("text");
         expect(classEmbeddings, (long) numClasses * embedDim, "class embeddings");
-        Object classes = obj(parseMember("classes.json"), "classes").get("classes");
+        readClasses();
+    }
+
+    /** classes.json, checked as sdk/bundle.py checks it. */
+    @SuppressWarnings("unchecked")
+    private void readClasses() {
+        String what = "member classes.json: ";
+        if (memberBuffer("classes.json").remaining() > (64 << 20)) throw new BundleException(what + "larger than 64 MiB");
+        Object parsed = Json.parse(new String(memberBytes("classes.json"), StandardCharsets.UTF_8), "member classes.json");
+        if (!(parsed instanceof Map) || !((Map<String, Object>) parsed).keySet().equals(java.util.Set.of("classes", "supercategories")))
+            throw new BundleException(what + "must be an object with exactly 'classes' and 'supercategories'");
+        Object classes = ((Map<String, Object>) parsed).get("classes"), groups = ((Map<String, Object>) parsed).get("supercategories");
         if (!(classes instanceof List) || ((List<Object>) classes).size() != numClasses)
-            throw new BundleException("member classes.json: wrong number of classes");
+            throw new BundleException(what + "'classes' must list " + numClasses + " classes");
         for (Object c : (List<Object>) classes) {
-            Map<String, Object> m = (Map<String, Object>) c;
-            classIds.add(str(m, "id"));
-            classNames.add(str(m, "name"));
+            Map<String, Object> m = c instanceof Map ? (Map<String, Object>) c : Map.of();
+            Object path = m.get("path");
+            boolean ok = m.keySet().equals(java.util.Set.of("id", "name", "path")) && shortText(m.get("id"))
+                    && shortText(m.get("name")) && path instanceof List && !((List<Object>) path).isEmpty()
+                    && ((List<Object>) path).size() <= 64 && ((List<Object>) path).stream().allMatch(Bundle::shortText);
+            if (!ok) throw new BundleException(what + "class " + classIds.size() + " must be {id, name, path} with short names");
+            classIds.add((String) m.get("id"));
+            classNames.add((String) m.get("name"));
+            List<String> steps = new ArrayList<>();
+            for (Object step : (List<Object>) path) steps.add((String) step);
+            classPaths.add(steps);
         }
+        if (new java.util.HashSet<>(classIds).size() != numClasses) throw new BundleException(what + "class ids are not unique");
+        if (!(groups instanceof Map)) throw new BundleException(what + "'supercategories' must be an object");
+        for (Map.Entry<String, Object> e : ((Map<String, Object>) groups).entrySet()) {
+            Object members = e.getValue();
+            if (!shortText(e.getKey()) || !(members instanceof List) || ((List<Object>) members).isEmpty()
+                    || ((List<Object>) members).size() > numClasses)
+                throw new BundleException(what + "'supercategories' must map names to non-empty lists of class indices");
+            int[] indices = new int[((List<Object>) members).size()];
+            for (int k = 0; k < indices.length; k++) {
+                Object i = ((List<Object>) members).get(k);
+                if (!(i instanceof Long) || (Long) i < 0 || (Long) i >= numClasses)
+                    throw new BundleException(what + "'supercategories' must map names to non-empty lists of class indices");
+                indices[k] = (int) (long) (Long) i;
+            }
+            supercategories.put(e.getKey(), indices);
+        }
+    }
+
+    private static boolean shortText(Object o) {
+        return o instanceof String && !((String) o).isEmpty() && ((String) o).codePointCount(0, ((String) o).length()) <= 1000;
+    }
+
+    /** A copy of a member's bytes (checked against its SHA-256 when the bundle was opened). */
+    public byte[] memberBytes(String name) {
+        ByteBuffer b = memberBuffer(name);
+        byte[] raw = new byte[b.remaining()];
+        b.get(raw);
+        return raw;
     }
 
     @SuppressWarnings("unchecked")
@@ -141,15 +207,6 @@ public final class Bundle {
 
     private ByteBuffer slice(long off, long len) {
         return data.slice((int) off, (int) len).order(ByteOrder.LITTLE_ENDIAN);
-    }
-
-    private Map<String, Object> parseMember(String name) {
-        ByteBuffer b = memberBuffer(name);
-        byte[] raw = new byte[b.remaining()];
-        b.get(raw);
-        Map<String, Object> wrap = new HashMap<>();
-        wrap.put("classes", Json.parse(new String(raw, StandardCharsets.UTF_8)));
-        return wrap;
     }
 
     /** The member's tensors as float32 views; BundleException for any other dtype. */

@@ -7,24 +7,27 @@ import java.util.Map;
 
 /** A small strict JSON parser (objects, arrays, strings, numbers, booleans, null): the manifest format needs no more. */
 public final class Json {
-    private final String s;
+    private final String s, what;
     private int i;
 
-    private Json(String s) { this.s = s; }
+    private Json(String s, String what) { this.s = s; this.what = what; }
 
-    /** Parses a JSON document: Map, List, String, Long (integers), Double, Boolean or null. */
-    public static Object parse(String text) {
-        Json p = new Json(text);
+    /** Parses the manifest's JSON: Map, List, String, Long (integers), Double, Boolean or null. */
+    public static Object parse(String text) { return parse(text, "manifest"); }
+
+    /** Parses a JSON document; errors name {@code what} ("member tokenizer.json"). */
+    public static Object parse(String text, String what) {
+        Json p = new Json(text, what);
         p.ws();
         Object v = p.value(0);
         p.ws();
-        if (p.i != p.s.length()) throw new BundleException("manifest: trailing characters in JSON");
+        if (p.i != p.s.length()) throw new BundleException(what + ": trailing characters in JSON");
         return v;
     }
 
     private Object value(int depth) {
-        if (depth > 64) throw new BundleException("manifest: JSON nested too deeply");
-        if (i >= s.length()) throw new BundleException("manifest: unexpected end of JSON");
+        if (depth > 64) throw new BundleException(what + ": JSON nested too deeply");
+        if (i >= s.length()) throw new BundleException(what + ": unexpected end of JSON");
         char c = s.charAt(i);
         switch (c) {
             case '{': return object(depth);
@@ -44,7 +47,7 @@ public final class Json {
         if (peek() == '}') { i++; return m; }
         while (true) {
             ws();
-            if (peek() != '"') throw new BundleException("manifest: expected a key in JSON");
+            if (peek() != '"') throw new BundleException(what + ": expected a key in JSON");
             String k = string();
             ws();
             expect(':');
@@ -76,11 +79,11 @@ public final class Json {
         StringBuilder b = new StringBuilder();
         i++;
         while (true) {
-            if (i >= s.length()) throw new BundleException("manifest: unterminated string");
+            if (i >= s.length()) throw new BundleException(what + ": unterminated string");
             char c = s.charAt(i++);
             if (c == '"') return b.toString();
             if (c != '\\') { b.append(c); continue; }
-            if (i >= s.length()) throw new BundleException("manifest: bad escape");
+            if (i >= s.length()) throw new BundleException(what + ": bad escape");
             char e = s.charAt(i++);
             switch (e) {
                 case '"': case '\\': case '/': b.append(e); break;
@@ -90,12 +93,12 @@ public final class Json {
                 case 'r': b.append('\r'); break;
                 case 't': b.append('\t'); break;
                 case 'u':
-                    if (i + 4 > s.length()) throw new BundleException("manifest: bad unicode escape");
+                    if (i + 4 > s.length()) throw new BundleException(what + ": bad unicode escape");
                     try { b.append((char) Integer.parseInt(s.substring(i, i + 4), 16)); }
-                    catch (NumberFormatException ex) { throw new BundleException("manifest: bad unicode escape"); }
+                    catch (NumberFormatException ex) { throw new BundleException(what + ": bad unicode escape"); }
                     i += 4;
                     break;
-                default: throw new BundleException("manifest: bad escape");
+                default: throw new BundleException(what + ": bad escape");
             }
         }
     }
@@ -104,17 +107,17 @@ public final class Json {
         int start = i;
         while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) i++;
         String t = s.substring(start, i);
-        if (t.isEmpty()) throw new BundleException("manifest: unexpected character in JSON");
+        if (t.isEmpty()) throw new BundleException(what + ": unexpected character in JSON");
         try {
             if (t.indexOf('.') < 0 && t.indexOf('e') < 0 && t.indexOf('E') < 0) return Long.parseLong(t);
             return Double.parseDouble(t);
         } catch (NumberFormatException ex) {
-            throw new BundleException("manifest: bad number " + t);
+            throw new BundleException(what + ": bad number " + t);
         }
     }
 
     private Object literal(String word, Object v) {
-        if (!s.startsWith(word, i)) throw new BundleException("manifest: unexpected word in JSON");
+        if (!s.startsWith(word, i)) throw new BundleException(what + ": unexpected word in JSON");
         i += word.length();
         return v;
     }
@@ -122,7 +125,7 @@ public final class Json {
     private char peek() { return i < s.length() ? s.charAt(i) : '\0'; }
 
     private void expect(char c) {
-        if (peek() != c) throw new BundleException("manifest: expected '" + c + "' in JSON");
+        if (peek() != c) throw new BundleException(what + ": expected '" + c + "' in JSON");
         i++;
     }
 

@@ -1,155 +1,131 @@
 package org.taper.sdk;
 
-import java.nio.FloatBuffer;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
-import java.util.TreeSet;
 
 /**
- * The steps of sdk.personalize after the text encoder, mirroring sdk/tasks.py, sdk/mixer.py,
- * sdk/bases.py and sdk/folding.py: class list -> task embedding -> alpha -> fused weights ->
- * batch-norm folded backbone weights (the buffer handed to onnxruntime) and classifier rows.
+ * sdk.personalize on the phone: a bundle and an engine; a description -> a personalized model, every
+ * step as the Python runtime does it (sdk/runtime.py): tokens (Tokenizer), task (TaskResolver), alpha
+ * (Mixer), fused and folded weights and the head rows (Fusion), the backbone session (Engine).
+ * <pre>{@code
+ * try (Personalizer p = Personalizer.load("tiny-imagenet.taper", new OnnxEngine())) {
+ *     PersonalizedModel model = p.personalize("insects");
+ *     model.classes();                       // [monarch, ladybug, ...]
+ *     model.predict(rgb, width, height);     // top 3: [monarch (0.91), ...]
+ *     model.timings();                       // {encode=4.1, resolve=0.2, mixer=0.1, fuse_fold=..., total=...}
+ * }
+ * }</pre>
+ * Thread safety: personalize() may be called from several threads; each model is used by one at a time.
  */
-public final class Personalizer {
+public final class Personalizer implements AutoCloseable {
     private final Bundle bundle;
+    private final Engine engine;
+    private final Tokenizer tokenizer;
+    private final TaskResolver resolver;
+    private final Mixer mixer;
+    private final Fusion fusion;
+    private Engine.TextEncoder textEncoder;   // opened on the first free-text description
 
-    public Personalizer(Bundle bundle) { this.bundle = bundle; }
-
-    private static String norm(String s) {
-        return s.trim().toLowerCase(Locale.ROOT).replaceAll("[\\s_]+", " ");
+    public Personalizer(Bundle bundle, Engine engine) {
+        this.bundle = bundle;
+        this.engine = engine;
+        tokenizer = Tokenizer.fromJson(bundle.memberBytes("tokenizer.json"), bundle.maxTokens);  // checked at load
+        resolver = new TaskResolver(bundle.classIds, bundle.classNames, bundle.classPaths, bundle.supercategories,
+                bundle.classEmbeddings, bundle.embedDim, this::embedPhrase);
+        mixer = new Mixer(bundle);
+        fusion = new Fusion(bundle);
     }
 
-    /** Class indices for exact class names or ids (case-insensitive, any synonym), padded to minClasses. */
-    public int[] taskForClassNames(List<String> names, int minClasses) {
-        TreeSet<Integer> chosen = new TreeSet<>();
-        List<String> unknown = new ArrayList<>();
-        for (String n : names) {
-            int found = -1;
-            for (int c = 0; c < bundle.classIds.size() && found < 0; c++) {
-                if (norm(bundle.classIds.get(c)).equals(norm(n)) || norm(bundle.classNames.get(c)).equals(norm(n))) found = c;
-                for (String syn : bundle.classNames.get(c).split(","))
-                    if (found < 0 && norm(syn).equals(norm(n))) found = c;
-            }
-            if (found < 0) unknown.add(n); else chosen.add(found);
-        }
-        if (!unknown.isEmpty()) throw new IllegalArgumentException("unknown class names: " + unknown);
-        while (chosen.size() < minClasses) {  // nearest classes to the centre, as sdk/tasks.py _pad
-            float[] centre = mean(chosen);
-            int best = -1;
-            double bestScore = Double.NEGATIVE_INFINITY;
-            for (int c = 0; c < bundle.numClasses; c++) {
-                if (chosen.contains(c)) continue;
-                double s = 0;
-                for (int d = 0; d < bundle.embedDim; d++) s += bundle.classEmbeddings.get(c * bundle.embedDim + d) * centre[d];
-                if (s > bestScore) { bestScore = s; best = c; }
-            }
-            chosen.add(best);
-        }
-        return chosen.stream().mapToInt(Integer::intValue).toArray();
+    /** Open and check the bundle at {@code path} (BundleException if damaged), to run on {@code engine}. */
+    public static Personalizer load(String path, Engine engine) throws IOException {
+        return new Personalizer(Bundle.open(path), engine);
     }
 
-    private float[] mean(Iterable<Integer> classes) {
-        float[] m = new float[bundle.embedDim];
-        int n = 0;
-        for (int c : classes) {
-            for (int d = 0; d < bundle.embedDim; d++) m[d] += bundle.classEmbeddings.get(c * bundle.embedDim + d);
-            n++;
-        }
-        for (int d = 0; d < m.length; d++) m[d] /= n;
-        return m;
+    /** Every class of the bundle, by name. */
+    public List<String> classes() { return bundle.classNames; }
+
+    public Bundle bundle() { return bundle; }
+
+    /** A model for free text ("insects"), a group, a class name or a comma list, with default options. */
+    public PersonalizedModel personalize(String description) { return personalize(description, TaskOptions.DEFAULT); }
+
+    public PersonalizedModel personalize(String description, TaskOptions options) {
+        long start = System.nanoTime();
+        return build(resolver.resolve(description, options), start);
     }
 
-    /** Normalised mean of the task's class embeddings. */
-    public float[] taskEmbedding(int[] classes) {
-        List<Integer> list = new ArrayList<>();
-        for (int c : classes) list.add(c);
-        float[] m = mean(list);
+    /** A model for exact class names (ids, names or synonyms). */
+    public PersonalizedModel personalize(List<String> classNames, TaskOptions options) {
+        long start = System.nanoTime();
+        return build(resolver.resolve(classNames, options), start);
+    }
+
+    /** The unit embedding of a description: the first prompt around it, through the text encoder. */
+    float[] embedPhrase(String phrase) {
+        int[] ids = tokenizer.encode(bundle.prompts.get(0).replace("{}", phrase));
+        long[] inputIds = new long[ids.length], mask = new long[ids.length];
+        for (int i = 0; i < ids.length; i++) { inputIds[i] = ids[i]; mask[i] = 1; }
+        float[] e;
+        synchronized (this) {
+            if (textEncoder == null) textEncoder = engine.openTextEncoder(bundle.memberBytes("text_encoder.onnx"));
+            e = textEncoder.embed(inputIds, mask);
+        }
+        if (e.length != bundle.embedDim) throw new IllegalStateException("the text encoder gave " + e.length
+                + " values, the mixer takes " + bundle.embedDim);
         double norm = 0;
-        for (float v : m) norm += v * v;
-        norm = Math.max(Math.sqrt(norm), 1e-12);
-        for (int d = 0; d < m.length; d++) m[d] /= (float) norm;
-        return m;
-    }
-
-    private static float[] linear(float[] x, FloatBuffer w, FloatBuffer b, int out) {
-        float[] y = new float[out];
-        for (int o = 0; o < out; o++) {
-            double s = b.get(o);
-            for (int i = 0; i < x.length; i++) s += w.get(o * x.length + i) * x[i];
-            y[o] = (float) s;
+        for (float v : e) {
+            if (!Float.isFinite(v)) throw new IllegalStateException("the text encoder gave non-finite values");
+            norm += (double) v * v;
         }
-        return y;
-    }
-
-    /** alpha [4][Q]: the mixer MLP (Linear, BN with running statistics, ReLU) and a softmax per block. */
-    public float[][] alpha(float[] embedding) {
-        Map<String, FloatBuffer> t = bundle.mixer;
-        float[] x = embedding;
-        for (int l = 0; l < bundle.layers - 1; l++) {
-            x = linear(x, t.get("body." + 3 * l + ".weight"), t.get("body." + 3 * l + ".bias"), bundle.hidden);
-            String bn = "body." + (3 * l + 1);
-            for (int i = 0; i < x.length; i++) {
-                float v = (x[i] - t.get(bn + ".running_mean").get(i)) / (float) Math.sqrt(t.get(bn + ".running_var").get(i) + Architecture.BN_EPS);
-                x[i] = Math.max(v * t.get(bn + ".weight").get(i) + t.get(bn + ".bias").get(i), 0f);
-            }
-        }
-        int q = bundle.numBases;
-        float[] logits = linear(x, t.get("head.weight"), t.get("head.bias"), bundle.mixerBlocks * q);
-        float[][] alpha = new float[4][q];
-        for (int b = 0; b < 4; b++) {
-            int row = bundle.mixerBlocks == 1 ? 0 : b;
-            double max = Double.NEGATIVE_INFINITY, sum = 0;
-            for (int j = 0; j < q; j++) max = Math.max(max, logits[row * q + j]);
-            for (int j = 0; j < q; j++) sum += Math.exp(logits[row * q + j] - max);
-            for (int j = 0; j < q; j++) alpha[b][j] = (float) (Math.exp(logits[row * q + j] - max) / sum);
-        }
-        return alpha;
-    }
-
-    /** Every mixed tensor by state-dict name: per layer W_0 + sum_q alpha_q D_q and the mixed channel tensors. */
-    public Map<String, float[]> fuse(float[][] alpha) {
-        Map<String, float[]> out = new HashMap<>();
-        for (Bases.Layer layer : bundle.bases.layers) {
-            float[] a = alpha[layer.block];
-            out.put(layer.weight, layer.mixedWeight(a));
-            float[] channels = layer.mixedChannels(a);
-            for (int i = 0; i < layer.channels.length; i++)
-                out.put(layer.channels[i], Arrays.copyOfRange(channels, i * layer.rows, (i + 1) * layer.rows));
-        }
+        float scale = (float) Math.max(Math.sqrt(norm), 1e-12);
+        float[] out = new float[e.length];
+        for (int i = 0; i < e.length; i++) out[i] = e[i] / scale;
         return out;
     }
 
-    /** The backbone's external weight buffer (floats), batch norm folded into every conv. */
-    public float[] foldedBackbone(Map<String, float[]> fused) {
-        float[] out = new float[bundle.externalSize / 4];
-        for (String[] pair : Architecture.convBnPairs(bundle.shapes)) {
-            String conv = pair[0], bn = pair[1];
-            float[] w = fused.get(conv + ".weight"), g = fused.get(bn + ".weight"), be = fused.get(bn + ".bias");
-            float[] m = fused.get(bn + ".running_mean"), v = fused.get(bn + ".running_var");
-            int channels = g.length, per = w.length / channels;
-            int wOut = bundle.backboneOffsets.get(conv + ".weight") / 4, bOut = bundle.backboneOffsets.get(conv + ".bias") / 4;
-            for (int c = 0; c < channels; c++) {
-                float scale = g[c] / (float) Math.sqrt(v[c] + Architecture.BN_EPS);
-                for (int i = 0; i < per; i++) out[wOut + c * per + i] = w[c * per + i] * scale;
-                out[bOut + c] = be[c] - m[c] * scale;
-            }
-        }
-        return out;
+    private PersonalizedModel build(TaskResolver.Task task, long start) {
+        Map<String, Double> timings = new LinkedHashMap<>();
+        long t = System.nanoTime();
+        timings.put("encode", round(task.encodeMs));
+        timings.put("resolve", round((t - start) / 1e6 - task.encodeMs));
+        float[][] alpha = mixer.alpha(task.embedding);
+        t = lap(timings, "mixer", t);
+        Map<String, float[]> fused = fusion.fuse(alpha);
+        float[] folded = fusion.foldedBackbone(fused);
+        float[][] head = fusion.head(fused, task.classes);
+        t = lap(timings, "fuse_fold", t);
+        ByteBuffer weights = ByteBuffer.allocateDirect(folded.length * 4).order(ByteOrder.LITTLE_ENDIAN);
+        weights.asFloatBuffer().put(folded);
+        Engine.Backbone backbone = engine.openBackbone(bundle.memberBytes("backbone.onnx"), weights);
+        lap(timings, "session", t);
+        timings.put("total", round((System.nanoTime() - start) / 1e6));
+        List<String> names = new ArrayList<>(), ids = new ArrayList<>();
+        for (int c : task.classes) { names.add(bundle.classNames.get(c)); ids.add(bundle.classIds.get(c)); }
+        return new PersonalizedModel(backbone, bundle.preprocessing, names, ids, task.classes, head, alpha, timings, task.how);
     }
 
-    /** Classifier rows [K][C] and biases [K] of the task's classes. */
-    public float[][] head(Map<String, float[]> fused, int[] classes) {
-        float[] w = fused.get("fc.weight"), b = fused.get("fc.bias");
-        int dim = bundle.shapes.get("fc.weight")[1];
-        float[][] rows = new float[classes.length][dim + 1];
-        for (int k = 0; k < classes.length; k++) {
-            System.arraycopy(w, classes[k] * dim, rows[k], 0, dim);
-            rows[k][dim] = b[classes[k]];
-        }
-        return rows;
+    private static long lap(Map<String, Double> timings, String name, long since) {
+        long now = System.nanoTime();
+        timings.put(name, round((now - since) / 1e6));
+        return now;
+    }
+
+    private static double round(double ms) { return Math.round(ms * 1000) / 1000.0; }
+
+    /** The steps, for checks and exports: task, alpha, fused tensors, folded buffer and head rows. */
+    TaskResolver resolver() { return resolver; }
+    Tokenizer tokenizer() { return tokenizer; }
+    Mixer mixer() { return mixer; }
+    Fusion fusion() { return fusion; }
+
+    @Override
+    public synchronized void close() {
+        if (textEncoder != null) textEncoder.close();
+        textEncoder = null;
     }
 }

@@ -1,17 +1,22 @@
 package org.taper.sdk;
 
+import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
- * Checks the Java core against golden vectors written by `python -m export golden` (no JUnit: the
- * test machines reach no Maven repository). Usage: GoldenTest <golden.json>. Prints "N passed, M failed".
+ * Checks the Java core against golden vectors written by export/golden.py (no JUnit: the test machines
+ * reach no Maven repository). Usage: GoldenTest <golden.json> <out dir>. Writes, per case, the folded
+ * weights and head rows the Java core computed (javaN.folded.f32, javaN.head.f32) for the Python side to
+ * run in onnxruntime. Prints each failure and "N passed, M failed".
  */
 public final class GoldenTest {
     private static int passed, failed;
@@ -27,46 +32,190 @@ public final class GoldenTest {
     }
 
     @SuppressWarnings("unchecked")
+    static float[] floats(Object list) {
+        List<Object> l = (List<Object>) list;
+        float[] out = new float[l.size()];
+        for (int i = 0; i < out.length; i++) out[i] = ((Number) l.get(i)).floatValue();
+        return out;
+    }
+
+    static float[] readFloats(Path file) throws IOException {
+        ByteBuffer raw = ByteBuffer.wrap(Files.readAllBytes(file)).order(ByteOrder.LITTLE_ENDIAN);
+        float[] out = new float[raw.remaining() / 4];
+        raw.asFloatBuffer().get(out);
+        return out;
+    }
+
+    static void writeFloats(Path file, float[] values) throws IOException {
+        ByteBuffer b = ByteBuffer.allocate(values.length * 4).order(ByteOrder.LITTLE_ENDIAN);
+        b.asFloatBuffer().put(values);
+        Files.write(file, b.array());
+    }
+
+    @SuppressWarnings("unchecked")
     public static void main(String[] args) throws Exception {
-        Path golden = Paths.get(args[0]);
-        Map<String, Object> spec = (Map<String, Object>) Json.parse(Files.readString(golden));
+        Path golden = Paths.get(args[0]), out = Paths.get(args[1]), dir = golden.getParent();
+        Map<String, Object> spec = (Map<String, Object>) Json.parse(Files.readString(golden), "golden.json");
         String bundlePath = (String) spec.get("bundle");
         Bundle bundle = Bundle.open(bundlePath);
-        Personalizer p = new Personalizer(bundle);
+        Map<String, float[]> embeddings = new HashMap<>();
+        for (Object o : (List<Object>) spec.get("encoder")) {
+            Map<String, Object> r = (Map<String, Object>) o;
+            List<Object> ids = (List<Object>) r.get("ids");
+            long[] key = new long[ids.size()];
+            for (int i = 0; i < key.length; i++) key[i] = ((Number) ids.get(i)).longValue();
+            embeddings.put(RecordedEngine.key(key), floats(r.get("embedding")));
+        }
+        List<float[]> folded = new ArrayList<>(), images = new ArrayList<>();
+        List<float[][]> features = new ArrayList<>();
         for (Object o : (List<Object>) spec.get("cases")) {
             Map<String, Object> c = (Map<String, Object>) o;
-            String name = (String) c.get("name");
-            List<String> classes = new ArrayList<>();
-            for (Object x : (List<Object>) c.get("classes")) classes.add((String) x);
-            int[] task = p.taskForClassNames(classes, 2);
-            List<Object> want = (List<Object>) c.get("task");
-            boolean same = task.length == want.size();
-            for (int i = 0; same && i < task.length; i++) same = task[i] == ((Number) want.get(i)).intValue();
-            check(same, name + " task classes");
-            float[] emb = p.taskEmbedding(task);
-            check(maxDiff(emb, (List<Object>) c.get("embedding")) < 1e-5, name + " task embedding");
-            float[][] alpha = p.alpha(emb);
-            List<Object> wantAlpha = (List<Object>) c.get("alpha");
-            double da = 0;
-            for (int b = 0; b < 4; b++) da = Math.max(da, maxDiff(alpha[b], (List<Object>) wantAlpha.get(b)));
-            check(da < 1e-5, name + " alpha (max diff " + da + ")");
-            Map<String, float[]> fused = p.fuse(alpha);
-            float[] folded = p.foldedBackbone(fused);
-            ByteBuffer raw = ByteBuffer.wrap(Files.readAllBytes(golden.getParent().resolve((String) c.get("folded"))))
-                    .order(ByteOrder.LITTLE_ENDIAN);
-            double df = raw.remaining() == folded.length * 4 ? 0 : Double.POSITIVE_INFINITY;
-            for (int i = 0; i < folded.length && df < Double.POSITIVE_INFINITY; i++) {
-                float w = raw.getFloat(i * 4);
-                df = Math.max(df, Math.abs(folded[i] - w) / Math.max(1.0, Math.abs(w)));
-            }
-            check(df < 1e-4, name + " folded backbone weights (max rel diff " + df + ")");
-            float[][] head = p.head(fused, task);
-            List<Object> wantHead = (List<Object>) c.get("head");
-            double dh = head.length == wantHead.size() ? 0 : Double.POSITIVE_INFINITY;
-            for (int k = 0; k < Math.min(head.length, wantHead.size()); k++) dh = Math.max(dh, maxDiff(head[k], (List<Object>) wantHead.get(k)));
-            check(dh < 1e-4, name + " classifier rows (max diff " + dh + ")");
+            folded.add(readFloats(dir.resolve((String) c.get("folded"))));
+            List<Object> rows = (List<Object>) c.get("features");
+            float[][] f = new float[rows.size()][];
+            for (int i = 0; i < f.length; i++) f[i] = floats(rows.get(i));
+            features.add(f);
         }
-        // Damage is refused with the typed exception, as in Python.
+        for (Object o : (List<Object>) spec.get("images")) images.add(readFloats(dir.resolve((String) ((Map<String, Object>) o).get("tensor"))));
+        RecordedEngine engine = new RecordedEngine(embeddings, folded, features, images);
+        Personalizer p = new Personalizer(bundle, engine);
+
+        checkTokens(p.tokenizer(), (List<Object>) spec.get("tokens"));
+        checkDescriptions(p.resolver(), (List<Object>) spec.get("descriptions"));
+        checkImages(bundle.preprocessing, (List<Object>) spec.get("images"), dir);
+        int index = 0;
+        for (Object o : (List<Object>) spec.get("cases")) checkCase(p, (Map<String, Object>) o, dir, out, index++, (List<Object>) spec.get("images"));
+        checkDamage(bundlePath, p);
+        checkHostileTokenizers(bundle);
+        System.out.println(passed + " passed, " + failed + " failed");
+        System.exit(failed == 0 ? 0 : 1);
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void checkTokens(Tokenizer tokenizer, List<Object> cases) {
+        int wrong = 0;
+        for (Object o : cases) {
+            Map<String, Object> c = (Map<String, Object>) o;
+            String text = (String) c.get("text");
+            List<Object> want = (List<Object>) c.get("ids");
+            int[] got = tokenizer.encode(text);
+            boolean same = got.length == want.size();
+            for (int i = 0; same && i < got.length; i++) same = got[i] == ((Number) want.get(i)).intValue();
+            if (!same && wrong++ < 5) System.out.println("tokens of " + escape(text) + ": " + java.util.Arrays.toString(got) + " != " + want);
+        }
+        check(wrong == 0, wrong + " of " + cases.size() + " texts tokenized differently");
+    }
+
+    private static String escape(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        s.codePoints().forEach(cp -> { if (cp < 128 && cp >= 32) b.appendCodePoint(cp); else b.append(String.format("\\u%04x", cp)); });
+        return b.append('"').toString();
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void checkDescriptions(TaskResolver resolver, List<Object> cases) {
+        for (Object o : cases) {
+            Map<String, Object> c = (Map<String, Object>) o;
+            Map<String, Object> opts = (Map<String, Object>) c.get("options");
+            Object d = c.get("description");
+            String what = "description " + escape(String.valueOf(d).length() > 60 ? String.valueOf(d).substring(0, 60) : String.valueOf(d)) + " " + opts;
+            int[] got = null;
+            String error = null;
+            try {
+                TaskOptions options = TaskOptions.DEFAULT;
+                if (opts.containsKey("max_classes")) options = options.withMaxClasses(((Number) opts.get("max_classes")).intValue());
+                if (opts.containsKey("min_classes")) options = options.withMinClasses(((Number) opts.get("min_classes")).intValue());
+                if (opts.containsKey("margin")) options = options.withMargin(((Number) opts.get("margin")).doubleValue());
+                if (opts.containsKey("min_contrast")) options = options.withMinContrast(((Number) opts.get("min_contrast")).doubleValue());
+                got = (d instanceof String ? resolver.resolve((String) d, options) : resolver.resolve((List<String>) d, options)).classes;
+            } catch (DescriptionException e) {
+                error = e.getMessage();
+            }
+            if (c.containsKey("error")) {
+                check(error != null, what + ": Python raised DescriptionError (" + c.get("error") + "), Java gave "
+                        + java.util.Arrays.toString(got));
+                continue;
+            }
+            List<Object> want = (List<Object>) c.get("classes");
+            boolean same = got != null && got.length == want.size();
+            for (int i = 0; same && i < got.length; i++) same = got[i] == ((Number) want.get(i)).intValue();
+            check(same, what + ": Java " + (got == null ? error : java.util.Arrays.toString(got)) + ", Python " + want);
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void checkImages(Preprocessing preprocessing, List<Object> cases, Path dir) throws IOException {
+        for (Object o : cases) {
+            Map<String, Object> c = (Map<String, Object>) o;
+            int w = ((Number) c.get("width")).intValue(), h = ((Number) c.get("height")).intValue();
+            float[] got = preprocessing.apply(Files.readAllBytes(dir.resolve((String) c.get("rgb"))), w, h);
+            float[] want = readFloats(dir.resolve((String) c.get("tensor")));
+            double d = got.length == want.length ? 0 : Double.POSITIVE_INFINITY;
+            for (int i = 0; i < Math.min(got.length, want.length); i++) d = Math.max(d, Math.abs(got[i] - want[i]));
+            check(d <= 1e-5, "preprocessing of a " + w + "x" + h + " image (max diff " + d + ")");
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void checkCase(Personalizer p, Map<String, Object> c, Path dir, Path out, int index,
+                                  List<Object> images) throws IOException {
+        String name = (String) c.get("name");
+        Object d = c.get("description");
+        PersonalizedModel model = d instanceof String ? p.personalize((String) d)
+                : p.personalize((List<String>) d, TaskOptions.DEFAULT);
+        List<Object> want = (List<Object>) c.get("task");
+        int[] task = model.classIndices();
+        boolean same = task.length == want.size();
+        for (int i = 0; same && i < task.length; i++) same = task[i] == ((Number) want.get(i)).intValue();
+        check(same, name + " task classes");
+        TaskResolver.Task t = d instanceof String ? p.resolver().resolve((String) d, TaskOptions.DEFAULT)
+                : p.resolver().resolve((List<String>) d, TaskOptions.DEFAULT);
+        check(maxDiff(t.embedding, (List<Object>) c.get("embedding")) < 1e-5, name + " task embedding");
+        float[][] alpha = model.alpha();
+        List<Object> wantAlpha = (List<Object>) c.get("alpha");
+        double da = 0;
+        for (int b = 0; b < 4; b++) da = Math.max(da, maxDiff(alpha[b], (List<Object>) wantAlpha.get(b)));
+        check(da < 1e-5, name + " alpha (max diff " + da + ")");
+        Map<String, float[]> fused = p.fusion().fuse(alpha);
+        float[] folded = p.fusion().foldedBackbone(fused);
+        float[] wantFolded = readFloats(dir.resolve((String) c.get("folded")));
+        double df = wantFolded.length == folded.length ? 0 : Double.POSITIVE_INFINITY;
+        for (int i = 0; i < folded.length && df < Double.POSITIVE_INFINITY; i++)
+            df = Math.max(df, Math.abs(folded[i] - wantFolded[i]) / Math.max(1.0, Math.abs(wantFolded[i])));
+        check(df < 1e-4, name + " folded backbone weights (max rel diff " + df + ")");
+        float[][] head = model.headRows();
+        List<Object> wantHead = (List<Object>) c.get("head");
+        double dh = head.length == wantHead.size() ? 0 : Double.POSITIVE_INFINITY;
+        for (int k = 0; k < Math.min(head.length, wantHead.size()); k++) dh = Math.max(dh, maxDiff(head[k], (List<Object>) wantHead.get(k)));
+        check(dh < 1e-4, name + " classifier rows (max diff " + dh + ")");
+        // Inference through the (replaying) engine: Java's preprocessing, head and softmax on the recorded features.
+        List<Object> wantLogits = (List<Object>) c.get("logits");
+        double dl = 0;
+        boolean top = true;
+        for (int i = 0; i < images.size(); i++) {
+            Map<String, Object> im = (Map<String, Object>) images.get(i);
+            byte[] rgb = Files.readAllBytes(dir.resolve((String) im.get("rgb")));
+            int w = ((Number) im.get("width")).intValue(), h = ((Number) im.get("height")).intValue();
+            float[] z = model.logits(rgb, w, h);
+            float[] wz = floats(wantLogits.get(i));
+            dl = Math.max(dl, maxDiff(z, (List<Object>) wantLogits.get(i)));
+            int best = 0;
+            for (int k = 1; k < wz.length; k++) if (wz[k] > wz[best]) best = k;
+            top &= model.predict(rgb, w, h).get(0).label.equals(model.classes().get(best));
+        }
+        check(dl < 1e-5, name + " logits of " + images.size() + " images (max diff " + dl + ")");
+        check(top, name + " top-1 predictions");
+        Map<String, Double> timings = model.timings();
+        check(timings.keySet().equals(java.util.Set.of("encode", "resolve", "mixer", "fuse_fold", "session", "total")),
+                name + " timings " + timings);
+        writeFloats(out.resolve("java" + index + ".folded.f32"), folded);
+        float[] rows = new float[head.length * (head.length == 0 ? 0 : head[0].length)];
+        for (int k = 0; k < head.length; k++) System.arraycopy(head[k], 0, rows, k * head[k].length, head[k].length);
+        writeFloats(out.resolve("java" + index + ".head.f32"), rows);
+        model.close();
+    }
+
+    private static void checkDamage(String bundlePath, Personalizer p) throws IOException {
         byte[] bytes = Files.readAllBytes(Paths.get(bundlePath));
         // Magic, version, manifest length, manifest checksum, reserved header bytes, a manifest byte, a member, the end.
         for (int pos : new int[]{0, 9, 20, 30, 60, 100, bytes.length / 2, bytes.length - 1}) {
@@ -78,9 +227,39 @@ public final class GoldenTest {
         }
         try { new Bundle(ByteBuffer.wrap(java.util.Arrays.copyOf(bytes, bytes.length / 3))); check(false, "truncation accepted"); }
         catch (BundleException e) { check(true, "truncation"); }
-        try { p.taskForClassNames(List.of("no such class"), 2); check(false, "unknown class accepted"); }
-        catch (IllegalArgumentException e) { check(true, "unknown class"); }
-        System.out.println(passed + " passed, " + failed + " failed");
-        System.exit(failed == 0 ? 0 : 1);
+        try { p.personalize(List.of("no such class"), TaskOptions.DEFAULT); check(false, "unknown class accepted"); }
+        catch (DescriptionException e) { check(true, "unknown class"); }
+        try { new TaskOptions(3, 4, 0.1, 0.1); check(false, "min_classes > max_classes accepted"); }
+        catch (DescriptionException e) { check(true, "options"); }
+        try { new TaskOptions(3, 2, Double.NaN, 0.1); check(false, "NaN margin accepted"); }
+        catch (DescriptionException e) { check(true, "options"); }
+        try { p.bundle().preprocessing.apply(new byte[10], 2, 2); check(false, "short RGB buffer accepted"); }
+        catch (IllegalArgumentException e) { check(true, "short image"); }
+    }
+
+    /** tokenizer.json is untrusted: other pipelines, broken vocabularies and odd added tokens are refused. */
+    private static void checkHostileTokenizers(Bundle bundle) {
+        String good = new String(bundle.memberBytes("tokenizer.json"), StandardCharsets.UTF_8);
+        String[][] edits = {
+                {"\"type\":\"WordPiece\",\"unk_token\"", "\"type\":\"BPE\",\"unk_token\""},
+                {"\"type\":\"BertPreTokenizer\"", "\"type\":\"Whitespace\""},
+                {"\"[UNK]\":100", "\"[UNK]\":1"},
+                {"\"normalized\":false", "\"normalized\":true"},
+                {"\"max_input_chars_per_word\":100", "\"max_input_chars_per_word\":100000"},
+                {"\"type\":\"TemplateProcessing\"", "\"type\":\"RobertaProcessing\""},
+                {"\"lowercase\":true", "\"lowercase\":\"yes\""},
+        };
+        String compact = good.replace(": ", ":").replace(", ", ",");
+        for (String[] e : edits) {
+            check(compact.contains(e[0]), "tokenizer.json holds " + e[0]);
+            try {
+                Tokenizer.fromJson(compact.replace(e[0], e[1]).getBytes(StandardCharsets.UTF_8), 128);
+                check(false, "tokenizer.json with " + e[1] + " accepted");
+            } catch (BundleException ex) {
+                check(true, "hostile tokenizer");
+            }
+        }
+        try { Tokenizer.fromJson("{\"model\": [".getBytes(StandardCharsets.UTF_8), 128); check(false, "truncated JSON accepted"); }
+        catch (BundleException ex) { check(true, "truncated tokenizer"); }
     }
 }

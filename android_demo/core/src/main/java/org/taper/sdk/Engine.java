@@ -1,0 +1,42 @@
+package org.taper.sdk;
+
+import java.nio.ByteBuffer;
+
+/**
+ * What runs the bundle's two ONNX graphs; the core does every other step of personalize() itself.
+ * On Android: {@code OnnxEngine} in the app module (onnxruntime-android). On the JVM here the tests use
+ * an engine that replays outputs recorded from the Python runtime (no onnxruntime jar is reachable).
+ */
+public interface Engine {
+    /** The backbone graph's image input and the file name its weight initializers point to (sdk.folding). */
+    String IMAGE_INPUT = "image", FEATURES_OUTPUT = "features", WEIGHTS_FILE = "backbone.weights";
+
+    /** The text encoder graph: token ids -> one sentence embedding (mean pooling is in the graph). */
+    interface TextEncoder extends AutoCloseable {
+        /** The graph's output row for inputs "input_ids" and "attention_mask" (int64 [1, n]). */
+        float[] embed(long[] inputIds, long[] attentionMask);
+
+        @Override
+        void close();
+    }
+
+    /** The backbone with one personalization's weights: images -> penultimate features. */
+    interface Backbone extends AutoCloseable {
+        /** Features [count][C] of {@code count} normalised NCHW float32 images laid end to end. */
+        float[][] features(float[] images, int count);
+
+        @Override
+        void close();
+    }
+
+    TextEncoder openTextEncoder(byte[] graph);
+
+    /**
+     * @param graph the backbone graph (output "features"), its initializers stored in the external file
+     *              {@link #WEIGHTS_FILE}
+     * @param weights that file: the folded weights, float32 little-endian, in the layout the graph names
+     *              (byte offsets of {@link Architecture#backboneLayout}); the engine may not keep it
+     *              beyond this call (the core reuses the buffer)
+     */
+    Backbone openBackbone(byte[] graph, ByteBuffer weights);
+}

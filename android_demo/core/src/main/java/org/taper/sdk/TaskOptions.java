@@ -1,0 +1,41 @@
+package org.taper.sdk;
+
+/**
+ * How a description becomes a task (sdk.tasks.TaskOptions, same defaults and ranges), checked on creation.
+ * <pre>{@code
+ * TaskOptions options = TaskOptions.DEFAULT.withMaxClasses(5);
+ * }</pre>
+ */
+public final class TaskOptions {
+    static final int MAX_TASK_CLASSES = 100_000;
+    public static final TaskOptions DEFAULT = new TaskOptions(20, 2, 0.08, 0.13);
+
+    /** Most classes taken from free text (a named group is taken whole). */
+    public final int maxClasses;
+    /** Fewest classes in a task; the nearest classes by text similarity pad it. */
+    public final int minClasses;
+    /** Free text takes the classes within this of the best cosine similarity. */
+    public final double margin;
+    /** The best class must stand out from the mean similarity by this much, else nothing matches. */
+    public final double minContrast;
+
+    public TaskOptions(int maxClasses, int minClasses, double margin, double minContrast) {
+        for (int v : new int[]{maxClasses, minClasses})
+            if (v < 1 || v > MAX_TASK_CLASSES)
+                throw new DescriptionException("max_classes and min_classes must be integers from 1 to " + MAX_TASK_CLASSES + ", got " + v);
+        if (minClasses > maxClasses)
+            throw new DescriptionException("min_classes (" + minClasses + ") is larger than max_classes (" + maxClasses + ")");
+        for (double v : new double[]{margin, minContrast})
+            if (!(v >= 0 && v <= 2))
+                throw new DescriptionException("margin and min_contrast must be numbers from 0 to 2 (cosine similarities), got " + v);
+        this.maxClasses = maxClasses;
+        this.minClasses = minClasses;
+        this.margin = margin;
+        this.minContrast = minContrast;
+    }
+
+    public TaskOptions withMaxClasses(int v) { return new TaskOptions(v, minClasses, margin, minContrast); }
+    public TaskOptions withMinClasses(int v) { return new TaskOptions(maxClasses, v, margin, minContrast); }
+    public TaskOptions withMargin(double v) { return new TaskOptions(maxClasses, minClasses, v, minContrast); }
+    public TaskOptions withMinContrast(double v) { return new TaskOptions(maxClasses, minClasses, margin, v); }
+}

@@ -1,0 +1,290 @@
+package org.taper.sdk;
+
+import java.nio.FloatBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.Function;
+
+/**
+ * Description -> task, with the rules and thresholds of sdk/tasks.py (read its docstring for the why):
+ * a list of class names must name classes exactly; a comma list is resolved item by item; a group name
+ * (hierarchy node or super-category, plurals made singular) takes the group; a class name takes it and
+ * its nearest neighbours; other text is embedded and the classes within {@code margin} of the best
+ * similarity are taken, unless the best stands out from the mean by less than {@code minContrast}
+ * ("nothing matches"); the task is padded to {@code minClasses}; its embedding is the normalised mean
+ * of its classes' embeddings. Invalid text or options raise {@link DescriptionException}.
+ */
+public final class TaskResolver {
+    static final int MAX_DESCRIPTION_CHARS = 1000, MAX_CLASS_LIST = 10_000, MAX_GROUP_CLASSES = 100;
+    private static final Map<String, String> IRREGULAR_PLURALS = Map.ofEntries(
+            Map.entry("geese", "goose"), Map.entry("mice", "mouse"), Map.entry("lice", "louse"),
+            Map.entry("teeth", "tooth"), Map.entry("feet", "foot"), Map.entry("oxen", "ox"),
+            Map.entry("children", "child"), Map.entry("men", "man"), Map.entry("women", "woman"),
+            Map.entry("people", "person"), Map.entry("dice", "die"), Map.entry("cacti", "cactus"),
+            Map.entry("fungi", "fungus"), Map.entry("octopi", "octopus"), Map.entry("larvae", "larva"),
+            Map.entry("antennae", "antenna"), Map.entry("wolves", "wolf"), Map.entry("knives", "knife"),
+            Map.entry("leaves", "leaf"), Map.entry("loaves", "loaf"), Map.entry("halves", "half"),
+            Map.entry("shelves", "shelf"), Map.entry("calves", "calf"), Map.entry("thieves", "thief"),
+            Map.entry("wives", "wife"), Map.entry("lives", "life"), Map.entry("scarves", "scarf"),
+            Map.entry("hooves", "hoof"));
+
+    /** A resolved task: sorted class indices, the unit task embedding, how each part was read. */
+    public static final class Task {
+        public final int[] classes;
+        public final float[] embedding;
+        public final List<String> how;
+        public final double encodeMs;
+
+        Task(int[] classes, float[] embedding, List<String> how, double encodeMs) {
+            this.classes = classes;
+            this.embedding = embedding;
+            this.how = how;
+            this.encodeMs = encodeMs;
+        }
+    }
+
+    private final List<String> names;
+    private final FloatBuffer embeddings;
+    private final int dim;
+    private final Function<String, float[]> embedPhrase;
+    private final Map<String, Integer> byName = new HashMap<>();
+    private final Map<String, List<Integer>> groups = new LinkedHashMap<>();
+
+    /**
+     * @param embedPhrase a description's unit embedding (the text encoder with the first prompt)
+     */
+    public TaskResolver(List<String> ids, List<String> names, List<List<String>> paths,
+                        Map<String, int[]> supercategories, FloatBuffer embeddings, int dim,
+                        Function<String, float[]> embedPhrase) {
+        this.names = names;
+        this.embeddings = embeddings;
+        this.dim = dim;
+        this.embedPhrase = embedPhrase;
+        for (int i = 0; i < names.size(); i++) {
+            List<String> keys = new ArrayList<>(List.of(ids.get(i), names.get(i)));
+            keys.addAll(Arrays.asList(names.get(i).split(",", -1)));
+            for (String key : keys) byName.putIfAbsent(norm(key), i);
+        }
+        for (int i = 0; i < paths.size(); i++) {
+            List<String> path = paths.get(i);
+            for (String node : path.subList(0, path.size() - 1)) groups.computeIfAbsent(norm(node), k -> new ArrayList<>()).add(i);
+        }
+        for (Map.Entry<String, int[]> e : supercategories.entrySet()) {
+            List<Integer> members = new ArrayList<>();
+            for (int c : e.getValue()) members.add(c);
+            groups.put(norm(e.getKey()), members);
+        }
+    }
+
+    /** Python's str.isspace: Unicode White_Space and the separators U+001C-U+001F. */
+    static boolean isSpace(int cp) {
+        return Tokenizer.isWhitespace(cp) || (cp >= 0x1C && cp <= 0x1F);
+    }
+
+    /** Python's str.strip(). */
+    static String strip(String s) {
+        int[] cps = s.codePoints().toArray();
+        int a = 0, b = cps.length;
+        while (a < b && isSpace(cps[a])) a++;
+        while (b > a && isSpace(cps[b - 1])) b--;
+        return new String(cps, a, b - a);
+    }
+
+    /** sdk.tasks._norm: stripped, lower case, runs of whitespace and underscores to one space. */
+    static String norm(String text) {
+        StringBuilder out = new StringBuilder();
+        boolean run = false;
+        for (int cp : strip(text).toLowerCase(Locale.ROOT).codePoints().toArray()) {
+            if (isSpace(cp) || cp == '_') { if (!run) out.append(' '); run = true; }
+            else { out.appendCodePoint(cp); run = false; }
+        }
+        return out.toString();
+    }
+
+    /** {@code text} if it is visible Unicode text (sdk.tasks.check_text); DescriptionException otherwise. */
+    static String checkText(String text, String what) {
+        int position = 0;
+        for (int cp : text.codePoints().toArray()) {
+            int type = Character.getType(cp);
+            String kind = type == Character.SURROGATE ? "an unpaired surrogate"
+                    : type == Character.FORMAT ? "an invisible formatting character"
+                    : type == Character.PRIVATE_USE ? "a private-use character"
+                    : type == Character.UNASSIGNED ? "an unassigned code point"
+                    : type == Character.CONTROL && cp != '\t' && cp != '\n' && cp != '\r' ? "a control character" : null;
+            if (kind != null)
+                throw new DescriptionException(what + " holds " + kind + String.format(" (U+%04X) at position %d", cp, position));
+            position++;
+        }
+        return text;
+    }
+
+    /** sdk.tasks.singular_forms: the last word made singular, most likely first; empty if not plural. */
+    static List<String> singularForms(String phrase) {
+        int space = phrase.lastIndexOf(' ');
+        String prefix = space >= 0 ? phrase.substring(0, space + 1) : "", word = phrase.substring(space + 1);
+        List<String> forms = new ArrayList<>();
+        if (IRREGULAR_PLURALS.containsKey(word)) return List.of(prefix + IRREGULAR_PLURALS.get(word));
+        int n = word.codePointCount(0, word.length());
+        if (word.endsWith("ies") && n > 4) forms.add(cut(word, 3) + "y");
+        if (word.endsWith("ves") && n > 4) { forms.add(cut(word, 3) + "f"); forms.add(cut(word, 3) + "fe"); }
+        if (word.endsWith("es") && n > 3) forms.add(cut(word, 2));
+        if (word.endsWith("s") && !word.endsWith("ss") && n > 2) forms.add(cut(word, 1));
+        List<String> out = new ArrayList<>();
+        for (String f : forms) out.add(prefix + f);
+        return out;
+    }
+
+    private static String cut(String word, int asciiChars) { return word.substring(0, word.length() - asciiChars); }
+
+    /** The task a free-text description or a comma list names. */
+    public Task resolve(String description, TaskOptions options) {
+        if (description.codePointCount(0, description.length()) > MAX_DESCRIPTION_CHARS)
+            throw new DescriptionException("the description is longer than " + MAX_DESCRIPTION_CHARS + " characters");
+        String text = strip(checkText(description, "the description"));
+        if (text.isEmpty()) throw new DescriptionException("the description is empty");
+        List<String> parts = new ArrayList<>();
+        if (text.contains(",")) {
+            for (String p : text.split(",", -1)) if (!strip(p).isEmpty()) parts.add(strip(p));
+        } else {
+            parts.add(text);
+        }
+        if (parts.isEmpty()) throw new DescriptionException("the description has no words");
+        Set<Integer> chosen = new LinkedHashSet<>();
+        List<String> how = new ArrayList<>();
+        double[] encodeMs = {0};
+        for (String part : parts) {
+            chosen.addAll(resolvePhrase(part, options, parts.size() == 1, how, encodeMs));
+        }
+        return task(chosen, options, how, encodeMs[0]);
+    }
+
+    /** The task a list of exact class names (ids, names or synonyms; case-insensitive) names. */
+    public Task resolve(List<String> classNames, TaskOptions options) {
+        if (classNames.isEmpty()) throw new DescriptionException("the list of class names is empty");
+        if (classNames.size() > MAX_CLASS_LIST)
+            throw new DescriptionException("at most " + MAX_CLASS_LIST + " class names of at most " + MAX_DESCRIPTION_CHARS + " characters each");
+        List<String> unknown = new ArrayList<>();
+        Set<Integer> chosen = new LinkedHashSet<>();
+        for (String name : classNames) {
+            if (name.codePointCount(0, name.length()) > MAX_DESCRIPTION_CHARS)
+                throw new DescriptionException("at most " + MAX_CLASS_LIST + " class names of at most " + MAX_DESCRIPTION_CHARS + " characters each");
+            checkText(name, "a class name");
+        }
+        for (String name : classNames) {
+            Integer c = byName.get(norm(name));
+            if (c == null) unknown.add(name); else chosen.add(c);
+        }
+        if (!unknown.isEmpty()) throw new DescriptionException("unknown class names: " + unknown.subList(0, Math.min(10, unknown.size())));
+        return task(chosen, options, List.of("explicit class list"), 0);
+    }
+
+    private Task task(Set<Integer> chosen, TaskOptions options, List<String> how, double encodeMs) {
+        int[] classes = pad(new TreeSet<>(chosen), options);
+        float[] mean = mean(classes);
+        double norm = 0;
+        for (float v : mean) norm += (double) v * v;
+        float scale = (float) Math.max(Math.sqrt(norm), 1e-12);
+        for (int d = 0; d < dim; d++) mean[d] /= scale;
+        return new Task(classes, mean, how, encodeMs);
+    }
+
+    private List<Integer> resolvePhrase(String phrase, TaskOptions options, boolean single, List<String> how, double[] encodeMs) {
+        String key = norm(phrase);
+        List<String> forms = new ArrayList<>(List.of(key));
+        forms.addAll(singularForms(key));
+        for (String candidate : forms) {
+            if (groups.containsKey(candidate)) {
+                List<Integer> members = groups.get(candidate);
+                how.add("'" + phrase + "': group '" + candidate + "'");
+                return members.subList(0, Math.min(MAX_GROUP_CLASSES, members.size()));
+            }
+        }
+        for (String candidate : forms) if (byName.containsKey(candidate)) { key = candidate; break; }  // "geese" -> "goose"
+        if (byName.containsKey(key) && !single) {
+            how.add("'" + phrase + "': class name");
+            return List.of(byName.get(key));
+        }
+        long start = System.nanoTime();
+        float[] embedding = embedPhrase.apply(phrase);
+        encodeMs[0] += (System.nanoTime() - start) / 1e6;
+        double[] scores = scores(embedding);
+        int best = 0;
+        double sum = 0;
+        for (int c = 0; c < scores.length; c++) {
+            if (scores[c] > scores[best]) best = c;
+            sum += scores[c];
+        }
+        if (byName.containsKey(key)) {
+            how.add("'" + phrase + "': class name");
+            return top(scores, options, byName.get(key));
+        }
+        double standout = scores[best] - sum / scores.length;
+        if (standout < options.minContrast)
+            throw new DescriptionException(String.format(Locale.ROOT, "nothing in this bundle matches '%s' (closest: '%s', which "
+                    + "stands out by only %.2f < min_contrast %s)", phrase, names.get(best), standout, options.minContrast));
+        if (!single) {
+            how.add(String.format(Locale.ROOT, "'%s': closest class (similarity %.2f)", phrase, scores[best]));
+            return List.of(best);
+        }
+        how.add(String.format(Locale.ROOT, "'%s': classes within %s of the best similarity ('%s': %.2f, contrast %.2f)",
+                phrase, options.margin, names.get(best), scores[best], standout));
+        return top(scores, options, -1);
+    }
+
+    private double[] scores(float[] embedding) {
+        double[] scores = new double[names.size()];
+        for (int c = 0; c < scores.length; c++) {
+            double s = 0;
+            for (int d = 0; d < dim; d++) s += embeddings.get(c * dim + d) * (double) embedding[d];
+            scores[c] = s;
+        }
+        return scores;
+    }
+
+    private static Integer[] descending(double[] scores) {
+        Integer[] order = new Integer[scores.length];
+        for (int i = 0; i < order.length; i++) order[i] = i;
+        Arrays.sort(order, (a, b) -> Double.compare(scores[b], scores[a]));
+        return order;
+    }
+
+    private List<Integer> top(double[] scores, TaskOptions options, int include) {
+        Integer[] order = descending(scores);
+        List<Integer> keep = new ArrayList<>();
+        for (int k = 0; k < Math.min(options.maxClasses, order.length); k++)
+            if (scores[order[k]] >= scores[order[0]] - options.margin) keep.add(order[k]);
+        if (include >= 0 && !keep.contains(include)) {
+            List<Integer> with = new ArrayList<>(List.of(include));
+            with.addAll(keep.subList(0, Math.min(keep.size(), options.maxClasses - 1)));
+            return with;
+        }
+        return keep;
+    }
+
+    private int[] pad(TreeSet<Integer> chosen, TaskOptions options) {
+        if (chosen.size() < options.minClasses) {
+            float[] centre = mean(chosen.stream().mapToInt(Integer::intValue).toArray());
+            for (int c : descending(scores(centre))) {
+                if (chosen.size() >= options.minClasses) break;
+                chosen.add(c);
+            }
+        }
+        return chosen.stream().mapToInt(Integer::intValue).toArray();
+    }
+
+    private float[] mean(int[] classes) {
+        double[] sum = new double[dim];
+        for (int c : classes) for (int d = 0; d < dim; d++) sum[d] += embeddings.get(c * dim + d);
+        float[] mean = new float[dim];
+        for (int d = 0; d < dim; d++) mean[d] = (float) (sum[d] / classes.length);
+        return mean;
+    }
+}
