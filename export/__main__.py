@@ -3,7 +3,7 @@
     python -m export bundle runs/bench --out tiny-imagenet.taper
     python -m export bundle runs/bench --out compact.taper --mode drop:0.02+lowrank:8+fp16
     python -m export inspect tiny-imagenet.taper
-    python -m export golden tiny-imagenet.taper --out golden/ --case "goldfish,tench" --case "monarch"
+    python -m export golden tiny-imagenet.taper --out golden/ --case "goldfish, tench" --case "insects"
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     gold = sub.add_parser("golden", help="write golden vectors for the Java mirror (android_demo/core)")
     gold.add_argument("bundle", type=Path)
     gold.add_argument("--out", type=Path, required=True)
-    gold.add_argument("--case", action="append", required=True, help="comma-separated class names, one task")
+    gold.add_argument("--case", action="append", help="a description to personalize for (repeat for several; "
+                      "default: the tiny test bundle's cases)")
     look = sub.add_parser("inspect", help="validate a bundle and print its manifest summary")
     look.add_argument("bundle", type=Path)
     args = parser.parse_args(argv)
@@ -41,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
             path = bundle_run(args.run_dir, args.out, args.variant, Mode.parse(args.mode))
             print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
         elif args.command == "golden":
-            from .golden import write_golden
+            from .golden import CASES, write_golden
 
-            print(write_golden(args.bundle, args.out, [[n.strip() for n in c.split(",")] for c in args.case]))
+            print(write_golden(args.bundle, args.out, args.case or CASES))
         else:
             from sdk.bundle import Bundle
 
