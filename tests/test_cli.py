@@ -54,3 +54,12 @@ def test_the_cli_prints_its_version(capsys):
     with pytest.raises(SystemExit) as exit_code:
         main(["--version"])
     assert exit_code.value.code == 0 and capsys.readouterr().out.strip() == f"taper-sdk {sdk.__version__}"
+
+
+def test_the_export_cli_writes_golden_vectors_for_descriptions(tiny_bundle, tmp_path, capsys):
+    from export.__main__ import main as export_main
+
+    export_main(["golden", str(tiny_bundle), "--out", str(tmp_path / "golden"), "--case", "rings"])
+    spec = json.loads((tmp_path / "golden" / "golden.json").read_text())
+    assert [c["description"] for c in spec["cases"]] == ["rings"] and spec["cases"][0]["task"] == [4, 5, 6, 7]
+    assert (tmp_path / "golden" / spec["cases"][0]["folded"]).stat().st_size > 0
