@@ -111,7 +111,7 @@ def fit_to_square(image: Image.Image | np.ndarray, size: int) -> np.ndarray:
             image = np.repeat(image[..., None], 3, axis=2)
     else:
         _check_dimensions(image.width, image.height, "image")
-        image = np.asarray(image.convert("RGB"), dtype=np.uint8)
+        image = np.asarray(image if image.mode == "RGB" else image.convert("RGB"), dtype=np.uint8)
     height, width = image.shape[:2]
     if (height, width) == (size, size):
         return image

@@ -4,8 +4,9 @@ The algorithm is Pillow's classic `ImagingResample` (libImaging/Resample.c) for 
 triangle filter widened by the scale when shrinking (antialiased), the source box given in C floats,
 coefficients normalised per output pixel and rounded to 22-bit fixed point, a horizontal pass over the
 rows the vertical pass needs, then the vertical pass, each rounding to uint8. The SDK does not call
-Pillow for this: Pillow 13's SIMD build takes other rounding and pass-order decisions (up to one grey
-level apart on 3 of 9 odd-sized test images), so its output depends on the installed build. The Java
+Pillow for this: the installed Pillow 13 gives other pixels on some images (one grey level apart on 3 of
+9 odd-sized test images; it matches this algorithm with the passes in the other order on most of them,
+and no order rule explained all), so Pillow's output depends on the installed build. The Java
 core (android_demo/core Preprocessing.java) implements this same specification, and the golden tests
 check the two agree exactly.
 

@@ -101,7 +101,7 @@ def _check_post_processor(post: object, vocab: dict[str, int]) -> None:
         or (isinstance(i.get("SpecialToken"), dict) and i["SpecialToken"].get("id") in specials)) for i in items)
         and sum("Sequence" in i for i in items) == 1,
         "the single template must be special tokens of the template around sequence A, once")
-    _need(isinstance(specials, dict) and len(specials) <= MAX_TEMPLATE_ITEMS and all(
+    _need(len(specials) <= MAX_TEMPLATE_ITEMS and all(
         isinstance(s, dict) and set(s) == {"id", "ids", "tokens"} and isinstance(s["ids"], list)
         and isinstance(s["tokens"], list) and len(s["ids"]) == len(s["tokens"]) <= 4
         and all(t in vocab and vocab[t] == i for t, i in zip(s["tokens"], s["ids"], strict=True))

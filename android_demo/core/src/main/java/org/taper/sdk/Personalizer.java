@@ -29,6 +29,7 @@ public final class Personalizer implements AutoCloseable {
     private final TaskResolver resolver;
     private final Mixer mixer;
     private final Fusion fusion;
+    private final byte[] backboneGraph;       // copied out of the bundle once, handed to every backbone session
     private Engine.TextEncoder textEncoder;   // opened on the first free-text description
 
     public Personalizer(Bundle bundle, Engine engine) {
@@ -39,6 +40,7 @@ public final class Personalizer implements AutoCloseable {
                 bundle.classEmbeddings, bundle.embedDim, this::embedPhrase);
         mixer = new Mixer(bundle);
         fusion = new Fusion(bundle);
+        backboneGraph = bundle.memberBytes("backbone.onnx");
     }
 
     /** Open and check the bundle at {@code path} (BundleException if damaged), to run on {@code engine}. */
@@ -101,7 +103,7 @@ public final class Personalizer implements AutoCloseable {
         t = lap(timings, "fuse_fold", t);
         ByteBuffer weights = ByteBuffer.allocateDirect(folded.length * 4).order(ByteOrder.LITTLE_ENDIAN);
         weights.asFloatBuffer().put(folded);
-        Engine.Backbone backbone = engine.openBackbone(bundle.memberBytes("backbone.onnx"), weights);
+        Engine.Backbone backbone = engine.openBackbone(backboneGraph, weights);
         lap(timings, "session", t);
         timings.put("total", round((System.nanoTime() - start) / 1e6));
         List<String> names = new ArrayList<>(), ids = new ArrayList<>();

@@ -152,7 +152,10 @@ public final class TaskResolver {
         if (text.isEmpty()) throw new DescriptionException("the description is empty");
         List<String> parts = new ArrayList<>();
         if (text.contains(",")) {
-            for (String p : text.split(",", -1)) if (!strip(p).isEmpty()) parts.add(strip(p));
+            for (String p : text.split(",", -1)) {
+                String part = strip(p);
+                if (!part.isEmpty()) parts.add(part);
+            }
         } else {
             parts.add(text);
         }
