@@ -30,7 +30,7 @@ class PersonalizedNetwork(nn.Module):
     """Folded backbone + the task's classifier rows: image [N, 3, S, S] -> logits [N, K]."""
 
     def __init__(self, bundle, alpha: np.ndarray, head_weight: np.ndarray, head_bias: np.ndarray,
-                 softmax: bool = False):
+                 softmax: bool = False, cosine: bool = False):
         super().__init__()
         arch = bundle.bundle.manifest.architecture
         self.backbone = FoldedBackbone(arch.stem, arch.width)
@@ -39,22 +39,25 @@ class PersonalizedNetwork(nn.Module):
         self.head = nn.Linear(head_weight.shape[1], head_weight.shape[0])
         self.head.weight.data = torch.from_numpy(np.array(head_weight))
         self.head.bias.data = torch.from_numpy(np.array(head_bias))
-        self.softmax = softmax
+        self.softmax, self.cosine = softmax, cosine
         self.eval()
 
     @classmethod
     def of(cls, model, softmax: bool = False) -> PersonalizedNetwork:
         """The network of a PersonalizedModel (its bundle, mixer and classifier rows)."""
-        return cls(model.source, model.alpha, model.head_weight, model.head_bias, softmax)
+        return cls(model.source, model.alpha, model.head_weight, model.head_bias, softmax, model.head == "cosine")
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        logits = self.head(self.backbone(image))
+        features = self.backbone(image)
+        if self.cosine:  # a prototype head (few-shot): cosine similarity, as sdk.prototypes.CosineHead
+            features = nn.functional.normalize(features, dim=1, eps=1e-12)
+        logits = self.head(features)
         return torch.softmax(logits, dim=1) if self.softmax else logits
 
 
 def metadata(model) -> dict[str, str]:
     return {"classes": json.dumps(model.classes), "class_ids": json.dumps(model.class_ids),
-            "preprocessing": json.dumps(model.preprocessing.to_dict()), "producer": "taper-sdk"}
+            "preprocessing": json.dumps(model.preprocessing.to_dict()), "head": model.head, "producer": "taper-sdk"}
 
 
 def export_model(model, path: str | os.PathLike) -> Path:

@@ -23,3 +23,8 @@ class ImageError(SdkError, ValueError):
 
 class BundleError(SdkError, ValueError):
     """A bundle is corrupt, truncated, of an unsupported version, or inconsistent. The message says what."""
+
+
+class ExamplesError(DescriptionError):
+    """Few-shot examples are unusable: fewer than two classes, a class with fewer than two images,
+    duplicate or invalid class names, too many images."""

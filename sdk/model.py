@@ -14,16 +14,17 @@ from .engine import Network
 from .errors import SdkError
 from .images import to_uint8_batch
 from .preprocessing import Preprocessing
+from .prototypes import CosineNetwork
 
 PREDICT_BATCH = 64
 
 
 @dataclass(repr=False)
 class PersonalizedModel:
-    network: Network             # backbone and head rows: images -> logits
+    network: Network | CosineNetwork  # backbone and head: images -> logits
     head_weight: np.ndarray      # [K, C] classifier rows of the task's classes
     head_bias: np.ndarray        # [K]
-    class_indices: np.ndarray    # [K] indices into the bundle's classes
+    class_indices: np.ndarray    # [K] indices into the bundle's classes (-1: a class the bundle does not have)
     classes: list[str]           # [K] class names
     class_ids: list[str]         # [K] class ids (WordNet ids for Tiny ImageNet)
     preprocessing: Preprocessing
@@ -31,6 +32,7 @@ class PersonalizedModel:
     timings: dict[str, float] = field(default_factory=dict)  # milliseconds per step of personalize()
     resolution: list[str] = field(default_factory=list)      # how the description was read
     source: object = field(default=None, repr=False)         # the TaperBundle it came from (for export)
+    head: str = "linear"  # logits = head_weight @ f + head_bias; "cosine": f is L2-normalised first (few-shot)
 
     def __repr__(self) -> str:
         shown = ", ".join(self.classes[:5]) + (f", ... ({len(self.classes)} in all)" if len(self.classes) > 5 else "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +19,12 @@ from .architecture import NUM_BLOCKS
 from .bundle import Bundle
 from .engine import BackboneEngine
 from .errors import DescriptionError
+from .fewshot import enroll
 from .folding import fold_batch_norm
 from .graph_check import check_backbone_graph, check_encoder_graph
 from .mixer import predict_alpha
 from .model import PersonalizedModel
+from .prototypes import DEFAULT_TEMPERATURE
 from .tasks import TaskOptions, TaskResolver
 from .text_encoder import TextEncoder
 from .tokenizer_check import check_tokenizer_json
@@ -180,24 +182,37 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
     return TaperBundle(Bundle.open(path, verify, in_memory), providers, threads, device_compile)
 
 
-def personalize(bundle: TaperBundle, description: str | Sequence[str], **options) -> PersonalizedModel:
-    """A ResNet-18 specialised to what `description` names.
+def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = None, *,
+                examples: Mapping | None = None, temperature: float = DEFAULT_TEMPERATURE,
+                **options) -> PersonalizedModel:
+    """A ResNet-18 specialised to what `description` names, or to the classes of a few `examples`.
 
     >>> model = sdk.personalize(bundle, "insects")   # doctest: +SKIP
     >>> model.classes, model.predict("photo.jpg")    # doctest: +SKIP
+    >>> mine = sdk.personalize(bundle, examples={"my moth": moths, "other moth": others})  # doctest: +SKIP
 
     Args:
         bundle: from `sdk.load`.
         description: free text ("insects", "a drinking glass with a stem"), a comma list, or a list of
-            class names (`bundle.classes`).
+            class names (`bundle.classes`). With `examples`, optional: it adds the mixer's prediction for
+            it to the candidates (`sdk.fewshot`).
+        examples: {class name: two or more images (paths, PIL images or arrays)}: few-shot enrollment of
+            any classes, seen by the bundle or not; the head is built from class prototypes.
+        temperature: the cosine head's scale (examples only; the probabilities, never the argmax).
         **options: max_classes, min_classes, margin, min_contrast (see `TaskOptions`).
     Returns:
         A PersonalizedModel: `classes`, `predict`, `predict_proba`, `logits`, `export`, `timings`.
     Raises:
         DescriptionError: the description or an option is invalid, or nothing in the bundle matches.
+        ExamplesError: the examples are unusable (fewer than 2 classes, a class with fewer than 2
+            images, duplicate names, too many images); ImageError for an image that is not one.
         BundleError: the bundle's file changed on disk since it was loaded.
     """
     unknown = sorted(set(options) - set(TaskOptions.__dataclass_fields__))
     if unknown:
         raise DescriptionError(f"unknown options {unknown}; known: {sorted(TaskOptions.__dataclass_fields__)}")
+    if examples is not None:
+        return enroll(bundle, examples, description, TaskOptions(**options), temperature)
+    if description is None:
+        raise DescriptionError("give a description, examples, or both")
     return bundle.personalize(description, TaskOptions(**options))

@@ -127,7 +127,8 @@ class Task:
     encode_ms: float = 0.0        # time spent embedding text (part of resolving)
 
 
-def _norm(text: str) -> str:
+def normalize_name(text: str) -> str:
+    """How names are compared: case, surrounding space and runs of spaces/underscores do not count."""
     return re.sub(r"[\s_]+", " ", text.strip().lower())
 
 
@@ -138,13 +139,13 @@ class TaskResolver:
         self.by_name: dict[str, int] = {}
         for i, c in enumerate(classes):
             for key in [c.id, c.name, *c.name.split(",")]:
-                self.by_name.setdefault(_norm(key), i)
+                self.by_name.setdefault(normalize_name(key), i)
         self.groups: dict[str, list[int]] = {}
         for i, c in enumerate(classes):  # inner nodes of the hierarchy ("dog", "insect", ...)
             for node in c.path[:-1]:
-                self.groups.setdefault(_norm(node), []).append(i)
+                self.groups.setdefault(normalize_name(node), []).append(i)
         for name, members in supercategories.items():
-            self.groups[_norm(name)] = list(members)
+            self.groups[normalize_name(name)] = list(members)
 
     def resolve(self, description: str | Sequence[str], options: TaskOptions | None = None) -> Task:
         options = options or TaskOptions()
@@ -171,10 +172,10 @@ class TaskResolver:
                                        "characters each")
             for d in description:
                 check_text(d, "a class name")
-            unknown = [d for d in description if _norm(d) not in self.by_name]
+            unknown = [d for d in description if normalize_name(d) not in self.by_name]
             if unknown:
                 raise DescriptionError(f"unknown class names: {unknown[:10]}")
-            chosen, how, encode = {self.by_name[_norm(d)] for d in description}, ["explicit class list"], 0.0
+            chosen, how, encode = {self.by_name[normalize_name(d)] for d in description}, ["explicit class list"], 0.0
         else:
             raise DescriptionError("a description is a string or a list of class names, "
                                    f"not {type(description).__name__}")
@@ -185,7 +186,7 @@ class TaskResolver:
 
     def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool) -> tuple[list[int], str, float]:
         """(class indices, how they were found, seconds spent embedding the phrase)."""
-        key = _norm(phrase)
+        key = normalize_name(phrase)
         forms = (key, *singular_forms(key))
         for candidate in forms:
             if candidate in self.groups:

@@ -134,3 +134,24 @@ def test_cache_meta_records_counts(synthetic_root, tmp_path):
     data = load_dataset(synthetic_root, image_size=32, cache_dir=tmp_path, progress=False)
     meta = json.loads((data.folder / "meta.json").read_text())
     assert meta["counts"] == {"train": 144, "val": 48} and meta["layout"] == "imagefolder"
+
+
+def test_held_out_classes_are_spread_over_the_hierarchy_and_removed(synthetic_root, tmp_path):
+    from trainer.data.holdout import held_out_classes, without_classes
+
+    data = load_dataset(synthetic_root, image_size=32, cache_dir=tmp_path, progress=False)
+    held = held_out_classes(data.hierarchy, 6)
+    assert held == held_out_classes(data.hierarchy, 6) and len(set(held)) == 6
+    families = {data.hierarchy.paths[data.hierarchy.index(w)][3] for w in held}
+    assert len(families) == 3  # 24 classes in 3 families: two held out from each
+    kept = without_classes(data, held)
+    assert kept.wnids == [w for w in data.wnids if w not in held] and len(kept.hierarchy) == 18
+    for split in ("train", "val"):
+        old, new = getattr(data, split), getattr(kept, split)
+        rows = np.flatnonzero(~np.isin(old.labels, [data.wnids.index(w) for w in held]))
+        np.testing.assert_array_equal(new.images, old.images[rows])
+        assert [kept.wnids[i] for i in new.labels] == [data.wnids[i] for i in old.labels[rows]]
+    with pytest.raises(DataError):
+        held_out_classes(data.hierarchy, 24)
+    with pytest.raises(DataError, match="not in the data"):
+        without_classes(data, ["nope"])

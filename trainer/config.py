@@ -63,6 +63,8 @@ class TrainConfig:
     naive_epochs: float = 0                 # epochs of the "naive" ablation; 0: as many as stages 1+2+3 together
     baseline: bool = True                   # train the no-personalization baseline (the report's rows 1-2);
                                             # False saves its stage-2+3 epochs for runs that only need the bases
+    holdout_classes: int = 0                # classes left out of training, spread over the hierarchy
+                                            # (trainer/data/holdout.py): the few-shot benchmark's unseen classes
     seed: int = 0
     threads: int = 0                        # 0: torch's default
     log_every: int = 50

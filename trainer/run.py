@@ -30,6 +30,7 @@ from .basis_bank import BasisBank
 from .checkpoints import load_state, save_state
 from .config import PRESETS, TrainConfig
 from .data.cache import DecodedDataset, load_dataset
+from .data.holdout import held_out_classes, without_classes
 from .data.synthetic import make_synthetic_dataset
 from .data.tasks import TaskSampler
 from .loop import JsonLog
@@ -60,7 +61,8 @@ def resolve_config(run_dir: Path, preset: str | None, overrides: dict) -> TrainC
     return PRESETS[preset].with_overrides(**overrides)
 
 
-def open_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
+def open_all_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
+    """Every class of the run's data set, the held-out ones included."""
     if config.data == "synthetic":
         args = dict(config.synthetic)
         key = "-".join(f"{k}{v}" for k, v in sorted(args.items()))
@@ -69,6 +71,14 @@ def open_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
             make_synthetic_dataset(root, **args)
         return load_dataset(root, image_size=config.input_size, progress=progress)
     return load_dataset(config.data, image_size=config.input_size, progress=progress)
+
+
+def open_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
+    """The classes the run trains on (all but `config.holdout_classes` held-out ones)."""
+    data = open_all_data(config, progress)
+    if config.holdout_classes:
+        data = without_classes(data, held_out_classes(data.hierarchy, config.holdout_classes))
+    return data
 
 
 def class_embeddings(run_dir: Path, names: list[str]) -> np.ndarray:
@@ -108,9 +118,9 @@ def load_stage3(ctx: StageContext, run_dir: Path, variant: str, embed_dim: int):
 
 
 STAGE1_FIELDS = ("data", "stem", "width", "input_size", "batch_size", "lr", "momentum", "weight_decay", "schedule",
-                 "step_every", "stage1_epochs", "aug_pad", "seed", "synthetic")
+                 "step_every", "stage1_epochs", "aug_pad", "seed", "synthetic", "holdout_classes")
 REUSABLE = {  # output -> the config fields it depends on
-    "classes.safetensors": ("data", "synthetic"),
+    "classes.safetensors": ("data", "synthetic", "holdout_classes"),
     "stage1": STAGE1_FIELDS,
     "baseline": STAGE1_FIELDS + ("stage2_epochs", "stage3_epochs", "stage3_lr"),
     "stage2": STAGE1_FIELDS + ("num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction",

@@ -71,6 +71,10 @@ class ClassHierarchy:
                 f"hierarchy and {source} disagree: classes not in the hierarchy {missing[:5]}, "
                 f"classes in the hierarchy but not in the data {extra[:5]}"
             )
+        return self.subset(wnids)
+
+    def subset(self, wnids: list[str]) -> ClassHierarchy:
+        """The hierarchy of these classes only, in this order (each must be one of ours)."""
         order = [self._index[w] for w in wnids]
         kept = set(wnids)
         groups = {g: [w for w in ws if w in kept] for g, ws in self.supercategories.items()}

@@ -1,0 +1,104 @@
+"""Prototype heads and the nearest-neighbour proxy, over penultimate features.
+
+A prototype head classifies by cosine similarity to each class's prototype, the mean of its examples'
+L2-normalised features: logits = temperature * normalize(f) @ normalize(prototype).T. It needs no
+training, so classes the bundle never saw work as well as its own.
+
+The proxy (Expert Models, Puigcerver et al. 2021, section 3.3) scores a feature extractor on labelled
+examples by leave-one-out 1-nearest-neighbour accuracy: each example is classified by its most similar
+other example (cosine here; on L2-normalised features the same neighbour as Euclidean distance).
+
+>>> feats = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]], np.float32)
+>>> labels = np.array([0, 0, 1, 1])
+>>> leave_one_out_accuracy(feats, labels)
+1.0
+>>> weight = prototype_rows(feats, labels, 2, temperature=10.0)
+>>> CosineHead(weight).logits(feats).argmax(1).tolist()
+[0, 0, 1, 1]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .engine import Network
+
+# Scales cosine similarities (in [-1, 1]) into logits. Only the probabilities depend on it, never the
+# predicted class. 10 is the usual scale of cosine classifiers (e.g. Chen et al. 2019, "A closer look at
+# few-shot classification"); not tuned on this project's data.
+DEFAULT_TEMPERATURE = 10.0
+
+
+def l2_normalize(features: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(features, axis=1, keepdims=True)
+    return features / np.maximum(norms, 1e-12)  # an all-zero feature (dead ReLUs) stays zero
+
+
+def leave_one_out_accuracy(features: np.ndarray, labels: np.ndarray) -> float:
+    """Share of examples whose most cosine-similar other example has their label."""
+    return float(np.mean(labels[_nearest_other(features)] == labels))
+
+
+def leave_one_out_margin(features: np.ndarray, labels: np.ndarray) -> float:
+    """Mean over examples of (similarity to the nearest other example of its class) - (to the nearest of
+    another class): a finer score that breaks ties of `leave_one_out_accuracy` (which moves in steps of
+    1/N). Each class needs at least two examples."""
+    sims = _similarities(features)
+    same = labels[:, None] == labels[None, :]
+    nearest_same = np.where(same, sims, -np.inf).max(1)
+    nearest_other = np.where(same, -np.inf, sims).max(1)
+    return float(np.mean(nearest_same - nearest_other))
+
+
+def prototype_rows(features: np.ndarray, labels: np.ndarray, num_classes: int, temperature: float) -> np.ndarray:
+    """[K, C] rows of a cosine head: temperature x the unit mean of each class's unit features."""
+    unit = l2_normalize(features.astype(np.float64))
+    sums = np.zeros((num_classes, features.shape[1]))
+    np.add.at(sums, labels, unit)
+    return (temperature * l2_normalize(sums)).astype(np.float32)
+
+
+@dataclass
+class CosineHead:
+    """logits = weight @ normalize(features); `weight` from `prototype_rows` (its norm is the temperature)."""
+    weight: np.ndarray  # [K, C]
+
+    def logits(self, features: np.ndarray) -> np.ndarray:
+        return l2_normalize(features) @ self.weight.T
+
+
+class FeatureNetwork:
+    """Images -> penultimate features: a personalized network whose head is the identity (a [C, C] Gemm,
+    so the backbone's route and session are reused as they are)."""
+
+    def __init__(self, engine, target) -> None:
+        channels = engine.bases.shapes["fc.weight"][1]
+        self.network: Network = engine.open(target, np.eye(channels, dtype=np.float32),
+                                            np.zeros(channels, np.float32))
+
+    def run(self, images: np.ndarray) -> np.ndarray:
+        return self.network.run(images)
+
+
+@dataclass
+class CosineNetwork:
+    """A feature network with a prototype head: what a few-shot PersonalizedModel runs."""
+    features: FeatureNetwork
+    head: CosineHead
+
+    def run(self, images: np.ndarray) -> np.ndarray:
+        """[N, K] logits of normalized [N, 3, H, W] float32 images."""
+        return self.head.logits(self.features.run(images))
+
+
+def _similarities(features: np.ndarray) -> np.ndarray:
+    unit = l2_normalize(features.astype(np.float64))
+    sims = unit @ unit.T
+    np.fill_diagonal(sims, -np.inf)  # the point itself is left out
+    return sims
+
+
+def _nearest_other(features: np.ndarray) -> np.ndarray:
+    return _similarities(features).argmax(1)

@@ -1,0 +1,144 @@
+"""Few-shot enrollment (sdk.fewshot, sdk.prototypes): selection, the prototype head, export, bad input."""
+
+import numpy as np
+import pytest
+
+import sdk
+from sdk.errors import DescriptionError, ExamplesError, ImageError
+from sdk.fewshot import Candidate, Scored, best, candidates
+from sdk.prototypes import CosineHead, leave_one_out_accuracy, leave_one_out_margin, prototype_rows
+
+
+@pytest.fixture(scope="module")
+def bundle(tiny_bundle):
+    return sdk.load(tiny_bundle)
+
+
+@pytest.fixture(scope="module")
+def data(tiny_run):
+    from trainer.config import TrainConfig
+    from trainer.run import open_data
+
+    return open_data(TrainConfig.load(tiny_run / "config.json"), progress=False)
+
+
+def images_of(data, split, wnid, n):
+    s = getattr(data, split)
+    return np.asarray(s.images[np.flatnonzero(s.labels == data.wnids.index(wnid))[:n]])
+
+
+def test_leave_one_out_accuracy_leaves_the_point_itself_out():
+    # Each point's nearest other point is of the other class: 0, although each is nearest to itself.
+    features = np.array([[1, 0], [0.9, 0.1], [0.1, 0.9], [0, 1]], np.float32)
+    assert leave_one_out_accuracy(features, np.array([0, 1, 1, 0])) == 0.0
+    assert leave_one_out_accuracy(features, np.array([0, 0, 1, 1])) == 1.0
+    # margin: nearest same minus nearest other similarity, averaged
+    labels = np.array([0, 0, 1, 1])
+    unit = features / np.linalg.norm(features, axis=1, keepdims=True)
+    sims = unit @ unit.T
+    expected = np.mean([sims[0, 1] - sims[0, 2], sims[1, 0] - sims[1, 2], sims[2, 3] - sims[2, 1],
+                        sims[3, 2] - sims[3, 1]])
+    assert leave_one_out_margin(features, labels) == pytest.approx(expected, abs=1e-6)
+
+
+def test_prototype_rows_are_scaled_unit_means_of_unit_features():
+    features = np.array([[3, 0], [0, 1], [0, 2], [0, 5]], np.float32)
+    rows = prototype_rows(features, np.array([0, 0, 1, 1]), 2, temperature=7.0)
+    np.testing.assert_allclose(rows, [[7 / np.sqrt(2), 7 / np.sqrt(2)], [0, 7]], atol=1e-5)
+    logits = CosineHead(rows).logits(np.array([[10, 0]], np.float32))  # the norm of f does not count
+    np.testing.assert_allclose(logits, [[7 / np.sqrt(2), 0]], atol=1e-5)
+
+
+def test_best_breaks_ties_by_margin_then_order():
+    c = Candidate("x", np.zeros((4, 1)))
+    assert best([Scored(c, 0.5, 0.1), Scored(c, 0.7, -0.2), Scored(c, 0.7, 0.0)]) == 2
+    assert best([Scored(c, 0.7, 0.0), Scored(c, 0.7, 0.0)]) == 0
+
+
+def test_candidates_are_description_names_uniform_then_each_basis(bundle):
+    pool = candidates(bundle, ["red disc", "a moth"], "round shapes")
+    q = bundle.num_bases
+    assert [c.name for c in pool] == ["mixer: description", "mixer: class names", "uniform",
+                                      *(f"basis {b}" for b in range(q))]
+    for c in pool:
+        assert c.alpha.shape == (4, q) and np.allclose(c.alpha.sum(1), 1)
+    assert np.array_equal(pool[3].alpha[:, 0], np.ones(4)) and pool[3].alpha[:, 1:].sum() == 0
+
+
+def test_enrollment_selects_the_best_candidate_and_classifies_unseen_names(bundle, data):
+    wnids = data.wnids[:3]
+    examples = {f"my thing {i}": images_of(data, "train", w, 5) for i, w in enumerate(wnids)}
+    model = sdk.personalize(bundle, examples=examples)
+    assert model.classes == list(examples) and model.head == "cosine"
+    assert model.class_indices.tolist() == [-1, -1, -1]  # names the bundle does not know
+    scores = {line.split(": leave-one-out")[0]: float(line.split("accuracy ")[1].split(",")[0])
+              for line in model.resolution[1:-1]}
+    assert len(scores) == bundle.num_bases + 2
+    chosen = model.resolution[-1].split("'")[1]
+    assert scores[chosen] == max(scores.values())
+    val = np.concatenate([images_of(data, "val", w, 4) for w in wnids])
+    truth = np.repeat(np.arange(3), 4)
+    accuracy = np.mean(model.logits(val).argmax(1) == truth)
+    assert accuracy > 0.5, accuracy  # chance: 1/3
+    p = model.predict_proba(val)
+    np.testing.assert_allclose(p.sum(1), 1, atol=1e-5)
+    for key in ("images", "candidates", "fuse_fold", "features", "score", "total"):
+        assert model.timings[key] >= 0
+
+
+def test_names_the_bundle_knows_keep_their_class_index(bundle, data):
+    name = bundle.classes[0]
+    model = sdk.personalize(bundle, examples={name: images_of(data, "train", data.wnids[0], 3),
+                                              "something else": images_of(data, "train", data.wnids[5], 3)})
+    assert model.class_indices.tolist() == [0, -1]
+
+
+def test_a_description_adds_its_candidate(bundle, data):
+    examples = {w: images_of(data, "train", w, 3) for w in data.wnids[:2]}
+    model = sdk.personalize(bundle, "round shapes", examples=examples)
+    assert any(line.startswith("mixer: description:") for line in model.resolution)
+    assert model.classes == data.wnids[:2]
+
+
+def test_the_exported_network_computes_the_cosine_head(bundle, data, tmp_path):
+    pytest.importorskip("torch")
+    import torch
+
+    from export.personalized import PersonalizedNetwork
+
+    examples = {w: images_of(data, "train", w, 3) for w in data.wnids[:4]}
+    model = sdk.personalize(bundle, examples=examples, temperature=5.0)
+    val = np.concatenate([images_of(data, "val", w, 2) for w in data.wnids[:4]])
+    with torch.no_grad():
+        torch_logits = PersonalizedNetwork.of(model)(torch.from_numpy(model.preprocessing.normalize(val))).numpy()
+    np.testing.assert_allclose(torch_logits, model.logits(val), atol=1e-4)
+    assert np.abs(model.logits(val)).max() <= 5.0 + 1e-4  # cosine x temperature
+
+
+def test_bad_examples_raise_typed_errors(bundle, data, monkeypatch):
+    a, b = images_of(data, "train", data.wnids[0], 3), images_of(data, "train", data.wnids[1], 3)
+    cases = [
+        ({"a": a}, ExamplesError, "2 to"),
+        ([("a", a), ("b", b)], ExamplesError, "mapping"),
+        ({"a": a, "b": b[:1]}, ExamplesError, "at least 2"),
+        ({"a": a, "b": b[0]}, ExamplesError, "at least 2"),          # one image given as an array
+        ({"a": a, "b": "one.jpg"}, ExamplesError, "at least 2"),     # one path
+        ({"Moth": a, " moth ": b}, ExamplesError, "same name"),
+        ({"a": a, 3: b}, ExamplesError, "strings"),
+        ({"a": a, "": b}, ExamplesError, "empty"),
+        ({"a": a, "b\u200b": b}, ExamplesError, "invisible"),
+        ({"a": a, "b": 7}, ExamplesError, "list of images"),
+        ({"a": a, "b": [1, 2]}, ImageError, "cannot read"),
+        ({"a": a, "b": b[..., :2]}, ImageError, "3 channels"),
+    ]
+    for examples, error, words in cases:
+        with pytest.raises(error, match=words):
+            sdk.personalize(bundle, examples=examples)
+    assert issubclass(ExamplesError, DescriptionError)
+    with pytest.raises(ExamplesError, match="temperature"):
+        sdk.personalize(bundle, examples={"a": a, "b": b}, temperature=float("nan"))
+    with pytest.raises(DescriptionError, match="description, examples"):
+        sdk.personalize(bundle)
+    monkeypatch.setattr("sdk.fewshot.MAX_EXAMPLES", 5)
+    with pytest.raises(ExamplesError, match="at most 5"):
+        sdk.personalize(bundle, examples={"a": a, "b": b})

@@ -1,0 +1,48 @@
+"""Classes held out of training, for measuring what a bundle does with classes it has never seen.
+
+The held-out classes are spread over the hierarchy: the classes are put in tree order (sorted by their
+hypernym path, so neighbours in the list are neighbours in WordNet) and every (n_classes / n)-th is
+taken, starting half a step in. Deterministic: the same data set always holds out the same classes.
+
+>>> held = held_out_classes(data.hierarchy, 20)            # doctest: +SKIP
+>>> train_data = without_classes(data, held)               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .cache import DecodedDataset, Split
+from .errors import DataError
+from .hierarchy import ClassHierarchy
+
+
+def held_out_classes(hierarchy: ClassHierarchy, n: int) -> list[str]:
+    """`n` class ids spread evenly over the hierarchy's tree order (sorted as in the data)."""
+    if not 0 < n < len(hierarchy):
+        raise DataError(f"cannot hold out {n} of {len(hierarchy)} classes")
+    tree_order = sorted(range(len(hierarchy)), key=lambda i: (hierarchy.paths[i], hierarchy.wnids[i]))
+    step = len(tree_order) / n
+    picked = {tree_order[int(step * (k + 0.5))] for k in range(n)}
+    return [hierarchy.wnids[i] for i in sorted(picked)]
+
+
+def without_classes(data: DecodedDataset, held_out: list[str]) -> DecodedDataset:
+    """The data set with the `held_out` classes' images removed and the rest relabelled 0..C-n-1 in the
+    original order (the images of the kept classes are copied into memory)."""
+    unknown = sorted(set(held_out) - set(data.wnids))
+    if unknown:
+        raise DataError(f"held-out classes not in the data: {unknown[:5]}")
+    kept = [w for w in data.wnids if w not in set(held_out)]
+    new_label = np.full(len(data.wnids), -1, np.int64)
+    new_label[[data.wnids.index(w) for w in kept]] = np.arange(len(kept))
+
+    def split(s: Split) -> Split:
+        rows = np.flatnonzero(new_label[s.labels] >= 0)
+        return Split(np.asarray(s.images[rows]), new_label[s.labels[rows]])
+
+    names = [data.names[data.wnids.index(w)] for w in kept]
+    return replace(data, wnids=kept, names=names, hierarchy=data.hierarchy.subset(kept),
+                   train=split(data.train), val=split(data.val))
