@@ -120,13 +120,18 @@ def candidates(bundle: TaperBundle, names: list[str], description: str | None,
                options: TaskOptions | None = None) -> list[Candidate]:
     """What `enroll` scores, in tie-breaking order: the mixer from the description (if any), the mixer
     from the class names, the uniform mix, then each basis alone."""
-    q = bundle.num_bases
     out = []
     if description is not None:
         task = bundle.resolver.resolve(description, options)
         out.append(Candidate("mixer: description", _alpha(bundle, task.embedding)))
     out.append(Candidate("mixer: class names", _alpha(bundle, names_embedding(bundle, names))))
-    out.append(Candidate("uniform", np.full((4, q), 1 / q, np.float32)))
+    return out + fixed_candidates(bundle.num_bases)
+
+
+def fixed_candidates(num_bases: int) -> list[Candidate]:
+    """The candidates that do not depend on the task: the uniform mix, then each basis alone."""
+    q = num_bases
+    out = [Candidate("uniform", np.full((4, q), 1 / q, np.float32))]
     for b in range(q):
         alpha = np.zeros((4, q), np.float32)
         alpha[:, b] = 1

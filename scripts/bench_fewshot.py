@@ -1,0 +1,302 @@
+"""Few-shot benchmark (issue 14): does choosing the network by the leave-one-out proxy help on classes
+the bundle never saw? Writes <out>.json and <out>.md.
+
+    python scripts/bench_fewshot.py --run /root/taper-runs/holdout20 --out docs/results/fewshot
+
+The run must be trained with `holdout_classes` (trainer/data/holdout.py lists which). Unseen tasks:
+the held-out classes, `shots` support images per class drawn from their training images, queried on
+all their val images. Rows, each with a cosine prototype head on the support:
+- stage1_proto: the stage-1 network's features (torch, from the run);
+- uniform_proto: the uniform mix of the bases;
+- mixer_names_proto: the mixer's prediction from the class names (no labels needed);
+- proxy_selected: what `sdk.personalize(bundle, examples=...)` picks (`sdk.fewshot`: the mixer from the
+  names, the uniform mix and each basis, scored by leave-one-out 1-NN accuracy);
+- oracle_selected: the candidate with the best query accuracy (the ceiling of selection).
+1-shot: the proxy needs two images per class (the SDK refuses one), so it has no proxy row.
+Seen tasks: 20-way tasks of the trained classes (hierarchy neighbourhoods, the report's task sampler),
+5-shot support from their training images: proxy_selected vs classifier selection with the stage-1
+network (CS), and the mixer's network with its trained head rows (what `sdk.personalize(bundle,
+class_names)` builds) for context.
+Accuracies are means over tasks with a 95% interval (1.96 standard errors over tasks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import sdk  # noqa: E402
+from sdk.fewshot import Scored, best, candidate_features, candidates, fixed_candidates  # noqa: E402
+from sdk.prototypes import CosineHead, leave_one_out_accuracy, leave_one_out_margin, prototype_rows  # noqa: E402
+from sdk.text_encoder import primary_name  # noqa: E402
+
+
+def proto_accuracy(support: np.ndarray, support_labels: np.ndarray, query: np.ndarray, query_labels: np.ndarray,
+                   k: int) -> float:
+    head = CosineHead(prototype_rows(support, support_labels, k, 10.0))
+    return 100.0 * float(np.mean(head.logits(query).argmax(1) == query_labels))
+
+
+def interval(values: list[float]) -> dict:
+    v = np.asarray(values, np.float64)
+    half = 1.96 * v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else 0.0
+    return {"mean": round(float(v.mean()), 2), "ci95": round(float(half), 2), "n": len(v)}
+
+
+class Features:
+    """Features of uint8 images under each candidate mixture (SDK engine) and under stage 1 (torch)."""
+
+    def __init__(self, bundle: sdk.TaperBundle, stage1, preprocessing):
+        self.bundle, self.stage1, self.preprocessing = bundle, stage1, preprocessing
+
+    def of_alpha(self, alpha: np.ndarray, images: np.ndarray) -> np.ndarray:
+        out = [candidate_features(self.bundle, alpha, self.preprocessing.normalize(images[i:i + 2000]))[1]
+               for i in range(0, len(images), 2000)]
+        return np.concatenate(out)
+
+    def of_stage1(self, images: np.ndarray, logits: bool = False) -> np.ndarray:
+        import torch
+
+        out = []
+        with torch.no_grad():
+            for i in range(0, len(images), 500):
+                x = torch.from_numpy(self.preprocessing.normalize(images[i:i + 500]))
+                f = self.stage1.features(x)
+                out.append((self.stage1.fc(f) if logits else f).numpy())
+        return np.concatenate(out)
+
+
+def select(support: dict[str, np.ndarray], labels: np.ndarray, names: list[str]) -> str:
+    """The candidate `sdk.fewshot.enroll` would pick, from precomputed support features by name."""
+    scored = [Scored(None, leave_one_out_accuracy(support[n], labels), leave_one_out_margin(support[n], labels))
+              for n in names]
+    return names[best(scored)]
+
+
+def unseen_tasks(features: Features, bundle, data, held: list[str], tasks: int, shots_list: list[int],
+                 seed: int) -> tuple[dict, dict]:
+    """Per shot count, the rows' accuracies over `tasks` tasks; and how often each candidate was picked."""
+    class_ids = [data.wnids.index(w) for w in held]
+    names = [primary_name(data.names[c]) for c in class_ids]
+    train_rows = [np.flatnonzero(data.train.labels == c) for c in class_ids]
+    val_rows = np.concatenate([np.flatnonzero(data.val.labels == c) for c in class_ids])
+    val_labels = np.concatenate([np.full(int((data.val.labels == c).sum()), k) for k, c in enumerate(class_ids)])
+    train_images = np.asarray(data.train.images[np.concatenate(train_rows)])
+    offsets = np.cumsum([0] + [len(r) for r in train_rows])
+    val_images = np.asarray(data.val.images[val_rows])
+    pool = candidates(bundle, names, None)
+    order = [c.name for c in pool]
+    feats: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for c in pool:
+        t = time.perf_counter()
+        feats[c.name] = (features.of_alpha(c.alpha, train_images), features.of_alpha(c.alpha, val_images))
+        print(f"[unseen] features of {c.name}: {time.perf_counter() - t:.1f} s", flush=True)
+    feats["stage1"] = (features.of_stage1(train_images), features.of_stage1(val_images))
+    rng = np.random.default_rng(seed)
+    results, picks = {}, {}
+    for shots in shots_list:
+        rows: dict[str, list[float]] = {}
+        for _ in range(tasks):
+            pick = np.concatenate([offsets[k] + rng.choice(len(r), shots, replace=False)
+                                   for k, r in enumerate(train_rows)])
+            labels = np.repeat(np.arange(len(class_ids)), shots)
+            acc = {n: proto_accuracy(f[0][pick], labels, f[1], val_labels, len(class_ids)) for n, f in feats.items()}
+            rows.setdefault("stage1_proto", []).append(acc["stage1"])
+            rows.setdefault("uniform_proto", []).append(acc["uniform"])
+            rows.setdefault("mixer_names_proto", []).append(acc["mixer: class names"])
+            rows.setdefault("oracle_selected", []).append(max(acc[n] for n in order))
+            if shots >= 2:
+                chosen = select({n: feats[n][0][pick] for n in order}, labels, order)
+                rows.setdefault("proxy_selected", []).append(acc[chosen])
+                picks.setdefault(f"{shots}shot", {}).setdefault(chosen, 0)
+                picks[f"{shots}shot"][chosen] += 1
+        results[f"unseen_{shots}shot"] = {k: interval(v) for k, v in rows.items()}
+        print(f"[unseen] {shots}-shot: " + ", ".join(f"{k} {v['mean']:.2f}" for k, v in results[f"unseen_{shots}shot"]
+                                                    .items()), flush=True)
+    return results, picks
+
+
+def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int, seed: int) -> tuple[dict, dict]:
+    """5-shot tasks of trained classes: proxy-selected prototype head vs classifier selection."""
+    from trainer.data.tasks import TaskSampler
+
+    sampler = TaskSampler(data.hierarchy, k=config.task_k, mode=config.task_mode)
+    all_tasks = sampler.evaluation_tasks(seed)
+    chosen_tasks = [all_tasks[i] for i in np.linspace(0, len(all_tasks) - 1, tasks).round().astype(int)]
+    rng = np.random.default_rng(seed + 1)
+    support_rows = {c: rng.choice(np.flatnonzero(data.train.labels == c), shots, replace=False)
+                    for c in range(data.num_classes)}
+    support_all = np.concatenate([support_rows[c] for c in range(data.num_classes)])
+    support_images = np.asarray(data.train.images[support_all])  # class c's shots at rows c*shots...
+    val_images, val_labels = np.asarray(data.val.images), data.val.labels
+    pool = fixed_candidates(bundle.num_bases)
+    static = {c.name: (features.of_alpha(c.alpha, support_images), features.of_alpha(c.alpha, val_images))
+              for c in pool}
+    stage1_logits = features.of_stage1(val_images, logits=True)
+    rows: dict[str, list[float]] = {}
+    picks: dict[str, int] = {}
+    for t, task in enumerate(chosen_tasks):
+        names = [bundle.classes[c] for c in task]
+        query = np.flatnonzero(np.isin(val_labels, task))
+        q_labels = np.searchsorted(task, val_labels[query])
+        s_index = np.concatenate([np.arange(c * shots, (c + 1) * shots) for c in task])
+        s_labels = np.repeat(np.arange(len(task)), shots)
+        mixer = candidates(bundle, names, None)[0]
+        network, s_mixer = candidate_features(bundle, mixer.alpha, bundle.preprocessing.normalize(
+            support_images[s_index]))
+        q_mixer = features.of_alpha(mixer.alpha, val_images[query])
+        feats = {mixer.name: (s_mixer, q_mixer), **{n: (f[0][s_index], f[1][query]) for n, f in static.items()}}
+        order = [mixer.name, *(c.name for c in pool)]
+        chosen = select({n: feats[n][0] for n in order}, s_labels, order)
+        picks[chosen] = picks.get(chosen, 0) + 1
+        rows.setdefault("proxy_selected", []).append(proto_accuracy(*feats[chosen][:1], s_labels, feats[chosen][1],
+                                                                    q_labels, len(task)))
+        rows.setdefault("classifier_selection", []).append(
+            100.0 * float(np.mean(stage1_logits[query][:, task].argmax(1) == q_labels)))
+        fc = bundle.fused_weights(mixer.alpha)
+        logits = q_mixer @ fc["fc.weight"][task].T + fc["fc.bias"][task]
+        rows.setdefault("taper_classifier", []).append(100.0 * float(np.mean(logits.argmax(1) == q_labels)))
+        del network
+        if t % 20 == 0:
+            print(f"[seen] task {t}: " + ", ".join(f"{k} {np.mean(v):.2f}" for k, v in rows.items()), flush=True)
+    return {k: interval(v) for k, v in rows.items()}, picks
+
+
+def selection_time(bundle: sdk.TaperBundle, images: np.ndarray, labels: np.ndarray, names: list[str],
+                   repeats: int) -> dict:
+    """Median `sdk.personalize(bundle, examples=...)` time and its parts (after one untimed call)."""
+    examples = {n: images[labels == k] for k, n in enumerate(names)}
+    sdk.personalize(bundle, examples=examples)
+    runs = [sdk.personalize(bundle, examples=examples).timings for _ in range(repeats)]
+    return {k: round(statistics.median(r[k] for r in runs), 1) for k in runs[0] if all(k in r for r in runs)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--run", type=Path, required=True, help="a run trained with holdout_classes")
+    parser.add_argument("--bundle", type=Path, help="its bundle (default: exported into a temporary folder)")
+    parser.add_argument("--tasks", type=int, default=100)
+    parser.add_argument("--seen-tasks", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=5, help="timed selections (median)")
+    parser.add_argument("--full-width", action="store_true",
+                        help="also time selection on a full-width ResNet-18 at 224 px (random weights)")
+    parser.add_argument("--out", type=Path, default=Path("docs/results/fewshot"))
+    args = parser.parse_args()
+
+    from trainer.config import TrainConfig
+    from trainer.data.holdout import held_out_classes
+    from trainer.run import load_model, open_all_data, open_data
+
+    config = TrainConfig.load(args.run / "config.json")
+    if not config.holdout_classes:
+        raise SystemExit(f"{args.run} was trained on every class (holdout_classes=0): no unseen classes to test")
+    all_data = open_all_data(config, progress=False)
+    held = held_out_classes(all_data.hierarchy, config.holdout_classes)
+    seen = open_data(config, progress=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.bundle
+        if path is None:
+            from export.bundle import bundle_run
+
+            path = bundle_run(args.run, Path(tmp) / "holdout.taper")
+        bundle = sdk.load(path).warm_up()
+        if len(bundle.classes) != seen.num_classes:
+            raise SystemExit(f"the bundle has {len(bundle.classes)} classes, the run trained {seen.num_classes}")
+        from trainer.run import make_context
+
+        ctx = make_context(args.run, config, progress=False)
+        stage1 = load_model(ctx.model_config, args.run / "stage1" / "model.safetensors")
+        features = Features(bundle, stage1, bundle.preprocessing)
+        start = time.perf_counter()
+        unseen, unseen_picks = unseen_tasks(features, bundle, all_data, held, args.tasks, [5, 1], args.seed)
+        seen_rows, seen_picks = seen_tasks(features, bundle, seen, config, args.seen_tasks, 5, args.seed)
+        class_ids = [all_data.wnids.index(w) for w in held]
+        rng = np.random.default_rng(args.seed)
+        rows = np.concatenate([rng.choice(np.flatnonzero(all_data.train.labels == c), 5, replace=False)
+                               for c in class_ids])
+        names = [primary_name(all_data.names[c]) for c in class_ids]
+        timing = selection_time(bundle, np.asarray(all_data.train.images[rows]), np.repeat(np.arange(len(names)), 5),
+                                names, args.repeats)
+        full = None
+        if args.full_width:
+            import bench_runtime
+
+            big = sdk.load(bench_runtime.random_bundle(Path(tmp) / "full224.taper", "imagenet", 1.0, 1000, 224, 10))
+            big.warm_up()
+            images = np.random.default_rng(1).integers(0, 256, (100, 224, 224, 3), dtype=np.uint8)
+            full = selection_time(big, images, np.repeat(np.arange(20), 5), [f"class {k}" for k in range(20)],
+                                  max(1, args.repeats // 2))
+        elapsed = time.perf_counter() - start
+    result = {
+        "unseen_5shot": {k: v["mean"] for k, v in unseen["unseen_5shot"].items()},
+        "unseen_1shot": {k: v["mean"] for k, v in unseen["unseen_1shot"].items()},
+        "seen_5shot": {k: v["mean"] for k, v in seen_rows.items()},
+        "tasks": args.tasks, "seen_tasks": args.seen_tasks,
+        "selection_ms": timing["total"],
+        "full_width_selection_ms": full["total"] if full else None,
+        "intervals": {**unseen, "seen_5shot": seen_rows},
+        "picks": {"unseen": unseen_picks, "seen_5shot": seen_picks},
+        "selection_timings_ms": {"bench": timing, "full_width_224px_random_weights": full},
+        "held_out_classes": [{"wnid": w, "name": all_data.names[all_data.wnids.index(w)]} for w in held],
+        "run": str(args.run), "run_config": config.to_dict(), "seed": args.seed,
+        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}", "seconds": round(elapsed, 1),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+    args.out.with_suffix(".md").write_text(report(result))
+    print(report(result))
+
+
+def report(r: dict) -> str:
+    iv = r["intervals"]
+
+    def cell(table: str, row: str) -> str:
+        v = iv.get(table, {}).get(row)
+        return f"{v['mean']:.2f} ± {v['ci95']:.2f}" if v else "n/a"
+
+    rows5 = ["stage1_proto", "uniform_proto", "mixer_names_proto", "proxy_selected", "oracle_selected"]
+    lines = ["# Few-shot enrollment benchmark", "",
+             f"Command: `python scripts/bench_fewshot.py --run {r['run']} --tasks {r['tasks']}"
+             f" --seen-tasks {r['seen_tasks']}{' --full-width' if r['full_width_selection_ms'] else ''}`", "",
+             f"Run: {r['run']} (holdout_classes={r['run_config']['holdout_classes']}, stage1/2/3 epochs "
+             f"{r['run_config']['stage1_epochs']}/{r['run_config']['stage2_epochs']}/"
+             f"{r['run_config']['stage3_epochs']}, width {r['run_config']['width']}).", "",
+             f"## Unseen classes: {len(r['held_out_classes'])}-way, {r['tasks']} tasks "
+             "(mean ± 95% interval over tasks, top-1 % on all their val images)", "",
+             "| row | 5-shot | 1-shot |", "|---|---|---|"]
+    lines += [f"| {row} | {cell('unseen_5shot', row)} | {cell('unseen_1shot', row)} |" for row in rows5]
+    u = r["unseen_5shot"]
+    gap = u["oracle_selected"] - u["stage1_proto"]
+    share = (u["proxy_selected"] - u["stage1_proto"]) / gap if gap > 0 else float("nan")
+    lines += ["", f"proxy_selected - stage1_proto: {u['proxy_selected'] - u['stage1_proto']:+.2f} points "
+              f"(target >= +2); share of the way from stage1_proto to the oracle: {share:.2f} (target >= 0.5).",
+              "1-shot has no proxy row: leave-one-out needs two images per class (the SDK refuses one).", "",
+              f"Candidates picked by the proxy (5-shot): {r['picks']['unseen'].get('5shot', {})}", "",
+              f"## Seen classes: {r['run_config']['task_k']}-way, 5-shot, {r['seen_tasks']} tasks", "",
+              "| row | accuracy |", "|---|---|"]
+    lines += [f"| {row} | {cell('seen_5shot', row)} |" for row in r["seen_5shot"]]
+    lines += ["", f"Candidates picked: {r['picks']['seen_5shot']}", "",
+              "## Selection time (`sdk.personalize(bundle, examples=...)`, 5 shots x "
+              f"{len(r['held_out_classes'])} classes, median ms)", ""]
+    for name, t in r["selection_timings_ms"].items():
+        if t:
+            lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in t.items()))
+    lines += ["", "## Held-out classes", "", ", ".join(f"{c['name']} ({c['wnid']})" for c in r["held_out_classes"]),
+              "", f"Machine: {r['machine']}; benchmark wall time {r['seconds']} s."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
