@@ -193,6 +193,13 @@ class CompactBases:
                 out[name] = row
         return out
 
+    def mixed_head(self, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The classifier alone mixed with alpha [4, Q]: weight [classes, C] and bias [classes] (the
+        reference fusion of the one layer without batch norm)."""
+        fc = next(lb for lb in self.layers if lb.layer.batch_norm is None)
+        a = np.asarray(alpha, np.float32)[fc.layer.block]
+        return fc.mixed_weight(a).reshape(fc.layer.shape), fc.mixed_channels(a)[0]
+
     def block_rows(self) -> list[np.ndarray]:
         """Every basis in full, float32 [Q, P_b] per mixer block in `block_layout` order (what the
         trainer's basis bank holds: for evaluating a compressed bundle)."""

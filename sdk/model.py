@@ -33,6 +33,7 @@ class PersonalizedModel:
     resolution: list[str] = field(default_factory=list)      # how the description was read
     source: object = field(default=None, repr=False)         # the TaperBundle it came from (for export)
     head: str = "linear"  # logits = head_weight @ f + head_bias; "cosine": f is L2-normalised first (few-shot)
+    pseudo_label_counts: np.ndarray | None = field(default=None, repr=False)  # over the bundle's classes (adapt)
 
     def __repr__(self) -> str:
         shown = ", ".join(self.classes[:5]) + (f", ... ({len(self.classes)} in all)" if len(self.classes) > 5 else "")
@@ -47,6 +48,16 @@ class PersonalizedModel:
         except ImportError as e:
             raise SdkError(f"exporting needs the export extra (pip install 'taper-sdk[export]'): {e}") from None
         return export_model(self, path)
+
+    def adapt(self, images, min_count: int = 2, max_classes: int = 20, min_classes: int = 2) -> PersonalizedModel:
+        """This model re-personalized for the classes `images` (unlabelled, e.g. a camera's recent frames)
+        and the batches adapted to before show most often (TAPER 5.2; the rule is in `sdk.adapt`).
+
+        >>> model = bundle.generic().adapt(batch1).adapt(batch2)    # doctest: +SKIP
+        """
+        from .adapt import AdaptRule, adapt
+
+        return adapt(self, images, AdaptRule(min_count, max_classes, min_classes))
 
     def logits(self, images) -> np.ndarray:
         """[N, K] logits over the task's classes."""

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from .adapt import AdaptRule, adapt_stream
 from .architecture import NUM_BLOCKS
 from .bundle import Bundle
 from .engine import BackboneEngine
@@ -28,6 +29,19 @@ from .prototypes import DEFAULT_TEMPERATURE
 from .tasks import TaskOptions, TaskResolver
 from .text_encoder import TextEncoder
 from .tokenizer_check import check_tokenizer_json
+
+
+class Stopwatch:
+    """Milliseconds per step: `lap(name)` records the time since the previous lap (or creation)."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round((now - self._t) * 1000, 3)
+        self._t = now
 
 
 class PhraseEmbedder:
@@ -115,34 +129,40 @@ class TaperBundle:
                     ) -> PersonalizedModel:
         options = options or TaskOptions()
         self.bundle.check_unchanged()  # before the mapped file is read again: a truncated map kills (SIGBUS)
-        timings, t = {}, time.perf_counter()
-
-        def lap(name: str) -> None:
-            nonlocal t
-            now = time.perf_counter()
-            timings[name] = round((now - t) * 1000, 3)
-            t = now
-
+        watch = Stopwatch()
         task = self.resolver.resolve(description, options)
-        lap("resolve")
-        resolve = timings.pop("resolve")  # split into the text encoder's share (0 for names and groups) and the rest
-        timings.update(encode=task.encode_ms, resolve=round(resolve - task.encode_ms, 3))
+        watch.lap("resolve")
+        resolve = watch.timings.pop("resolve")  # the text encoder's share (0 for names and groups) and the rest
+        watch.timings.update(encode=task.encode_ms, resolve=round(resolve - task.encode_ms, 3))
         spec = self.mixer_spec
         alpha = predict_alpha(self.bundle.mixer, spec.layers, spec.blocks, self.num_bases, task.embedding)
-        lap("mixer")
+        watch.lap("mixer")
+        return self._model(task.classes, alpha, task.how, watch)
+
+    def generic(self) -> PersonalizedModel:
+        """The model for no task in particular: every class, the uniform mix of the bases (where
+        self-improvement starts, `PersonalizedModel.adapt`)."""
+        self.bundle.check_unchanged()
+        alpha = np.full((NUM_BLOCKS, self.num_bases), 1 / self.num_bases, np.float32)
+        return self._model(np.arange(len(self.bundle.classes)), alpha,
+                           ["generic: every class, the uniform mix of the bases"], Stopwatch())
+
+    def _model(self, classes: np.ndarray, alpha: np.ndarray, how: list[str], watch: Stopwatch) -> PersonalizedModel:
+        """Fuse, fold and open the network of `alpha` with the head rows of `classes`, timed by `watch`."""
+        lap, timings = watch.lap, watch.timings
         if self._compile_engine():
             lap("compile")  # once per bundle, unless warm_up() did it
         with self.engine.weight_buffer() as target:
             self.engine.fuse_and_fold(alpha, target)
             lap("fuse_fold")  # one pass on the compiled route: each tile is folded right after its GEMV
-            head_weight = target.head[0][task.classes]  # fancy indexing: copies
-            head_bias = target.head[1][task.classes]
+            head_weight = target.head[0][classes]  # fancy indexing: copies
+            head_bias = target.head[1][classes]
             network = self.engine.open(target, head_weight, head_bias)
             lap("session")  # the compiled route creates none: it binds the weights to the shared session
         timings["total"] = round(sum(timings.values()), 3)
-        infos = [self.bundle.classes[i] for i in task.classes]
-        return PersonalizedModel(network, head_weight, head_bias, task.classes, [c.name for c in infos],
-                                 [c.id for c in infos], self.preprocessing, alpha, timings, task.how, self)
+        infos = [self.bundle.classes[i] for i in classes]
+        return PersonalizedModel(network, head_weight, head_bias, classes, [c.name for c in infos],
+                                 [c.id for c in infos], self.preprocessing, alpha, timings, how, self)
 
     def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
         """Every weight of the network mixed with alpha [4, Q], by state-dict name, unfolded (the reference
@@ -184,7 +204,7 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
 
 def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = None, *,
                 examples: Mapping | None = None, temperature: float = DEFAULT_TEMPERATURE,
-                **options) -> PersonalizedModel:
+                stream: Iterable | None = None, **options) -> PersonalizedModel:
     """A ResNet-18 specialised to what `description` names, or to the classes of a few `examples`.
 
     >>> model = sdk.personalize(bundle, "insects")   # doctest: +SKIP
@@ -199,6 +219,8 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
         examples: {class name: two or more images (paths, PIL images or arrays)}: few-shot enrollment of
             any classes, seen by the bundle or not; the head is built from class prototypes.
         temperature: the cosine head's scale (examples only; the probabilities, never the argmax).
+        stream: batches of unlabelled images and no description: start from `bundle.generic()` and
+            `adapt` to each batch in turn (`sdk.adapt`; options: min_count, max_classes, min_classes).
         **options: max_classes, min_classes, margin, min_contrast (see `TaskOptions`).
     Returns:
         A PersonalizedModel: `classes`, `predict`, `predict_proba`, `logits`, `export`, `timings`.
@@ -208,6 +230,10 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
             images, duplicate names, too many images); ImageError for an image that is not one.
         BundleError: the bundle's file changed on disk since it was loaded.
     """
+    if stream is not None:
+        if description is not None or examples is not None:
+            raise DescriptionError("stream= adapts without a description or examples: give only one of them")
+        return adapt_stream(bundle, stream, AdaptRule(**options))
     unknown = sorted(set(options) - set(TaskOptions.__dataclass_fields__))
     if unknown:
         raise DescriptionError(f"unknown options {unknown}; known: {sorted(TaskOptions.__dataclass_fields__)}")

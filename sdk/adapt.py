@@ -1,0 +1,99 @@
+"""Self-improvement without a description (TAPER section 5.2): the images a device sees choose the task.
+
+Start from the generic model (every class, the uniform mix of the bases: `TaperBundle.generic`). For
+each batch of unlabelled images, the current network labels them over *every* class of the bundle
+(its backbone with the full classifier, so classes outside the current task can still be found); the
+counts add up over the batches seen, and the task becomes the classes predicted most often:
+
+- classes predicted at least `min_count` times so far, most frequent first, at most `max_classes`;
+- if fewer than `min_classes` qualify, the most frequent `min_classes` (ties: lower class index).
+
+The model is then personalized for that class list (the mixer from its class embeddings, as for a
+description listing them) and the next batch is labelled by the new network.
+
+>>> model = bundle.generic()                         # doctest: +SKIP
+>>> for batch in camera_batches:                     # doctest: +SKIP
+...     model = model.adapt(batch)
+>>> model = sdk.personalize(bundle, stream=camera_batches)   # the same loop  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .engine import HEAD_BIAS, HEAD_WEIGHT, Network
+from .errors import SdkError
+from .images import to_uint8_batch
+
+# Most images labelled per adapt() call: bounds the time of one call (the counts keep all batches).
+MAX_ADAPT_IMAGES = 10_000
+
+
+@dataclass(frozen=True)
+class AdaptRule:
+    """How pseudo-label counts become a task (see the module docstring)."""
+    min_count: int = 2       # a class predicted once is more often a mistake than a class in view
+    max_classes: int = 20
+    min_classes: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("min_count", "max_classes", "min_classes"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise SdkError(f"{name} must be a positive integer, got {value!r}")
+        if self.min_classes > self.max_classes:
+            raise SdkError(f"min_classes ({self.min_classes}) is larger than max_classes ({self.max_classes})")
+
+    def task(self, counts: np.ndarray) -> np.ndarray:
+        """Sorted class indices chosen from pseudo-label counts [num classes]."""
+        order = np.lexsort((np.arange(len(counts)), -counts))  # most frequent first, ties: lower index
+        frequent = order[counts[order] >= self.min_count][: self.max_classes]
+        chosen = frequent if len(frequent) >= self.min_classes else order[: self.min_classes]
+        return np.sort(chosen)
+
+
+def pseudo_labels(model, images: np.ndarray) -> np.ndarray:
+    """Each image's most likely class over every class of the bundle, with `model`'s backbone."""
+    bundle = model.source
+    weight, bias = bundle.bundle.bases.mixed_head(model.alpha)
+    network = Network(model.network.session, {**model.network.weights,
+                                              HEAD_WEIGHT: np.ascontiguousarray(weight, np.float32),
+                                              HEAD_BIAS: np.ascontiguousarray(bias, np.float32)})
+    from .model import PREDICT_BATCH
+
+    labels = [network.run(model.preprocessing.normalize(images[i:i + PREDICT_BATCH])).argmax(1)
+              for i in range(0, len(images), PREDICT_BATCH)]
+    return np.concatenate(labels)
+
+
+def adapt(model, images, rule: AdaptRule | None = None):
+    """The model re-personalized for what `images` (and the batches it adapted to before) show."""
+    rule = rule or AdaptRule()
+    bundle = model.source
+    if bundle is None or model.head != "linear" or not isinstance(model.network, Network):
+        raise SdkError("adapt() needs a model from sdk.personalize with a description or bundle.generic() "
+                       "(a few-shot model's classes are the user's own)")
+    batch = to_uint8_batch(images, model.preprocessing.input_size)[0]
+    if len(batch) > MAX_ADAPT_IMAGES:
+        raise SdkError(f"adapt() takes at most {MAX_ADAPT_IMAGES} images per call, got {len(batch)}")
+    counts = np.zeros(len(bundle.classes), np.int64) if model.pseudo_label_counts is None \
+        else model.pseudo_label_counts.copy()
+    counts += np.bincount(pseudo_labels(model, batch), minlength=len(counts))
+    task = rule.task(counts)
+    ids = [bundle.bundle.classes[i].id for i in task]
+    adapted = bundle.personalize(ids)
+    adapted.pseudo_label_counts = counts
+    adapted.resolution = [f"adapted to {len(task)} classes predicted at least {rule.min_count} times in "
+                          f"{int(counts.sum())} images"]
+    return adapted
+
+
+def adapt_stream(bundle, batches: Iterable, rule: AdaptRule | None = None):
+    """`bundle.generic()` adapted to each batch in turn; the last model."""
+    model = bundle.generic()
+    for batch in batches:
+        model = adapt(model, batch, rule)
+    return model

@@ -1,0 +1,67 @@
+"""Self-improvement (sdk.adapt): the task rule, pseudo-labels over every class, the stream helper."""
+
+import numpy as np
+import pytest
+
+import sdk
+from sdk.adapt import AdaptRule, pseudo_labels
+from sdk.errors import DescriptionError, SdkError
+
+
+@pytest.fixture(scope="module")
+def bundle(tiny_bundle):
+    return sdk.load(tiny_bundle)
+
+
+@pytest.fixture(scope="module")
+def data(tiny_run):
+    from trainer.config import TrainConfig
+    from trainer.run import open_data
+
+    return open_data(TrainConfig.load(tiny_run / "config.json"), progress=False)
+
+
+def test_rule_takes_frequent_classes_most_frequent_first():
+    counts = np.array([5, 1, 0, 3, 3, 2, 9])
+    assert AdaptRule(min_count=2).task(counts).tolist() == [0, 3, 4, 5, 6]
+    assert AdaptRule(min_count=2, max_classes=3).task(counts).tolist() == [0, 3, 6]  # 9, 5, then 3 (lower index)
+    assert AdaptRule(min_count=6, min_classes=2).task(counts).tolist() == [0, 6]     # too few: the top two
+    for bad in ({"min_count": 0}, {"max_classes": 1.5}, {"min_classes": 3, "max_classes": 2}):
+        with pytest.raises(SdkError):
+            AdaptRule(**bad)
+
+
+def test_pseudo_labels_are_the_generic_models_predictions(bundle, data):
+    generic = bundle.generic()
+    assert generic.classes == bundle.classes
+    images = np.asarray(data.val.images[:40])
+    np.testing.assert_array_equal(pseudo_labels(generic, images), generic.logits(images).argmax(1))
+
+
+def test_adapting_finds_the_classes_in_view_and_accumulates_counts(bundle, data):
+    shown = [0, 9, 17]
+    rows = np.flatnonzero(np.isin(data.train.labels, shown))
+    images = np.asarray(data.train.images[rows])
+    first = bundle.generic().adapt(images[::2])
+    assert first.pseudo_label_counts.sum() == len(images[::2])
+    second = first.adapt(images[1::2])
+    assert second.pseudo_label_counts.sum() == len(images)
+    assert set(shown) <= set(second.class_indices.tolist())  # the tiny model labels its training images well
+    assert len(second.classes) <= 20
+    streamed = sdk.personalize(bundle, stream=[images[::2], images[1::2]])
+    assert streamed.classes == second.classes
+    np.testing.assert_array_equal(streamed.pseudo_label_counts, second.pseudo_label_counts)
+
+
+def test_adapt_refuses_what_it_cannot_do(bundle, data, monkeypatch):
+    images = np.asarray(data.train.images[:6])
+    few_shot = sdk.personalize(bundle, examples={"a": images[:3], "b": images[3:]})
+    with pytest.raises(SdkError, match="few-shot"):
+        few_shot.adapt(images)
+    with pytest.raises(DescriptionError, match="only one"):
+        sdk.personalize(bundle, "round shapes", stream=[images])
+    with pytest.raises(SdkError, match="min_count"):
+        sdk.personalize(bundle, stream=[images], min_count=0)
+    monkeypatch.setattr("sdk.adapt.MAX_ADAPT_IMAGES", 5)
+    with pytest.raises(SdkError, match="at most 5"):
+        bundle.generic().adapt(images)
