@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--batch", type=int, default=32, help="images per unlabelled batch")
     parser.add_argument("--min-count", type=int, default=AdaptRule.min_count)
+    parser.add_argument("--pad-to", type=int, default=AdaptRule.pad_to)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("docs/results/self_improvement"))
     args = parser.parse_args()
@@ -60,7 +61,7 @@ def main() -> None:
     sampler = TaskSampler(data.hierarchy, k=config.task_k, mode=config.task_mode)
     every = sampler.evaluation_tasks(args.seed)
     tasks = [every[i] for i in np.linspace(0, len(every) - 1, args.tasks).round().astype(int)]
-    rule = AdaptRule(min_count=args.min_count)
+    rule = AdaptRule(min_count=args.min_count, pad_to=args.pad_to)
     rng = np.random.default_rng(args.seed)
     streamed = args.batches * args.batch
     curves = {k: [[] for _ in range(args.batches + 1)] for k in ("accuracy", "size", "recall", "precision", "jaccard")}
@@ -78,7 +79,7 @@ def main() -> None:
         for b in range(args.batches + 1):
             if b:
                 model = model.adapt(images[(b - 1) * args.batch: b * args.batch], rule.min_count, rule.max_classes,
-                                    rule.min_classes)
+                                    rule.min_classes, rule.pad_to)
             chosen = set(model.class_indices.tolist())
             hits = len(chosen & set(task.tolist()))
             for key, value in (("accuracy", accuracy(model, test_images, test_labels)), ("size", len(chosen)),

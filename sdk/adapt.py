@@ -6,7 +6,9 @@ each batch of unlabelled images, the current network labels them over *every* cl
 counts add up over the batches seen, and the task becomes the classes predicted most often:
 
 - classes predicted at least `min_count` times so far, most frequent first, at most `max_classes`;
-- if fewer than `min_classes` qualify, the most frequent `min_classes` (ties: lower class index).
+- if fewer than `min_classes` qualify, the most frequent `min_classes` (ties: lower class index);
+- with `pad_to`, a task of fewer classes is filled up to `pad_to` with the classes nearest to its
+  classes by text embedding (the description rule `min_classes`, `sdk.tasks`).
 
 The model is then personalized for that class list (the mixer from its class embeddings, as for a
 description listing them) and the next batch is labelled by the new network.
@@ -27,6 +29,7 @@ import numpy as np
 from .engine import HEAD_BIAS, HEAD_WEIGHT, Network
 from .errors import SdkError
 from .images import to_uint8_batch
+from .tasks import TaskOptions
 
 # Most images labelled per adapt() call: bounds the time of one call (the counts keep all batches).
 MAX_ADAPT_IMAGES = 10_000
@@ -38,11 +41,12 @@ class AdaptRule:
     min_count: int = 2       # a class predicted once is more often a mistake than a class in view
     max_classes: int = 20
     min_classes: int = 2
+    pad_to: int = 0          # 0: no padding
 
     def __post_init__(self) -> None:
-        for name in ("min_count", "max_classes", "min_classes"):
+        for name in ("min_count", "max_classes", "min_classes", "pad_to"):
             value = getattr(self, name)
-            if type(value) is not int or value < 1:
+            if type(value) is not int or value < (0 if name == "pad_to" else 1):
                 raise SdkError(f"{name} must be a positive integer, got {value!r}")
         if self.min_classes > self.max_classes:
             raise SdkError(f"min_classes ({self.min_classes}) is larger than max_classes ({self.max_classes})")
@@ -84,10 +88,12 @@ def adapt(model, images, rule: AdaptRule | None = None):
     counts += np.bincount(pseudo_labels(model, batch), minlength=len(counts))
     task = rule.task(counts)
     ids = [bundle.bundle.classes[i].id for i in task]
-    adapted = bundle.personalize(ids)
+    pad = max(rule.pad_to, rule.min_classes)
+    adapted = bundle.personalize(ids, TaskOptions(max_classes=max(pad, rule.max_classes), min_classes=pad))
     adapted.pseudo_label_counts = counts
     adapted.resolution = [f"adapted to {len(task)} classes predicted at least {rule.min_count} times in "
-                          f"{int(counts.sum())} images"]
+                          f"{int(counts.sum())} images" + (f", padded to {len(adapted.classes)}"
+                                                          if len(adapted.classes) > len(task) else "")]
     return adapted
 
 

@@ -49,7 +49,8 @@ class PersonalizedModel:
             raise SdkError(f"exporting needs the export extra (pip install 'taper-sdk[export]'): {e}") from None
         return export_model(self, path)
 
-    def adapt(self, images, min_count: int = 2, max_classes: int = 20, min_classes: int = 2) -> PersonalizedModel:
+    def adapt(self, images, min_count: int = 2, max_classes: int = 20, min_classes: int = 2,
+              pad_to: int = 0) -> PersonalizedModel:
         """This model re-personalized for the classes `images` (unlabelled, e.g. a camera's recent frames)
         and the batches adapted to before show most often (TAPER 5.2; the rule is in `sdk.adapt`).
 
@@ -57,7 +58,7 @@ class PersonalizedModel:
         """
         from .adapt import AdaptRule, adapt
 
-        return adapt(self, images, AdaptRule(min_count, max_classes, min_classes))
+        return adapt(self, images, AdaptRule(min_count, max_classes, min_classes, pad_to))
 
     def logits(self, images) -> np.ndarray:
         """[N, K] logits over the task's classes."""
