@@ -55,6 +55,9 @@ class PersonalizedNetwork(nn.Module):
         return torch.softmax(logits, dim=1) if self.softmax else logits
 
 
+PLAIN_FIELDS = ("head", "producer")  # metadata values that are plain strings; the others are JSON
+
+
 def metadata(model) -> dict[str, str]:
     return {"classes": json.dumps(model.classes), "class_ids": json.dumps(model.class_ids),
             "preprocessing": json.dumps(model.preprocessing.to_dict()), "head": model.head, "producer": "taper-sdk"}
@@ -111,7 +114,7 @@ def _executorch(model, out: Path) -> list[Path]:
     lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch()
     out.write_bytes(lowered.buffer)
     sidecar = out.with_name(out.name + ".json")
-    sidecar.write_text(json.dumps({k: json.loads(v) if k != "producer" else v for k, v in metadata(model).items()},
+    sidecar.write_text(json.dumps({k: v if k in PLAIN_FIELDS else json.loads(v) for k, v in metadata(model).items()},
                                   indent=1))
     return [out, sidecar]
 

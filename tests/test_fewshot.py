@@ -1,5 +1,7 @@
 """Few-shot enrollment (sdk.fewshot, sdk.prototypes): selection, the prototype head, export, bad input."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -113,6 +115,8 @@ def test_the_exported_network_computes_the_cosine_head(bundle, data, tmp_path):
         torch_logits = PersonalizedNetwork.of(model)(torch.from_numpy(model.preprocessing.normalize(val))).numpy()
     np.testing.assert_allclose(torch_logits, model.logits(val), atol=1e-4)
     assert np.abs(model.logits(val)).max() <= 5.0 + 1e-4  # cosine x temperature
+    path = model.export(tmp_path / "mine.pte")
+    assert json.loads(path.with_name("mine.pte.json").read_text())["head"] == "cosine"
 
 
 def test_bad_examples_raise_typed_errors(bundle, data, monkeypatch):
