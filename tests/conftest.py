@@ -54,3 +54,20 @@ def tiny_bundle(tiny_run, tmp_path_factory) -> Path:
     from export.bundle import bundle_run
 
     return bundle_run(tiny_run, tmp_path_factory.mktemp("bundles") / "tiny.taper")
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tiny_run):
+    """The decoded data set the tiny run trained on."""
+    from trainer.config import TrainConfig
+    from trainer.run import open_data
+
+    return open_data(TrainConfig.load(tiny_run / "config.json"), progress=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_sdk(tiny_bundle):
+    """The tiny bundle loaded by the runtime (shared: tests must not change it)."""
+    import sdk
+
+    return sdk.load(tiny_bundle)

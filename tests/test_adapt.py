@@ -8,19 +8,6 @@ from sdk.adapt import AdaptRule, pseudo_labels
 from sdk.errors import DescriptionError, SdkError
 
 
-@pytest.fixture(scope="module")
-def bundle(tiny_bundle):
-    return sdk.load(tiny_bundle)
-
-
-@pytest.fixture(scope="module")
-def data(tiny_run):
-    from trainer.config import TrainConfig
-    from trainer.run import open_data
-
-    return open_data(TrainConfig.load(tiny_run / "config.json"), progress=False)
-
-
 def test_rule_takes_frequent_classes_most_frequent_first():
     counts = np.array([5, 1, 0, 3, 3, 2, 9])
     assert AdaptRule(min_count=2).task(counts).tolist() == [0, 3, 4, 5, 6]
@@ -31,37 +18,37 @@ def test_rule_takes_frequent_classes_most_frequent_first():
             AdaptRule(**bad)
 
 
-def test_pseudo_labels_are_the_generic_models_predictions(bundle, data):
-    generic = bundle.generic()
-    assert generic.classes == bundle.classes
-    images = np.asarray(data.val.images[:40])
+def test_pseudo_labels_are_the_generic_models_predictions(tiny_sdk, tiny_data):
+    generic = tiny_sdk.generic()
+    assert generic.classes == tiny_sdk.classes
+    images = np.asarray(tiny_data.val.images[:40])
     np.testing.assert_array_equal(pseudo_labels(generic, images), generic.logits(images).argmax(1))
 
 
-def test_adapting_finds_the_classes_in_view_and_accumulates_counts(bundle, data):
+def test_adapting_finds_the_classes_in_view_and_accumulates_counts(tiny_sdk, tiny_data):
     shown = [0, 9, 17]
-    rows = np.flatnonzero(np.isin(data.train.labels, shown))
-    images = np.asarray(data.train.images[rows])
-    first = bundle.generic().adapt(images[::2])
+    rows = np.flatnonzero(np.isin(tiny_data.train.labels, shown))
+    images = np.asarray(tiny_data.train.images[rows])
+    first = tiny_sdk.generic().adapt(images[::2])
     assert first.pseudo_label_counts.sum() == len(images[::2])
     second = first.adapt(images[1::2])
     assert second.pseudo_label_counts.sum() == len(images)
     assert set(shown) <= set(second.class_indices.tolist())  # the tiny model labels its training images well
     assert len(second.classes) <= 20
-    streamed = sdk.personalize(bundle, stream=[images[::2], images[1::2]])
+    streamed = sdk.personalize(tiny_sdk, stream=[images[::2], images[1::2]])
     assert streamed.classes == second.classes
     np.testing.assert_array_equal(streamed.pseudo_label_counts, second.pseudo_label_counts)
 
 
-def test_adapt_refuses_what_it_cannot_do(bundle, data, monkeypatch):
-    images = np.asarray(data.train.images[:6])
-    few_shot = sdk.personalize(bundle, examples={"a": images[:3], "b": images[3:]})
+def test_adapt_refuses_what_it_cannot_do(tiny_sdk, tiny_data, monkeypatch):
+    images = np.asarray(tiny_data.train.images[:6])
+    few_shot = sdk.personalize(tiny_sdk, examples={"a": images[:3], "b": images[3:]})
     with pytest.raises(SdkError, match="few-shot"):
         few_shot.adapt(images)
     with pytest.raises(DescriptionError, match="only one"):
-        sdk.personalize(bundle, "round shapes", stream=[images])
+        sdk.personalize(tiny_sdk, "round shapes", stream=[images])
     with pytest.raises(SdkError, match="min_count"):
-        sdk.personalize(bundle, stream=[images], min_count=0)
+        sdk.personalize(tiny_sdk, stream=[images], min_count=0)
     monkeypatch.setattr("sdk.adapt.MAX_ADAPT_IMAGES", 5)
     with pytest.raises(SdkError, match="at most 5"):
-        bundle.generic().adapt(images)
+        tiny_sdk.generic().adapt(images)

@@ -11,22 +11,9 @@ from sdk.fewshot import Candidate, Scored, best, candidates
 from sdk.prototypes import CosineHead, leave_one_out_accuracy, leave_one_out_margin, prototype_rows
 
 
-@pytest.fixture(scope="module")
-def bundle(tiny_bundle):
-    return sdk.load(tiny_bundle)
-
-
-@pytest.fixture(scope="module")
-def data(tiny_run):
-    from trainer.config import TrainConfig
-    from trainer.run import open_data
-
-    return open_data(TrainConfig.load(tiny_run / "config.json"), progress=False)
-
-
-def images_of(data, split, wnid, n):
-    s = getattr(data, split)
-    return np.asarray(s.images[np.flatnonzero(s.labels == data.wnids.index(wnid))[:n]])
+def images_of(tiny_data, split, wnid, n):
+    s = getattr(tiny_data, split)
+    return np.asarray(s.images[np.flatnonzero(s.labels == tiny_data.wnids.index(wnid))[:n]])
 
 
 def test_leave_one_out_accuracy_leaves_the_point_itself_out():
@@ -57,9 +44,9 @@ def test_best_breaks_ties_by_margin_then_order():
     assert best([Scored(c, 0.7, 0.0), Scored(c, 0.7, 0.0)]) == 0
 
 
-def test_candidates_are_description_names_uniform_then_each_basis(bundle):
-    pool = candidates(bundle, ["red disc", "a moth"], "round shapes")
-    q = bundle.num_bases
+def test_candidates_are_description_names_uniform_then_each_basis(tiny_sdk):
+    pool = candidates(tiny_sdk, ["red disc", "a moth"], "round shapes")
+    q = tiny_sdk.num_bases
     assert [c.name for c in pool] == ["mixer: description", "mixer: class names", "uniform",
                                       *(f"basis {b}" for b in range(q))]
     for c in pool:
@@ -67,18 +54,18 @@ def test_candidates_are_description_names_uniform_then_each_basis(bundle):
     assert np.array_equal(pool[3].alpha[:, 0], np.ones(4)) and pool[3].alpha[:, 1:].sum() == 0
 
 
-def test_enrollment_selects_the_best_candidate_and_classifies_unseen_names(bundle, data):
-    wnids = data.wnids[:3]
-    examples = {f"my thing {i}": images_of(data, "train", w, 5) for i, w in enumerate(wnids)}
-    model = sdk.personalize(bundle, examples=examples)
+def test_enrollment_selects_the_best_candidate_and_classifies_unseen_names(tiny_sdk, tiny_data):
+    wnids = tiny_data.wnids[:3]
+    examples = {f"my thing {i}": images_of(tiny_data, "train", w, 5) for i, w in enumerate(wnids)}
+    model = sdk.personalize(tiny_sdk, examples=examples)
     assert model.classes == list(examples) and model.head == "cosine"
     assert model.class_indices.tolist() == [-1, -1, -1]  # names the bundle does not know
     scores = {line.split(": leave-one-out")[0]: float(line.split("accuracy ")[1].split(",")[0])
               for line in model.resolution[1:-1]}
-    assert len(scores) == bundle.num_bases + 2
+    assert len(scores) == tiny_sdk.num_bases + 2
     chosen = model.resolution[-1].split("'")[1]
     assert scores[chosen] == max(scores.values())
-    val = np.concatenate([images_of(data, "val", w, 4) for w in wnids])
+    val = np.concatenate([images_of(tiny_data, "val", w, 4) for w in wnids])
     truth = np.repeat(np.arange(3), 4)
     accuracy = np.mean(model.logits(val).argmax(1) == truth)
     assert accuracy > 0.5, accuracy  # chance: 1/3
@@ -88,29 +75,29 @@ def test_enrollment_selects_the_best_candidate_and_classifies_unseen_names(bundl
         assert model.timings[key] >= 0
 
 
-def test_names_the_bundle_knows_keep_their_class_index(bundle, data):
-    name = bundle.classes[0]
-    model = sdk.personalize(bundle, examples={name: images_of(data, "train", data.wnids[0], 3),
-                                              "something else": images_of(data, "train", data.wnids[5], 3)})
+def test_names_the_bundle_knows_keep_their_class_index(tiny_sdk, tiny_data):
+    name = tiny_sdk.classes[0]
+    model = sdk.personalize(tiny_sdk, examples={name: images_of(tiny_data, "train", tiny_data.wnids[0], 3),
+                                              "something else": images_of(tiny_data, "train", tiny_data.wnids[5], 3)})
     assert model.class_indices.tolist() == [0, -1]
 
 
-def test_a_description_adds_its_candidate(bundle, data):
-    examples = {w: images_of(data, "train", w, 3) for w in data.wnids[:2]}
-    model = sdk.personalize(bundle, "round shapes", examples=examples)
+def test_a_description_adds_its_candidate(tiny_sdk, tiny_data):
+    examples = {w: images_of(tiny_data, "train", w, 3) for w in tiny_data.wnids[:2]}
+    model = sdk.personalize(tiny_sdk, "round shapes", examples=examples)
     assert any(line.startswith("mixer: description:") for line in model.resolution)
-    assert model.classes == data.wnids[:2]
+    assert model.classes == tiny_data.wnids[:2]
 
 
-def test_the_exported_network_computes_the_cosine_head(bundle, data, tmp_path):
+def test_the_exported_network_computes_the_cosine_head(tiny_sdk, tiny_data, tmp_path):
     pytest.importorskip("torch")
     import torch
 
     from export.personalized import PersonalizedNetwork
 
-    examples = {w: images_of(data, "train", w, 3) for w in data.wnids[:4]}
-    model = sdk.personalize(bundle, examples=examples, temperature=5.0)
-    val = np.concatenate([images_of(data, "val", w, 2) for w in data.wnids[:4]])
+    examples = {w: images_of(tiny_data, "train", w, 3) for w in tiny_data.wnids[:4]}
+    model = sdk.personalize(tiny_sdk, examples=examples, temperature=5.0)
+    val = np.concatenate([images_of(tiny_data, "val", w, 2) for w in tiny_data.wnids[:4]])
     with torch.no_grad():
         torch_logits = PersonalizedNetwork.of(model)(torch.from_numpy(model.preprocessing.normalize(val))).numpy()
     np.testing.assert_allclose(torch_logits, model.logits(val), atol=1e-4)
@@ -119,8 +106,8 @@ def test_the_exported_network_computes_the_cosine_head(bundle, data, tmp_path):
     assert json.loads(path.with_name("mine.pte.json").read_text())["head"] == "cosine"
 
 
-def test_bad_examples_raise_typed_errors(bundle, data, monkeypatch):
-    a, b = images_of(data, "train", data.wnids[0], 3), images_of(data, "train", data.wnids[1], 3)
+def test_bad_examples_raise_typed_errors(tiny_sdk, tiny_data, monkeypatch):
+    a, b = images_of(tiny_data, "train", tiny_data.wnids[0], 3), images_of(tiny_data, "train", tiny_data.wnids[1], 3)
     cases = [
         ({"a": a}, ExamplesError, "2 to"),
         ([("a", a), ("b", b)], ExamplesError, "mapping"),
@@ -137,12 +124,12 @@ def test_bad_examples_raise_typed_errors(bundle, data, monkeypatch):
     ]
     for examples, error, words in cases:
         with pytest.raises(error, match=words):
-            sdk.personalize(bundle, examples=examples)
+            sdk.personalize(tiny_sdk, examples=examples)
     assert issubclass(ExamplesError, DescriptionError)
     with pytest.raises(ExamplesError, match="temperature"):
-        sdk.personalize(bundle, examples={"a": a, "b": b}, temperature=float("nan"))
+        sdk.personalize(tiny_sdk, examples={"a": a, "b": b}, temperature=float("nan"))
     with pytest.raises(DescriptionError, match="description, examples"):
-        sdk.personalize(bundle)
+        sdk.personalize(tiny_sdk)
     monkeypatch.setattr("sdk.fewshot.MAX_EXAMPLES", 5)
     with pytest.raises(ExamplesError, match="at most 5"):
-        sdk.personalize(bundle, examples={"a": a, "b": b})
+        sdk.personalize(tiny_sdk, examples={"a": a, "b": b})
