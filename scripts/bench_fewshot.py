@@ -37,14 +37,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sdk  # noqa: E402
-from sdk.fewshot import Scored, best, candidate_features, candidates, fixed_candidates  # noqa: E402
-from sdk.prototypes import CosineHead, leave_one_out_accuracy, leave_one_out_margin, prototype_rows  # noqa: E402
+from sdk.fewshot import Candidate, best, candidate_features, candidates, fixed_candidates, score  # noqa: E402
+from sdk.prototypes import DEFAULT_TEMPERATURE, CosineHead, prototype_rows  # noqa: E402
 from sdk.text_encoder import primary_name  # noqa: E402
 
 
 def proto_accuracy(support: np.ndarray, support_labels: np.ndarray, query: np.ndarray, query_labels: np.ndarray,
                    k: int) -> float:
-    head = CosineHead(prototype_rows(support, support_labels, k, 10.0))
+    head = CosineHead(prototype_rows(support, support_labels, k, DEFAULT_TEMPERATURE))
     return 100.0 * float(np.mean(head.logits(query).argmax(1) == query_labels))
 
 
@@ -61,9 +61,7 @@ class Features:
         self.bundle, self.stage1, self.preprocessing = bundle, stage1, preprocessing
 
     def of_alpha(self, alpha: np.ndarray, images: np.ndarray) -> np.ndarray:
-        out = [candidate_features(self.bundle, alpha, self.preprocessing.normalize(images[i:i + 2000]))[1]
-               for i in range(0, len(images), 2000)]
-        return np.concatenate(out)
+        return candidate_features(self.bundle, alpha, images)[1]
 
     def of_stage1(self, images: np.ndarray, logits: bool = False) -> np.ndarray:
         import torch
@@ -79,9 +77,7 @@ class Features:
 
 def select(support: dict[str, np.ndarray], labels: np.ndarray, names: list[str]) -> str:
     """The candidate `sdk.fewshot.enroll` would pick, from precomputed support features by name."""
-    scored = [Scored(None, leave_one_out_accuracy(support[n], labels), leave_one_out_margin(support[n], labels))
-              for n in names]
-    return names[best(scored)]
+    return names[best([score(Candidate(n, None), support[n], labels) for n in names])]
 
 
 def unseen_tasks(features: Features, bundle, data, held: list[str], tasks: int, shots_list: list[int],
@@ -153,9 +149,8 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
         s_index = np.concatenate([np.arange(c * shots, (c + 1) * shots) for c in task])
         s_labels = np.repeat(np.arange(len(task)), shots)
         mixer = candidates(bundle, names, None)[0]
-        network, s_mixer = candidate_features(bundle, mixer.alpha, bundle.preprocessing.normalize(
-            support_images[s_index]))
-        q_mixer = features.of_alpha(mixer.alpha, val_images[query])
+        both = features.of_alpha(mixer.alpha, np.concatenate([support_images[s_index], val_images[query]]))
+        s_mixer, q_mixer = both[:len(s_index)], both[len(s_index):]  # one fusion for support and query
         feats = {mixer.name: (s_mixer, q_mixer), **{n: (f[0][s_index], f[1][query]) for n, f in static.items()}}
         order = [mixer.name, *(c.name for c in pool)]
         chosen = select({n: feats[n][0] for n in order}, s_labels, order)
@@ -164,10 +159,9 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
                                                                     q_labels, len(task)))
         rows.setdefault("classifier_selection", []).append(
             100.0 * float(np.mean(stage1_logits[query][:, task].argmax(1) == q_labels)))
-        fc = bundle.fused_weights(mixer.alpha)
-        logits = q_mixer @ fc["fc.weight"][task].T + fc["fc.bias"][task]
+        fc_weight, fc_bias = bundle.bundle.bases.mixed_head(mixer.alpha)
+        logits = q_mixer @ fc_weight[task].T + fc_bias[task]
         rows.setdefault("taper_classifier", []).append(100.0 * float(np.mean(logits.argmax(1) == q_labels)))
-        del network
         if t % 20 == 0:
             print(f"[seen] task {t}: " + ", ".join(f"{k} {np.mean(v):.2f}" for k, v in rows.items()), flush=True)
     return {k: interval(v) for k, v in rows.items()}, picks
@@ -196,15 +190,15 @@ def main() -> None:
     args = parser.parse_args()
 
     from trainer.config import TrainConfig
-    from trainer.data.holdout import held_out_classes
-    from trainer.run import load_model, open_all_data, open_data
+    from trainer.data.holdout import held_out_classes, without_classes
+    from trainer.run import load_model, network_config, open_all_data
 
     config = TrainConfig.load(args.run / "config.json")
     if not config.holdout_classes:
         raise SystemExit(f"{args.run} was trained on every class (holdout_classes=0): no unseen classes to test")
     all_data = open_all_data(config, progress=False)
     held = held_out_classes(all_data.hierarchy, config.holdout_classes)
-    seen = open_data(config, progress=False)
+    seen = without_classes(all_data, held)  # what the run trained on (trainer.run.open_data)
     with tempfile.TemporaryDirectory() as tmp:
         path = args.bundle
         if path is None:
@@ -214,10 +208,7 @@ def main() -> None:
         bundle = sdk.load(path).warm_up()
         if len(bundle.classes) != seen.num_classes:
             raise SystemExit(f"the bundle has {len(bundle.classes)} classes, the run trained {seen.num_classes}")
-        from trainer.run import make_context
-
-        ctx = make_context(args.run, config, progress=False)
-        stage1 = load_model(ctx.model_config, args.run / "stage1" / "model.safetensors")
+        stage1 = load_model(network_config(config, seen.num_classes), args.run / "stage1" / "model.safetensors")
         features = Features(bundle, stage1, bundle.preprocessing)
         start = time.perf_counter()
         unseen, unseen_picks = unseen_tasks(features, bundle, all_data, held, args.tasks, [5, 1], args.seed)

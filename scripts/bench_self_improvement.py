@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sdk  # noqa: E402
-from sdk.adapt import AdaptRule  # noqa: E402
+from sdk.adapt import AdaptRule, adapt  # noqa: E402
 
 
 def accuracy(model: sdk.PersonalizedModel, images: np.ndarray, labels: np.ndarray) -> float:
@@ -78,8 +78,7 @@ def main() -> None:
         previous = set(model.class_indices.tolist())
         for b in range(args.batches + 1):
             if b:
-                model = model.adapt(images[(b - 1) * args.batch: b * args.batch], rule.min_count, rule.max_classes,
-                                    rule.min_classes, rule.pad_to)
+                model = adapt(model, images[(b - 1) * args.batch: b * args.batch], rule)
             chosen = set(model.class_indices.tolist())
             hits = len(chosen & set(task.tolist()))
             for key, value in (("accuracy", accuracy(model, test_images, test_labels)), ("size", len(chosen)),

@@ -29,6 +29,7 @@ import numpy as np
 from .engine import HEAD_BIAS, HEAD_WEIGHT, Network
 from .errors import SdkError
 from .images import to_uint8_batch
+from .model import run_in_batches
 from .tasks import TaskOptions
 
 # Most images labelled per adapt() call: bounds the time of one call (the counts keep all batches).
@@ -46,8 +47,9 @@ class AdaptRule:
     def __post_init__(self) -> None:
         for name in ("min_count", "max_classes", "min_classes", "pad_to"):
             value = getattr(self, name)
-            if type(value) is not int or value < (0 if name == "pad_to" else 1):
-                raise SdkError(f"{name} must be a positive integer, got {value!r}")
+            least = 0 if name == "pad_to" else 1
+            if type(value) is not int or value < least:
+                raise SdkError(f"{name} must be an integer of at least {least}, got {value!r}")
         if self.min_classes > self.max_classes:
             raise SdkError(f"min_classes ({self.min_classes}) is larger than max_classes ({self.max_classes})")
 
@@ -63,21 +65,18 @@ def pseudo_labels(model, images: np.ndarray) -> np.ndarray:
     """Each image's most likely class over every class of the bundle, with `model`'s backbone."""
     bundle = model.source
     weight, bias = bundle.bundle.bases.mixed_head(model.alpha)
+    # The model's own backbone (its session and bound weights) with every class's row as the head.
     network = Network(model.network.session, {**model.network.weights,
                                               HEAD_WEIGHT: np.ascontiguousarray(weight, np.float32),
                                               HEAD_BIAS: np.ascontiguousarray(bias, np.float32)})
-    from .model import PREDICT_BATCH
-
-    labels = [network.run(model.preprocessing.normalize(images[i:i + PREDICT_BATCH])).argmax(1)
-              for i in range(0, len(images), PREDICT_BATCH)]
-    return np.concatenate(labels)
+    return run_in_batches(network, images, model.preprocessing).argmax(1)
 
 
 def adapt(model, images, rule: AdaptRule | None = None):
     """The model re-personalized for what `images` (and the batches it adapted to before) show."""
     rule = rule or AdaptRule()
     bundle = model.source
-    if bundle is None or model.head != "linear" or not isinstance(model.network, Network):
+    if bundle is None or model.head != "linear":
         raise SdkError("adapt() needs a model from sdk.personalize with a description or bundle.generic() "
                        "(a few-shot model's classes are the user's own)")
     batch = to_uint8_batch(images, model.preprocessing.input_size)[0]

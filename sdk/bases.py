@@ -193,10 +193,15 @@ class CompactBases:
                 out[name] = row
         return out
 
+    @property
+    def classifier(self) -> LayerBases:
+        """The classifier's stored bases (the one layer without batch norm)."""
+        return next(lb for lb in self.layers if lb.layer.batch_norm is None)
+
     def mixed_head(self, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The classifier alone mixed with alpha [4, Q]: weight [classes, C] and bias [classes] (the
-        reference fusion of the one layer without batch norm)."""
-        fc = next(lb for lb in self.layers if lb.layer.batch_norm is None)
+        reference fusion of that one layer)."""
+        fc = self.classifier
         a = np.asarray(alpha, np.float32)[fc.layer.block]
         return fc.mixed_weight(a).reshape(fc.layer.shape), fc.mixed_channels(a)[0]
 

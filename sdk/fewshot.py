@@ -20,7 +20,6 @@ bundle never saw work. A description only adds its candidate: the task's classes
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,20 +27,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PIL import Image
 
+from .architecture import NUM_BLOCKS
+from .engine import Network
 from .errors import DescriptionError, ExamplesError
 from .images import to_uint8_batch
-from .mixer import predict_alpha
-from .model import PREDICT_BATCH, PersonalizedModel
+from .mixer import uniform_alpha
+from .model import PersonalizedModel, run_in_batches
 from .prototypes import (
     DEFAULT_TEMPERATURE,
     CosineHead,
     CosineNetwork,
-    FeatureNetwork,
     leave_one_out_accuracy,
     leave_one_out_margin,
+    open_feature_network,
     prototype_rows,
 )
-from .tasks import MAX_DESCRIPTION_CHARS, TaskOptions, check_text, normalize_name
+from .stopwatch import Stopwatch
+from .tasks import MAX_DESCRIPTION_CHARS, TaskOptions, check_text, normalize_name, unit_mean
 
 if TYPE_CHECKING:
     from .runtime import TaperBundle
@@ -80,6 +82,7 @@ def read_examples(examples: Mapping, input_size: int) -> Examples:
     if not 2 <= len(examples) <= MAX_EXAMPLE_CLASSES:
         raise ExamplesError(f"examples need 2 to {MAX_EXAMPLE_CLASSES} classes, got {len(examples)}")
     seen: dict[str, str] = {}
+    total = 0
     for name, images in examples.items():
         if not isinstance(name, str):
             raise ExamplesError(f"class names must be strings, got {type(name).__name__}")
@@ -97,8 +100,8 @@ def read_examples(examples: Mapping, input_size: int) -> Examples:
         count = _count(images)
         if count < 2:
             raise ExamplesError(f"class {name!r} has {count} image(s): leave-one-out selection needs at least 2")
-    total = sum(_count(images) for images in examples.values())
-    if total > MAX_EXAMPLES:
+        total += count
+    if total > MAX_EXAMPLES:  # checked before anything is decoded
         raise ExamplesError(f"at most {MAX_EXAMPLES} example images in all, got {total}")
     batches = [to_uint8_batch(images, input_size)[0] for images in examples.values()]
     labels = np.concatenate([np.full(len(b), k, np.int64) for k, b in enumerate(batches)])
@@ -123,17 +126,16 @@ def candidates(bundle: TaperBundle, names: list[str], description: str | None,
     out = []
     if description is not None:
         task = bundle.resolver.resolve(description, options)
-        out.append(Candidate("mixer: description", _alpha(bundle, task.embedding)))
-    out.append(Candidate("mixer: class names", _alpha(bundle, names_embedding(bundle, names))))
+        out.append(Candidate("mixer: description", bundle.alpha_for(task.embedding)))
+    out.append(Candidate("mixer: class names", bundle.alpha_for(names_embedding(bundle, names))))
     return out + fixed_candidates(bundle.num_bases)
 
 
 def fixed_candidates(num_bases: int) -> list[Candidate]:
     """The candidates that do not depend on the task: the uniform mix, then each basis alone."""
-    q = num_bases
-    out = [Candidate("uniform", np.full((4, q), 1 / q, np.float32))]
-    for b in range(q):
-        alpha = np.zeros((4, q), np.float32)
+    out = [Candidate("uniform", uniform_alpha(num_bases))]
+    for b in range(num_bases):
+        alpha = np.zeros((NUM_BLOCKS, num_bases), np.float32)
         alpha[:, b] = 1
         out.append(Candidate(f"basis {b}", alpha))
     return out
@@ -147,30 +149,27 @@ def names_embedding(bundle: TaperBundle, names: list[str]) -> np.ndarray:
     for name in names:
         index = resolver.by_name.get(normalize_name(name))
         rows.append(resolver.embeddings[index] if index is not None else bundle.embedder(name))
-    mean = np.mean(rows, axis=0)
-    return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+    return unit_mean(rows)
 
 
-def _alpha(bundle: TaperBundle, embedding: np.ndarray) -> np.ndarray:
-    spec = bundle.mixer_spec
-    return predict_alpha(bundle.bundle.mixer, spec.layers, spec.blocks, bundle.num_bases, embedding)
-
-
-def candidate_features(bundle: TaperBundle, alpha: np.ndarray, normalized: np.ndarray,
-                       timings: dict[str, float] | None = None) -> tuple[FeatureNetwork, np.ndarray]:
-    """The feature network of one mixture and its features [N, C] of normalized images [N, 3, S, S]."""
-    timings = {} if timings is None else timings
-    start = time.perf_counter()
+def candidate_features(bundle: TaperBundle, alpha: np.ndarray, images: np.ndarray,
+                       watch: Stopwatch | None = None) -> tuple[Network, np.ndarray]:
+    """The feature network of one mixture and its features [N, C] of uint8 images [N, S, S, 3];
+    `watch` gets the "fuse_fold" and "features" laps."""
+    watch = watch or Stopwatch()
     engine = bundle.engine
     with engine.weight_buffer() as target:
         engine.fuse_and_fold(alpha, target)
-        network = FeatureNetwork(engine, target)
-    mid = time.perf_counter()
-    features = np.concatenate([network.run(normalized[i:i + PREDICT_BATCH])
-                               for i in range(0, len(normalized), PREDICT_BATCH)])
-    timings["fuse_fold"] = timings.get("fuse_fold", 0.0) + (mid - start) * 1000
-    timings["features"] = timings.get("features", 0.0) + (time.perf_counter() - mid) * 1000
+        network = open_feature_network(engine, target)
+    watch.lap("fuse_fold")
+    features = run_in_batches(network, images, bundle.preprocessing)
+    watch.lap("features")
     return network, features
+
+
+def score(candidate: Candidate, features: np.ndarray, labels: np.ndarray) -> Scored:
+    """The proxy's score of a candidate from its features of the examples."""
+    return Scored(candidate, leave_one_out_accuracy(features, labels), leave_one_out_margin(features, labels))
 
 
 def best(scored: list[Scored]) -> int:
@@ -185,36 +184,29 @@ def enroll(bundle: TaperBundle, examples: Mapping, description: str | None = Non
     if not isinstance(temperature, (int, float)) or not 0 < temperature <= 1000:
         raise ExamplesError(f"temperature must be a number in (0, 1000], got {temperature!r}")
     bundle.bundle.check_unchanged()
-    timings: dict[str, float] = {}
-    start = time.perf_counter()
+    watch = Stopwatch()
     data = read_examples(examples, bundle.preprocessing.input_size)
-    normalized = bundle.preprocessing.normalize(data.images)
-    timings["images"] = (time.perf_counter() - start) * 1000
-    t = time.perf_counter()
+    watch.lap("images")
     pool = candidates(bundle, data.names, description, options)
-    timings["candidates"] = (time.perf_counter() - t) * 1000
-    t = time.perf_counter()
-    if bundle._compile_engine():
-        timings["compile"] = (time.perf_counter() - t) * 1000  # once per bundle, unless warm_up() did it
+    watch.lap("candidates")
+    if bundle.compile_engine():
+        watch.lap("compile")  # once per bundle, unless warm_up() did it
     scored, kept, kept_features = [], None, None
     for candidate in pool:
-        network, features = candidate_features(bundle, candidate.alpha, normalized, timings)
-        t = time.perf_counter()
-        scored.append(Scored(candidate, leave_one_out_accuracy(features, data.labels),
-                             leave_one_out_margin(features, data.labels)))
+        network, features = candidate_features(bundle, candidate.alpha, data.images, watch)
+        scored.append(score(candidate, features, data.labels))
         if best(scored) == len(scored) - 1:  # keep only the best network so far (one weight buffer)
             kept, kept_features = network, features
-        timings["score"] = timings.get("score", 0.0) + (time.perf_counter() - t) * 1000
+        watch.lap("score")
     winner = scored[best(scored)]
     weight = prototype_rows(kept_features, data.labels, len(data.names), float(temperature))
     bias = np.zeros(len(data.names), np.float32)
-    timings = {k: round(v, 3) for k, v in timings.items()}
-    timings["total"] = round((time.perf_counter() - start) * 1000, 3)
+    watch.lap("head")
     resolution = [f"{len(data.names)} classes from {len(data.labels)} example images",
                   *(f"{s.candidate.name}: leave-one-out 1-NN accuracy {s.accuracy:.3f}, margin {s.margin:.3f}"
                     for s in scored),
                   f"selected {winner.candidate.name!r}"]
     known = [bundle.resolver.by_name.get(normalize_name(n), -1) for n in data.names]
     return PersonalizedModel(CosineNetwork(kept, CosineHead(weight)), weight, bias, np.array(known, np.int64),
-                             data.names, data.names, bundle.preprocessing, winner.candidate.alpha, timings,
+                             data.names, data.names, bundle.preprocessing, winner.candidate.alpha, watch.total(),
                              resolution, bundle, head="cosine")

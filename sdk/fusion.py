@@ -191,7 +191,7 @@ class FusionPlan:
         kernel = kernel or NUMPY
         if tile_floats == "kernel":
             tile_floats = kernel.tile_floats
-        fc = next(lb for lb in bases.layers if lb.layer.batch_norm is None)
+        fc = bases.classifier
         cursor = aligned(graph_floats)
         head = (Placement("fc.weight", fc.layer.shape, cursor),
                 Placement("fc.bias", (fc.layer.rows,), aligned(cursor + math.prod(fc.layer.shape))))

@@ -10,6 +10,11 @@ import numpy as np
 from .architecture import BN_EPS, NUM_BLOCKS
 
 
+def uniform_alpha(num_bases: int) -> np.ndarray:
+    """alpha [4, Q] averaging the bases equally in every block (the generic model, a few-shot candidate)."""
+    return np.full((NUM_BLOCKS, num_bases), 1 / num_bases, np.float32)
+
+
 def predict_alpha(tensors: dict[str, np.ndarray], layers: int, blocks: int, num_bases: int,
                   embedding: np.ndarray) -> np.ndarray:
     x = np.asarray(embedding, np.float32).reshape(1, -1)

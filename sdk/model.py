@@ -76,10 +76,14 @@ class PersonalizedModel:
         return results[0] if single else results
 
     def _logits(self, batch: np.ndarray) -> np.ndarray:
-        out = []
-        for i in range(0, len(batch), PREDICT_BATCH):
-            out.append(self.network.run(self.preprocessing.normalize(batch[i:i + PREDICT_BATCH])))
-        return np.concatenate(out)
+        return run_in_batches(self.network, batch, self.preprocessing)
+
+
+def run_in_batches(network: Network | CosineNetwork, images: np.ndarray, preprocessing: Preprocessing) -> np.ndarray:
+    """network.run over uint8 images [N, S, S, 3], normalized and run PREDICT_BATCH at a time (bounds the
+    float32 copy and the activations)."""
+    return np.concatenate([network.run(preprocessing.normalize(images[i:i + PREDICT_BATCH]))
+                           for i in range(0, len(images), PREDICT_BATCH)])
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:

@@ -69,23 +69,17 @@ class CosineHead:
         return l2_normalize(features) @ self.weight.T
 
 
-class FeatureNetwork:
-    """Images -> penultimate features: a personalized network whose head is the identity (a [C, C] Gemm,
-    so the backbone's route and session are reused as they are)."""
-
-    def __init__(self, engine, target) -> None:
-        channels = engine.bases.shapes["fc.weight"][1]
-        self.network: Network = engine.open(target, np.eye(channels, dtype=np.float32),
-                                            np.zeros(channels, np.float32))
-
-    def run(self, images: np.ndarray) -> np.ndarray:
-        return self.network.run(images)
+def open_feature_network(engine, target) -> Network:
+    """A network giving penultimate features: the weights in `target` with the identity as head (a [C, C]
+    Gemm, so the backbone's route and session are reused as they are)."""
+    channels = engine.bases.shapes["fc.weight"][1]
+    return engine.open(target, np.eye(channels, dtype=np.float32), np.zeros(channels, np.float32))
 
 
 @dataclass
 class CosineNetwork:
-    """A feature network with a prototype head: what a few-shot PersonalizedModel runs."""
-    features: FeatureNetwork
+    """A feature network (`open_feature_network`) with a prototype head: what a few-shot model runs."""
+    features: Network
     head: CosineHead
 
     def run(self, images: np.ndarray) -> np.ndarray:

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -23,25 +22,13 @@ from .errors import DescriptionError
 from .fewshot import enroll
 from .folding import fold_batch_norm
 from .graph_check import check_backbone_graph, check_encoder_graph
-from .mixer import predict_alpha
+from .mixer import predict_alpha, uniform_alpha
 from .model import PersonalizedModel
 from .prototypes import DEFAULT_TEMPERATURE
+from .stopwatch import Stopwatch
 from .tasks import TaskOptions, TaskResolver
 from .text_encoder import TextEncoder
 from .tokenizer_check import check_tokenizer_json
-
-
-class Stopwatch:
-    """Milliseconds per step: `lap(name)` records the time since the previous lap (or creation)."""
-
-    def __init__(self) -> None:
-        self.timings: dict[str, float] = {}
-        self._t = time.perf_counter()
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.timings[name] = round((now - self._t) * 1000, 3)
-        self._t = now
 
 
 class PhraseEmbedder:
@@ -112,10 +99,10 @@ class TaperBundle:
         full-width ResNet-18 here)."""
         self.bundle.check_unchanged()
         _ = self.encoder
-        self._compile_engine()
+        self.compile_engine()
         return self
 
-    def _compile_engine(self) -> bool:
+    def compile_engine(self) -> bool:
         """Compile the backbone for this device unless done; True if it was done now."""
         with self._compile_lock:
             if self.engine.compile_tried:
@@ -134,35 +121,36 @@ class TaperBundle:
         watch.lap("resolve")
         resolve = watch.timings.pop("resolve")  # the text encoder's share (0 for names and groups) and the rest
         watch.timings.update(encode=task.encode_ms, resolve=round(resolve - task.encode_ms, 3))
-        spec = self.mixer_spec
-        alpha = predict_alpha(self.bundle.mixer, spec.layers, spec.blocks, self.num_bases, task.embedding)
+        alpha = self.alpha_for(task.embedding)
         watch.lap("mixer")
         return self._model(task.classes, alpha, task.how, watch)
+
+    def alpha_for(self, embedding: np.ndarray) -> np.ndarray:
+        """The mixer's alpha [4, Q] for a task embedding."""
+        spec = self.mixer_spec
+        return predict_alpha(self.bundle.mixer, spec.layers, spec.blocks, self.num_bases, embedding)
 
     def generic(self) -> PersonalizedModel:
         """The model for no task in particular: every class, the uniform mix of the bases (where
         self-improvement starts, `PersonalizedModel.adapt`)."""
         self.bundle.check_unchanged()
-        alpha = np.full((NUM_BLOCKS, self.num_bases), 1 / self.num_bases, np.float32)
-        return self._model(np.arange(len(self.bundle.classes)), alpha,
+        return self._model(np.arange(len(self.bundle.classes)), uniform_alpha(self.num_bases),
                            ["generic: every class, the uniform mix of the bases"], Stopwatch())
 
     def _model(self, classes: np.ndarray, alpha: np.ndarray, how: list[str], watch: Stopwatch) -> PersonalizedModel:
         """Fuse, fold and open the network of `alpha` with the head rows of `classes`, timed by `watch`."""
-        lap, timings = watch.lap, watch.timings
-        if self._compile_engine():
-            lap("compile")  # once per bundle, unless warm_up() did it
+        if self.compile_engine():
+            watch.lap("compile")  # once per bundle, unless warm_up() did it
         with self.engine.weight_buffer() as target:
             self.engine.fuse_and_fold(alpha, target)
-            lap("fuse_fold")  # one pass on the compiled route: each tile is folded right after its GEMV
+            watch.lap("fuse_fold")  # one pass on the compiled route: each tile is folded right after its GEMV
             head_weight = target.head[0][classes]  # fancy indexing: copies
             head_bias = target.head[1][classes]
             network = self.engine.open(target, head_weight, head_bias)
-            lap("session")  # the compiled route creates none: it binds the weights to the shared session
-        timings["total"] = round(sum(timings.values()), 3)
+            watch.lap("session")  # the compiled route creates none: it binds the weights to the shared session
         infos = [self.bundle.classes[i] for i in classes]
         return PersonalizedModel(network, head_weight, head_bias, classes, [c.name for c in infos],
-                                 [c.id for c in infos], self.preprocessing, alpha, timings, how, self)
+                                 [c.id for c in infos], self.preprocessing, alpha, watch.total(), how, self)
 
     def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
         """Every weight of the network mixed with alpha [4, Q], by state-dict name, unfolded (the reference
@@ -234,11 +222,17 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
         if description is not None or examples is not None:
             raise DescriptionError("stream= adapts without a description or examples: give only one of them")
         return adapt_stream(bundle, stream, AdaptRule(**options))
-    unknown = sorted(set(options) - set(TaskOptions.__dataclass_fields__))
-    if unknown:
-        raise DescriptionError(f"unknown options {unknown}; known: {sorted(TaskOptions.__dataclass_fields__)}")
+    options = _known(options, TaskOptions)
     if examples is not None:
         return enroll(bundle, examples, description, TaskOptions(**options), temperature)
     if description is None:
         raise DescriptionError("give a description, examples, or both")
     return bundle.personalize(description, TaskOptions(**options))
+
+
+def _known(options: dict, kind: type) -> dict:
+    """`options` if each is a field of the dataclass `kind`, else DescriptionError naming the others."""
+    unknown = sorted(set(options) - set(kind.__dataclass_fields__))
+    if unknown:
+        raise DescriptionError(f"unknown options {unknown}; known: {sorted(kind.__dataclass_fields__)}")
+    return options

@@ -127,6 +127,12 @@ class Task:
     encode_ms: float = 0.0        # time spent embedding text (part of resolving)
 
 
+def unit_mean(rows) -> np.ndarray:
+    """The normalised mean of embedding rows, float32: a task's embedding from its classes' (as in training)."""
+    mean = np.mean(rows, axis=0)
+    return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+
+
 def normalize_name(text: str) -> str:
     """How names are compared: case, surrounding space and runs of spaces/underscores do not count."""
     return re.sub(r"[\s_]+", " ", text.strip().lower())
@@ -180,9 +186,7 @@ class TaskResolver:
             raise DescriptionError("a description is a string or a list of class names, "
                                    f"not {type(description).__name__}")
         chosen = self._pad(sorted(chosen), options)
-        mean = self.embeddings[chosen].mean(0)
-        return Task(np.array(chosen, np.int64), (mean / max(np.linalg.norm(mean), 1e-12)).astype(np.float32), how,
-                    round(encode * 1000, 3))
+        return Task(np.array(chosen, np.int64), unit_mean(self.embeddings[chosen]), how, round(encode * 1000, 3))
 
     def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool) -> tuple[list[int], str, float]:
         """(class indices, how they were found, seconds spent embedding the phrase)."""

@@ -92,9 +92,14 @@ def class_embeddings(run_dir: Path, names: list[str]) -> np.ndarray:
     return load_state(path)["text"].numpy()
 
 
+def network_config(config: TrainConfig, num_classes: int) -> ResNetConfig:
+    """The ResNet-18 a run of `config` trains, over `num_classes` classes."""
+    return ResNetConfig(config.stem, config.width, num_classes, config.input_size)
+
+
 def make_context(run_dir: Path, config: TrainConfig, progress: bool = True) -> StageContext:
     data = open_data(config, progress)
-    model_config = ResNetConfig(config.stem, config.width, data.num_classes, config.input_size)
+    model_config = network_config(config, data.num_classes)
     return StageContext(config, data, model_config, Preprocessing(config.input_size), JsonLog(run_dir / "log.jsonl"))
 
 

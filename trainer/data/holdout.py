@@ -35,7 +35,8 @@ def without_classes(data: DecodedDataset, held_out: list[str]) -> DecodedDataset
     unknown = sorted(set(held_out) - set(data.wnids))
     if unknown:
         raise DataError(f"held-out classes not in the data: {unknown[:5]}")
-    kept = [w for w in data.wnids if w not in set(held_out)]
+    dropped = set(held_out)
+    kept = [w for w in data.wnids if w not in dropped]
     new_label = np.full(len(data.wnids), -1, np.int64)
     new_label[[data.wnids.index(w) for w in kept]] = np.arange(len(kept))
 
