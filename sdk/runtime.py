@@ -221,7 +221,7 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
     if stream is not None:
         if description is not None or examples is not None:
             raise DescriptionError("stream= adapts without a description or examples: give only one of them")
-        return adapt_stream(bundle, stream, AdaptRule(**options))
+        return adapt_stream(bundle, stream, AdaptRule(**_known(options, AdaptRule)))
     options = _known(options, TaskOptions)
     if examples is not None:
         return enroll(bundle, examples, description, TaskOptions(**options), temperature)

@@ -47,6 +47,8 @@ def test_adapt_refuses_what_it_cannot_do(tiny_sdk, tiny_data, monkeypatch):
         few_shot.adapt(images)
     with pytest.raises(DescriptionError, match="only one"):
         sdk.personalize(tiny_sdk, "round shapes", stream=[images])
+    with pytest.raises(DescriptionError, match="unknown options"):  # a description's option, not a rule's
+        sdk.personalize(tiny_sdk, stream=[images], margin=0.1)
     with pytest.raises(SdkError, match="min_count"):
         sdk.personalize(tiny_sdk, stream=[images], min_count=0)
     monkeypatch.setattr("sdk.adapt.MAX_ADAPT_IMAGES", 5)
