@@ -3,6 +3,8 @@
     python -m trainer run --preset bench --data ../shared/data/tiny-imagenet-200.tar.gz --out runs/bench
     python -m trainer run --preset tiny --out runs/tiny --set stage1_epochs=5
     python -m trainer eval runs/bench
+    python -m trainer run --preset bench --out runs/s2 --reuse-from runs/bench --set stage2_epochs=10 --until stage2
+    python -m trainer bases runs/s2 --out docs/results/stage2_s2.json     # are the bases specialists?
     python -m trainer cache --data ../shared/data/tiny-imagenet-200.tar.gz
     python -m trainer throughput --width 0.5 0.25 --size 64
 """
@@ -34,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
                        help="copy finished stages of another run whose configuration they do not depend on")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config field (value parsed as JSON when it can be)")
+    train.add_argument("--until", choices=("stage1", "stage2", "stage3"), default="stage3",
+                       help="stop after this stage (e.g. stage2 to judge a stage-2 recipe with `bases`)")
+    bases = sub.add_parser("bases", help="stage-2 diagnostics: specialist margins, best single basis, shard router")
+    bases.add_argument("run_dir", type=Path)
+    bases.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     evaluate = sub.add_parser("eval", help="evaluate a finished run; writes <run>/eval.json")
     evaluate.add_argument("run_dir", type=Path)
     evaluate.add_argument("--report", type=Path, default=None,
@@ -67,7 +74,19 @@ def main(argv: list[str] | None = None) -> int:
                 overrides["data"] = args.data
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / "command.txt").write_text(" ".join(["python -m trainer", *(argv or sys.argv[1:])]) + "\n")
-            print(f"run directory: {run(args.out, args.preset, overrides, reuse_from=args.reuse_from)}")
+            out = run(args.out, args.preset, overrides, reuse_from=args.reuse_from, until=args.until)
+            print(f"run directory: {out}")
+        elif args.command == "bases":
+            from .report import evaluate_bases
+
+            result = evaluate_bases(args.run_dir)
+            result["command"] = " ".join(["python -m trainer", *(argv or sys.argv[1:])])
+            result["run_command"] = _run_command(args.run_dir)
+            text = json.dumps(result, indent=1)
+            print(text)
+            if args.out:
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(text + "\n")
         elif args.command == "eval":
             from .report import evaluate_run
             from .results import write_report

@@ -13,19 +13,21 @@ import torch
 from export.text_encoder import cached_text_encoder
 from sdk.text_encoder import TextEncoder, primary_name
 
+from .basis_bank import BasisBank
 from .checkpoints import load_state
 from .config import TrainConfig
 from .data.errors import DataError
 from .data.glosses import read_glosses
 from .data.tasks import TaskSampler
 from .evaluate import Evaluator, pairwise_similarity_correlation
+from .headroom import best_single_basis, mean_margin, shard_router_alpha, shards_per_task, specialist_margins
 from .mixer import MixerPredictor
 from .models import NUM_BLOCKS
 from .run import STAGE3_VARIANTS, load_model, load_stage3, make_context, stage3_dir
 from .task_embedding import TaskEmbedder
 
-ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "shard_basis", "uniform_average",
-             "fixed_uniform", "taper", "bow", "single_mixer", "taper_no_selection"]
+ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "shard_basis", "best_single_basis",
+             "uniform_average", "shard_router", "fixed_uniform", "taper", "bow", "single_mixer", "taper_no_selection"]
 
 
 def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
@@ -53,6 +55,7 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
     shard_logits = [evaluator.logits(b) for b in bases]
     uniform_logits = {name: evaluator.logits(model.bank.state_dict_for(uniform)) for name, model in variants.items()}
     per_protocol: dict[str, dict[str, list[float]]] = {}
+    margins: list[list[float | None]] = []  # per seed, per basis (neighbourhood tasks)
     for protocol, sampler in protocols.items():
         rows: dict[str, list[float]] = {}
         for seed in config.eval_seeds:
@@ -66,10 +69,14 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
             add("classifier_selection", sel)
             add("stage1_selection", evaluator.static(stage1_logits, tasks)[0])
             add("shard_basis", _majority_shard_accuracy(evaluator, shard_logits, shard_of, tasks))
+            add("best_single_basis", best_single_basis(evaluator, shard_logits, tasks))
+            if protocol == "neighbourhood":
+                margins.append(specialist_margins(evaluator, shard_logits, baseline_logits, shard_of, tasks))
             for name, model in variants.items():
                 embedder = TaskEmbedder(STAGE3_VARIANTS[name][0], embeddings)
                 if name == "taper":
                     add("uniform_average", evaluator.static(uniform_logits[name], tasks)[0])
+                    add("shard_router", _router_accuracy(evaluator, model.bank, shard_of, tasks))
                 if model.mixer is None:
                     add(name, evaluator.static(uniform_logits[name], tasks)[0])
                     continue
@@ -118,6 +125,8 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
                                    for k, v in _ordered(per_protocol.get("supercategory", {}))},
         "free_language_accuracy": None if free_language is None else round(free_language, 2),
         "free_language_note": free_language_note or "each class described by its WordNet gloss instead of its name",
+        "specialist_margin": round(mean_margin(_per_basis_mean(margins)), 2),
+        "specialist_margin_per_basis": [_rounded(m) for m in _per_basis_mean(margins)],
         "mixer_task_pearson_r": _rounded(pearson),
         "mixer_task_pearson_r_untrained": _rounded(untrained),
         "wall_time_s": round(sum(metrics.get("wall_time_s", {}).values()), 1),
@@ -154,6 +163,69 @@ def _rounded(value: float | None) -> float | None:
 
 def _ordered(rows: dict[str, list[float]]):
     return sorted(rows.items(), key=lambda kv: ROW_ORDER.index(kv[0]) if kv[0] in ROW_ORDER else 99)
+
+
+def _router_accuracy(evaluator: Evaluator, bank: BasisBank, shard_of: np.ndarray, tasks) -> float:
+    """Accuracy of the parameter-free shard router: alpha = the task's class share per shard, every block."""
+    def state_for(i, task):
+        alpha = torch.from_numpy(shard_router_alpha(shard_of, task, bank.num_bases)).float()
+        return bank.state_dict_for(alpha.expand(NUM_BLOCKS, -1))
+    return evaluator.per_task(state_for, tasks)[0]
+
+
+def _per_basis_mean(margins: list[list[float | None]]) -> list[float | None]:
+    """Mean over seeds of each basis's margin (None where no seed gave it a task)."""
+    out = []
+    for q in range(len(margins[0])):
+        seen = [m[q] for m in margins if m[q] is not None]
+        out.append(float(np.mean(seen)) if seen else None)
+    return out
+
+
+def evaluate_bases(run_dir: Path, progress: bool = True) -> dict:
+    """Stage-2 diagnostics of a run that needs neither stage 3 nor the baseline (issue 12's part 2):
+    each basis's specialist margin, the best single basis, and the uniform average and shard router
+    of the stage-2 bases, against classifier selection with the baseline (or, without one, with the
+    stage-1 network: the bench measured them 0.08 apart), on the neighbourhood tasks of every seed."""
+    config = TrainConfig.load(run_dir / "config.json")
+    ctx = make_context(run_dir, config, progress)
+    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class)
+    has_baseline = (run_dir / "baseline" / "model.safetensors").exists()
+    reference = load_model(ctx.model_config, run_dir / ("baseline" if has_baseline else "stage1") / "model.safetensors")
+    bases = [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)]
+    shard_of = np.array(json.loads((run_dir / "stage2" / "shards.json").read_text())["shard_of_class"])
+    bank = BasisBank.from_state_dicts(ctx.model_config, bases)
+    uniform = torch.full((NUM_BLOCKS, config.num_bases), 1.0 / config.num_bases)
+    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
+    start = time.perf_counter()
+    reference_logits = evaluator.logits(reference.state_dict())
+    basis_logits = [evaluator.logits(b) for b in bases]
+    uniform_logits = evaluator.logits(bank.state_dict_for(uniform))
+    rows: dict[str, list[float]] = {}
+    margins, alignment = [], []
+    for seed in config.eval_seeds:
+        tasks = sampler.evaluation_tasks(seed)
+        for name, value in (("reference", evaluator.static(reference_logits, tasks)[0]),
+                            ("shard_basis", _majority_shard_accuracy(evaluator, basis_logits, shard_of, tasks)),
+                            ("best_single_basis", best_single_basis(evaluator, basis_logits, tasks)),
+                            ("uniform_average", evaluator.static(uniform_logits, tasks)[0]),
+                            ("shard_router", _router_accuracy(evaluator, bank, shard_of, tasks))):
+            rows.setdefault(name, []).append(value)
+        margins.append(specialist_margins(evaluator, basis_logits, reference_logits, shard_of, tasks))
+        alignment.append(shards_per_task(shard_of, tasks))
+        if progress:
+            print(f"[bases] seed {seed}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rows.items()), flush=True)
+    per_basis = _per_basis_mean(margins)
+    return {
+        "reference": "classifier_selection" if has_baseline else "stage1_selection",
+        "accuracy": {k: round(float(np.mean(v)), 2) for k, v in rows.items()},
+        "accuracy_std": {k: round(float(np.std(v)), 2) for k, v in rows.items()},
+        "specialist_margin": round(mean_margin(per_basis), 2),
+        "specialist_margin_per_basis": [_rounded(m) for m in per_basis],
+        "task_shard_alignment": {k: round(float(np.mean([a[k] for a in alignment])), 3) for k in alignment[0]},
+        "eval_time_s": round(time.perf_counter() - start, 1),
+        "config": config.to_dict(),
+    }
 
 
 def _majority_shard_accuracy(evaluator: Evaluator, shard_logits, shard_of: np.ndarray, tasks) -> float:

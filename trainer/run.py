@@ -129,7 +129,7 @@ REUSABLE = {  # output -> the config fields it depends on
     "stage1": STAGE1_FIELDS,
     "baseline": STAGE1_FIELDS + ("stage2_epochs", "stage3_epochs", "stage3_lr"),
     "stage2": STAGE1_FIELDS + ("num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction",
-                                "stage2_logit_adjust"),
+                                "stage2_logit_adjust", "stage2_distill"),
 }
 
 
@@ -173,8 +173,15 @@ def stage3_dir(variant: str) -> str:
     return "stage3" if variant == "taper" else f"stage3_{variant}"
 
 
+STAGES = ("stage1", "stage2", "stage3")
+
+
 def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None, progress: bool = True,
-        reuse_from: Path | None = None) -> Path:
+        reuse_from: Path | None = None, until: str = "stage3") -> Path:
+    """Train (or resume) a run; `until` stops after that stage (the baseline belongs to stage 1's side:
+    it is trained with stage 1 unless `baseline` is false)."""
+    if until not in STAGES:
+        raise ValueError(f"until must be one of {STAGES}, got {until!r}")
     distributed.init()
     run_dir.mkdir(parents=True, exist_ok=True)
     config = resolve_config(run_dir, preset, overrides or {})
@@ -204,7 +211,11 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
     if config.baseline:
         timed("baseline", lambda: _cached_model(ctx, run_dir / "baseline",
                                                 lambda d: train_continuation(ctx, d, stage1)))
+    if until == "stage1":
+        return run_dir
     bases = timed("stage2", lambda: _stage2(ctx, run_dir, stage1))
+    if until == "stage2":
+        return run_dir
     sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k, mode=config.task_mode)
     for variant in ("taper", *config.ablations):
         timed(f"stage3_{variant}", lambda v=variant: _stage3(ctx, run_dir, v, bases, embeddings, sampler))

@@ -64,8 +64,12 @@ def stage2_class_prior(num_classes: int, shard_classes: np.ndarray, general_frac
     return torch.from_numpy(prior).float()
 
 
+DISTILL_TEMPERATURE = 2.0  # Hinton et al.'s soft targets; the KL term is scaled by T^2 to keep its gradient size
+
+
 def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                generator: torch.Generator, data_parallel: bool, log_prior: torch.Tensor | None = None):
+                generator: torch.Generator, data_parallel: bool, log_prior: torch.Tensor | None = None,
+                teacher: torch.nn.Module | None = None, distill: float = 0.0):
     def step(batch) -> dict:
         images, labels = ctx.rank_slice(*batch) if data_parallel else batch
         x = ctx.augment(images, generator).contiguous(memory_format=torch.channels_last)
@@ -73,6 +77,12 @@ def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.opti
         # Logit adjustment (Menon et al., 2021): training on logits + log prior makes the raw logits
         # estimate the class-balanced posterior, so the basis does not learn the batch's skewed prior.
         loss = F.cross_entropy(logits if log_prior is None else logits + log_prior, labels)
+        if teacher is not None and distill > 0:
+            with torch.no_grad():
+                soft = F.log_softmax(teacher(x) / DISTILL_TEMPERATURE, dim=1)
+            kl = F.kl_div(F.log_softmax(logits / DISTILL_TEMPERATURE, dim=1), soft, log_target=True,
+                          reduction="batchmean")
+            loss = (1 - distill) * loss + distill * DISTILL_TEMPERATURE ** 2 * kl
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -83,10 +93,12 @@ def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.opti
 
 def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18, epochs: float, lr: float,
                 classes_for_half: np.ndarray | None = None, general_fraction: float = 1.0,
-                data_parallel: bool = True, logit_adjust: bool = False) -> ResNet18:
+                data_parallel: bool = True, logit_adjust: bool = False, teacher: ResNet18 | None = None,
+                distill: float = 0.0) -> ResNet18:
     """Cross-entropy training of one network; with `classes_for_half`, a (1 - general_fraction) share of
     every batch comes from those classes only (stage 2), and `logit_adjust` corrects the loss for that
-    skewed class prior. data_parallel=False: this rank trains it alone."""
+    skewed class prior; `distill` > 0 adds a KL term to a frozen `teacher`'s predictions.
+    data_parallel=False: this rank trains it alone."""
     cfg = ctx.config
     model = model.to(memory_format=torch.channels_last).train()
     wrapped = distributed.wrap(model) if data_parallel else model
@@ -98,15 +110,19 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
         if classes_for_half is None:
             return plain_batches(ctx.data.train, cfg.batch_size, rng, n)
         n_general = round(cfg.batch_size * general_fraction)
-        general = plain_batches(ctx.data.train, n_general, rng, n)
         special = plain_batches(ctx.data.train, cfg.batch_size - n_general, rng, n, classes=classes_for_half)
+        if n_general == 0:  # shard-only batches
+            return special
+        general = plain_batches(ctx.data.train, n_general, rng, n)
         return ((torch.cat([a[0], b[0]]), torch.cat([a[1], b[1]])) for a, b in zip(general, special, strict=True))
 
     log_prior = None
     if logit_adjust and classes_for_half is not None:
         log_prior = stage2_class_prior(ctx.data.num_classes, classes_for_half, general_fraction).log()
     run_epochs(stage_dir, stage, cfg, epochs, steps_per_epoch, make_batches,
-               _plain_step(ctx, wrapped, optimizer, generator, data_parallel, log_prior), optimizer,
+               _plain_step(ctx, wrapped, optimizer, generator, data_parallel, log_prior,
+                           None if teacher is None else teacher.to(memory_format=torch.channels_last).eval(), distill),
+               optimizer,
                {"model": model}, ctx.log, data_parallel=data_parallel)
     return model.to(memory_format=torch.contiguous_format).eval()
 
@@ -130,7 +146,8 @@ def train_stage2_basis(ctx: StageContext, stage_dir: Path, stage1: ResNet18, sha
     epochs = ctx.config.stage2_epochs / ctx.config.num_bases
     return train_plain(ctx, stage_dir / f"basis{q}", f"stage2.basis{q}", model, epochs, ctx.config.stage2_lr,
                        classes_for_half=shard_classes, general_fraction=ctx.config.stage2_general_fraction,
-                       data_parallel=False, logit_adjust=ctx.config.stage2_logit_adjust)
+                       data_parallel=False, logit_adjust=ctx.config.stage2_logit_adjust,
+                       teacher=stage1 if ctx.config.stage2_distill else None, distill=ctx.config.stage2_distill)
 
 
 class Stage3Model(torch.nn.Module):

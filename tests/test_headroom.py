@@ -1,0 +1,105 @@
+"""Issue 12's measurements (trainer/headroom.py, `python -m trainer bases`) and stage-2 levers."""
+
+import numpy as np
+import pytest
+import torch
+
+from trainer.evaluate import Evaluator
+from trainer.headroom import best_single_basis, majority_shard, shard_router_alpha, shards_per_task, specialist_margins
+
+
+def toy_evaluator(labels: np.ndarray, num_classes: int) -> Evaluator:
+    """An Evaluator over given labels only (the headroom functions read labels and task membership)."""
+    evaluator = Evaluator.__new__(Evaluator)
+    evaluator.labels = torch.from_numpy(labels)
+    evaluator.num_classes = num_classes
+    return evaluator
+
+
+def one_hot_logits(predictions: np.ndarray, num_classes: int) -> torch.Tensor:
+    return torch.nn.functional.one_hot(torch.from_numpy(predictions), num_classes).float()
+
+
+def test_router_puts_most_weight_on_the_shard_holding_most_classes():
+    shard_of = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 2])
+    alpha = shard_router_alpha(shard_of, np.array([0, 1, 2, 3, 5]), num_bases=3)
+    assert alpha.sum() == pytest.approx(1.0)
+    assert alpha.argmax() == majority_shard(shard_of, np.array([0, 1, 2, 3, 5])) == 0
+    assert alpha.tolist() == pytest.approx([0.6, 0.2, 0.2])
+    assert shards_per_task(shard_of, [np.array([0, 1]), np.array([2, 3, 5, 6])]) == {
+        "shards_touched": 2.0, "majority_share": 0.75}
+
+
+def test_specialist_margin_and_oracle_pick_on_known_predictions():
+    # 4 classes, 2 shards {0,1} and {2,3}; 10 val images per class.
+    labels = np.repeat(np.arange(4), 10)
+    shard_of = np.array([0, 0, 1, 1])
+    reference = labels.copy()
+    reference[::2] = (labels[::2] + 1) % 4             # right on half of the images of every class
+    basis0 = np.where(labels < 2, labels, reference)   # perfect on its own shard only
+    basis1 = reference.copy()                          # no better than the reference anywhere
+    evaluator = toy_evaluator(labels, 4)
+    logits = [one_hot_logits(b, 4) for b in (basis0, basis1)]
+    tasks = [np.array([0, 1]), np.array([2, 3])]
+    margins = specialist_margins(evaluator, logits, one_hot_logits(reference, 4), shard_of, tasks)
+    # Task {0,1}: with selection the reference is right on 50% ([1 -> 2] is masked away: its label 0's
+    # wrong guess 1 stays inside the task, label 1's wrong guess 2 is outside and falls back to 0 or 1).
+    ref_acc = evaluator.correct(one_hot_logits(reference, 4)[:20], evaluator.labels[:20], tasks[0])[0] / 20
+    assert margins[0] == pytest.approx(100 * (1.0 - ref_acc))
+    assert margins[1] == pytest.approx(0.0)
+    assert best_single_basis(evaluator, logits, tasks) == pytest.approx(
+        100 * (20 + evaluator.correct(logits[1][20:], evaluator.labels[20:], tasks[1])[0]) / 40)
+    # A basis that owns no task has no margin.
+    assert specialist_margins(evaluator, logits, logits[1], shard_of, tasks[:1])[1] is None
+
+
+def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path):
+    from trainer.report import evaluate_bases
+    from trainer.run import run
+
+    out = run(tmp_path / "s2", "tiny", {"stage2_general_fraction": 0.0}, progress=False, reuse_from=tiny_run,
+              until="stage2")
+    assert (out / "stage2" / "basis0.safetensors").exists() and not (out / "stage3").exists()
+    result = evaluate_bases(out, progress=False)
+    acc = result["accuracy"]
+    assert result["reference"] == "classifier_selection"  # the tiny run's baseline was reused
+    assert acc["best_single_basis"] >= acc["shard_basis"]
+    assert len(result["specialist_margin_per_basis"]) == 3
+    assert set(result["task_shard_alignment"]) == {"shards_touched", "majority_share"}
+
+
+def _stage2_basis(tiny_run, tmp_path, name: str, **overrides):
+    from trainer.config import TrainConfig
+    from trainer.run import load_model, make_context
+    from trainer.stages import train_stage2_basis
+
+    config = TrainConfig.load(tiny_run / "config.json").with_overrides(stage2_epochs=3, **overrides)
+    ctx = make_context(tmp_path, config, progress=False)
+    stage1 = load_model(ctx.model_config, tiny_run / "stage1" / "model.safetensors")
+    torch.manual_seed(0)
+    return ctx, stage1, train_stage2_basis(ctx, tmp_path / name, stage1, np.arange(4), q=0)
+
+
+def test_shard_only_logit_adjusted_stage2_leaves_other_classes_rows_to_weight_decay(tiny_run, tmp_path):
+    ctx, stage1, basis = _stage2_basis(tiny_run, tmp_path, "shard-only", stage2_general_fraction=0.0,
+                                       stage2_logit_adjust=True)
+    before, after = stage1.fc.weight.detach(), basis.fc.weight.detach()
+    cos = torch.nn.functional.cosine_similarity(before, after, dim=1)
+    # The loss is over the shard's classes only: other rows get no gradient, only decay (same direction).
+    assert torch.allclose(cos[4:], torch.ones_like(cos[4:]), atol=1e-5)
+    assert (after[4:].norm(dim=1) < before[4:].norm(dim=1)).all()
+    assert cos[:4].min() < 0.9999
+
+
+def test_distillation_keeps_a_basis_closer_to_the_generic_network(tiny_run, tmp_path):
+    from trainer.data.transforms import to_normalized_tensor
+
+    drift = {}
+    for weight in (0.0, 0.9):
+        ctx, stage1, basis = _stage2_basis(tiny_run, tmp_path, f"distill{weight}", stage2_general_fraction=0.0,
+                                           stage2_distill=weight)
+        x = to_normalized_tensor(torch.from_numpy(np.array(ctx.data.val.images)), ctx.preprocessing)
+        with torch.no_grad():
+            drift[weight] = torch.nn.functional.kl_div(basis(x).log_softmax(1), stage1.eval()(x).log_softmax(1),
+                                                       log_target=True, reduction="batchmean").item()
+    assert drift[0.9] < 0.5 * drift[0.0]

@@ -1,0 +1,75 @@
+"""How much a mixer could gain, and whether the bases are specialists (issue 12).
+
+All figures use the bench protocol (`trainer.evaluate`): every task of a seed's fixed set, classifier
+selection over the task's classes, accuracy over (task, val image) pairs.
+
+- `best_single_basis`: per task, the best of the Q bases alone (an oracle pick: it looks at val).
+- `specialist_margins`: per basis, its accuracy on the tasks whose majority shard is its own minus a
+  reference network's (classifier selection) on the same tasks. A specialist has a positive margin.
+- `shard_router_alpha`: the parameter-free router, alpha_q = share of the task's classes in shard q
+  (one vector for every block). If it does not beat the uniform average, the bases are not specialists.
+
+>>> shard_router_alpha(np.array([0, 0, 1, 2]), np.array([0, 1, 2]), num_bases=3).tolist()
+[0.6666666666666666, 0.3333333333333333, 0.0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .evaluate import Evaluator
+
+
+def majority_shard(shard_of: np.ndarray, task: np.ndarray) -> int:
+    """The shard holding most of the task's classes (ties: the lowest index)."""
+    return int(np.bincount(shard_of[task]).argmax())
+
+
+def shard_router_alpha(shard_of: np.ndarray, task: np.ndarray, num_bases: int) -> np.ndarray:
+    """[Q]: the share of the task's classes in each shard (sums to 1)."""
+    return np.bincount(shard_of[task], minlength=num_bases) / len(task)
+
+
+def shards_per_task(shard_of: np.ndarray, tasks: list[np.ndarray]) -> dict[str, float]:
+    """How well shards align with tasks: mean number of shards a task touches, mean majority share."""
+    counts = [np.bincount(shard_of[t]) for t in tasks]
+    return {"shards_touched": round(float(np.mean([np.count_nonzero(c) for c in counts])), 2),
+            "majority_share": round(float(np.mean([c.max() / c.sum() for c in counts])), 3)}
+
+
+def best_single_basis(evaluator: Evaluator, basis_logits: list[torch.Tensor], tasks: list[np.ndarray]) -> float:
+    """Accuracy (%) when every task gets the best basis for it, judged on the val images themselves."""
+    correct = total = 0
+    for task in tasks:
+        idx = evaluator.task_index(task)
+        labels = evaluator.labels[idx]
+        correct += max(evaluator.correct(logits[idx], labels, task)[0] for logits in basis_logits)
+        total += len(idx)
+    return 100.0 * correct / total
+
+
+def specialist_margins(evaluator: Evaluator, basis_logits: list[torch.Tensor], reference_logits: torch.Tensor,
+                       shard_of: np.ndarray, tasks: list[np.ndarray]) -> list[float | None]:
+    """Per basis: accuracy on its own shard's tasks minus the reference's on them (points; None when no
+    task has that majority shard)."""
+    margins: list[float | None] = []
+    for q, logits in enumerate(basis_logits):
+        own = [t for t in tasks if majority_shard(shard_of, t) == q]
+        if not own:
+            margins.append(None)
+            continue
+        mine = ref = total = 0
+        for task in own:
+            idx = evaluator.task_index(task)
+            labels = evaluator.labels[idx]
+            mine += evaluator.correct(logits[idx], labels, task)[0]
+            ref += evaluator.correct(reference_logits[idx], labels, task)[0]
+            total += len(idx)
+        margins.append(100.0 * (mine - ref) / total)
+    return margins
+
+
+def mean_margin(margins: list[float | None]) -> float:
+    """Mean over the bases that own at least one task."""
+    return float(np.mean([m for m in margins if m is not None]))
