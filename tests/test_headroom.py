@@ -103,3 +103,28 @@ def test_distillation_keeps_a_basis_closer_to_the_generic_network(tiny_run, tmp_
             drift[weight] = torch.nn.functional.kl_div(basis(x).log_softmax(1), stage1.eval()(x).log_softmax(1),
                                                        log_target=True, reduction="batchmean").item()
     assert drift[0.9] < 0.5 * drift[0.0]
+
+
+def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_run):
+    from trainer.checkpoints import load_state
+    from trainer.config import TrainConfig
+    from trainer.data.transforms import to_normalized_tensor
+    from trainer.finetune_oracle import LEARNING_RATES, MAX_EPOCHS, evaluate_oracle, task_network
+    from trainer.run import load_model, make_context
+
+    config = TrainConfig.load(tiny_run / "config.json")
+    ctx = make_context(tiny_run, config, progress=False)
+    state = load_state(tiny_run / "stage1" / "model.safetensors")
+    task = np.array([1, 3, 4])
+    x = to_normalized_tensor(torch.from_numpy(np.array(ctx.data.val.images[:16])), ctx.preprocessing)
+    with torch.no_grad():
+        full = load_model(ctx.model_config, tiny_run / "stage1" / "model.safetensors")(x)
+        small = task_network(state, ctx.model_config, task).eval()(x)
+    assert torch.allclose(small, full[:, task], atol=1e-5)  # step 0 is exactly classifier selection
+
+    result = evaluate_oracle(tiny_run, num_tasks=2, progress=False)
+    assert len(result["tasks"]) == 2 and result["reference"] == "classifier_selection"
+    for row in result["tasks"]:
+        assert row["lr"] in LEARNING_RATES and 1 <= row["epochs"] <= MAX_EPOCHS
+    gains = [r["finetuned"] - r["classifier_selection"] for r in result["tasks"]]
+    assert result["gain"]["mean"] == pytest.approx(float(np.mean(gains)), abs=0.01)

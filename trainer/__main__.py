@@ -5,6 +5,7 @@
     python -m trainer eval runs/bench
     python -m trainer run --preset bench --out runs/s2 --reuse-from runs/bench --set stage2_epochs=10 --until stage2
     python -m trainer bases runs/s2 --out docs/results/stage2_s2.json     # are the bases specialists?
+    python -m trainer oracle runs/bench --tasks 20 --out docs/results/finetune_oracle.json
     python -m trainer cache --data ../shared/data/tiny-imagenet-200.tar.gz
     python -m trainer throughput --width 0.5 0.25 --size 64
 """
@@ -41,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     bases = sub.add_parser("bases", help="stage-2 diagnostics: specialist margins, best single basis, shard router")
     bases.add_argument("run_dir", type=Path)
     bases.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
+    oracle = sub.add_parser("oracle", help="per-task fine-tuning oracle vs classifier selection (issue 12)")
+    oracle.add_argument("run_dir", type=Path)
+    oracle.add_argument("--tasks", type=int, default=20, help="tasks, anchored at classes spread over the hierarchy")
+    oracle.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     evaluate = sub.add_parser("eval", help="evaluate a finished run; writes <run>/eval.json")
     evaluate.add_argument("run_dir", type=Path)
     evaluate.add_argument("--report", type=Path, default=None,
@@ -76,10 +81,15 @@ def main(argv: list[str] | None = None) -> int:
             (args.out / "command.txt").write_text(" ".join(["python -m trainer", *(argv or sys.argv[1:])]) + "\n")
             out = run(args.out, args.preset, overrides, reuse_from=args.reuse_from, until=args.until)
             print(f"run directory: {out}")
-        elif args.command == "bases":
-            from .report import evaluate_bases
+        elif args.command in ("bases", "oracle"):
+            if args.command == "bases":
+                from .report import evaluate_bases
 
-            result = evaluate_bases(args.run_dir)
+                result = evaluate_bases(args.run_dir)
+            else:
+                from .finetune_oracle import evaluate_oracle
+
+                result = evaluate_oracle(args.run_dir, args.tasks)
             result["command"] = " ".join(["python -m trainer", *(argv or sys.argv[1:])])
             result["run_command"] = _run_command(args.run_dir)
             text = json.dumps(result, indent=1)

@@ -1,0 +1,167 @@
+"""The per-task fine-tuning oracle (issue 12, part 1): what a network trained for one task reaches.
+
+For tasks anchored at classes spread over the hierarchy (the same fixed task set as the bench, seed 0),
+the stage-1 network is fine-tuned on the task's training images with a k-way head initialised from its
+own rows for the task's classes (so step 0 is exactly classifier selection). The learning rate and
+the number of epochs are chosen on a held-out tenth of the task's *training* images; the network is
+then fine-tuned on all of them with that choice and evaluated once on the task's val images, beside
+classifier selection with the reference network on the same images. No val image is used to choose.
+
+    python -m trainer oracle runs/bench --tasks 20 --out docs/results/finetune_oracle.json
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .checkpoints import load_state
+from .config import TrainConfig
+from .data.cache import Split
+from .data.holdout import held_out_classes
+from .data.tasks import TaskSampler
+from .data.transforms import random_crop_flip, to_normalized_tensor
+from .models import ResNet18
+from .run import make_context
+
+LEARNING_RATES = (0.01, 0.03)  # stage 2/3 fine-tune at 0.01; stage 1 ends its cosine at ~0
+MAX_EPOCHS = 2                        # cosine over 2 epochs; the choice may stop after 1 (~90 s a task here)
+SELECTION_SHARE = 0.1                 # of each class's training images, held out to choose lr and epochs
+
+
+@dataclass
+class TaskData:
+    train: Split       # labels 0..k-1 (position in the task)
+    select: Split      # the held-out tenth of the training images
+    val: Split
+
+
+def task_data(train: Split, val: Split, task: np.ndarray, seed: int) -> TaskData:
+    """The task's images relabelled to 0..k-1; a fixed tenth of each class's training images set aside."""
+    rng = np.random.default_rng(seed)
+    relabel = {int(c): i for i, c in enumerate(task)}
+    fit, select = [], []
+    for c in task:
+        rows = rng.permutation(np.flatnonzero(train.labels == c))
+        n_select = max(1, round(SELECTION_SHARE * len(rows)))
+        select.append(rows[:n_select])
+        fit.append(rows[n_select:])
+
+    def subset(split: Split, rows: np.ndarray) -> Split:
+        rows = np.sort(rows)
+        return Split(np.asarray(split.images[rows]), np.array([relabel[int(y)] for y in split.labels[rows]]))
+
+    val_rows = np.flatnonzero(np.isin(val.labels, task))
+    return TaskData(subset(train, np.concatenate(fit)), subset(train, np.concatenate(select)), subset(val, val_rows))
+
+
+def task_network(stage1_state: dict, model_config, task: np.ndarray) -> ResNet18:
+    """The stage-1 network with a k-way head made of its rows for the task's classes."""
+    model = ResNet18(model_config)
+    model.load_state_dict(stage1_state)
+    head = torch.nn.Linear(model.fc.in_features, len(task))
+    with torch.no_grad():
+        head.weight.copy_(model.fc.weight[torch.as_tensor(task)])
+        head.bias.copy_(model.fc.bias[torch.as_tensor(task)])
+    model.fc = head
+    return model
+
+
+@torch.no_grad()
+def accuracy(model: ResNet18, split: Split, preprocessing, batch_size: int = 500) -> float:
+    model.eval()
+    correct = 0
+    for i in range(0, len(split), batch_size):
+        x = to_normalized_tensor(torch.from_numpy(np.ascontiguousarray(split.images[i:i + batch_size])), preprocessing)
+        correct += int((model(x).argmax(1) == torch.from_numpy(split.labels[i:i + batch_size])).sum())
+    return 100.0 * correct / len(split)
+
+
+def finetune(model: ResNet18, data: Split, lr: float, epochs: int, config: TrainConfig, preprocessing,
+             seed: int, after_epoch=None) -> ResNet18:
+    """SGD with the run's momentum and weight decay, cosine over MAX_EPOCHS (stopping after `epochs`);
+    `after_epoch(e, model)` is called after each epoch."""
+    generator = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=config.momentum,
+                                weight_decay=config.weight_decay)
+    steps_per_epoch = max(1, len(data) // config.batch_size)
+    total, step = MAX_EPOCHS * steps_per_epoch, 0
+    for epoch in range(epochs):
+        model.train()
+        order = rng.permutation(len(data))
+        for b in range(steps_per_epoch):
+            index = np.sort(order[b * config.batch_size:(b + 1) * config.batch_size])
+            x = to_normalized_tensor(torch.from_numpy(np.ascontiguousarray(data.images[index])), preprocessing)
+            x = random_crop_flip(x, config.aug_pad, generator)
+            for group in optimizer.param_groups:
+                group["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / total))
+            loss = F.cross_entropy(model(x), torch.from_numpy(data.labels[index]))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+        if after_epoch is not None:
+            after_epoch(epoch + 1, model)
+    return model.eval()
+
+
+def oracle_task(stage1_state: dict, reference_state: dict, model_config, config: TrainConfig, preprocessing,
+                data: TaskData, task: np.ndarray, seed: int) -> dict:
+    """Choose (lr, epochs) on the selection split, refit on all the task's training images, evaluate."""
+    scores: dict[tuple[float, int], float] = {}
+    for lr in LEARNING_RATES:
+        def record(epoch, model, lr=lr):
+            scores[(lr, epoch)] = accuracy(model, data.select, preprocessing)
+        finetune(task_network(stage1_state, model_config, task), data.train, lr, MAX_EPOCHS, config, preprocessing,
+                 seed, after_epoch=record)
+    (lr, epochs), best = max(scores.items(), key=lambda kv: (kv[1], -kv[0][1], -kv[0][0]))
+    start_select = accuracy(task_network(stage1_state, model_config, task), data.select, preprocessing)
+    everything = Split(np.concatenate([data.train.images, data.select.images]),
+                       np.concatenate([data.train.labels, data.select.labels]))
+    tuned = finetune(task_network(stage1_state, model_config, task), everything, lr, epochs, config, preprocessing,
+                     seed)
+    return {"task": task.tolist(), "lr": lr, "epochs": epochs, "selection_accuracy": round(best, 2),
+            "selection_accuracy_at_start": round(start_select, 2),
+            "finetuned": round(accuracy(tuned, data.val, preprocessing), 2),
+            "classifier_selection": round(accuracy(task_network(reference_state, model_config, task), data.val,
+                                                   preprocessing), 2)}
+
+
+def evaluate_oracle(run_dir: Path, num_tasks: int = 20, progress: bool = True) -> dict:
+    """Per-task fine-tuning oracle vs classifier selection on `num_tasks` tasks spread over the hierarchy.
+    The reference is the run's baseline network when it has one, else its stage-1 network."""
+    config = TrainConfig.load(run_dir / "config.json")
+    ctx = make_context(run_dir, config, progress)
+    stage1 = load_state(run_dir / "stage1" / "model.safetensors")
+    has_baseline = (run_dir / "baseline" / "model.safetensors").exists()
+    reference = load_state(run_dir / "baseline" / "model.safetensors") if has_baseline else stage1
+    tasks_seed0 = TaskSampler(ctx.data.hierarchy, k=config.task_k).evaluation_tasks(0)
+    anchors = [ctx.data.hierarchy.index(w) for w in held_out_classes(ctx.data.hierarchy, num_tasks)]
+    start, rows = time.perf_counter(), []
+    for n, anchor in enumerate(anchors):
+        task = tasks_seed0[anchor]
+        data = task_data(ctx.data.train, ctx.data.val, task, seed=config.seed + anchor)
+        row = oracle_task(stage1, reference, ctx.model_config, config, ctx.preprocessing, data, task, config.seed)
+        rows.append({"anchor": ctx.data.names[anchor], **row})
+        if progress:
+            print(f"[oracle] {n + 1}/{len(anchors)} {ctx.data.names[anchor][:30]}: fine-tuned {row['finetuned']:.2f} "
+                  f"vs selection {row['classifier_selection']:.2f} (lr {row['lr']}, {row['epochs']} ep)", flush=True)
+    gains = np.array([r["finetuned"] - r["classifier_selection"] for r in rows])
+    return {
+        "reference": "classifier_selection" if has_baseline else "stage1_selection",
+        "per_task_finetune": round(float(np.mean([r["finetuned"] for r in rows])), 2),
+        "per_task_finetune_cs": round(float(np.mean([r["classifier_selection"] for r in rows])), 2),
+        "gain": {"mean": round(float(gains.mean()), 2), "std": round(float(gains.std()), 2),
+                 "min": round(float(gains.min()), 2), "max": round(float(gains.max()), 2)},
+        "grid": {"learning_rates": list(LEARNING_RATES), "max_epochs": MAX_EPOCHS,
+                 "selection_share": SELECTION_SHARE},
+        "tasks": rows,
+        "time_s": round(time.perf_counter() - start, 1),
+    }
