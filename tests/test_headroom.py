@@ -1,5 +1,7 @@
 """Issue 12's measurements (trainer/headroom.py, `python -m trainer bases`) and stage-2 levers."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -57,15 +59,22 @@ def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path):
     from trainer.report import evaluate_bases
     from trainer.run import run
 
-    out = run(tmp_path / "s2", "tiny", {"stage2_general_fraction": 0.0}, progress=False, reuse_from=tiny_run,
-              until="stage2")
+    overrides = {"stage2_general_fraction": 0.0, "stage3_mixer_init": "router"}
+    out = run(tmp_path / "s2", "tiny", overrides, progress=False, reuse_from=tiny_run, until="stage2")
     assert (out / "stage2" / "basis0.safetensors").exists() and not (out / "stage3").exists()
     result = evaluate_bases(out, progress=False)
     acc = result["accuracy"]
+    assert "taper" not in acc
     assert result["reference"] == "classifier_selection"  # the tiny run's baseline was reused
     assert acc["best_single_basis"] >= acc["shard_basis"]
     assert len(result["specialist_margin_per_basis"]) == 3
     assert set(result["task_shard_alignment"]) == {"shards_touched", "majority_share"}
+    run(out, progress=False)  # resumes: stage 3, its mixer first fitted to the router
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r for r in log if r.get("event") == "mixer_fitted_to_router"]
+    after = evaluate_bases(out, progress=False)["accuracy"]
+    assert {"taper", "stage3_uniform_average", "stage3_shard_router"} <= set(after)
+    assert after["best_single_basis"] == acc["best_single_basis"]  # stage 2 untouched by the resume
 
 
 def _stage2_basis(tiny_run, tmp_path, name: str, **overrides):
@@ -128,3 +137,41 @@ def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_
         assert row["lr"] in LEARNING_RATES and 1 <= row["epochs"] <= MAX_EPOCHS
     gains = [r["finetuned"] - r["classifier_selection"] for r in result["tasks"]]
     assert result["gain"]["mean"] == pytest.approx(float(np.mean(gains)), abs=0.01)
+
+
+def test_mixer_fitted_to_the_router_starts_on_the_majority_shard(tiny_run):
+    import json
+
+    from trainer.checkpoints import load_state
+    from trainer.config import TrainConfig
+    from trainer.data.tasks import TaskSampler
+    from trainer.mixer import MixerPredictor, fit_to_router
+    from trainer.run import make_context
+    from trainer.task_embedding import TaskEmbedder
+
+    config = TrainConfig.load(tiny_run / "config.json")
+    ctx = make_context(tiny_run, config, progress=False)
+    shard_of = np.array(json.loads((tiny_run / "stage2" / "shards.json").read_text())["shard_of_class"])
+    embedder = TaskEmbedder("text", load_state(tiny_run / "classes.safetensors")["text"].numpy())
+    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
+    tasks = sampler.evaluation_tasks(seed=5)
+    torch.manual_seed(0)
+    mixer = MixerPredictor(embedder.dim, config.num_bases, hidden=32)
+    with torch.no_grad():
+        assert torch.allclose(mixer.eval()(embedder(tasks)), torch.full((1,), 1 / config.num_bases))
+    fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(len(shard_of))), rng),
+                  lambda t: shard_router_alpha(shard_of, t, config.num_bases), steps=200)
+    with torch.no_grad():
+        alpha = mixer.eval()(embedder(tasks))
+    target = np.stack([shard_router_alpha(shard_of, t, config.num_bases) for t in tasks])
+    agree = [alpha[i, b].argmax().item() == target[i].argmax() for i in range(len(tasks)) for b in range(4)
+             if np.sort(target[i])[-1] > np.sort(target[i])[-2]]  # tasks with one clear majority shard
+    assert len(agree) >= 8 and np.mean(agree) >= 0.8
+    assert np.abs(alpha.mean(1).numpy() - target).mean() < 0.15
+
+
+def test_one_shard_holds_every_class():
+    from trainer.shards import hierarchy_shards
+
+    distances = np.random.default_rng(0).random((7, 7))
+    assert hierarchy_shards(distances + distances.T, 1).tolist() == [0] * 7

@@ -53,6 +53,8 @@ class TrainConfig:
     stage3_lr: float = 0.01
     mixer_lr: float = 1.0
     mixer_hidden: int = 256
+    stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
+                                            # (trainer.mixer.fit_to_router); "uniform": zero head
     description: str = "text"               # task embedding: "text" (class-name embeddings) or "bow"
     mixer_blocks: int = 4                   # 4 block-wise mixers, or 1 for the whole network
     stage3_bn: str = "batch"                # "batch": each task normalised with its batch statistics;
@@ -76,6 +78,8 @@ class TrainConfig:
     def __post_init__(self):
         if self.stage3_bn not in ("batch", "frozen"):
             raise ValueError(f"stage3_bn must be 'batch' or 'frozen', got {self.stage3_bn!r}")
+        if self.stage3_mixer_init not in ("uniform", "router"):
+            raise ValueError(f"stage3_mixer_init must be 'uniform' or 'router', got {self.stage3_mixer_init!r}")
         check_tasks_per_batch(self.tasks_per_batch, self.batch_size)
 
     def with_overrides(self, **overrides) -> TrainConfig:

@@ -11,6 +11,9 @@ torch.Size([8, 4, 10])
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import torch
 from torch import nn
 
@@ -40,3 +43,27 @@ class MixerPredictor(nn.Module):
         """[G, embed_dim] -> alpha [G, 4, Q], each row on the simplex."""
         alpha = torch.softmax(self.logits(task_embedding) / self.temperature, dim=-1)
         return alpha.expand(-1, NUM_BLOCKS, -1) if self.blocks == 1 else alpha
+
+
+def fit_to_router(mixer: MixerPredictor, embed: Callable[[list[np.ndarray]], torch.Tensor],
+                  sample_task: Callable[[np.random.Generator], np.ndarray],
+                  router: Callable[[np.ndarray], np.ndarray], steps: int = 300, batch: int = 64,
+                  smoothing: float = 0.05, seed: int = 0) -> float:
+    """Start stage 3 from a routing prior (issue 12): fit the mixer's outputs, every block, to
+    `router(task)` (e.g. the task's class share per shard, smoothed toward uniform so no basis starts at
+    zero weight) on sampled tasks, by KL divergence with Adam. Only the mixer moves; returns the last
+    batch's KL. The deployed mixer stays a plain MLP, so bundles and runtimes need nothing new."""
+    rng = np.random.default_rng(seed)
+    optimizer = torch.optim.Adam(mixer.parameters(), lr=1e-3)
+    mixer.train()
+    kl = torch.zeros(())
+    for _ in range(steps):
+        tasks = [sample_task(rng) for _ in range(batch)]
+        target = torch.from_numpy(np.stack([router(t) for t in tasks])).float()
+        target = (1 - smoothing) * target + smoothing / mixer.num_bases
+        log_alpha = torch.log_softmax(mixer.logits(embed(tasks)) / mixer.temperature, dim=-1)  # [G, blocks, Q]
+        kl = (target[:, None] * (target[:, None].log() - log_alpha)).sum(-1).mean()
+        optimizer.zero_grad(set_to_none=True)
+        kl.backward()
+        optimizer.step()
+    return kl.item()

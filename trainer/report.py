@@ -186,7 +186,8 @@ def evaluate_bases(run_dir: Path, progress: bool = True) -> dict:
     """Stage-2 diagnostics of a run that needs neither stage 3 nor the baseline (issue 12's part 2):
     each basis's specialist margin, the best single basis, and the uniform average and shard router
     of the stage-2 bases, against classifier selection with the baseline (or, without one, with the
-    stage-1 network: the bench measured them 0.08 apart), on the neighbourhood tasks of every seed."""
+    stage-1 network: the bench measured them 0.08 apart), on the neighbourhood tasks of every seed.
+    With a finished stage 3 also TAPER and the uniform average and shard router of its bases."""
     config = TrainConfig.load(run_dir / "config.json")
     ctx = make_context(run_dir, config, progress)
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class)
@@ -201,6 +202,12 @@ def evaluate_bases(run_dir: Path, progress: bool = True) -> dict:
     reference_logits = evaluator.logits(reference.state_dict())
     basis_logits = [evaluator.logits(b) for b in bases]
     uniform_logits = evaluator.logits(bank.state_dict_for(uniform))
+    taper = None  # with a finished stage 3: TAPER, and the uniform average and router of its bases
+    if (run_dir / "stage3" / "model.safetensors").exists():
+        embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
+        embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
+        taper = load_stage3(ctx, run_dir, "taper", embedder.dim)
+        taper_uniform_logits = evaluator.logits(taper.bank.state_dict_for(uniform))
     rows: dict[str, list[float]] = {}
     margins, alignment = [], []
     for seed in config.eval_seeds:
@@ -211,6 +218,14 @@ def evaluate_bases(run_dir: Path, progress: bool = True) -> dict:
                             ("uniform_average", evaluator.static(uniform_logits, tasks)[0]),
                             ("shard_router", _router_accuracy(evaluator, bank, shard_of, tasks))):
             rows.setdefault(name, []).append(value)
+        if taper is not None:
+            with torch.no_grad():
+                alphas = taper.alpha(embedder(tasks))
+            for name, value in (
+                    ("taper", evaluator.per_task(lambda i, t, a=alphas: taper.bank.state_dict_for(a[i]), tasks)[0]),
+                    ("stage3_uniform_average", evaluator.static(taper_uniform_logits, tasks)[0]),
+                    ("stage3_shard_router", _router_accuracy(evaluator, taper.bank, shard_of, tasks))):
+                rows.setdefault(name, []).append(value)
         margins.append(specialist_margins(evaluator, basis_logits, reference_logits, shard_of, tasks))
         alignment.append(shards_per_task(shard_of, tasks))
         if progress:

@@ -33,8 +33,9 @@ from .data.cache import DecodedDataset, load_dataset
 from .data.holdout import held_out_classes, without_classes
 from .data.synthetic import make_synthetic_dataset
 from .data.tasks import TaskSampler
+from .headroom import shard_router_alpha
 from .loop import JsonLog
-from .mixer import MixerPredictor
+from .mixer import MixerPredictor, fit_to_router
 from .models import ResNet18, ResNetConfig
 from .shards import hierarchy_shards
 from .stages import StageContext, train_continuation, train_stage1, train_stage2_basis, train_stage3
@@ -263,6 +264,11 @@ def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: n
         epochs = config.naive_epochs or config.stage1_epochs + config.stage2_epochs + config.stage3_epochs
     embedder = TaskEmbedder(kind, embeddings)
     mixer = MixerPredictor(embedder.dim, config.num_bases, config.mixer_hidden, blocks=blocks) if uses_mixer else None
+    if mixer is not None and config.stage3_mixer_init == "router":
+        shard_of = np.array(json.loads((run_dir / "stage2" / "shards.json").read_text())["shard_of_class"])
+        kl = fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(len(shard_of))), rng),
+                           lambda task: shard_router_alpha(shard_of, task, config.num_bases), seed=config.seed)
+        ctx.log.write(stage=stage_dir.name, event="mixer_fitted_to_router", kl=round(kl, 4))
     model = train_stage3(ctx, stage_dir, bank, mixer, embedder, sampler, epochs, from_scratch=not from_stage2)
     if distributed.is_main():
         save_state(path, model.state_dict())

@@ -16,6 +16,8 @@ def hierarchy_shards(distances: np.ndarray, num_shards: int, seed: int = 0, iter
     n = len(distances)
     if not 1 <= num_shards <= n:
         raise ValueError(f"need 1 <= num_shards <= {n} classes, got {num_shards}")
+    if num_shards == 1:  # one basis for all classes (the generic control of a stage-2 recipe)
+        return np.zeros(n, dtype=np.int64)
     rng = np.random.default_rng(seed)
     # Ties in tree distance are common: a tiny random jitter makes assignments well defined.
     d = distances.astype(np.float64) + rng.random(distances.shape) * 1e-3
