@@ -143,6 +143,14 @@ def test_tiny_preset_end_to_end_and_resume(tmp_path):
     acc = result["accuracy"]
     assert acc["classifier_selection"] > acc["standard"] > 100 / 24  # above chance, selection helps
     assert acc["taper"] > 100 / PRESETS["tiny"].task_k and set(result["accuracy_supercategory"]) == set(acc)
+    assert acc["best_single_basis"] >= acc["shard_basis"] and "shard_router" in acc
+    assert len(result["specialist_margin_per_basis"]) == PRESETS["tiny"].num_bases
+    assert result["wall_time_method_s"] == result["wall_time_s"]  # no ablation variants in this run
+    assert "headroom" not in result
+    from trainer.__main__ import main
+
+    assert main(["oracle", str(out), "--tasks", "2"]) == 0  # writes <run>/oracle.json, which the report reads
+    assert evaluate_run(out, progress=False)["headroom"]["tasks"] == 2
     # Resume: a finished stage is not trained again.
     stamp = (out / "stage1" / "model.safetensors").stat().st_mtime_ns
     run(out, progress=False)

@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 from .finetune_oracle import evaluate_oracle
 
                 result = evaluate_oracle(args.run_dir, args.tasks)
+                args.out = args.out or args.run_dir / "oracle.json"  # the bench report picks it up there
             result["command"] = " ".join(["python -m trainer", *(argv or sys.argv[1:])])
             result["run_command"] = _run_command(args.run_dir)
             text = json.dumps(result, indent=1)

@@ -130,12 +130,20 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
         "mixer_task_pearson_r": _rounded(pearson),
         "mixer_task_pearson_r_untrained": _rounded(untrained),
         "wall_time_s": round(sum(metrics.get("wall_time_s", {}).values()), 1),
+        "wall_time_method_s": round(sum(v for k, v in metrics.get("wall_time_s", {}).items()
+                                        if not k.startswith("stage3_") or k == "stage3_taper"), 1),
         "wall_time_per_stage_s": metrics.get("wall_time_s", {}),
         "eval_time_s": round(time.perf_counter() - start, 1),
         "config": config.to_dict(),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
         "protocol": {"tasks_per_seed": len(tasks0), "seeds": list(config.eval_seeds), "k": config.task_k},
     }
+    oracle = run_dir / "oracle.json"  # written by `python -m trainer oracle` (costs training; run separately)
+    if oracle.exists():
+        o = json.loads(oracle.read_text())
+        result["headroom"] = {"per_task_finetune": o["per_task_finetune"],
+                              "per_task_finetune_cs": o["per_task_finetune_cs"], "gain": o["gain"],
+                              "tasks": len(o["tasks"]), "reference": o["reference"]}
     if taper is not None:
         result["mixer_examples"] = _mixer_examples(ctx, taper, embeddings, config)
     (run_dir / "eval.json").write_text(json.dumps(result, indent=1))

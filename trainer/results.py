@@ -87,6 +87,15 @@ def markdown(result: dict, command: str, plots: list[str]) -> str:
         lines += ["", f"TAPER minus classifier selection: **{acc['taper'] - acc['classifier_selection']:+.2f}** "
                       f"(paper protocol), {sup.get('taper', 0) - sup.get('classifier_selection', 0):+.2f} "
                       f"(super-category)."]
+    if "specialist_margin" in result:
+        lines += ["", f"Specialist margin (each stage-2 basis on its own shard's tasks minus classifier selection, "
+                      f"mean over bases): {result['specialist_margin']:+.2f}."]
+    if "headroom" in result:
+        h = result["headroom"]
+        lines += ["", f"Per-task fine-tuning oracle ({h['tasks']} tasks): {h['per_task_finetune']:.2f} vs "
+                      f"{h['per_task_finetune_cs']:.2f} with classifier selection on the same tasks (gain "
+                      f"{h['gain']['mean']:+.2f}, std {h['gain']['std']:.2f}, range {h['gain']['min']:+.2f} to "
+                      f"{h['gain']['max']:+.2f})."]
     fl = result.get("free_language_accuracy")
     lines += ["", f"Free-language descriptions ({result.get('free_language_note')}): "
                   + (f"{fl:.2f} ({fl - acc['taper']:+.2f} vs class names)." if fl is not None else "not measured."),
