@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     bases = sub.add_parser("bases", help="stage-2 diagnostics: specialist margins, best single basis, shard router")
     bases.add_argument("run_dir", type=Path)
     bases.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
+    bases.add_argument("--seeds", type=int, nargs="+", default=None, help="task seeds (default: the run's)")
     oracle = sub.add_parser("oracle", help="per-task fine-tuning oracle vs classifier selection (issue 12)")
     oracle.add_argument("run_dir", type=Path)
     oracle.add_argument("--tasks", type=int, default=20, help="tasks, anchored at classes spread over the hierarchy")
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "bases":
                 from .report import evaluate_bases
 
-                result = evaluate_bases(args.run_dir)
+                result = evaluate_bases(args.run_dir, seeds=args.seeds)
             else:
                 from .finetune_oracle import evaluate_oracle
 

@@ -190,7 +190,7 @@ def _per_basis_mean(margins: list[list[float | None]]) -> list[float | None]:
     return out
 
 
-def evaluate_bases(run_dir: Path, progress: bool = True) -> dict:
+def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None = None) -> dict:
     """Stage-2 diagnostics of a run that needs neither stage 3 nor the baseline (issue 12's part 2):
     each basis's specialist margin, the best single basis, and the uniform average and shard router
     of the stage-2 bases, against classifier selection with the baseline (or, without one, with the
@@ -218,7 +218,8 @@ def evaluate_bases(run_dir: Path, progress: bool = True) -> dict:
         taper_uniform_logits = evaluator.logits(taper.bank.state_dict_for(uniform))
     rows: dict[str, list[float]] = {}
     margins, alignment = [], []
-    for seed in config.eval_seeds:
+    seeds = list(config.eval_seeds if seeds is None else seeds)
+    for seed in seeds:
         tasks = sampler.evaluation_tasks(seed)
         for name, value in (("reference", evaluator.static(reference_logits, tasks)[0]),
                             ("shard_basis", _majority_shard_accuracy(evaluator, basis_logits, shard_of, tasks)),
@@ -246,6 +247,7 @@ def evaluate_bases(run_dir: Path, progress: bool = True) -> dict:
         "specialist_margin": round(mean_margin(per_basis), 2),
         "specialist_margin_per_basis": [_rounded(m) for m in per_basis],
         "task_shard_alignment": {k: round(float(np.mean([a[k] for a in alignment])), 3) for k in alignment[0]},
+        "seeds": seeds,
         "eval_time_s": round(time.perf_counter() - start, 1),
         "config": config.to_dict(),
     }
