@@ -1,0 +1,84 @@
+"""Collect `python -m trainer bases` and `python -m trainer oracle` results into one report (issue 12).
+
+    python scripts/headroom_report.py --bases name=path.json [name=path.json ...] \
+        --oracle oracle.json --out docs/results/headroom
+
+Writes <out>.json (the inputs, unchanged, under their names) and <out>.md (one table row per run).
+Each figure comes from the named JSON file; this script computes nothing but differences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+COLUMNS = [("reference", "CS (reference)"), ("shard_basis", "majority-shard basis"),
+           ("best_single_basis", "best single basis (oracle)"), ("uniform_average", "uniform average"),
+           ("shard_router", "shard router"), ("taper", "TAPER"), ("stage3_uniform_average", "stage-3 uniform"),
+           ("stage3_shard_router", "stage-3 router")]
+
+
+def stage2_recipe(config: dict) -> str:
+    return (f"Q={config['num_bases']}, {config['stage2_epochs']:g} epochs, lr {config['stage2_lr']:g}, general "
+            f"{config['stage2_general_fraction']:g}, distill {config.get('stage2_distill', 0):g}, "
+            f"mixer init {config.get('stage3_mixer_init', 'uniform')}")
+
+
+def markdown(bases: dict[str, dict], oracle: dict | None) -> str:
+    lines = ["# Headroom and specialists (issue 12)", "",
+             "Neighbourhood (paper-protocol) tasks, k=20, classifier selection everywhere; accuracy in %. "
+             "Reference = classifier selection with the baseline network, or with the stage-1 network when the "
+             "run has no baseline. Specialist margin = mean over bases of (own-shard tasks' accuracy minus the "
+             "reference's on them).", ""]
+    header = "| run | stage 2 | seeds | " + " | ".join(label for _, label in COLUMNS) + \
+             " | specialist margin | shards per task |"
+    lines += [header, "|" + "---|" * (header.count("|") - 1)]
+    for name, r in bases.items():
+        acc = r["accuracy"]
+        cells = [f"{acc[k]:.2f}" if k in acc else "-" for k, _ in COLUMNS]
+        align = r["task_shard_alignment"]
+        lines.append(f"| {name} | {stage2_recipe(r['config'])} | {r.get('seeds', r['config']['eval_seeds'])} | "
+                     + " | ".join(cells) + f" | {r['specialist_margin']:+.2f} | "
+                     f"{align['shards_touched']:.2f} (majority {align['majority_share']:.2f}) |")
+    lines += ["", "Per-basis specialist margins (points; '-' = the basis is the majority shard of no task):", ""]
+    for name, r in bases.items():
+        margins = ", ".join("-" if m is None else f"{m:+.2f}" for m in r["specialist_margin_per_basis"])
+        lines.append(f"- {name}: {margins}")
+    if oracle:
+        g = oracle["gain"]
+        lines += ["", "## Per-task fine-tuning oracle", "",
+                  f"{len(oracle['tasks'])} tasks (seed-0 tasks anchored at classes spread over the hierarchy); "
+                  f"learning rate from {oracle['grid']['learning_rates']} and 1-{oracle['grid']['max_epochs']} "
+                  f"epochs chosen on a held-out {oracle['grid']['selection_share']:.0%} of the task's training "
+                  f"images. Reference: {oracle['reference']}. Time {oracle['time_s'] / 60:.1f} min.", "",
+                  f"Fine-tuned {oracle['per_task_finetune']:.2f} vs classifier selection "
+                  f"{oracle['per_task_finetune_cs']:.2f}: gain {g['mean']:+.2f} (std {g['std']:.2f}, "
+                  f"min {g['min']:+.2f}, max {g['max']:+.2f}).", "",
+                  "| anchor | lr | epochs | fine-tuned | classifier selection | gain |", "|---|---|---|---|---|---|"]
+        for t in oracle["tasks"]:
+            lines.append(f"| {t['anchor'].split(',')[0]} | {t['lr']:g} | {t['epochs']} | {t['finetuned']:.2f} | "
+                         f"{t['classifier_selection']:.2f} | {t['finetuned'] - t['classifier_selection']:+.2f} |")
+    lines += ["", "Commands: see each run's `command` / `run_command` in the JSON file.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bases", nargs="+", default=[], metavar="NAME=PATH")
+    parser.add_argument("--oracle", type=Path, default=None)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    bases = {}
+    for item in args.bases:
+        name, _, path = item.partition("=")
+        bases[name] = json.loads(Path(path).read_text())
+    oracle = json.loads(args.oracle.read_text()) if args.oracle else None
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps({"bases": bases, "oracle": oracle}, indent=1) + "\n")
+    args.out.with_suffix(".md").write_text(markdown(bases, oracle))
+    print(f"wrote {args.out.with_suffix('.md')}")
+
+
+if __name__ == "__main__":
+    main()
