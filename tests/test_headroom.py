@@ -7,7 +7,14 @@ import pytest
 import torch
 
 from trainer.evaluate import Evaluator
-from trainer.headroom import best_single_basis, majority_shard, shard_router_alpha, shards_per_task, specialist_margins
+from trainer.headroom import (
+    best_single_basis,
+    majority_shard,
+    one_hot_members,
+    shard_router_alpha,
+    shards_per_task,
+    specialist_margins,
+)
 
 
 def toy_evaluator(labels: np.ndarray, num_classes: int) -> Evaluator:
@@ -23,19 +30,23 @@ def one_hot_logits(predictions: np.ndarray, num_classes: int) -> torch.Tensor:
 
 
 def test_router_puts_most_weight_on_the_shard_holding_most_classes():
-    shard_of = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 2])
-    alpha = shard_router_alpha(shard_of, np.array([0, 1, 2, 3, 5]), num_bases=3)
+    members = one_hot_members(np.array([0, 0, 0, 1, 1, 2, 2, 2, 2, 2]), 3)
+    alpha = shard_router_alpha(members, np.array([0, 1, 2, 3, 5]))
     assert alpha.sum() == pytest.approx(1.0)
-    assert alpha.argmax() == majority_shard(shard_of, np.array([0, 1, 2, 3, 5])) == 0
+    assert alpha.argmax() == majority_shard(members, np.array([0, 1, 2, 3, 5])) == 0
     assert alpha.tolist() == pytest.approx([0.6, 0.2, 0.2])
-    assert shards_per_task(shard_of, [np.array([0, 1]), np.array([2, 3, 5, 6])]) == {
+    assert shards_per_task(members, [np.array([0, 1]), np.array([2, 3, 5, 6])]) == {
         "shards_touched": 2.0, "majority_share": 0.75}
+    # Overlapping shards: a class counts for every shard holding it.
+    members[1, [0, 1, 2]] = True
+    assert shard_router_alpha(members, np.array([0, 1, 2, 3, 5])).tolist() == pytest.approx([3 / 8, 4 / 8, 1 / 8])
+    assert majority_shard(members, np.array([0, 1, 2, 3, 5])) == 1
 
 
 def test_specialist_margin_and_oracle_pick_on_known_predictions():
     # 4 classes, 2 shards {0,1} and {2,3}; 10 val images per class.
     labels = np.repeat(np.arange(4), 10)
-    shard_of = np.array([0, 0, 1, 1])
+    members = one_hot_members(np.array([0, 0, 1, 1]), 2)
     reference = labels.copy()
     reference[::2] = (labels[::2] + 1) % 4             # right on half of the images of every class
     basis0 = np.where(labels < 2, labels, reference)   # perfect on its own shard only
@@ -43,7 +54,7 @@ def test_specialist_margin_and_oracle_pick_on_known_predictions():
     evaluator = toy_evaluator(labels, 4)
     logits = [one_hot_logits(b, 4) for b in (basis0, basis1)]
     tasks = [np.array([0, 1]), np.array([2, 3])]
-    margins = specialist_margins(evaluator, logits, one_hot_logits(reference, 4), shard_of, tasks)
+    margins = specialist_margins(evaluator, logits, one_hot_logits(reference, 4), members, tasks)
     # Task {0,1}: with selection the reference is right on 50% ([1 -> 2] is masked away: its label 0's
     # wrong guess 1 stays inside the task, label 1's wrong guess 2 is outside and falls back to 0 or 1).
     ref_acc = evaluator.correct(one_hot_logits(reference, 4)[:20], evaluator.labels[:20], tasks[0])[0] / 20
@@ -52,7 +63,7 @@ def test_specialist_margin_and_oracle_pick_on_known_predictions():
     assert best_single_basis(evaluator, logits, tasks) == pytest.approx(
         100 * (20 + evaluator.correct(logits[1][20:], evaluator.labels[20:], tasks[1])[0]) / 40)
     # A basis that owns no task has no margin.
-    assert specialist_margins(evaluator, logits, logits[1], shard_of, tasks[:1])[1] is None
+    assert specialist_margins(evaluator, logits, logits[1], members, tasks[:1])[1] is None
 
 
 def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path):
@@ -140,18 +151,16 @@ def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_
 
 
 def test_mixer_fitted_to_the_router_starts_on_the_majority_shard(tiny_run):
-    import json
-
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
     from trainer.data.tasks import TaskSampler
     from trainer.mixer import MixerPredictor, fit_to_router
-    from trainer.run import make_context
+    from trainer.run import make_context, read_shards
     from trainer.task_embedding import TaskEmbedder
 
     config = TrainConfig.load(tiny_run / "config.json")
     ctx = make_context(tiny_run, config, progress=False)
-    shard_of = np.array(json.loads((tiny_run / "stage2" / "shards.json").read_text())["shard_of_class"])
+    members = read_shards(tiny_run, config.num_bases)
     embedder = TaskEmbedder("text", load_state(tiny_run / "classes.safetensors")["text"].numpy())
     sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
     tasks = sampler.evaluation_tasks(seed=5)
@@ -159,11 +168,11 @@ def test_mixer_fitted_to_the_router_starts_on_the_majority_shard(tiny_run):
     mixer = MixerPredictor(embedder.dim, config.num_bases, hidden=32)
     with torch.no_grad():
         assert torch.allclose(mixer.eval()(embedder(tasks)), torch.full((1,), 1 / config.num_bases))
-    fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(len(shard_of))), rng),
-                  lambda t: shard_router_alpha(shard_of, t, config.num_bases), steps=200)
+    fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(members.shape[1])), rng),
+                  lambda t: shard_router_alpha(members, t), steps=200)
     with torch.no_grad():
         alpha = mixer.eval()(embedder(tasks))
-    target = np.stack([shard_router_alpha(shard_of, t, config.num_bases) for t in tasks])
+    target = np.stack([shard_router_alpha(members, t) for t in tasks])
     agree = [alpha[i, b].argmax().item() == target[i].argmax() for i in range(len(tasks)) for b in range(4)
              if np.sort(target[i])[-1] > np.sort(target[i])[-2]]  # tasks with one clear majority shard
     assert len(agree) >= 8 and np.mean(agree) >= 0.8
@@ -175,3 +184,22 @@ def test_one_shard_holds_every_class():
 
     distances = np.random.default_rng(0).random((7, 7))
     assert hierarchy_shards(distances + distances.T, 1).tolist() == [0] * 7
+
+
+def test_expanded_shards_keep_their_own_classes_and_hold_whole_neighbourhood_tasks():
+    from trainer.config import PRESETS
+    from trainer.data.tasks import TaskSampler
+    from trainer.run import open_data
+    from trainer.shards import expand_shards, hierarchy_shards
+
+    hierarchy = open_data(PRESETS["tiny"], progress=False).hierarchy
+    distances = hierarchy.distances
+    shard_of = hierarchy_shards(distances, 3)
+    members = expand_shards(distances, shard_of, size=12)
+    assert (members.sum(1) == 12).all()
+    assert members[shard_of, np.arange(len(shard_of))].all()  # every class stays in its own shard
+    tasks = TaskSampler(hierarchy, k=5).evaluation_tasks(0)
+    assert shards_per_task(members, tasks)["majority_share"] > shards_per_task(one_hot_members(shard_of, 3),
+                                                                                tasks)["majority_share"]
+    with pytest.raises(ValueError):
+        expand_shards(distances, shard_of, size=0)

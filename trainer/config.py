@@ -47,6 +47,8 @@ class TrainConfig:
     stage2_general_fraction: float = 0.5    # share of each basis's batches drawn from all classes
     stage2_logit_adjust: bool = False       # correct stage 2's loss for the shard-skewed class prior
                                             # (with general_fraction 0: the loss is over the shard's classes)
+    stage2_shard_size: int = 0              # 0: the shards partition the classes; N: each basis trains on
+                                            # the N classes nearest its shard (overlapping; trainer.shards)
     stage2_distill: float = 0.0             # weight of a KL term to the stage-1 network's predictions over
                                             # all classes (limits forgetting outside the shard; Hinton et al.)
     stage3_epochs: float = 6

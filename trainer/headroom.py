@@ -9,7 +9,10 @@ selection over the task's classes, accuracy over (task, val image) pairs.
 - `shard_router_alpha`: the parameter-free router, alpha_q = share of the task's classes in shard q
   (one vector for every block). If it does not beat the uniform average, the bases are not specialists.
 
->>> shard_router_alpha(np.array([0, 0, 1, 2]), np.array([0, 1, 2]), num_bases=3).tolist()
+Shards are a membership matrix [Q, classes] (bool): a partition (`one_hot_members`) or overlapping
+shards (`trainer.shards.expand_shards`); with overlap a class counts for every shard that holds it.
+
+>>> shard_router_alpha(one_hot_members(np.array([0, 0, 1, 2]), 3), np.array([0, 1, 2])).tolist()
 [0.6666666666666666, 0.3333333333333333, 0.0]
 """
 
@@ -21,21 +24,33 @@ import torch
 from .evaluate import Evaluator
 
 
-def majority_shard(shard_of: np.ndarray, task: np.ndarray) -> int:
+def one_hot_members(shard_of: np.ndarray, num_bases: int) -> np.ndarray:
+    """[Q, C] membership of a partition given the shard of each class."""
+    return np.arange(num_bases)[:, None] == np.asarray(shard_of)[None, :]
+
+
+def coverage(members: np.ndarray, task: np.ndarray) -> np.ndarray:
+    """[Q]: how many of the task's classes each shard holds."""
+    return members[:, task].sum(1)
+
+
+def majority_shard(members: np.ndarray, task: np.ndarray) -> int:
     """The shard holding most of the task's classes (ties: the lowest index)."""
-    return int(np.bincount(shard_of[task]).argmax())
+    return int(coverage(members, task).argmax())
 
 
-def shard_router_alpha(shard_of: np.ndarray, task: np.ndarray, num_bases: int) -> np.ndarray:
-    """[Q]: the share of the task's classes in each shard (sums to 1)."""
-    return np.bincount(shard_of[task], minlength=num_bases) / len(task)
+def shard_router_alpha(members: np.ndarray, task: np.ndarray) -> np.ndarray:
+    """[Q]: each shard's share of the task's classes (sums to 1; with overlap, of the memberships)."""
+    c = coverage(members, task).astype(np.float64)
+    return c / c.sum()
 
 
-def shards_per_task(shard_of: np.ndarray, tasks: list[np.ndarray]) -> dict[str, float]:
-    """How well shards align with tasks: mean number of shards a task touches, mean majority share."""
-    counts = [np.bincount(shard_of[t]) for t in tasks]
+def shards_per_task(members: np.ndarray, tasks: list[np.ndarray]) -> dict[str, float]:
+    """How well shards align with tasks: mean number of shards a task touches, mean share of the task's
+    classes that its best-covering shard holds."""
+    counts = [coverage(members, t) for t in tasks]
     return {"shards_touched": round(float(np.mean([np.count_nonzero(c) for c in counts])), 2),
-            "majority_share": round(float(np.mean([c.max() / c.sum() for c in counts])), 3)}
+            "majority_share": round(float(np.mean([c.max() / len(t) for c, t in zip(counts, tasks, strict=True)])), 3)}
 
 
 def best_single_basis(evaluator: Evaluator, basis_logits: list[torch.Tensor], tasks: list[np.ndarray]) -> float:
@@ -50,12 +65,12 @@ def best_single_basis(evaluator: Evaluator, basis_logits: list[torch.Tensor], ta
 
 
 def specialist_margins(evaluator: Evaluator, basis_logits: list[torch.Tensor], reference_logits: torch.Tensor,
-                       shard_of: np.ndarray, tasks: list[np.ndarray]) -> list[float | None]:
+                       members: np.ndarray, tasks: list[np.ndarray]) -> list[float | None]:
     """Per basis: accuracy on its own shard's tasks minus the reference's on them (points; None when no
     task has that majority shard)."""
     margins: list[float | None] = []
     for q, logits in enumerate(basis_logits):
-        own = [t for t in tasks if majority_shard(shard_of, t) == q]
+        own = [t for t in tasks if majority_shard(members, t) == q]
         if not own:
             margins.append(None)
             continue

@@ -20,10 +20,17 @@ from .data.errors import DataError
 from .data.glosses import read_glosses
 from .data.tasks import TaskSampler
 from .evaluate import Evaluator, pairwise_similarity_correlation
-from .headroom import best_single_basis, mean_margin, shard_router_alpha, shards_per_task, specialist_margins
+from .headroom import (
+    best_single_basis,
+    majority_shard,
+    mean_margin,
+    shard_router_alpha,
+    shards_per_task,
+    specialist_margins,
+)
 from .mixer import MixerPredictor
 from .models import NUM_BLOCKS
-from .run import STAGE3_VARIANTS, load_model, load_stage3, make_context, stage3_dir
+from .run import STAGE3_VARIANTS, load_model, load_stage3, make_context, read_shards, stage3_dir
 from .task_embedding import TaskEmbedder
 
 ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "shard_basis", "best_single_basis",
@@ -40,7 +47,7 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
     baseline = load_model(ctx.model_config, run_dir / "baseline" / "model.safetensors").state_dict()
     stage1 = load_model(ctx.model_config, run_dir / "stage1" / "model.safetensors").state_dict()
     bases = [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)]
-    shard_of = np.array(json.loads((run_dir / "stage2" / "shards.json").read_text())["shard_of_class"])
+    members = read_shards(run_dir, config.num_bases)
     variants = {v: load_stage3(ctx, run_dir, v, TaskEmbedder(STAGE3_VARIANTS[v][0], embeddings).dim)
                 for v in ("taper", *config.ablations) if (run_dir / stage3_dir(v) / "model.safetensors").exists()}
     uniform = torch.full((NUM_BLOCKS, config.num_bases), 1.0 / config.num_bases)
@@ -68,15 +75,15 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
             add("standard", plain)
             add("classifier_selection", sel)
             add("stage1_selection", evaluator.static(stage1_logits, tasks)[0])
-            add("shard_basis", _majority_shard_accuracy(evaluator, shard_logits, shard_of, tasks))
+            add("shard_basis", _majority_shard_accuracy(evaluator, shard_logits, members, tasks))
             add("best_single_basis", best_single_basis(evaluator, shard_logits, tasks))
             if protocol == "neighbourhood":
-                margins.append(specialist_margins(evaluator, shard_logits, baseline_logits, shard_of, tasks))
+                margins.append(specialist_margins(evaluator, shard_logits, baseline_logits, members, tasks))
             for name, model in variants.items():
                 embedder = TaskEmbedder(STAGE3_VARIANTS[name][0], embeddings)
                 if name == "taper":
                     add("uniform_average", evaluator.static(uniform_logits[name], tasks)[0])
-                    add("shard_router", _router_accuracy(evaluator, model.bank, shard_of, tasks))
+                    add("shard_router", _router_accuracy(evaluator, model.bank, members, tasks))
                 if model.mixer is None:
                     add(name, evaluator.static(uniform_logits[name], tasks)[0])
                     continue
@@ -173,10 +180,10 @@ def _ordered(rows: dict[str, list[float]]):
     return sorted(rows.items(), key=lambda kv: ROW_ORDER.index(kv[0]) if kv[0] in ROW_ORDER else 99)
 
 
-def _router_accuracy(evaluator: Evaluator, bank: BasisBank, shard_of: np.ndarray, tasks) -> float:
+def _router_accuracy(evaluator: Evaluator, bank: BasisBank, members: np.ndarray, tasks) -> float:
     """Accuracy of the parameter-free shard router: alpha = the task's class share per shard, every block."""
     def state_for(i, task):
-        alpha = torch.from_numpy(shard_router_alpha(shard_of, task, bank.num_bases)).float()
+        alpha = torch.from_numpy(shard_router_alpha(members, task)).float()
         return bank.state_dict_for(alpha.expand(NUM_BLOCKS, -1))
     return evaluator.per_task(state_for, tasks)[0]
 
@@ -202,7 +209,7 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
     has_baseline = (run_dir / "baseline" / "model.safetensors").exists()
     reference = load_model(ctx.model_config, run_dir / ("baseline" if has_baseline else "stage1") / "model.safetensors")
     bases = [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)]
-    shard_of = np.array(json.loads((run_dir / "stage2" / "shards.json").read_text())["shard_of_class"])
+    members = read_shards(run_dir, config.num_bases)
     bank = BasisBank.from_state_dicts(ctx.model_config, bases)
     uniform = torch.full((NUM_BLOCKS, config.num_bases), 1.0 / config.num_bases)
     sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
@@ -222,10 +229,10 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
     for seed in seeds:
         tasks = sampler.evaluation_tasks(seed)
         for name, value in (("reference", evaluator.static(reference_logits, tasks)[0]),
-                            ("shard_basis", _majority_shard_accuracy(evaluator, basis_logits, shard_of, tasks)),
+                            ("shard_basis", _majority_shard_accuracy(evaluator, basis_logits, members, tasks)),
                             ("best_single_basis", best_single_basis(evaluator, basis_logits, tasks)),
                             ("uniform_average", evaluator.static(uniform_logits, tasks)[0]),
-                            ("shard_router", _router_accuracy(evaluator, bank, shard_of, tasks))):
+                            ("shard_router", _router_accuracy(evaluator, bank, members, tasks))):
             rows.setdefault(name, []).append(value)
         if taper is not None:
             with torch.no_grad():
@@ -233,10 +240,10 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
             for name, value in (
                     ("taper", evaluator.per_task(lambda i, t, a=alphas: taper.bank.state_dict_for(a[i]), tasks)[0]),
                     ("stage3_uniform_average", evaluator.static(taper_uniform_logits, tasks)[0]),
-                    ("stage3_shard_router", _router_accuracy(evaluator, taper.bank, shard_of, tasks))):
+                    ("stage3_shard_router", _router_accuracy(evaluator, taper.bank, members, tasks))):
                 rows.setdefault(name, []).append(value)
-        margins.append(specialist_margins(evaluator, basis_logits, reference_logits, shard_of, tasks))
-        alignment.append(shards_per_task(shard_of, tasks))
+        margins.append(specialist_margins(evaluator, basis_logits, reference_logits, members, tasks))
+        alignment.append(shards_per_task(members, tasks))
         if progress:
             print(f"[bases] seed {seed}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rows.items()), flush=True)
     per_basis = _per_basis_mean(margins)
@@ -253,10 +260,10 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
     }
 
 
-def _majority_shard_accuracy(evaluator: Evaluator, shard_logits, shard_of: np.ndarray, tasks) -> float:
+def _majority_shard_accuracy(evaluator: Evaluator, shard_logits, members: np.ndarray, tasks) -> float:
     correct = total = 0
     for task in tasks:
-        q = int(np.bincount(shard_of[task]).argmax())
+        q = majority_shard(members, task)
         idx = evaluator.task_index(task)
         correct += evaluator.correct(shard_logits[q][idx], evaluator.labels[idx], task)[0]
         total += len(idx)

@@ -33,11 +33,11 @@ from .data.cache import DecodedDataset, load_dataset
 from .data.holdout import held_out_classes, without_classes
 from .data.synthetic import make_synthetic_dataset
 from .data.tasks import TaskSampler
-from .headroom import shard_router_alpha
+from .headroom import one_hot_members, shard_router_alpha
 from .loop import JsonLog
 from .mixer import MixerPredictor, fit_to_router
 from .models import ResNet18, ResNetConfig
-from .shards import hierarchy_shards
+from .shards import expand_shards, hierarchy_shards
 from .stages import StageContext, train_continuation, train_stage1, train_stage2_basis, train_stage3
 from .task_embedding import TaskEmbedder
 
@@ -130,7 +130,7 @@ REUSABLE = {  # output -> the config fields it depends on
     "stage1": STAGE1_FIELDS,
     "baseline": STAGE1_FIELDS + ("stage2_epochs", "stage3_epochs", "stage3_lr"),
     "stage2": STAGE1_FIELDS + ("num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction",
-                                "stage2_logit_adjust", "stage2_distill"),
+                                "stage2_logit_adjust", "stage2_distill", "stage2_shard_size"),
 }
 
 
@@ -233,16 +233,32 @@ def _cached_model(ctx: StageContext, stage_dir: Path, train) -> ResNet18:
     return load_model(ctx.model_config, path)
 
 
+def read_shards(run_dir: Path, num_bases: int) -> np.ndarray:
+    """The run's stage-2 shards as membership [Q, C] (runs before overlapping shards stored only the partition)."""
+    saved = json.loads((run_dir / "stage2" / "shards.json").read_text())
+    shard_of = np.array(saved["shard_of_class"])
+    if "members" not in saved:
+        return one_hot_members(shard_of, num_bases)
+    members = np.zeros((num_bases, len(shard_of)), bool)
+    for q, rows in enumerate(saved["members"]):
+        members[q, rows] = True
+    return members
+
+
 def _stage2(ctx: StageContext, run_dir: Path, stage1: ResNet18) -> list[dict[str, torch.Tensor]]:
     stage_dir = run_dir / "stage2"
     stage_dir.mkdir(parents=True, exist_ok=True)
-    shards = hierarchy_shards(ctx.data.hierarchy.distances, ctx.config.num_bases, seed=ctx.config.seed)
+    distances = ctx.data.hierarchy.distances
+    shards = hierarchy_shards(distances, ctx.config.num_bases, seed=ctx.config.seed)
+    size = ctx.config.stage2_shard_size
+    members = expand_shards(distances, shards, size) if size else one_hot_members(shards, ctx.config.num_bases)
     if distributed.is_main():
-        (stage_dir / "shards.json").write_text(json.dumps({"shard_of_class": shards.tolist()}))
+        (stage_dir / "shards.json").write_text(json.dumps(
+            {"shard_of_class": shards.tolist(), "members": [np.flatnonzero(m).tolist() for m in members]}))
     for q in range(ctx.config.num_bases):  # independent fine-tunes, spread over ranks
         path = stage_dir / f"basis{q}.safetensors"
         if q % distributed.world_size() == distributed.rank() and not path.exists():
-            save_state(path, train_stage2_basis(ctx, stage_dir, stage1, np.flatnonzero(shards == q), q).state_dict())
+            save_state(path, train_stage2_basis(ctx, stage_dir, stage1, np.flatnonzero(members[q]), q).state_dict())
     distributed.barrier()
     return [load_state(stage_dir / f"basis{q}.safetensors") for q in range(ctx.config.num_bases)]
 
@@ -265,9 +281,9 @@ def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: n
     embedder = TaskEmbedder(kind, embeddings)
     mixer = MixerPredictor(embedder.dim, config.num_bases, config.mixer_hidden, blocks=blocks) if uses_mixer else None
     if mixer is not None and config.stage3_mixer_init == "router":
-        shard_of = np.array(json.loads((run_dir / "stage2" / "shards.json").read_text())["shard_of_class"])
-        kl = fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(len(shard_of))), rng),
-                           lambda task: shard_router_alpha(shard_of, task, config.num_bases), seed=config.seed)
+        members = read_shards(run_dir, config.num_bases)
+        kl = fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(members.shape[1])), rng),
+                           lambda task: shard_router_alpha(members, task), seed=config.seed)
         ctx.log.write(stage=stage_dir.name, event="mixer_fitted_to_router", kl=round(kl, 4))
     model = train_stage3(ctx, stage_dir, bank, mixer, embedder, sampler, epochs, from_scratch=not from_stage2)
     if distributed.is_main():

@@ -57,3 +57,20 @@ def _farthest_first(d: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarr
     for _ in range(k - 1):
         chosen.append(int(np.argmax(d[:, chosen].min(1))))
     return np.array(chosen)
+
+
+def expand_shards(distances: np.ndarray, shard_of: np.ndarray, size: int) -> np.ndarray:
+    """Overlapping shards [Q, C] (bool): each shard grown to the `size` classes with the smallest mean tree
+    distance to its own classes (which it keeps). A 20-way neighbourhood task is drawn from the 40 classes
+    nearest its anchor, so shards of ~2-3x the task size can hold a whole task, where a partition into
+    shards of ~20 leaves its majority shard with about half of it (0.52 measured on Tiny ImageNet)."""
+    num_shards = int(shard_of.max()) + 1
+    if not 1 <= size <= len(shard_of):
+        raise ValueError(f"shard size must be between 1 and {len(shard_of)}, got {size}")
+    members = np.zeros((num_shards, len(shard_of)), bool)
+    for q in range(num_shards):
+        core = np.flatnonzero(shard_of == q)
+        closeness = distances[:, core].mean(1)
+        closeness[core] = -1  # the shard's own classes first
+        members[q, np.argsort(closeness, kind="stable")[:max(size, len(core))]] = True
+    return members
