@@ -20,8 +20,9 @@ COLUMNS = [("reference", "CS (reference)"), ("shard_basis", "majority-shard basi
 
 
 def stage2_recipe(config: dict) -> str:
-    return (f"Q={config['num_bases']}, {config['stage2_epochs']:g} epochs, lr {config['stage2_lr']:g}, general "
-            f"{config['stage2_general_fraction']:g}, distill {config.get('stage2_distill', 0):g}, "
+    shards = f"shards of {config['stage2_shard_size']}" if config.get("stage2_shard_size") else "partition shards"
+    return (f"Q={config['num_bases']}, {shards}, {config['stage2_epochs']:g} epochs, lr {config['stage2_lr']:g}, "
+            f"general {config['stage2_general_fraction']:g}, distill {config.get('stage2_distill', 0):g}, "
             f"mixer init {config.get('stage3_mixer_init', 'uniform')}")
 
 
