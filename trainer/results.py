@@ -16,7 +16,7 @@ ROW_LABELS = {
     "shard_basis": "4. stage-2 basis of the task's majority shard + selection",
     "best_single_basis": "(oracle) best single stage-2 basis per task + selection",
     "uniform_average": "5. uniform average of the bases (no mixer)",
-    "shard_router": "parameter-free shard router (alpha = task's class share per shard)",
+    "shard_router": "parameter-free shard router over the final bases (alpha = task's class share per shard)",
     "fixed_uniform": "6. bases fine-tuned with a fixed uniform mixer",
     "taper": "7. complete TAPER",
     "bow": "8. bag-of-words task description",
