@@ -1,29 +1,22 @@
-"""Export a personalized model for a phone or another engine: ONNX, ExecuTorch (.pte, XNNPACK) or
-Core ML (.mlpackage). Each file carries the class names and the preprocessing:
-- ONNX: `metadata_props` "classes", "class_ids", "preprocessing" (JSON strings);
-- ExecuTorch: a sidecar `<file>.json` with the same fields (a .pte has no free-form metadata);
-- Core ML: a classifier (class labels built in) with the same fields in `user_defined_metadata`.
-Core ML prediction needs macOS; here the conversion runs and its spec is checked.
+"""The exports that need torch: ExecuTorch (.pte, XNNPACK) and Core ML (.mlpackage), written through
+`sdk.exports.export_model` (which writes .onnx from the runtime alone, and owns the metadata).
 
->>> model.export("insects.onnx")            # doctest: +SKIP
+>>> model.export("insects.pte")            # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from sdk.errors import SdkError
-from sdk.files import refuse_to_replace_folder, staging_directory
+from sdk.exports import MAX_PTE_BATCH, metadata, metadata_json
+from sdk.preprocessing import PIXEL_SCALE, Preprocessing
 
 from .backbone import FoldedBackbone
-
-FORMATS = (".onnx", ".pte", ".mlpackage")
 
 
 class PersonalizedNetwork(nn.Module):
@@ -55,80 +48,63 @@ class PersonalizedNetwork(nn.Module):
         return torch.softmax(logits, dim=1) if self.softmax else logits
 
 
-PLAIN_FIELDS = ("head", "producer")  # metadata values that are plain strings; the others are JSON
-
-
-def metadata(model) -> dict[str, str]:
-    return {"classes": json.dumps(model.classes), "class_ids": json.dumps(model.class_ids),
-            "preprocessing": json.dumps(model.preprocessing.to_dict()), "head": model.head, "producer": "taper-sdk"}
-
-
-def export_model(model, path: str | os.PathLike) -> Path:
-    """Write `model` to `path`; the format follows the suffix (.onnx, .pte, .mlpackage). Atomic."""
-    path = Path(path)
-    if path.suffix not in FORMATS:
-        raise SdkError(f"cannot export to {path.name!r}: use one of {FORMATS}")
-    if model.source is None:
-        raise SdkError("this model was not made by sdk.personalize (no bundle to export from)")
-    # Never delete what the user owns: an existing folder is refused, for .mlpackage (a folder format)
-    # any existing path. Files are written in a staging folder beside the target (removed on errors and
-    # SIGTERM/SIGHUP) and renamed into place only when complete.
-    finals = [path, path.with_name(path.name + ".json")] if path.suffix == ".pte" else [path]
-    for final in finals:
-        refuse_to_replace_folder(final)
-    if path.suffix == ".mlpackage" and path.exists():
-        raise SdkError(f"{path} exists: not replacing it (remove it or choose another name)")
-    with staging_directory(path) as tmp:
-        written = {".onnx": _onnx, ".pte": _executorch, ".mlpackage": _coreml}[path.suffix](model, tmp / path.name)
-        for item in written:
-            final = path.parent / item.name
-            refuse_to_replace_folder(final)
-            os.replace(item, final)
-    return path
-
-
-def _example(model) -> torch.Tensor:
+def _example(model, batch: int = 1) -> torch.Tensor:
     size = model.preprocessing.input_size
-    return torch.zeros(1, 3, size, size)
-
-
-def _onnx(model, out: Path) -> list[Path]:
-    import onnx
-
-    network = PersonalizedNetwork.of(model)
-    torch.onnx.export(network, (_example(model),), str(out), dynamo=False, opset_version=17,
-                      input_names=["image"], output_names=["logits"],
-                      dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}})
-    graph = onnx.load(str(out))
-    for key, value in metadata(model).items():
-        graph.metadata_props.add(key=key, value=value)
-    onnx.save(graph, str(out))
-    return [out]
+    return torch.zeros(batch, 3, size, size)
 
 
 def _executorch(model, out: Path) -> list[Path]:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    program = torch.export.export(PersonalizedNetwork.of(model), (_example(model),))
+    # The batch is dynamic up to MAX_PTE_BATCH; the memory plan holds activations for that many images.
+    batch = torch.export.Dim("batch", min=1, max=MAX_PTE_BATCH)
+    # (an example batch of 1 would be specialised as a constant)
+    program = torch.export.export(PersonalizedNetwork.of(model), (_example(model, 2),),
+                                  dynamic_shapes={"image": {0: batch}})
     lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch()
     out.write_bytes(lowered.buffer)
     sidecar = out.with_name(out.name + ".json")
-    sidecar.write_text(json.dumps({k: v if k in PLAIN_FIELDS else json.loads(v) for k, v in metadata(model).items()},
-                                  indent=1))
+    sidecar.write_text(json.dumps({**metadata_json(model), "max_batch": MAX_PTE_BATCH}, indent=1))
     return [out, sidecar]
+
+
+class PixelNormalization(nn.Module):
+    """(x - mean) / std per channel, x = pixel / 255 (Core ML's ImageType scales by 1/255 before this)."""
+
+    def __init__(self, preprocessing: Preprocessing):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(preprocessing.mean, dtype=torch.float32).view(1, 3, 1, 1))
+        self.register_buffer("std", torch.tensor(preprocessing.std, dtype=torch.float32).view(1, 3, 1, 1))
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return (image - self.mean) / self.std
+
+
+def coreml_network(model) -> nn.Module:
+    """What the Core ML export converts: pixels / 255 [1, 3, S, S] -> class probabilities."""
+    return nn.Sequential(PixelNormalization(model.preprocessing), PersonalizedNetwork.of(model, softmax=True)).eval()
 
 
 def _coreml(model, out: Path) -> list[Path]:
     import coremltools as ct
 
-    network = PersonalizedNetwork.of(model, softmax=True)
-    traced = torch.jit.trace(network, _example(model))
+    # An image input (Vision feeds camera frames and CGImages to it) with the normalisation built in: the
+    # ImageType scales pixels by 1/255 (its `bias` is per channel but its `scale` is one number, so the
+    # per-channel std is divided inside the network).
+    traced = torch.jit.trace(coreml_network(model), _example(model))
     size = model.preprocessing.input_size
-    mlmodel = ct.convert(traced, inputs=[ct.TensorType(name="image", shape=(1, 3, size, size))],
-                         classifier_config=ct.ClassifierConfig(list(model.classes)), convert_to="mlprogram",
+    image = ct.ImageType(name="image", shape=(1, 3, size, size), scale=PIXEL_SCALE, bias=[0.0, 0.0, 0.0],
+                         color_layout=ct.colorlayout.RGB)
+    mlmodel = ct.convert(traced, inputs=[image], classifier_config=ct.ClassifierConfig(list(model.classes)),
+                         convert_to="mlprogram", compute_precision=ct.precision.FLOAT16,
                          minimum_deployment_target=ct.target.iOS16)
-    mlmodel.user_defined_metadata.update(metadata(model))
-    mlmodel.short_description = f"TAPER personalized ResNet-18 for {len(model.classes)} classes"
+    mlmodel.user_defined_metadata.update({**metadata(model, image_input=True), "precision": "float16"})
+    mlmodel.short_description = (f"TAPER personalized ResNet-18 for {len(model.classes)} classes "
+                                 f"(FP16 weights and compute)")
+    mlmodel.input_description["image"] = f"RGB image, {size}x{size} (center-cropped from the shorter side)"
     mlmodel.save(str(out))
     return [out]
+
+
+WRITERS = {".pte": _executorch, ".mlpackage": _coreml}

@@ -182,6 +182,7 @@ class BackboneEngine:
         # The head is in the graph: in numpy it added 27-35 us to a 0.3 ms inference of the 64-px bench
         # model (ad-hoc A/Bs), as numpy right after an onnxruntime call runs cold (its 128x10 matmul: 12 us,
         # 3 us warm).
+        self.backbone_graph = graph  # features only, weights in external data (what exports start from)
         try:
             self.graph = append_linear_head(graph, FEATURES, bases.shapes["fc.weight"][1], HEAD_WEIGHT, HEAD_BIAS,
                                             LOGITS)

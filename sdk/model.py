@@ -7,11 +7,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from .engine import Network
-from .errors import SdkError
 from .images import to_uint8_batch
 from .preprocessing import Preprocessing
 from .prototypes import CosineNetwork
@@ -40,13 +40,14 @@ class PersonalizedModel:
         total = self.timings.get("total")
         return f"PersonalizedModel(classes=[{shown}]" + (f", personalized in {total:.1f} ms)" if total else ")")
 
-    def export(self, path) -> object:
-        """Write this model as .onnx, .pte (ExecuTorch, XNNPACK) or .mlpackage (Core ML); needs the
-        `export` extra (torch, onnx, executorch, coremltools), which a device need not install."""
-        try:
-            from export.personalized import export_model
-        except ImportError as e:
-            raise SdkError(f"exporting needs the export extra (pip install 'taper-sdk[export]'): {e}") from None
+    def export(self, path) -> Path:
+        """Write this model as .onnx (by the runtime alone), .pte (ExecuTorch, XNNPACK) or .mlpackage
+        (Core ML); the last two need the `export` extra (torch, executorch, coremltools). See `sdk.exports`.
+
+        >>> model.export("insects.onnx")            # doctest: +SKIP
+        """
+        from .exports import export_model
+
         return export_model(self, path)
 
     def adapt(self, images, min_count: int = 2, max_classes: int = 20, min_classes: int = 2,

@@ -1,12 +1,14 @@
-"""Just enough of the protobuf wire format for the two edits the runtime makes to ONNX graphs.
+"""Just enough of the protobuf wire format for the edits the runtime makes to ONNX graphs.
 
 The runtime has no `onnx` package (it would add protobuf and ~15 MB to a device install), and its
 edits are small: onnxruntime's optimized backbone graph (`sdk.compiled`) keeps its conv weights as
 initializers in external data; moving them to graph inputs lets one session serve every
 personalized model, each feeding its own weights (`initializers_to_inputs`). And the classifier rows
 of a task become a Gemm at the end of the backbone graph, fed as inputs, so that one onnxruntime call
-gives logits (`append_linear_head`). Only the ONNX fields named below are read; every other field is
-copied through byte for byte.
+gives logits (`append_linear_head`). A standalone `.onnx` export (`sdk.exports`) carries its
+weights in the file (`inline_external_data`, `inputs_to_initializers`) and the class names in its
+metadata (`with_metadata`). Only the ONNX fields named below are read; every other field is copied
+through byte for byte.
 
 >>> graph = encode_field(1, b"conv")                       # a GraphProto with one node, no initializer
 >>> model = encode_field(7, graph)                         # ModelProto.graph
@@ -16,17 +18,19 @@ copied through byte for byte.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 # Field numbers from onnx.proto (the runtime's edits here and the bundle checks in sdk.graph_check).
-MODEL_GRAPH, MODEL_OPSET, MODEL_TRAINING_INFO, MODEL_FUNCTIONS = 7, 8, 20, 25
+MODEL_GRAPH, MODEL_OPSET, MODEL_METADATA_PROPS, MODEL_TRAINING_INFO, MODEL_FUNCTIONS = 7, 8, 14, 20, 25
 OPSET_DOMAIN, OPSET_VERSION = 1, 2
 GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_OUTPUT, GRAPH_SPARSE_INITIALIZER = 1, 5, 11, 12, 15
 NODE_INPUT, NODE_OUTPUT, NODE_NAME, NODE_OP_TYPE, NODE_ATTRIBUTE, NODE_DOMAIN = 1, 2, 3, 4, 5, 7
 ATTRIBUTE_NAME, ATTRIBUTE_I, ATTRIBUTE_TYPE, ATTRIBUTE_INT = 1, 3, 20, 2
 ATTRIBUTE_G, ATTRIBUTE_INTS, ATTRIBUTE_GRAPHS, ATTRIBUTE_REF = 6, 8, 11, 21
-TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_NAME, TENSOR_EXTERNAL_DATA = 1, 2, 8, 13
+ATTRIBUTE_TYPE_INTS = 7  # AttributeProto.AttributeType (ATTRIBUTE_INT above is the type INT = 2)
+TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_NAME, TENSOR_EXTERNAL_DATA, TENSOR_DATA_LOCATION = 1, 2, 8, 13, 14
 TENSOR_FLOAT_DATA, TENSOR_INT32_DATA, TENSOR_RAW_DATA = 4, 5, 9
 INLINE_DATA = (TENSOR_RAW_DATA, TENSOR_FLOAT_DATA, TENSOR_INT32_DATA)  # fields holding a tensor's data in the graph
 ENTRY_KEY, ENTRY_VALUE = 1, 2
@@ -189,9 +193,47 @@ def initializers_to_inputs(model: bytes, names: Sequence[str]) -> bytes:
     return _with_graph(model, bytes(graph))
 
 
-def append_linear_head(model: bytes, features: str, channels: int, weight: str, bias: str, logits: str) -> bytes:
+def _node(op_type: str, inputs: Sequence[str], output: str, attributes: bytes = b"") -> bytes:
+    node = b"".join(encode_field(NODE_INPUT, n.encode("utf-8")) for n in inputs)
+    node += encode_field(NODE_OUTPUT, output.encode("utf-8")) + encode_field(NODE_NAME, output.encode("utf-8"))
+    return node + encode_field(NODE_OP_TYPE, op_type.encode("utf-8")) + attributes
+
+
+def _attribute_int(name: str, value: int) -> bytes:
+    return encode_field(NODE_ATTRIBUTE, encode_field(ATTRIBUTE_NAME, name.encode("utf-8"))
+                        + encode_field(ATTRIBUTE_TYPE, ATTRIBUTE_INT) + encode_field(ATTRIBUTE_I, value))
+
+
+def _attribute_ints(name: str, values: Sequence[int]) -> bytes:
+    ints = b"".join(encode_field(ATTRIBUTE_INTS, v) for v in values)
+    return encode_field(NODE_ATTRIBUTE, encode_field(ATTRIBUTE_NAME, name.encode("utf-8"))
+                        + encode_field(ATTRIBUTE_TYPE, ATTRIBUTE_TYPE_INTS) + ints)
+
+
+def float_tensor(name: str, dims: Sequence[int], data: bytes) -> bytes:
+    """A TensorProto of float32 `dims` holding `data` (little-endian float32, row-major) inline."""
+    if len(data) != 4 * _count(dims):
+        raise ProtoError(f"{name}: {len(data)} bytes for float32 {list(dims)}")
+    return (b"".join(encode_field(TENSOR_DIMS, d) for d in dims) + encode_field(TENSOR_DATA_TYPE, FLOAT)
+            + encode_field(TENSOR_NAME, name.encode("utf-8")) + encode_field(TENSOR_RAW_DATA, data))
+
+
+def _count(dims: Sequence[int]) -> int:
+    count = 1
+    for d in dims:
+        count *= d
+    return count
+
+
+# The cosine head's feature normalisation, f / max(|f|, eps): the runtime's `sdk.prototypes.l2_normalize`.
+L2_EPSILON = struct.pack("<f", 1e-12)
+
+
+def append_linear_head(model: bytes, features: str, channels: int, weight: str, bias: str, logits: str,
+                       unit_features: bool = False) -> bytes:
     """The model with its one output `features` [N, channels] replaced by `logits` = features @ weight.T
-    + bias, where `weight` [K, channels] and `bias` [K] are new graph inputs (any K)."""
+    + bias, where `weight` [K, channels] and `bias` [K] are new graph inputs (any K). `unit_features`:
+    the features are L2-normalised first (a cosine head; opset 13-17 operators)."""
     graph, outputs = bytearray(), []
     for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
         if field == GRAPH_OUTPUT and isinstance(value, bytes):
@@ -201,13 +243,62 @@ def append_linear_head(model: bytes, features: str, channels: int, weight: str, 
         graph += raw
     if outputs != [features]:
         raise ProtoError(f"expected the one graph output {features!r}, found {outputs}")
-    transpose_b = (encode_field(ATTRIBUTE_NAME, b"transB") + encode_field(ATTRIBUTE_TYPE, ATTRIBUTE_INT)
-                   + encode_field(ATTRIBUTE_I, 1))
-    node = b"".join(encode_field(NODE_INPUT, n.encode("utf-8")) for n in (features, weight, bias))
-    node += encode_field(NODE_OUTPUT, logits.encode("utf-8")) + encode_field(NODE_NAME, b"linear_head")
-    node += encode_field(NODE_OP_TYPE, b"Gemm") + encode_field(NODE_ATTRIBUTE, transpose_b)
-    graph += encode_field(GRAPH_NODE, node)
+    head_input = features
+    if unit_features:
+        head_input = f"{features}_unit"
+        graph += encode_field(GRAPH_INITIALIZER, float_tensor(f"{features}_epsilon", [], L2_EPSILON))
+        for node in (_node("ReduceSumSquare", [features], f"{features}_squared_norm",
+                           _attribute_ints("axes", [1]) + _attribute_int("keepdims", 1)),
+                     _node("Sqrt", [f"{features}_squared_norm"], f"{features}_norm"),
+                     _node("Max", [f"{features}_norm", f"{features}_epsilon"], f"{features}_norm_clamped"),
+                     _node("Div", [features, f"{features}_norm_clamped"], head_input)):
+            graph += encode_field(GRAPH_NODE, node)
+    graph += encode_field(GRAPH_NODE, _node("Gemm", [head_input, weight, bias], logits, _attribute_int("transB", 1)))
     graph += encode_field(GRAPH_INPUT, _float_value(weight, ["classes", channels]))
     graph += encode_field(GRAPH_INPUT, _float_value(bias, ["classes"]))
     graph += encode_field(GRAPH_OUTPUT, _float_value(logits, ["batch", "classes"]))
     return _with_graph(model, bytes(graph))
+
+
+def inputs_to_initializers(model: bytes, tensors: dict[str, tuple[Sequence[int], bytes]]) -> bytes:
+    """The model with the named graph inputs removed and given as inline float32 initializers instead:
+    name -> (dims, little-endian float32 bytes). The inverse of `initializers_to_inputs`."""
+    graph, found = bytearray(), set()
+    for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
+        if field == GRAPH_INPUT and isinstance(value, bytes):
+            name = text(next((v for f, v in parse_fields(value) if f == VALUE_INFO_NAME and isinstance(v, bytes)), b""))
+            if name in tensors:
+                found.add(name)
+                continue
+        graph += raw
+    if found != set(tensors):
+        raise ProtoError(f"not inputs of this graph: {sorted(set(tensors) - found)}")
+    for name, (dims, data) in tensors.items():
+        graph += encode_field(GRAPH_INITIALIZER, float_tensor(name, dims, data))
+    return _with_graph(model, bytes(graph))
+
+
+def inline_external_data(model: bytes, location: str, data: bytes | memoryview) -> bytes:
+    """The model with every initializer stored in the external file `location` carrying its bytes inline
+    instead (raw_data), read from `data`, that file's content: one self-contained file."""
+    graph, view = bytearray(), memoryview(data).cast("B")
+    for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
+        if field == GRAPH_INITIALIZER and isinstance(value, bytes):
+            init = parse_initializer(value)
+            if init.external.get("location") == location:
+                offset, length = int(init.external.get("offset", "0")), int(init.external.get("length", "-1"))
+                if init.data_type != FLOAT or length != 4 * _count(init.dims) or not 0 <= offset <= len(view) - length:
+                    raise ProtoError(f"initializer {init.name!r}: {length} bytes at {offset} of {len(view)} "
+                                     f"for float32 {list(init.dims)}")
+                kept = b"".join(r for f, _, r in _fields(value)
+                                if f not in (TENSOR_EXTERNAL_DATA, TENSOR_DATA_LOCATION))
+                data_field = encode_field(TENSOR_RAW_DATA, view[offset:offset + length])
+                raw = encode_field(GRAPH_INITIALIZER, kept + data_field)
+        graph += raw
+    return _with_graph(model, bytes(graph))
+
+
+def with_metadata(model: bytes, entries: dict[str, str]) -> bytes:
+    """The model with these `metadata_props` added (ModelProto field 14, key/value strings)."""
+    return model + b"".join(encode_field(MODEL_METADATA_PROPS, encode_field(ENTRY_KEY, k.encode("utf-8"))
+                                         + encode_field(ENTRY_VALUE, v.encode("utf-8"))) for k, v in entries.items())

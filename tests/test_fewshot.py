@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 import sdk
@@ -104,6 +105,9 @@ def test_the_exported_network_computes_the_cosine_head(tiny_sdk, tiny_data, tmp_
     assert np.abs(model.logits(val)).max() <= 5.0 + 1e-4  # cosine x temperature
     path = model.export(tmp_path / "mine.pte")
     assert json.loads(path.with_name("mine.pte.json").read_text())["head"] == "cosine"
+    session = ort.InferenceSession(str(model.export(tmp_path / "mine.onnx")), providers=["CPUExecutionProvider"])
+    (onnx_logits,) = session.run(None, {"image": model.preprocessing.normalize(val)})
+    np.testing.assert_allclose(onnx_logits, model.logits(val), atol=1e-4)
 
 
 def test_bad_examples_raise_typed_errors(tiny_sdk, tiny_data, monkeypatch):

@@ -6,7 +6,16 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from sdk.onnx_proto import ProtoError, append_linear_head, initializers, initializers_to_inputs
+from sdk.onnx_proto import (
+    ProtoError,
+    append_linear_head,
+    initializers,
+    initializers_to_inputs,
+    inline_external_data,
+    inputs_to_initializers,
+    with_metadata,
+)
+from sdk.prototypes import l2_normalize
 
 
 def small_model() -> bytes:
@@ -64,6 +73,52 @@ def test_a_linear_head_is_appended_with_its_rows_as_inputs_of_any_count():
         append_linear_head(small_model(), "features", 3, "head_weight", "head_bias", "logits")
 
 
+def test_a_cosine_head_normalises_the_features_as_the_runtime_does_and_zero_features_stay_finite():
+    relu = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])]), opset_imports=[helper.make_opsetid("", 17)])
+    relu.ir_version = 8
+    edited = append_linear_head(relu.SerializeToString(), "y", 4, "head_weight", "head_bias", "logits",
+                                unit_features=True)
+    onnx.checker.check_model(onnx.load_from_string(edited), full_check=True)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal([3, 4]).astype(np.float32)
+    x[2] = -1  # all features zero after the ReLU: the logits are the bias, as in l2_normalize
+    w, b = rng.standard_normal([5, 4]).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    got = ort.InferenceSession(edited).run(None, {"x": x, "head_weight": w, "head_bias": b})[0]
+    np.testing.assert_allclose(got, l2_normalize(np.maximum(x, 0)) @ w.T + b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got[2], b)
+
+
+def test_a_standalone_model_carries_its_weights_head_and_metadata():
+    model = onnx.load_from_string(small_model())
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    external = np.concatenate([np.full(16, 7, np.float32), w.ravel()])  # w at byte 64 of the weight file
+    onnx.external_data_helper.set_external_data(model.graph.initializer[0], "weights.bin", offset=64, length=48)
+    model.graph.initializer[0].data_location = onnx.TensorProto.EXTERNAL
+    model.graph.initializer[0].ClearField("raw_data")
+    headed = append_linear_head(model.SerializeToString(), "y", 3, "hw", "hb", "logits")
+    hw, hb = np.ones([2, 3], np.float32), np.array([0.5, -0.5], np.float32)
+    standalone = with_metadata(inline_external_data(
+        inputs_to_initializers(headed, {"hw": (hw.shape, hw.tobytes()), "hb": (hb.shape, hb.tobytes())}),
+        "weights.bin", external.view(np.uint8)), {"classes": "[\"a\", \"b\"]"})
+    loaded = onnx.load_from_string(standalone)
+    onnx.checker.check_model(loaded, full_check=True)
+    assert not any(t.external_data for t in loaded.graph.initializer)
+    assert [i.name for i in loaded.graph.input] == ["x"]
+    assert {p.key: p.value for p in loaded.metadata_props} == {"classes": '["a", "b"]'}
+    x = np.random.default_rng(3).standard_normal([2, 4]).astype(np.float32)
+    y = ort.InferenceSession(small_model()).run(None, {"x": x})[0]
+    np.testing.assert_allclose(ort.InferenceSession(standalone).run(None, {"x": x})[0], y @ hw.T + hb, rtol=1e-5)
+    for short in (external[:20], external[:-1]):  # the file ends before the tensor does
+        with pytest.raises(ProtoError, match="bytes at 64"):
+            inline_external_data(headed, "weights.bin", short.view(np.uint8))
+    with pytest.raises(ProtoError, match="not inputs"):
+        inputs_to_initializers(headed, {"x2": ((1,), b"\0" * 4)})
+    with pytest.raises(ProtoError, match="bytes for float32"):
+        inputs_to_initializers(headed, {"hb": ((3,), hb.tobytes())})
+
+
 def test_unknown_names_and_damaged_bytes_raise_proto_error():
     model = small_model()
     with pytest.raises(ProtoError):
@@ -77,7 +132,9 @@ def test_unknown_names_and_damaged_bytes_raise_proto_error():
         damaged.append(bytes(raw))
     for data in damaged:  # may still parse (a cut at a field boundary), but fails only with ProtoError
         for edit in (lambda d: initializers_to_inputs(d, ["w"]),
-                     lambda d: append_linear_head(d, "y", 3, "head_weight", "head_bias", "logits")):
+                     lambda d: append_linear_head(d, "y", 3, "head_weight", "head_bias", "logits", True),
+                     lambda d: inline_external_data(d, "weights.bin", bytes(64)),
+                     lambda d: inputs_to_initializers(d, {"x": ((2, 4), bytes(32))})):
             try:
                 edit(data)
             except ProtoError:
