@@ -4,6 +4,7 @@
     python -m export bundle runs/bench --out compact.taper --mode drop:0.02+lowrank:8+fp16
     python -m export inspect tiny-imagenet.taper
     python -m export golden tiny-imagenet.taper --out golden/ --case "goldfish, tench" --case "insects"
+    python -m export executorch tiny-imagenet.taper        # the companion for sdk.load(..., engine="executorch")
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     gold.add_argument("--out", type=Path, required=True)
     gold.add_argument("--case", action="append", help="a description to personalize for (repeat for several; "
                       "default: the tiny test bundle's cases)")
+    xnn = sub.add_parser("executorch", help="write a bundle's ExecuTorch companion (XNNPACK program, external weights)")
+    xnn.add_argument("bundle", type=Path)
+    xnn.add_argument("--out", type=Path, default=None, help="default: <bundle>.xnnpack")
     look = sub.add_parser("inspect", help="validate a bundle and print its manifest summary")
     look.add_argument("bundle", type=Path)
     args = parser.parse_args(argv)
@@ -45,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
             from .golden import CASES, write_golden
 
             print(write_golden(args.bundle, args.out, args.case or CASES))
+        elif args.command == "executorch":
+            from .executorch_program import export_companion
+
+            path = export_companion(args.bundle, args.out)
+            print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
         else:
             from sdk.bundle import Bundle
 

@@ -128,9 +128,9 @@ class StandardRoute:
     def __init__(self, graph: bytes, bases: CompactBases, layout: dict[str, dict], external_size: int,
                  providers: Sequence[str], threads: int | None, kernel: FusionKernel):
         self.graph, self.providers, self.threads = graph, providers, threads
-        placements = {n: Placement(n, tuple(e["shape"]), e["offset"] // 4) for n, e in layout.items()}
+        self.placements = {n: Placement(n, tuple(e["shape"]), e["offset"] // 4) for n, e in layout.items()}
         # One tile per layer: the plain layout is the bundle's own order, so tiles read the mapped bundle.
-        self.plan = FusionPlan.build(bases, placements, external_size // 4, kernel, tile_floats=None)
+        self.plan = FusionPlan.build(bases, self.placements, external_size // 4, kernel, tile_floats=None)
 
     def new_buffer(self) -> WeightBuffer:
         return self.plan.new_buffer(self)
@@ -243,6 +243,10 @@ class BackboneEngine:
     def _return_buffer(self, target: WeightBuffer) -> None:
         target.in_use = False
         self._buffers.put(target)
+
+    def use(self, route: Route) -> None:
+        """Personalize on `route` from now on (another engine's, `sdk.executorch_engine`); never compile."""
+        self.current, self.compile_tried = route, True
 
     def compile(self, alpha: np.ndarray) -> None:
         """Compile for this device (CPU only; tried once). The compiled route is kept only if a model

@@ -18,7 +18,7 @@ from .adapt import AdaptRule, adapt_stream
 from .architecture import NUM_BLOCKS
 from .bundle import Bundle
 from .engine import BackboneEngine
-from .errors import DescriptionError
+from .errors import DescriptionError, SdkError
 from .fewshot import enroll
 from .folding import fold_batch_norm
 from .graph_check import check_backbone_graph, check_encoder_graph
@@ -29,6 +29,7 @@ from .stopwatch import Stopwatch
 from .tasks import TaskOptions, TaskResolver
 from .text_encoder import TextEncoder
 from .tokenizer_check import check_tokenizer_json
+from .xnnpack_program import default_path as default_program_path
 
 
 class PhraseEmbedder:
@@ -102,6 +103,19 @@ class TaperBundle:
         self.compile_engine()
         return self
 
+    def use_executorch(self, program: str | Path) -> TaperBundle:
+        """Personalize with ExecuTorch from now on: the companion XNNPACK program at `program`
+        (`sdk.xnnpack_program`, written by `python -m export executorch BUNDLE`)."""
+        from .executorch_engine import ExecutorchRoute
+        from .xnnpack_program import read_companion
+
+        arch = self.bundle.manifest.architecture
+        shapes = {name: tuple(entry["shape"]) for name, entry in self.bundle.backbone_layout.items()}
+        companion = read_companion(program, {"stem": arch.stem, "width": arch.width, "input_size": arch.input_size},
+                                   shapes)
+        self.engine.use(ExecutorchRoute(companion, self.engine.standard))
+        return self
+
     def compile_engine(self) -> bool:
         """Compile the backbone for this device unless done; True if it was done now."""
         with self._compile_lock:
@@ -165,8 +179,12 @@ class TaperBundle:
         return buffer, views
 
 
+ENGINES = ("onnxruntime", "executorch")
+
+
 def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None = None,
-         threads: int | None = None, device_compile: bool = True, in_memory: bool = False) -> TaperBundle:
+         threads: int | None = None, device_compile: bool = True, in_memory: bool = False,
+         engine: str = "onnxruntime", program: str | Path | None = None) -> TaperBundle:
     """Open and validate a bundle, ready to personalize.
 
     >>> bundle = sdk.load("tiny-imagenet.taper")     # doctest: +SKIP
@@ -182,12 +200,22 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
         in_memory: read the file into memory instead of mapping it. A mapped bundle that is truncated or
             rewritten on disk is detected at the next `personalize` (BundleError); in memory, later changes
             to the file cannot matter.
+        engine: "onnxruntime" (default) or "executorch": personalized models run the bundle's ExecuTorch
+            companion, an XNNPACK program (`sdk.executorch_engine`; needs the executorch package).
+        program: the companion's path for engine="executorch" (default: `<path>.xnnpack`).
     Returns:
         A TaperBundle (`personalize` it).
     Raises:
-        BundleError: the file is missing, damaged, of another format version, or inconsistent.
+        BundleError: the file (or the ExecuTorch companion) is missing, damaged, of another format
+            version, or inconsistent.
+        SdkError: an unknown engine, or engine="executorch" without the executorch package.
     """
-    return TaperBundle(Bundle.open(path, verify, in_memory), providers, threads, device_compile)
+    if engine not in ENGINES:
+        raise SdkError(f"engine must be one of {ENGINES}, got {engine!r}")
+    bundle = TaperBundle(Bundle.open(path, verify, in_memory), providers, threads, device_compile)
+    if engine == "executorch":
+        bundle.use_executorch(program if program is not None else default_program_path(path))
+    return bundle
 
 
 def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = None, *,

@@ -1,0 +1,86 @@
+"""ExecuTorch as the backbone engine: `sdk.load(path, engine="executorch")`.
+
+A third route (`sdk.engine.Route`) beside onnxruntime's two: the fusion plan folds a personalization
+into the plain layout (the standard route's plan), `open` writes those weights into a copy of the
+companion's data file at the recorded slots (`sdk.xnnpack_program`), loads the XNNPACK program with it
+(XNNPACK packs the weights at load, as onnxruntime does at session creation) and returns a network
+that runs the program for features and applies the task's head in numpy.
+
+Needs the `executorch` package, which imports torch: an optional engine for checking what an app's
+ExecuTorch runtime will compute, and for timing it; onnxruntime stays the default.
+
+>>> bundle = sdk.load("tiny-imagenet.taper", engine="executorch")   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .engine import StandardRoute
+from .errors import BundleError, SdkError
+from .fusion import WeightBuffer
+from .xnnpack_program import Companion, write_slots
+
+
+def _loader():
+    try:
+        import torch
+        from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
+    except ImportError as e:
+        raise SdkError(f"engine='executorch' needs executorch (pip install 'taper-sdk[export]'): {e}") from None
+    return torch, _load_for_executorch_from_buffer
+
+
+@dataclass
+class ExecutorchNetwork:
+    """A loaded XNNPACK program (features) and the task's head rows; runs batches of up to max_batch."""
+    module: Any
+    weights: bytes               # the data file the module reads from (ExecuTorch keeps a pointer, not a copy)
+    head_weight: np.ndarray
+    head_bias: np.ndarray
+    max_batch: int
+    torch: Any = field(repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def run(self, images: np.ndarray) -> np.ndarray:
+        """[N, K] logits of normalized [N, 3, H, W] float32 images."""
+        images = np.ascontiguousarray(images, np.float32)
+        pieces = []
+        with self._lock:  # one ExecuTorch method is not meant to run on two threads at once
+            for i in range(0, len(images), self.max_batch):
+                out = self.module.forward([self.torch.from_numpy(images[i:i + self.max_batch])])[0]
+                pieces.append(out.numpy())
+        features = np.concatenate(pieces) if pieces else np.zeros((0, self.head_weight.shape[1]), np.float32)
+        return features @ self.head_weight.T + self.head_bias
+
+
+class ExecutorchRoute:
+    """The standard route's fusion into the plain layout, then the companion program loaded with it."""
+    name = "executorch"
+
+    def __init__(self, companion: Companion, standard: StandardRoute):
+        self.companion, self.plan, self.placements = companion, standard.plan, standard.placements
+        self.torch, self.load = _loader()
+
+    def new_buffer(self) -> WeightBuffer:
+        return self.plan.new_buffer(self)
+
+    def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer) -> None:
+        self.plan.fuse_and_fold(alpha, target)
+
+    def open(self, target: WeightBuffer, head_weight: np.ndarray, head_bias: np.ndarray) -> ExecutorchNetwork:
+        weights = bytearray(self.companion.weights)
+        views = {n: p.view_of(target.graph_data) for n, p in self.placements.items()}
+        write_slots(weights, self.companion.slots, views)
+        weights = bytes(weights)
+        try:
+            module = self.load(self.companion.program, weights)
+            module.method_meta("forward")  # fails here, typed, for a program without a forward method
+        except Exception as e:  # ExecuTorch raises RuntimeError for programs it cannot load
+            raise BundleError(f"the ExecuTorch companion's program could not be loaded: {e}") from None
+        return ExecutorchNetwork(module, weights, np.ascontiguousarray(head_weight, np.float32),
+                                 np.ascontiguousarray(head_bias, np.float32), self.companion.max_batch, self.torch)
