@@ -284,7 +284,9 @@ def markdown(result: dict) -> str:
               "session is created). `fusion_bandwidth_ratio` is the plain GEMV per layer over the bundle's "
               "bases (the issue's definition); `fuse_fold_bandwidth_ratio` is the same for the route's "
               "tiled fusion with folding (bytes of its bases and weight buffer over its time). "
-              "All sessions without spin-waiting threads (a spinning baseline slowed what ran after it).", ""]
+              "All sessions without spin-waiting threads (a spinning baseline slowed what ran after it).", "",
+              "The ExecuTorch engine (`sdk.load(..., engine=\"executorch\")`) beside onnxruntime, personalize() "
+              "and inference of both in one run: `engines.md` (`scripts/bench_engines.py`).", ""]
     return "\n".join(lines)
 
 
