@@ -77,8 +77,8 @@ def run_case(name: str, path: Path, repeats: int, tmp: Path) -> dict:
               "companion_mb": round(companion.stat().st_size / 1e6, 1),
               "companion_export_s": round(time.perf_counter() - t, 1)}
     # Each engine is timed in its own process, two processes per engine, alternating; the median of each
-    # metric. (A first version timed both in one process and measured full-width onnxruntime inference at
-    # 51 ms, against 17 ms in runtime.md: the two runtimes' thread pools may disturb each other there.)
+    # metric, so one runtime's thread pool cannot disturb the other's timings. (A first version timed both
+    # in one process: full-width onnxruntime inference 51 ms; this one measured 49 ms, so that was not it.)
     runs = {engine: [] for engine in ENGINES}
     for _ in range(2):
         for engine in ENGINES:
