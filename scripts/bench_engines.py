@@ -105,7 +105,7 @@ def run_case(name: str, path: Path, repeats: int, tmp: Path) -> dict:
 
 def measure(engine: str, path: Path, companion: Path, repeats: int) -> dict:
     """One engine's timings in this process (see run_case)."""
-    bundle = sdk.load(path, engine=engine, program=companion).warm_up()
+    bundle = sdk.load(path, engine=engine, program=companion if engine == "executorch" else None).warm_up()
     size = bundle.preprocessing.input_size
     images = np.random.default_rng(0).integers(0, 255, (8, size, size, 3), dtype=np.uint8)
     totals, parts, _ = personalize_times(bundle, repeats)

@@ -212,6 +212,8 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
     """
     if engine not in ENGINES:
         raise SdkError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if program is not None and engine != "executorch":
+        raise SdkError("program= names the ExecuTorch companion: it needs engine='executorch'")
     bundle = TaperBundle(Bundle.open(path, verify, in_memory), providers, threads, device_compile)
     if engine == "executorch":
         bundle.use_executorch(program if program is not None else default_program_path(path))

@@ -120,5 +120,7 @@ def test_a_program_executorch_cannot_load_is_a_bundle_error(tiny_bundle, compani
 def test_engine_choice_errors_are_typed(tiny_bundle, tmp_path):
     with pytest.raises(SdkError, match="engine must be one of"):
         sdk.load(tiny_bundle, engine="tflite")
+    with pytest.raises(SdkError, match="needs engine='executorch'"):
+        sdk.load(tiny_bundle, program=tmp_path / "x.xnnpack")
     with pytest.raises(BundleError, match="python -m export executorch"):
         sdk.load(tiny_bundle, engine="executorch", program=tmp_path / "missing.xnnpack")
