@@ -43,21 +43,23 @@ def indexed_backbone(stem: str, width: float) -> tuple[FoldedBackbone, dict[str,
     return net, index
 
 
-def lower(net: FoldedBackbone, input_size: int) -> tuple[bytes, bytes]:
-    """(program, data file) of `net` lowered to XNNPACK with its weights external, batch 1..MAX_PTE_BATCH."""
+def lower_to_xnnpack(net: torch.nn.Module, input_size: int, weights_file: str | None = None
+                     ) -> tuple[bytes, dict[str, bytes]]:
+    """`net` (one image input) lowered to XNNPACK for batches of 1 to MAX_PTE_BATCH: the program and its
+    external data files ({} unless `weights_file` names the one its weights are moved to)."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
     from executorch.exir.passes.external_constants_pass import delegate_external_constants_pass_unlifted
 
     example = (torch.zeros(2, 3, input_size, input_size),)  # a batch of 1 would be specialised as a constant
-    dynamic = {"x": {0: torch.export.Dim("batch", min=1, max=MAX_PTE_BATCH)}}
-    tagged = torch.export.export(net, example, dynamic_shapes=dynamic).module()
-    delegate_external_constants_pass_unlifted(module=tagged, gen_tag_fn=lambda _node: WEIGHTS_FILE)
-    program = torch.export.export(tagged, example, dynamic_shapes=dynamic)
+    dynamic = ({0: torch.export.Dim("batch", min=1, max=MAX_PTE_BATCH)},)  # the memory plan is for the largest
+    program = torch.export.export(net, example, dynamic_shapes=dynamic)
+    if weights_file is not None:
+        tagged = program.module()
+        delegate_external_constants_pass_unlifted(module=tagged, gen_tag_fn=lambda _node: weights_file)
+        program = torch.export.export(tagged, example, dynamic_shapes=dynamic)
     lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch()
-    if set(lowered._tensor_data) != {WEIGHTS_FILE}:
-        raise RuntimeError(f"expected one external data file, got {sorted(lowered._tensor_data)}")
-    return bytes(lowered.buffer), bytes(lowered._tensor_data[WEIGHTS_FILE])
+    return bytes(lowered.buffer), {name: bytes(data) for name, data in lowered._tensor_data.items()}
 
 
 def find_slots(weights: bytes, index: dict[str, tuple[int, tuple[int, ...]]]) -> dict[str, dict]:
@@ -90,7 +92,10 @@ def export_companion(bundle_path: str | Path, out: str | Path | None = None) -> 
     """Write the ExecuTorch companion of the bundle at `bundle_path` (default `<bundle>.xnnpack`)."""
     arch = sdk.load(bundle_path).bundle.manifest.architecture
     net, index = indexed_backbone(arch.stem, arch.width)
-    program, weights = lower(net, arch.input_size)
+    program, files = lower_to_xnnpack(net, arch.input_size, WEIGHTS_FILE)
+    if set(files) != {WEIGHTS_FILE}:
+        raise RuntimeError(f"expected one external data file, got {sorted(files)}")
+    weights = files[WEIGHTS_FILE]
     header = {"architecture": {"stem": arch.stem, "width": arch.width, "input_size": arch.input_size},
               "max_batch": MAX_PTE_BATCH, "slots": find_slots(weights, index)}
     out = Path(out) if out is not None else default_path(bundle_path)

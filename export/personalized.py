@@ -48,22 +48,16 @@ class PersonalizedNetwork(nn.Module):
         return torch.softmax(logits, dim=1) if self.softmax else logits
 
 
-def _example(model, batch: int = 1) -> torch.Tensor:
+def _example(model) -> torch.Tensor:
     size = model.preprocessing.input_size
-    return torch.zeros(batch, 3, size, size)
+    return torch.zeros(1, 3, size, size)
 
 
 def _executorch(model, out: Path) -> list[Path]:
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
+    from .executorch_program import lower_to_xnnpack
 
-    # The batch is dynamic up to MAX_PTE_BATCH; the memory plan holds activations for that many images.
-    batch = torch.export.Dim("batch", min=1, max=MAX_PTE_BATCH)
-    # (an example batch of 1 would be specialised as a constant)
-    program = torch.export.export(PersonalizedNetwork.of(model), (_example(model, 2),),
-                                  dynamic_shapes={"image": {0: batch}})
-    lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch()
-    out.write_bytes(lowered.buffer)
+    program, _ = lower_to_xnnpack(PersonalizedNetwork.of(model), model.preprocessing.input_size)
+    out.write_bytes(program)
     sidecar = out.with_name(out.name + ".json")
     sidecar.write_text(json.dumps({**metadata_json(model), "max_batch": MAX_PTE_BATCH}, indent=1))
     return [out, sidecar]

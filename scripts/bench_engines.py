@@ -146,11 +146,12 @@ def markdown(result: dict) -> str:
                 f"{k} {v}" for k, v in c[engine]["personalize_breakdown_ms"].items()))
         lines.append("")
     lines += ["On the ExecuTorch engine `session` is writing the folded weights into a copy of the companion's "
-              "data file and loading the XNNPACK program with it (XNNPACK packs the weights at load); the head "
-              "runs in numpy. ExecuTorch finishes loading at the first inference (`first_inference_ms` against "
-              "`inference_ms_batch1`), so an app pays personalize_ms plus that difference before its first answer. "
-              "onnxruntime runs its compiled route (one shared session). Each engine is timed in its own process "
-              "(two per engine, alternating, median). The full-width case uses random weights: timing only.", ""]
+              "data file and loading the XNNPACK program with it; the head runs in numpy. Its first inference "
+              "after personalize() is slower than the next ones (`first_inference_ms` against "
+              "`inference_ms_batch1`), so part of the loading seems to happen there: an app pays personalize_ms "
+              "plus that difference before its first answer. onnxruntime runs its compiled route (one shared "
+              "session). Each engine is timed in its own process (two per engine, alternating, median). The "
+              "full-width case uses random weights: timing only.", ""]
     return "\n".join(lines)
 
 

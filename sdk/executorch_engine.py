@@ -3,7 +3,7 @@
 A third route (`sdk.engine.Route`) beside onnxruntime's two: the fusion plan folds a personalization
 into the plain layout (the standard route's plan), `open` writes those weights into a copy of the
 companion's data file at the recorded slots (`sdk.xnnpack_program`), loads the XNNPACK program with it
-(XNNPACK packs the weights at load, as onnxruntime does at session creation) and returns a network
+(the first inference after it is slower than the next ones: docs/results/engines.md) and returns a network
 that runs the program for features and applies the task's head in numpy.
 
 Needs the `executorch` package, which imports torch: an optional engine for checking what an app's

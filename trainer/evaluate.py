@@ -53,13 +53,15 @@ class Evaluator:
     def static(self, logits: torch.Tensor, tasks: list[np.ndarray]) -> tuple[float, float]:
         """(accuracy with selection, without) of one task-independent network over all tasks, from its
         logits on the whole val set (`self.logits(state)`, computed once per network, not per task set)."""
-        return self._accumulate(tasks, lambda i, task, idx: logits[idx])
+        return self.accumulate(tasks, lambda i, task, idx: logits[idx])
 
     def per_task(self, state_for: Callable[[int, np.ndarray], dict], tasks: list[np.ndarray]) -> tuple[float, float]:
         """(accuracy with selection, without) building one network per task with `state_for(i, task)`."""
-        return self._accumulate(tasks, lambda i, task, idx: self.logits(state_for(i, task), idx))
+        return self.accumulate(tasks, lambda i, task, idx: self.logits(state_for(i, task), idx))
 
-    def _accumulate(self, tasks, logits_for) -> tuple[float, float]:
+    def accumulate(self, tasks: list[np.ndarray], logits_for: Callable) -> tuple[float, float]:
+        """(accuracy with selection, without) over all tasks, with `logits_for(i, task, idx)` the logits of
+        the val images `idx` of task i."""
         selected = plain = total = 0
         for i, task in enumerate(tasks):
             idx = self.task_index(task)

@@ -22,14 +22,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .batches import plain_batches
 from .checkpoints import load_state
 from .config import TrainConfig
 from .data.cache import Split
 from .data.holdout import held_out_classes
 from .data.tasks import TaskSampler
-from .data.transforms import random_crop_flip, to_normalized_tensor
+from .data.transforms import to_normalized_tensor
 from .models import ResNet18
 from .run import make_context
+from .stages import StageContext
 
 LEARNING_RATES = (0.01, 0.03)  # stage 2/3 fine-tune at 0.01; stage 1 ends its cosine at ~0
 MAX_EPOCHS = 2                        # cosine over 2 epochs; the choice may stop after 1 (~90 s a task here)
@@ -84,26 +86,21 @@ def accuracy(model: ResNet18, split: Split, preprocessing, batch_size: int = 500
     return 100.0 * correct / len(split)
 
 
-def finetune(model: ResNet18, data: Split, lr: float, epochs: int, config: TrainConfig, preprocessing,
-             seed: int, after_epoch=None) -> ResNet18:
+def finetune(model: ResNet18, data: Split, lr: float, epochs: int, ctx: StageContext, seed: int,
+             after_epoch=None) -> ResNet18:
     """SGD with the run's momentum and weight decay, cosine over MAX_EPOCHS (stopping after `epochs`);
     `after_epoch(e, model)` is called after each epoch."""
     generator = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=config.momentum,
-                                weight_decay=config.weight_decay)
-    steps_per_epoch = max(1, len(data) // config.batch_size)
+    optimizer = ctx.sgd([{"params": list(model.parameters()), "lr": lr}])
+    steps_per_epoch = max(1, len(data) // ctx.config.batch_size)
     total, step = MAX_EPOCHS * steps_per_epoch, 0
     for epoch in range(epochs):
         model.train()
-        order = rng.permutation(len(data))
-        for b in range(steps_per_epoch):
-            index = np.sort(order[b * config.batch_size:(b + 1) * config.batch_size])
-            x = to_normalized_tensor(torch.from_numpy(np.ascontiguousarray(data.images[index])), preprocessing)
-            x = random_crop_flip(x, config.aug_pad, generator)
+        for images, labels in plain_batches(data, ctx.config.batch_size, rng, steps_per_epoch):  # one permutation
             for group in optimizer.param_groups:
                 group["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / total))
-            loss = F.cross_entropy(model(x), torch.from_numpy(data.labels[index]))
+            loss = F.cross_entropy(model(ctx.augment(images, generator)), labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -113,8 +110,8 @@ def finetune(model: ResNet18, data: Split, lr: float, epochs: int, config: Train
     return model.eval()
 
 
-def oracle_task(stage1_state: dict, reference_state: dict, model_config, config: TrainConfig, preprocessing,
-                data: TaskData, task: np.ndarray, seed: int) -> dict:
+def oracle_task(stage1_state: dict, reference_state: dict, ctx: StageContext, data: TaskData, task: np.ndarray,
+                seed: int) -> dict:
     """Fine-tune with each learning rate for MAX_EPOCHS on nine tenths of the task's training images; the
     (lr, epoch) snapshot with the best accuracy on the held-out tenth is the oracle. Every snapshot is also
     scored on val (800 forward passes, no refit needed), but only the selection split chooses."""
@@ -122,17 +119,17 @@ def oracle_task(stage1_state: dict, reference_state: dict, model_config, config:
     val: dict[tuple[float, int], float] = {}
     for lr in LEARNING_RATES:
         def record(epoch, model, lr=lr):
-            select[(lr, epoch)] = accuracy(model, data.select, preprocessing)
-            val[(lr, epoch)] = accuracy(model, data.val, preprocessing)
-        finetune(task_network(stage1_state, model_config, task), data.train, lr, MAX_EPOCHS, config, preprocessing,
-                 seed, after_epoch=record)
+            select[(lr, epoch)] = accuracy(model, data.select, ctx.preprocessing)
+            val[(lr, epoch)] = accuracy(model, data.val, ctx.preprocessing)
+        finetune(task_network(stage1_state, ctx.model_config, task), data.train, lr, MAX_EPOCHS, ctx, seed,
+                 after_epoch=record)
     (lr, epochs), best = max(select.items(), key=lambda kv: (kv[1], -kv[0][1], -kv[0][0]))
-    start_select = accuracy(task_network(stage1_state, model_config, task), data.select, preprocessing)
+    start_select = accuracy(task_network(stage1_state, ctx.model_config, task), data.select, ctx.preprocessing)
     return {"task": task.tolist(), "lr": lr, "epochs": epochs, "selection_accuracy": round(best, 2),
             "selection_accuracy_at_start": round(start_select, 2),
             "finetuned": round(val[(lr, epochs)], 2),
-            "classifier_selection": round(accuracy(task_network(reference_state, model_config, task), data.val,
-                                                   preprocessing), 2)}
+            "classifier_selection": round(accuracy(task_network(reference_state, ctx.model_config, task), data.val,
+                                                   ctx.preprocessing), 2)}
 
 
 def evaluate_oracle(run_dir: Path, num_tasks: int = 20, progress: bool = True) -> dict:
@@ -149,7 +146,7 @@ def evaluate_oracle(run_dir: Path, num_tasks: int = 20, progress: bool = True) -
     for n, anchor in enumerate(anchors):
         task = tasks_seed0[anchor]
         data = task_data(ctx.data.train, ctx.data.val, task, seed=config.seed + anchor)
-        row = oracle_task(stage1, reference, ctx.model_config, config, ctx.preprocessing, data, task, config.seed)
+        row = oracle_task(stage1, reference, ctx, data, task, config.seed)
         rows.append({"anchor": ctx.data.names[anchor], **row})
         if progress:
             print(f"[oracle] {n + 1}/{len(anchors)} {ctx.data.names[anchor][:30]}: fine-tuned {row['finetuned']:.2f} "

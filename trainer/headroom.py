@@ -64,13 +64,20 @@ def best_single_basis(evaluator: Evaluator, basis_logits: list[torch.Tensor], ta
     return 100.0 * correct / total
 
 
+def majority_shard_accuracy(evaluator: Evaluator, basis_logits: list[torch.Tensor], members: np.ndarray,
+                            tasks: list[np.ndarray]) -> float:
+    """Accuracy (%) when every task gets the basis of its majority shard (the paper's shard basis)."""
+    return evaluator.accumulate(tasks, lambda i, task, idx: basis_logits[majority_shard(members, task)][idx])[0]
+
+
 def specialist_margins(evaluator: Evaluator, basis_logits: list[torch.Tensor], reference_logits: torch.Tensor,
                        members: np.ndarray, tasks: list[np.ndarray]) -> list[float | None]:
     """Per basis: accuracy on its own shard's tasks minus the reference's on them (points; None when no
     task has that majority shard)."""
+    owner = [majority_shard(members, t) for t in tasks]
     margins: list[float | None] = []
     for q, logits in enumerate(basis_logits):
-        own = [t for t in tasks if majority_shard(members, t) == q]
+        own = [t for t, o in zip(tasks, owner, strict=True) if o == q]
         if not own:
             margins.append(None)
             continue

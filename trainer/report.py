@@ -22,7 +22,7 @@ from .data.tasks import TaskSampler
 from .evaluate import Evaluator, pairwise_similarity_correlation
 from .headroom import (
     best_single_basis,
-    majority_shard,
+    majority_shard_accuracy,
     mean_margin,
     shard_router_alpha,
     shards_per_task,
@@ -75,7 +75,7 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
             add("standard", plain)
             add("classifier_selection", sel)
             add("stage1_selection", evaluator.static(stage1_logits, tasks)[0])
-            add("shard_basis", _majority_shard_accuracy(evaluator, shard_logits, members, tasks))
+            add("shard_basis", majority_shard_accuracy(evaluator, shard_logits, members, tasks))
             add("best_single_basis", best_single_basis(evaluator, shard_logits, tasks))
             if protocol == "neighbourhood":
                 margins.append(specialist_margins(evaluator, shard_logits, baseline_logits, members, tasks))
@@ -229,7 +229,7 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
     for seed in seeds:
         tasks = sampler.evaluation_tasks(seed)
         for name, value in (("reference", evaluator.static(reference_logits, tasks)[0]),
-                            ("shard_basis", _majority_shard_accuracy(evaluator, basis_logits, members, tasks)),
+                            ("shard_basis", majority_shard_accuracy(evaluator, basis_logits, members, tasks)),
                             ("best_single_basis", best_single_basis(evaluator, basis_logits, tasks)),
                             ("uniform_average", evaluator.static(uniform_logits, tasks)[0]),
                             ("shard_router", _router_accuracy(evaluator, bank, members, tasks))):
@@ -258,14 +258,3 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
         "eval_time_s": round(time.perf_counter() - start, 1),
         "config": config.to_dict(),
     }
-
-
-def _majority_shard_accuracy(evaluator: Evaluator, shard_logits, members: np.ndarray, tasks) -> float:
-    correct = total = 0
-    for task in tasks:
-        q = majority_shard(members, task)
-        idx = evaluator.task_index(task)
-        correct += evaluator.correct(shard_logits[q][idx], evaluator.labels[idx], task)[0]
-        total += len(idx)
-    return 100.0 * correct / total
-
