@@ -21,7 +21,7 @@ from sdk.bases import CompactBases
 from sdk.bundle import bases_bytes, safetensors_bytes, write_bundle
 from sdk.manifest import Architecture, Manifest, MixerSpec, TextEncoderSpec
 from sdk.preprocessing import Preprocessing
-from sdk.text_encoder import MAX_TOKENS, MODEL_FILE, PROMPTS, TOKENIZER_FILE
+from sdk.text_encoder import MAX_TOKENS, MODEL_FILE, PROMPTS, TOKENIZER_FILE, TextEncoder
 
 from .backbone import export_backbone
 from .compress import Mode, compress
@@ -59,7 +59,8 @@ def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32
     hierarchy = ctx.data.hierarchy
     classes = {"classes": [{"id": w, "name": n, "path": list(p)} for w, n, p in
                            zip(hierarchy.wnids, hierarchy.names, hierarchy.paths, strict=True)],
-               "supercategories": {g: [hierarchy.index(w) for w in ws] for g, ws in hierarchy.supercategories.items()}}
+               "supercategories": {g: [hierarchy.index(w) for w in ws] for g, ws in hierarchy.supercategories.items()},
+               "concepts": hierarchy.concepts()}
     evaluation = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").exists() else {}
     architecture = Architecture(config.stem, config.width, ctx.data.num_classes, config.input_size)
     dataset = dataset_name(config.data)
@@ -84,13 +85,20 @@ def assemble(architecture: Architecture, bases: CompactBases, mixer: dict[str, n
              mixer_blocks: int, class_embeddings: np.ndarray, classes: dict, provenance: dict
              ) -> tuple[Manifest, dict[str, bytes]]:
     """Manifest and members from the parts (`bases`: `CompactBases.full(rows, shapes)` for plain bases,
-    or `export.compress.compress` of them)."""
+    or `export.compress.compress` of them). A non-empty `classes["concepts"]` (`ClassHierarchy.concepts`)
+    is embedded here, each by its primary name with the class names' prompt ensemble (format version 5);
+    an empty or missing one is left out (version 3 or 4)."""
     graph, _, _ = export_backbone(architecture.stem, architecture.width, architecture.input_size)
     encoder = cached_text_encoder()
+    embeddings = {"text": class_embeddings}
+    classes = {k: v for k, v in classes.items() if k != "concepts" or v}
+    if classes.get("concepts"):
+        names = [c["names"][0] for c in classes["concepts"]]
+        embeddings["concepts"] = TextEncoder.from_dir(encoder).embed_class_names(names)
     members = {
         "bases.safetensors": bases_bytes(bases),
         "mixer.safetensors": safetensors_bytes(mixer),
-        "class_embeddings.safetensors": safetensors_bytes({"text": class_embeddings}),
+        "class_embeddings.safetensors": safetensors_bytes(embeddings),
         "classes.json": json.dumps(classes, ensure_ascii=False).encode(),
         "backbone.onnx": graph,
         "text_encoder.onnx": (encoder / MODEL_FILE).read_bytes(),

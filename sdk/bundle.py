@@ -1,8 +1,8 @@
 """The `.taper` bundle: the one module that reads and writes the format (docs/bundle-format.md).
 
-Layout, versions 3 and 4 (integers little-endian):
+Layout, versions 3 to 5 (integers little-endian):
     0   8 bytes   magic b"TAPERBDL"
-    8   u32       format version (3 or 4: the manifest's `version`)
+    8   u32       format version (3, 4 or 5: the manifest's `version`)
     12  u32       flags (0: reserved, a reader rejects anything else)
     16  u64       manifest length M
     24  32 bytes  SHA-256 of the manifest bytes
@@ -42,7 +42,7 @@ from .bases import CompactBases
 from .errors import BundleError, TensorFileError
 from .files import atomic_file
 from .folding import backbone_layout
-from .manifest import MEMBERS, READ_VERSIONS, Manifest, MemberEntry, load_json
+from .manifest import CONCEPTS_SINCE, MEMBERS, READ_VERSIONS, Manifest, MemberEntry, load_json
 from .tensorfile import encode_header, read_tensors
 
 MAGIC = b"TAPERBDL"
@@ -51,6 +51,7 @@ ALIGN = 64
 MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_CLASSES_JSON_BYTES = 64 * 1024 * 1024
 MAX_NAME_CHARS, MAX_PATH_DEPTH = 1000, 64
+MAX_CONCEPTS, MAX_CONCEPT_NAMES = 100_000, 64
 VERIFY_CHUNK = 1 << 24  # bytes hashed / floats checked per step while verifying (bounded temporaries)
 # What older versions were, for the message that rejects them.
 OLDER_VERSIONS = {1: "taper-sdk 0.1 (no manifest checksum)", 2: "taper-sdk 0.2 (Q full bases, no compact forms)"}
@@ -63,6 +64,15 @@ class ClassInfo:
     path: list[str]
 
 
+@dataclass
+class Concept:
+    """A kind of thing the classes belong to (a WordNet hypernym such as "clothing"): its names, the
+    first primary, and its classes (sorted indices, at least two)."""
+    id: str
+    names: list[str]
+    members: list[int]
+
+
 class Bundle:
     """A validated bundle. The bases are read-only views into the memory-mapped file (or into memory
     with `in_memory=True`); every smaller member is copied at load.
@@ -70,7 +80,8 @@ class Bundle:
     Attributes:
         manifest: the typed manifest. shapes / layout: the architecture's tensors and block layout.
         bases: the bases, layer by layer (`sdk.bases.CompactBases`). mixer: the mixer predictor's tensors.
-        class_embeddings: [num_classes, embed_dim]. classes / supercategories: from classes.json.
+        class_embeddings: [num_classes, embed_dim]. classes / supercategories / concepts: from classes.json
+        (no concepts before version 5). concept_embeddings: [len(concepts), embed_dim].
         backbone_layout / backbone_size: the backbone graph's external-data layout (`backbone_layout`).
     """
 
@@ -85,9 +96,13 @@ class Bundle:
         self.bases = CompactBases.from_tensors(self._member_tensors("bases.safetensors"), manifest.bases,
                                                self.shapes, manifest.num_bases)
         self.mixer = self._tensors("mixer.safetensors", self._mixer_shapes(), copy=True)
-        self.class_embeddings = self._tensors("class_embeddings.safetensors", {
-            "text": (arch.num_classes, manifest.mixer.embed_dim)}, copy=True)["text"]
-        self.classes, self.supercategories = self._classes()
+        self.classes, self.supercategories, self.concepts = self._classes()
+        dim = manifest.mixer.embed_dim
+        embeddings = self._tensors("class_embeddings.safetensors", {
+            "text": (arch.num_classes, dim),
+            **({"concepts": (len(self.concepts), dim)} if manifest.version >= CONCEPTS_SINCE else {})}, copy=True)
+        self.class_embeddings = embeddings["text"]
+        self.concept_embeddings = embeddings.get("concepts", np.zeros((0, dim), np.float32))
         if verify:
             self.verify_finite()
         if fd is not None:  # only once valid: `open` closes the descriptor itself when validation fails
@@ -203,14 +218,16 @@ class Bundle:
                 tensors[key].flags.writeable = False
         return tensors
 
-    def _classes(self) -> tuple[list[ClassInfo], dict[str, list[int]]]:
+    def _classes(self) -> tuple[list[ClassInfo], dict[str, list[int]], list[Concept]]:
         what = "member classes.json"
         if self.manifest.members["classes.json"].size > MAX_CLASSES_JSON_BYTES:
             raise BundleError(f"{what} is larger than {MAX_CLASSES_JSON_BYTES} bytes")
         spec = load_json(self.member_bytes("classes.json"), what)
         n = self.manifest.architecture.num_classes
-        if not isinstance(spec, dict) or set(spec) != {"classes", "supercategories"}:
-            raise BundleError(f"{what}: must be an object with exactly 'classes' and 'supercategories'")
+        keys = {"classes", "supercategories"} | ({"concepts"} if self.manifest.version >= CONCEPTS_SINCE else set())
+        if not isinstance(spec, dict) or set(spec) != keys:
+            raise BundleError(f"{what}: must be an object with exactly {sorted(keys)} (format version "
+                              f"{self.manifest.version})")
         rows, groups = spec["classes"], spec["supercategories"]
         if not isinstance(rows, list) or len(rows) != n:
             raise BundleError(f"{what}: 'classes' must list {n} classes")
@@ -218,8 +235,7 @@ class Bundle:
         for i, row in enumerate(rows):
             ok = (isinstance(row, dict) and set(row) == {"id", "name", "path"}
                   and all(_short_text(row[k]) for k in ("id", "name"))
-                  and isinstance(row["path"], list) and 1 <= len(row["path"]) <= MAX_PATH_DEPTH
-                  and all(_short_text(p) for p in row["path"]))
+                  and _text_list(row["path"], MAX_PATH_DEPTH))
             if not ok:
                 raise BundleError(f"{what}: class {i} must be {{id, name, path}} with non-empty strings of at most "
                                   f"{MAX_NAME_CHARS} characters and a path of 1-{MAX_PATH_DEPTH} of them")
@@ -231,7 +247,8 @@ class Bundle:
             and all(type(i) is int and 0 <= i < n for i in v) for k, v in groups.items())
         if not ok:
             raise BundleError(f"{what}: 'supercategories' must map names to non-empty lists of class indices")
-        return classes, {k: list(v) for k, v in groups.items()}
+        concepts = _concepts(spec["concepts"], n, what) if "concepts" in spec else []
+        return classes, {k: list(v) for k, v in groups.items()}, concepts
 
     def __repr__(self) -> str:
         a = self.manifest.architecture
@@ -241,6 +258,40 @@ class Bundle:
 
 def _short_text(value: object) -> bool:
     return isinstance(value, str) and 0 < len(value) <= MAX_NAME_CHARS
+
+
+def _text_list(value: object, most: int) -> bool:
+    return isinstance(value, list) and 1 <= len(value) <= most and all(_short_text(v) for v in value)
+
+
+def _concepts(rows: object, n: int, what: str) -> list[Concept]:
+    """classes.json's `concepts`: 1 to MAX_CONCEPTS of {id, names, members}, members strictly increasing
+    class indices, at least two of them; ids unique."""
+    if not isinstance(rows, list) or not 1 <= len(rows) <= MAX_CONCEPTS:
+        raise BundleError(f"{what}: 'concepts' must list 1 to {MAX_CONCEPTS} concepts")
+    concepts = []
+    for i, row in enumerate(rows):
+        ok = (isinstance(row, dict) and set(row) == {"id", "names", "members"} and _short_text(row["id"])
+              and _text_list(row["names"], MAX_CONCEPT_NAMES) and isinstance(row["members"], list)
+              and 2 <= len(row["members"]) <= n and all(type(c) is int and 0 <= c < n for c in row["members"])
+              and all(a < b for a, b in zip(row["members"], row["members"][1:], strict=False)))
+        if not ok:
+            raise BundleError(f"{what}: concept {i} must be {{id, names, members}}: an id and 1-{MAX_CONCEPT_NAMES} "
+                              f"names (non-empty strings of at most {MAX_NAME_CHARS} characters) and 2-{n} "
+                              "increasing class indices")
+        concepts.append(Concept(row["id"], list(row["names"]), list(row["members"])))
+    if len({c.id for c in concepts}) != len(concepts):
+        raise BundleError(f"{what}: concept ids are not unique")
+    return concepts
+
+
+def _classes_version(classes_json: bytes) -> int:
+    """The lowest format version that holds this classes.json (tests write broken ones: those need no more)."""
+    try:
+        spec = json.loads(classes_json)
+    except (ValueError, RecursionError):
+        return READ_VERSIONS[0]
+    return CONCEPTS_SINCE if isinstance(spec, dict) and "concepts" in spec else READ_VERSIONS[0]
 
 
 def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
@@ -325,7 +376,7 @@ def encode_bundle(manifest: Manifest, members: dict[str, bytes]) -> tuple[bytes,
         raise BundleError(f"a bundle has exactly the members {list(MEMBERS)}")
     entries = {name: MemberEntry(0, len(members[name]), hashlib.sha256(members[name]).hexdigest())
                for name in MEMBERS}
-    manifest = replace(manifest, version=manifest.required_version())
+    manifest = replace(manifest, version=max(manifest.required_version(), _classes_version(members["classes.json"])))
     raw = b""
     for _ in range(10):  # offsets depend on the manifest's length, which depends on the offsets
         offset = _align(HEADER.size + len(raw))
@@ -379,6 +430,6 @@ def _align(n: int) -> int:
     return n + (-n % ALIGN)
 
 
-__all__ = ["ALIGN", "HEADER", "MAGIC", "MEMBERS", "NUM_BLOCKS", "Bundle", "ClassInfo", "Manifest", "bases_bytes",
-           "bundle_bytes", "tensors_member",
+__all__ = ["ALIGN", "HEADER", "MAGIC", "MEMBERS", "NUM_BLOCKS", "Bundle", "ClassInfo", "Concept", "Manifest",
+           "bases_bytes", "bundle_bytes", "tensors_member",
            "encode_bundle", "parse_manifest", "safetensors_bytes", "verify_checksums", "write_bundle"]

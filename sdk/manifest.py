@@ -22,11 +22,12 @@ from .errors import BundleError
 from .preprocessing import IMAGENET_MEAN, IMAGENET_STD, RESIZE, Preprocessing
 
 FORMAT = "taper-bundle"
-VERSION = 4              # the newest version this SDK reads and writes
-READ_VERSIONS = (3, 4)   # version 3 is version 4 without the `subspace` kind
+VERSION = 5                 # the newest version this SDK reads and writes
+READ_VERSIONS = (3, 4, 5)   # 3: no `subspace` kind; 4: no concepts; 5: concepts in classes.json
 # The version that introduced a layer kind (others: 3). A writer stamps the lowest version that holds the
-# bundle, so a bundle without subspace layers still loads in taper-sdk 0.3.
+# bundle, so a bundle without subspace layers or concepts still loads in taper-sdk 0.3.
 KIND_SINCE = {"subspace": 4}
+CONCEPTS_SINCE = 5          # classes.json's `concepts` and class_embeddings' `concepts` tensor
 STEMS, WIDTHS = ("imagenet", "small"), (1.0, 0.5, 0.25)
 MEMBERS = ("bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors", "classes.json",
            "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE")

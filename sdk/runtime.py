@@ -78,7 +78,8 @@ class TaperBundle:
         self.prompts = m.text_encoder.prompts
         self._compile_lock = threading.Lock()
         self.embedder = PhraseEmbedder(bundle)
-        self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories, self.embedder)
+        self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories, self.embedder,
+                                     bundle.concepts, bundle.concept_embeddings)
 
     @property
     def classes(self) -> list[str]:

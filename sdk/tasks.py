@@ -3,19 +3,29 @@
 Rules, in order:
 1. A list of strings: each must name a class exactly (id, full name or any synonym; case-insensitive),
    else DescriptionError listing the unknown names.
-2. A string with commas ("bicycle, pedestrian, tree") is resolved item by item with rules 3-4 and the
-   union is taken.
-3. A string naming a group (a super-category such as "insects" or "dogs", or an inner node of the
-   class hierarchy such as "dog") selects every class under it; an exact class name selects that class
-   and its nearest neighbours by text similarity. Plurals are made singular first (`singular_forms`:
-   "butterflies" -> the butterfly group, "wolves" -> "wolf", "geese" -> "goose").
-4. Otherwise the text is embedded (with the first prompt of the class names' ensemble) and the classes scoring
-   within `margin` of the best are taken, at most `max_classes`. If the best score stands out from
-   the mean score over all classes by less than `min_contrast`, nothing matches and DescriptionError
-   is raised. (Absolute similarities do not separate: with the prompt ensemble even "tuesday" scores
-   ~0.5 against some class. The contrast default 0.13 is calibrated on Tiny ImageNet by
+2. A string with commas ("bicycle, pedestrian, tree") is resolved item by item with rules 3-5 and the
+   union is taken; so is an item joined by the words "and", "or" or "&" ("cars and trucks"), unless the
+   whole item is a name (rule 3 or a class name: "devices and instruments" is one group).
+3. A string naming a group selects every class under it (at most MAX_GROUP_CLASSES): a super-category
+   ("insects"), else any name of a concept (bundles of format 5: every WordNet hypernym of the classes
+   with all its synonyms, "clothing", "wear", "veggie", "household appliance"), else a node of the
+   classes' hierarchy paths ("dog"). An exact class name selects that class and its nearest neighbours by
+   text similarity. Plurals are made singular first (`singular_forms`: "butterflies" -> the butterfly
+   group, "wolves" -> "wolf", "geese" -> "goose").
+4. Otherwise the text is embedded (with the first prompt of the class names' ensemble). If the best
+   class stands out from the mean score over all classes by less than `min_contrast`, nothing matches
+   and DescriptionError is raised. (Absolute similarities do not separate: with the prompt ensemble even
+   "tuesday" scores ~0.5 against some class. The contrast default 0.13 is calibrated on Tiny ImageNet by
    `scripts/calibrate_descriptions.py`: it rejects none of 200 WordNet glosses and 92 class synonyms
    but only the most meaningless ~14% of unrelated words; docs/results/description_calibration.md.)
+5. If a concept of at most `max_classes` classes is at least as similar to the text as the best class
+   ("things to wear" is nearer "clothing" than any garment), its classes are taken, with those of the
+   concepts within CONCEPT_MARGIN of it while the task stays within `max_classes` (a concept holding the
+   best one joins only if at most SUPERSET_RATIO times its size: "my pets" takes "domestic animal" beside
+   "dog", "farm animals" does not take "animal" beside "domestic animal"). Otherwise the classes scoring
+   within `margin` of the best class are taken, at most `max_classes` (one item of a list: the best).
+   On Tiny ImageNet (scripts/bench_retrieval.py, docs/results/retrieval.md) rules 2, 3 and 5 took the
+   27 tuning phrasings from precision/recall 0.68/0.50 to 0.81/0.73.
 Descriptions with control, invisible or unassigned characters, unpaired surrogates, empty lists and
 options of the wrong type or range raise DescriptionError (`check_text`, `TaskOptions`).
 A task has at least `min_classes` classes (nearest classes by text similarity are added if needed).
@@ -33,13 +43,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .bundle import ClassInfo
+from .bundle import ClassInfo, Concept
 from .errors import DescriptionError
 
 MAX_DESCRIPTION_CHARS = 1000
 MAX_CLASS_LIST = 10_000
 MAX_GROUP_CLASSES = 100  # a named group is taken whole (max_classes does not cut it), up to this many
 MAX_TASK_CLASSES = 100_000
+# Rule 5, chosen on the 27 tuning phrasings (scripts/retrieval_phrasings.json): margins 0, 0.02 and 0.03
+# gave the same precision/recall (0.81/0.73), 0.05 traded precision for recall (0.80/0.74).
+CONCEPT_MARGIN = 0.03
+SUPERSET_RATIO = 2
+CONJUNCTIONS = frozenset({"and", "or", "&"})
 # Unicode categories refused in a description: control (tab and newlines aside), format (zero-width and
 # bidirectional marks: invisible, and able to make two different strings look alike), surrogate, private
 # use and unassigned.
@@ -139,19 +154,48 @@ def normalize_name(text: str) -> str:
 
 
 class TaskResolver:
+    """Resolves descriptions against one bundle's classes (see the module docstring for the rules).
+
+    >>> resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories, embed,
+    ...                         bundle.concepts, bundle.concept_embeddings)                 # doctest: +SKIP
+    >>> resolver.resolve("things to wear").how                                             # doctest: +SKIP
+    ["'things to wear': concept 'clothing' (similarity 0.84 >= best class 0.68)"]
+    """
+
     def __init__(self, classes: list[ClassInfo], class_embeddings: np.ndarray,
-                 supercategories: dict[str, list[int]], embed_phrase: Callable[[str], np.ndarray]):
+                 supercategories: dict[str, list[int]], embed_phrase: Callable[[str], np.ndarray],
+                 concepts: Sequence[Concept] = (), concept_embeddings: np.ndarray | None = None):
         self.classes, self.embeddings, self.embed_phrase = classes, class_embeddings, embed_phrase
+        self.concepts = list(concepts)
+        self.concept_embeddings = (concept_embeddings if concept_embeddings is not None
+                                   else np.zeros((0, class_embeddings.shape[1]), np.float32))
+        self.concept_sizes = np.array([len(c.members) for c in self.concepts], np.int64)
         self.by_name: dict[str, int] = {}
         for i, c in enumerate(classes):
             for key in [c.id, c.name, *c.name.split(",")]:
                 self.by_name.setdefault(normalize_name(key), i)
-        self.groups: dict[str, list[int]] = {}
+        self.groups = self._groups(classes, supercategories)
+
+    def _groups(self, classes: list[ClassInfo], supercategories: dict[str, list[int]]) -> dict[str, list[int]]:
+        """Name -> classes, for rule 3: super-categories over concepts' primary names over their other
+        names over hierarchy path nodes. Concepts sharing a name are merged ("vessel": container and boat)."""
+        groups: dict[str, list[int]] = {}
+        for synonyms in (False, True):
+            named: dict[str, set[int]] = {}
+            for concept in self.concepts:
+                for name in concept.names[1:] if synonyms else concept.names[:1]:
+                    named.setdefault(normalize_name(name), set()).update(concept.members)
+            for name, members in named.items():
+                groups.setdefault(name, sorted(members))
+        nodes: dict[str, list[int]] = {}
         for i, c in enumerate(classes):  # inner nodes of the hierarchy ("dog", "insect", ...)
             for node in c.path[:-1]:
-                self.groups.setdefault(normalize_name(node), []).append(i)
+                nodes.setdefault(normalize_name(node), []).append(i)
+        for name, members in nodes.items():
+            groups.setdefault(name, members)
         for name, members in supercategories.items():
-            self.groups[normalize_name(name)] = list(members)
+            groups[normalize_name(name)] = list(members)
+        return groups
 
     def resolve(self, description: str | Sequence[str], options: TaskOptions | None = None) -> Task:
         options = options or TaskOptions()
@@ -161,7 +205,8 @@ class TaskResolver:
             text = check_text(description).strip()
             if not text:
                 raise DescriptionError("the description is empty")
-            parts = [p for p in (s.strip() for s in text.split(",")) if p] if "," in text else [text]
+            items = [p for p in (s.strip() for s in text.split(",")) if p] if "," in text else [text]
+            parts = [part for item in items for part in self._conjuncts(item)]
             if not parts:
                 raise DescriptionError("the description has no words")
             chosen, how, encode = set(), [], 0.0
@@ -188,6 +233,25 @@ class TaskResolver:
         chosen = self._pad(sorted(chosen), options)
         return Task(np.array(chosen, np.int64), unit_mean(self.embeddings[chosen]), how, round(encode * 1000, 3))
 
+    def _named(self, key: str) -> bool:
+        """Whether the normalised phrase (or its singular) is a group or a class name (rule 3)."""
+        return any(f in self.groups or f in self.by_name for f in (key, *singular_forms(key)))
+
+    def _conjuncts(self, item: str) -> list[str]:
+        """The item's parts between the words "and", "or" and "&" (rule 2); [item] if it is a name or has none."""
+        key = normalize_name(item)
+        if self._named(key):
+            return [item]
+        parts, words = [], []
+        for word in key.split(" ") + ["and"]:
+            if word in CONJUNCTIONS:
+                if words:
+                    parts.append(" ".join(words))
+                words = []
+            else:
+                words.append(word)
+        return parts if len(parts) > 1 else [item]
+
     def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool) -> tuple[list[int], str, float]:
         """(class indices, how they were found, seconds spent embedding the phrase)."""
         key = normalize_name(phrase)
@@ -209,11 +273,39 @@ class TaskResolver:
         if standout < options.min_contrast:
             raise DescriptionError(f"nothing in this bundle matches {phrase!r} (closest: {self.classes[best].name!r}, "
                                    f"which stands out by only {standout:.2f} < min_contrast {options.min_contrast})")
+        by_concept = self._concept_match(embedding, float(scores[best]), options)
+        if by_concept is not None:
+            return (*by_concept, seconds)
         if not single:
             return [best], f"closest class (similarity {scores[best]:.2f})", seconds
         closest = f"{self.classes[best].name!r}: {scores[best]:.2f}, contrast {standout:.2f}"
         return (self._top(scores, options), f"classes within {options.margin} of the best similarity ({closest})",
                 seconds)
+
+    def _concept_match(self, embedding: np.ndarray, best_class: float, options: TaskOptions
+                       ) -> tuple[list[int], str] | None:
+        """Rule 5: the classes of the concepts nearest the text, if one is at least as near as any class."""
+        eligible = self.concept_sizes <= options.max_classes
+        if not eligible.any():
+            return None
+        scores = np.where(eligible, self.concept_embeddings @ embedding, -np.inf)
+        order = np.argsort(-scores, kind="stable")
+        top = int(order[0])
+        if scores[top] < best_class:
+            return None
+        first = set(self.concepts[top].members)
+        chosen, names = set(first), [self.concepts[top].names[0]]
+        for j in order[1:]:
+            if scores[j] < scores[top] - CONCEPT_MARGIN:
+                break
+            members = set(self.concepts[j].members)
+            if members > first and len(members) > SUPERSET_RATIO * len(first):
+                continue
+            if len(chosen | members) <= options.max_classes and not members <= chosen:
+                chosen |= members
+                names.append(self.concepts[j].names[0])
+        return (sorted(chosen), f"concept {' + '.join(map(repr, names))} (similarity {scores[top]:.2f} >= "
+                                f"best class {best_class:.2f})")
 
     def _top(self, scores: np.ndarray, options: TaskOptions, include: int | None = None) -> list[int]:
         order = np.argsort(-scores)

@@ -56,3 +56,16 @@ def with_member_bytes(blob: bytes, name: str, new: bytes) -> bytes:
     members = {n: blob[e.offset:e.offset + e.size] for n, e in manifest.members.items()}
     members[name] = new
     return bundle_bytes(manifest, members)
+
+
+def without_concepts(members: dict[str, bytes]) -> dict[str, bytes]:
+    """Members of a format-5 bundle made those of a format 3/4 one: no concepts in classes.json, no concept
+    embeddings."""
+    from sdk.bundle import safetensors_bytes
+    from sdk.tensorfile import read_tensors
+
+    spec = json.loads(members["classes.json"])
+    spec.pop("concepts", None)
+    text = read_tensors(members["class_embeddings.safetensors"])[0]["text"]
+    return {**members, "classes.json": json.dumps(spec).encode(),
+            "class_embeddings.safetensors": safetensors_bytes({"text": text})}

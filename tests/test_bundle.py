@@ -3,7 +3,7 @@ import struct
 
 import numpy as np
 import pytest
-from bundle_edits import PAD, manifest_of, with_manifest, with_member
+from bundle_edits import PAD, manifest_of, with_manifest, with_member, without_concepts
 
 from export.bundle import run_contents
 from sdk.bundle import HEADER, MEMBERS, Bundle, bundle_bytes, parse_manifest, write_bundle
@@ -13,9 +13,14 @@ from sdk.errors import BundleError
 def test_bundle_round_trip(tiny_bundle, tiny_run):
     bundle = Bundle.open(tiny_bundle)
     m = bundle.manifest
-    assert set(m.members) == set(MEMBERS) and m.num_bases == 3 and m.version == 3
+    assert set(m.members) == set(MEMBERS) and m.num_bases == 3 and m.version == 5  # 5: it has concepts
     assert [c.name for c in bundle.classes][:2] == ["red disc", "green disc"]
     assert set(bundle.supercategories) == {"round_shapes", "angular_shapes", "textures"}
+    # Concepts: the synthetic hierarchy's path nodes holding 2 or more (not all) classes, each embedded.
+    assert [(c.id, c.members) for c in bundle.concepts][:3] == [
+        ("shapes", list(range(16))), ("angular shape", list(range(8, 16))), ("round shape", list(range(8)))]
+    assert bundle.concept_embeddings.shape == (len(bundle.concepts), m.mixer.embed_dim)
+    assert np.allclose(np.linalg.norm(bundle.concept_embeddings, axis=1), 1, atol=1e-5)
     assert {s.kind for s in m.bases.values()} == {"full"}  # the default export: the bases as trained
     weight = bundle.bases.layers[0].parts["weight"]
     assert not weight.flags.writeable  # a view into the mapped file, not a copy
@@ -204,6 +209,63 @@ def test_bad_classes_json_is_a_bundle_error(small_bundle, classes_json):
         load_bytes(with_member_bytes(small_bundle, "classes.json", classes_json))
 
 
+def concepts_edit(edit):
+    def classes_json(blob: bytes) -> bytes:
+        m, _ = manifest_of(blob)
+        entry = m["members"]["classes.json"]
+        spec = json.loads(blob[entry["offset"]:entry["offset"] + entry["size"]])
+        edit(spec)
+        return json.dumps(spec).encode()
+    return classes_json
+
+
+@pytest.mark.parametrize("edit", [
+    lambda s: s["concepts"][0].update(members=[3, 1]),                 # not increasing
+    lambda s: s["concepts"][0].update(members=[1, 1]),                 # repeated
+    lambda s: s["concepts"][0].update(members=[1]),                    # one class is no concept
+    lambda s: s["concepts"][0].update(members=[0, 24]),                # out of range
+    lambda s: s["concepts"][0].update(members=[False, True]),          # not integers
+    lambda s: s["concepts"][0].update(names=[]),
+    lambda s: s["concepts"][0].update(names=["x" * 1001]),
+    lambda s: s["concepts"][0].update(names="shapes"),
+    lambda s: s["concepts"][0].update(extra=1),
+    lambda s: s["concepts"][1].update(id=s["concepts"][0]["id"]),      # ids repeat
+    lambda s: s.update(concepts={}),
+    lambda s: s["concepts"].append(s["concepts"][0] | {"id": "new"}),  # more concepts than embedding rows
+])
+def test_bad_concepts_are_bundle_errors(small_bundle, edit):
+    from bundle_edits import with_member_bytes
+
+    with pytest.raises(BundleError, match="classes.json|class_embeddings"):
+        load_bytes(with_member_bytes(small_bundle, "classes.json", concepts_edit(edit)(small_bundle)))
+
+
+def test_concepts_and_the_format_version_must_agree(small_bundle):
+    """Version 5 needs concepts (and their embeddings); a version 4 bundle may not have them."""
+    from bundle_edits import with_member_bytes
+
+    assert load_bytes(small_bundle).manifest.version == 5
+    # The writer stamps 3 when classes.json has no concepts; the embeddings' extra tensor is then refused.
+    without = with_member_bytes(small_bundle, "classes.json", concepts_edit(lambda s: s.pop("concepts"))(small_bundle))
+    with pytest.raises(BundleError, match="class_embeddings.safetensors: tensors differ.*unexpected \\['concepts'\\]"):
+        load_bytes(without)
+    # A header and manifest that say 4 over a classes.json with concepts.
+    m, _ = manifest_of(small_bundle)
+    blob = with_manifest(small_bundle[:8] + struct.pack("<I", 4) + small_bundle[12:], {**m, "version": 4})
+    with pytest.raises(BundleError, match="exactly \\['classes', 'supercategories'\\] \\(format version 4\\)"):
+        load_bytes(blob)
+
+
+def test_a_bundle_without_concepts_is_version_3_and_resolves_by_path_nodes(tiny_run, tmp_path):
+    import sdk
+
+    manifest, members = run_contents(tiny_run)
+    path = write_bundle(tmp_path / "v3.taper", manifest, without_concepts(members))
+    bundle = Bundle.open(path)
+    assert bundle.manifest.version == 3 and bundle.concepts == [] and bundle.concept_embeddings.shape[0] == 0
+    assert set(sdk.load(path).resolver.resolve("disc").classes.tolist()) == {0, 1, 2, 3}
+
+
 def test_writing_refuses_missing_members_before_touching_the_disk(tiny_run, tmp_path):
     manifest, members = run_contents(tiny_run)
     members.pop("NOTICE")
@@ -222,7 +284,8 @@ def test_open_names_the_file(tmp_path):
         Bundle.open(tmp_path)
 
 
-# Compact bundles (format version 3): the bases as a shared part plus deltas, in every storage kind.
+# Compact bundles (format version 3, or 4 with subspace layers; without concepts, which would make them 5):
+# the bases as a shared part plus deltas, in every storage kind.
 
 @pytest.fixture(scope="module")
 def compact_parts(tiny_run):
@@ -235,6 +298,7 @@ def compact_parts(tiny_run):
     from sdk.bundle import bases_bytes, tensors_member
 
     manifest, members = run_contents(tiny_run)
+    members = without_concepts(members)
     members["text_encoder.onnx"], members["tokenizer.json"] = b"stand-in", b"{}"
     full = load_bytes(bundle_bytes(manifest, members)).bases
     rows = full.block_rows()

@@ -4,7 +4,7 @@ Built once per (source, image size) under `<cache root>/data/`, atomically (temp
     meta.json                        classes, names, counts, image size, source, build time
     {train,val}_images.npy           uint8 [N, S, S, 3]
     {train,val}_labels.npy           int64 [N]
-    wordnet_hierarchy.tsv, supercategories.json   (copied from the source when present)
+    wordnet_hierarchy.tsv, supercategories.json, concept_names.tsv   (from the source when present)
 
 >>> data = load_dataset("../shared/data/tiny-imagenet-200.tar.gz")   # ~20 s the first time  # doctest: +SKIP
 >>> data.train.images.shape                                                                  # doctest: +SKIP
@@ -30,7 +30,7 @@ from .errors import DataError
 from .hierarchy import HIERARCHY_FILE, ClassHierarchy
 from .sources import LabelledImages, open_source
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: concept_names.tsv (names of the WordNet ancestors) kept beside the hierarchy
 TINY_IMAGENET_SIZE = 64
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import DataError
-from .hierarchy import HIERARCHY_FILE, SUPERCATEGORIES_FILE, ClassHierarchy
+from .hierarchy import CONCEPT_NAMES_FILE, HIERARCHY_FILE, SUPERCATEGORIES_FILE, ClassHierarchy, parse_concept_names
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp"}
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
@@ -116,6 +116,12 @@ def _hierarchy(files: Files, wnids: list[str], names: list[str]) -> tuple[ClassH
     groups = extra[SUPERCATEGORIES_FILE].decode("utf-8", "replace") if SUPERCATEGORIES_FILE in extra else None
     hierarchy = ClassHierarchy.from_text(extra[HIERARCHY_FILE].decode("utf-8", "replace"), groups,
                                          where=str(files.source))
+    if "words.txt" in files:  # names of the ancestors (82,115 lines; the cache keeps only the ~350 needed)
+        wanted = {a for row in hierarchy.ancestors for a in row}
+        lines = "".join(line + "\n" for line in files.text("words.txt").splitlines()
+                        if line.partition("\t")[0] in wanted)
+        extra[CONCEPT_NAMES_FILE] = lines.encode()
+        hierarchy.concept_names = parse_concept_names(lines, wanted)
     return hierarchy.restrict_to(wnids, source=f"the classes of {files.source}"), extra
 
 
