@@ -56,9 +56,14 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("🐶🐶", {}), ("", {}), ("   ", {}), (",,,", {}), ("a\u200bb", {}), ("x" * 1001, {}), ("\u0007bell", {}),
     ("yellow things", {"max_classes": 3}), ("red disc", {"min_classes": 4}), ("green shapes", {"margin": 0.2}),
     ("a striped pattern", {"min_contrast": 0.9}), (["red disc"], {"min_classes": 5}),
+    # Concepts (format 5) by name and by similarity, and "and"/"or" lists.
+    ("shapes", {}), ("angular shape", {}), ("round shapes and textures", {}), ("discs or rings", {}),
+    ("stripes & squares", {}), ("red and blue", {}), ("and", {}), ("circles and stripes, squares", {}),
+    ("checkered", {}), ("checkered or striped", {}), ("patterned things", {"max_classes": 8}),
+    ("patterned things", {"max_classes": 4}), ("geometric figures", {}), ("polka dots or zebra stripes", {}),
 )
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
-                                      ["s00000003", "red checkerboard"], "rings", "something round and red")
+                                      ["s00000003", "red checkerboard"], "rings", "something red", "checkered or striped")
 IMAGE_SIZES = ((32, 32), (1, 1), (7, 5), (33, 31), (80, 48), (48, 80), (3, 1000), (1000, 3), (101, 257))
 
 

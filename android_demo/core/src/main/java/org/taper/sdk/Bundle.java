@@ -24,8 +24,9 @@ import java.util.Map;
  */
 public final class Bundle {
     static final byte[] MAGIC = "TAPERBDL".getBytes(StandardCharsets.US_ASCII);
-    /** Versions read: 3, and 4 (3 plus the "subspace" kind). */
-    static final int OLDEST = 3, VERSION = 4, HEADER = 64, ALIGN = 64;
+    /** Versions read: 3, 4 (3 plus the "subspace" kind) and 5 (4 plus concepts). */
+    static final int OLDEST = 3, VERSION = 5, CONCEPTS_SINCE = 5, HEADER = 64, ALIGN = 64;
+    static final int MAX_CONCEPTS = 100_000, MAX_CONCEPT_NAMES = 64;
     static final long MAX_MANIFEST = 1L << 20;
     static final String[] MEMBERS = {"bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors",
             "classes.json", "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE"};
@@ -44,6 +45,9 @@ public final class Bundle {
     public final List<List<String>> classPaths = new ArrayList<>();
     /** Named groups of classes ("insects": indices), as classes.json lists them. */
     public final Map<String, int[]> supercategories = new java.util.LinkedHashMap<>();
+    /** The hierarchy's concepts (format 5; empty before) and their unit embeddings [concepts, embedDim]. */
+    public final List<Concept> concepts = new ArrayList<>();
+    public final FloatBuffer conceptEmbeddings;
     /** The text encoder's prompt templates (each with one "{}") and truncation length. */
     public final List<String> prompts = new ArrayList<>();
     public final int maxTokens;
@@ -118,19 +122,28 @@ public final class Bundle {
         externalSize = Architecture.backboneLayout(shapes, backboneOffsets);
         bases = new Bases(tensors("bases.safetensors"), obj(manifest, "bases"), shapes, numBases, version);
         mixer = floats(tensors("mixer.safetensors"));
-        classEmbeddings = floats(tensors("class_embeddings.safetensors")).get("text");
+        readClasses(version);
+        Map<String, FloatBuffer> embedded = floats(tensors("class_embeddings.safetensors"));
+        java.util.Set<String> names = version >= CONCEPTS_SINCE ? java.util.Set.of("text", "concepts") : java.util.Set.of("text");
+        if (!embedded.keySet().equals(names))
+            throw new BundleException("member class_embeddings.safetensors: tensors must be exactly " + new java.util.TreeSet<>(names));
+        classEmbeddings = embedded.get("text");
         expect(classEmbeddings, (long) numClasses * embedDim, "class embeddings");
-        readClasses();
+        conceptEmbeddings = embedded.containsKey("concepts") ? embedded.get("concepts") : FloatBuffer.allocate(0);
+        expect(conceptEmbeddings, (long) concepts.size() * embedDim, "concept embeddings");
     }
 
     /** classes.json, checked as sdk/bundle.py checks it. */
     @SuppressWarnings("unchecked")
-    private void readClasses() {
+    private void readClasses(int version) {
         String what = "member classes.json: ";
         if (memberBuffer("classes.json").remaining() > (64 << 20)) throw new BundleException(what + "larger than 64 MiB");
         Object parsed = Json.parse(new String(memberBytes("classes.json"), StandardCharsets.UTF_8), "member classes.json");
-        if (!(parsed instanceof Map) || !((Map<String, Object>) parsed).keySet().equals(java.util.Set.of("classes", "supercategories")))
-            throw new BundleException(what + "must be an object with exactly 'classes' and 'supercategories'");
+        java.util.Set<String> keys = version >= CONCEPTS_SINCE ? java.util.Set.of("classes", "supercategories", "concepts")
+                : java.util.Set.of("classes", "supercategories");
+        if (!(parsed instanceof Map) || !((Map<String, Object>) parsed).keySet().equals(keys))
+            throw new BundleException(what + "must be an object with exactly " + new java.util.TreeSet<>(keys)
+                    + " (format version " + version + ")");
         Object classes = ((Map<String, Object>) parsed).get("classes"), groups = ((Map<String, Object>) parsed).get("supercategories");
         if (!(classes instanceof List) || ((List<Object>) classes).size() != numClasses)
             throw new BundleException(what + "'classes' must list " + numClasses + " classes");
@@ -162,6 +175,35 @@ public final class Bundle {
                 indices[k] = (int) (long) (Long) i;
             }
             supercategories.put(e.getKey(), indices);
+        }
+        if (version >= CONCEPTS_SINCE) readConcepts(((Map<String, Object>) parsed).get("concepts"), what);
+    }
+
+    /** classes.json's concepts, checked as sdk/bundle.py's _concepts checks them. */
+    @SuppressWarnings("unchecked")
+    private void readConcepts(Object rows, String what) {
+        if (!(rows instanceof List) || ((List<Object>) rows).isEmpty() || ((List<Object>) rows).size() > MAX_CONCEPTS)
+            throw new BundleException(what + "'concepts' must list 1 to " + MAX_CONCEPTS + " concepts");
+        java.util.Set<String> ids = new java.util.HashSet<>();
+        for (Object row : (List<Object>) rows) {
+            Map<String, Object> m = row instanceof Map ? (Map<String, Object>) row : Map.of();
+            Object names = m.get("names"), members = m.get("members");
+            boolean ok = m.keySet().equals(java.util.Set.of("id", "names", "members")) && shortText(m.get("id"))
+                    && names instanceof List && !((List<Object>) names).isEmpty() && ((List<Object>) names).size() <= MAX_CONCEPT_NAMES
+                    && ((List<Object>) names).stream().allMatch(Bundle::shortText)
+                    && members instanceof List && ((List<Object>) members).size() >= 2 && ((List<Object>) members).size() <= numClasses;
+            int[] indices = ok ? new int[((List<Object>) members).size()] : new int[0];
+            for (int k = 0; ok && k < indices.length; k++) {
+                Object i = ((List<Object>) members).get(k);
+                ok = i instanceof Long && (Long) i >= 0 && (Long) i < numClasses && (k == 0 || (Long) i > indices[k - 1]);
+                if (ok) indices[k] = (int) (long) (Long) i;
+            }
+            if (!ok) throw new BundleException(what + "concept " + concepts.size() + " must be {id, names, members}: an id and 1-"
+                    + MAX_CONCEPT_NAMES + " short names and 2-" + numClasses + " increasing class indices");
+            List<String> list = new ArrayList<>();
+            for (Object n : (List<Object>) names) list.add((String) n);
+            if (!ids.add((String) m.get("id"))) throw new BundleException(what + "concept ids are not unique");
+            concepts.add(new Concept((String) m.get("id"), List.copyOf(list), indices));
         }
     }
 

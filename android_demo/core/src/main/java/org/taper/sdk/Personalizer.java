@@ -37,7 +37,7 @@ public final class Personalizer implements AutoCloseable {
         this.engine = engine;
         tokenizer = Tokenizer.fromJson(bundle.memberBytes("tokenizer.json"), bundle.maxTokens);  // checked at load
         resolver = new TaskResolver(bundle.classIds, bundle.classNames, bundle.classPaths, bundle.supercategories,
-                bundle.classEmbeddings, bundle.embedDim, this::embedPhrase);
+                bundle.classEmbeddings, bundle.embedDim, this::embedPhrase, bundle.concepts, bundle.conceptEmbeddings);
         mixer = new Mixer(bundle);
         fusion = new Fusion(bundle);
         backboneGraph = bundle.memberBytes("backbone.onnx");

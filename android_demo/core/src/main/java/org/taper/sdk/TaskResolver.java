@@ -15,15 +15,22 @@ import java.util.function.Function;
 
 /**
  * Description -> task, with the rules and thresholds of sdk/tasks.py (read its docstring for the why):
- * a list of class names must name classes exactly; a comma list is resolved item by item; a group name
- * (hierarchy node or super-category, plurals made singular) takes the group; a class name takes it and
- * its nearest neighbours; other text is embedded and the classes within {@code margin} of the best
- * similarity are taken, unless the best stands out from the mean by less than {@code minContrast}
- * ("nothing matches"); the task is padded to {@code minClasses}; its embedding is the normalised mean
- * of its classes' embeddings. Invalid text or options raise {@link DescriptionException}.
+ * a list of class names must name classes exactly; a comma list, and an item joined by "and", "or" or
+ * "&" that is not itself a name, is resolved item by item; a group name (super-category, any name of a
+ * concept, hierarchy node; plurals made singular) takes the group; a class name takes it and its
+ * nearest neighbours; other text is embedded: unless the best class stands out from the mean by less
+ * than {@code minContrast} ("nothing matches"), the nearest concept of at most {@code maxClasses}
+ * classes is taken (with those within {@link #CONCEPT_MARGIN}) if it is at least as near as the best
+ * class, else the classes within {@code margin} of the best; the task is padded to {@code minClasses};
+ * its embedding is the normalised mean of its classes' embeddings. Invalid text or options raise
+ * {@link DescriptionException}.
  */
 public final class TaskResolver {
     static final int MAX_DESCRIPTION_CHARS = 1000, MAX_CLASS_LIST = 10_000, MAX_GROUP_CLASSES = 100;
+    /** sdk.tasks.CONCEPT_MARGIN, SUPERSET_RATIO and CONJUNCTIONS. */
+    static final double CONCEPT_MARGIN = 0.03;
+    static final int SUPERSET_RATIO = 2;
+    static final Set<String> CONJUNCTIONS = Set.of("and", "or", "&");
     private static final Map<String, String> IRREGULAR_PLURALS = Map.ofEntries(
             Map.entry("geese", "goose"), Map.entry("mice", "mouse"), Map.entry("lice", "louse"),
             Map.entry("teeth", "tooth"), Map.entry("feet", "foot"), Map.entry("oxen", "ox"),
@@ -55,28 +62,46 @@ public final class TaskResolver {
     private final FloatBuffer embeddings;
     private final int dim;
     private final Function<String, float[]> embedPhrase;
+    private final List<Concept> concepts;
+    private final FloatBuffer conceptEmbeddings;
     private final Map<String, Integer> byName = new HashMap<>();
     private final Map<String, List<Integer>> groups = new LinkedHashMap<>();
 
     /**
      * @param embedPhrase a description's unit embedding (the text encoder with the first prompt)
+     * @param concepts the bundle's concepts (empty before format 5), with their embeddings [concepts, dim]
      */
     public TaskResolver(List<String> ids, List<String> names, List<List<String>> paths,
                         Map<String, int[]> supercategories, FloatBuffer embeddings, int dim,
-                        Function<String, float[]> embedPhrase) {
+                        Function<String, float[]> embedPhrase, List<Concept> concepts, FloatBuffer conceptEmbeddings) {
         this.names = names;
         this.embeddings = embeddings;
         this.dim = dim;
         this.embedPhrase = embedPhrase;
+        this.concepts = concepts;
+        this.conceptEmbeddings = conceptEmbeddings;
         for (int i = 0; i < names.size(); i++) {
             List<String> keys = new ArrayList<>(List.of(ids.get(i), names.get(i)));
             keys.addAll(Arrays.asList(names.get(i).split(",", -1)));
             for (String key : keys) byName.putIfAbsent(norm(key), i);
         }
+        for (boolean synonyms : new boolean[]{false, true}) {  // primary names first; concepts sharing a name merge
+            Map<String, TreeSet<Integer>> named = new LinkedHashMap<>();
+            for (Concept concept : concepts) {
+                List<String> these = synonyms ? concept.names().subList(1, concept.names().size()) : concept.names().subList(0, 1);
+                for (String name : these) {
+                    TreeSet<Integer> members = named.computeIfAbsent(norm(name), k -> new TreeSet<>());
+                    for (int c : concept.members()) members.add(c);
+                }
+            }
+            for (Map.Entry<String, TreeSet<Integer>> e : named.entrySet()) groups.putIfAbsent(e.getKey(), new ArrayList<>(e.getValue()));
+        }
+        Map<String, List<Integer>> nodes = new LinkedHashMap<>();
         for (int i = 0; i < paths.size(); i++) {
             List<String> path = paths.get(i);
-            for (String node : path.subList(0, path.size() - 1)) groups.computeIfAbsent(norm(node), k -> new ArrayList<>()).add(i);
+            for (String node : path.subList(0, path.size() - 1)) nodes.computeIfAbsent(norm(node), k -> new ArrayList<>()).add(i);
         }
+        for (Map.Entry<String, List<Integer>> e : nodes.entrySet()) groups.putIfAbsent(e.getKey(), e.getValue());
         for (Map.Entry<String, int[]> e : supercategories.entrySet()) {
             List<Integer> members = new ArrayList<>();
             for (int c : e.getValue()) members.add(c);
@@ -150,15 +175,16 @@ public final class TaskResolver {
             throw new DescriptionException("the description is longer than " + MAX_DESCRIPTION_CHARS + " characters");
         String text = strip(checkText(description, "the description"));
         if (text.isEmpty()) throw new DescriptionException("the description is empty");
-        List<String> parts = new ArrayList<>();
+        List<String> items = new ArrayList<>(), parts = new ArrayList<>();
         if (text.contains(",")) {
             for (String p : text.split(",", -1)) {
-                String part = strip(p);
-                if (!part.isEmpty()) parts.add(part);
+                String item = strip(p);
+                if (!item.isEmpty()) items.add(item);
             }
         } else {
-            parts.add(text);
+            items.add(text);
         }
+        for (String item : items) parts.addAll(conjuncts(item));
         if (parts.isEmpty()) throw new DescriptionException("the description has no words");
         Set<Integer> chosen = new LinkedHashSet<>();
         List<String> how = new ArrayList<>();
@@ -199,6 +225,32 @@ public final class TaskResolver {
         return new Task(classes, mean, how, encodeMs);
     }
 
+    /** Whether the normalised phrase (or its singular) is a group or a class name. */
+    private boolean named(String key) {
+        List<String> forms = new ArrayList<>(List.of(key));
+        forms.addAll(singularForms(key));
+        for (String f : forms) if (groups.containsKey(f) || byName.containsKey(f)) return true;
+        return false;
+    }
+
+    /** The item's parts between the words "and", "or" and "&"; the item itself if it is a name or has none. */
+    private List<String> conjuncts(String item) {
+        String key = norm(item);
+        if (named(key)) return List.of(item);
+        List<String> parts = new ArrayList<>(), words = new ArrayList<>();
+        List<String> all = new ArrayList<>(Arrays.asList(key.split(" ", -1)));
+        all.add("and");
+        for (String word : all) {
+            if (CONJUNCTIONS.contains(word)) {
+                if (!words.isEmpty()) parts.add(String.join(" ", words));
+                words.clear();
+            } else {
+                words.add(word);
+            }
+        }
+        return parts.size() > 1 ? parts : List.of(item);
+    }
+
     private List<Integer> resolvePhrase(String phrase, TaskOptions options, boolean single, List<String> how, double[] encodeMs) {
         String key = norm(phrase);
         List<String> forms = new ArrayList<>(List.of(key));
@@ -233,6 +285,8 @@ public final class TaskResolver {
         if (standout < options.minContrast)
             throw new DescriptionException(String.format(Locale.ROOT, "nothing in this bundle matches '%s' (closest: '%s', which "
                     + "stands out by only %.2f < min_contrast %s)", phrase, names.get(best), standout, options.minContrast));
+        List<Integer> byConcept = conceptMatch(embedding, scores[best], options, phrase, how);
+        if (byConcept != null) return byConcept;
         if (!single) {
             how.add(String.format(Locale.ROOT, "'%s': closest class (similarity %.2f)", phrase, scores[best]));
             return List.of(best);
@@ -240,6 +294,43 @@ public final class TaskResolver {
         how.add(String.format(Locale.ROOT, "'%s': classes within %s of the best similarity ('%s': %.2f, contrast %.2f)",
                 phrase, options.margin, names.get(best), scores[best], standout));
         return top(scores, options, -1);
+    }
+
+    /** The classes of the concepts nearest the text, if one (of at most maxClasses classes) is at least as near as any class. */
+    private List<Integer> conceptMatch(float[] embedding, double bestClass, TaskOptions options, String phrase, List<String> how) {
+        double[] scores = new double[concepts.size()];
+        boolean any = false;
+        for (int k = 0; k < scores.length; k++) {
+            if (concepts.get(k).members().length > options.maxClasses) { scores[k] = Double.NEGATIVE_INFINITY; continue; }
+            any = true;
+            double s = 0;
+            for (int d = 0; d < dim; d++) s += conceptEmbeddings.get(k * dim + d) * (double) embedding[d];
+            scores[k] = s;
+        }
+        if (!any) return null;
+        Integer[] order = descending(scores);
+        int top = order[0];
+        if (scores[top] < bestClass) return null;
+        Set<Integer> first = new TreeSet<>();
+        for (int c : concepts.get(top).members()) first.add(c);
+        TreeSet<Integer> chosen = new TreeSet<>(first);
+        List<String> used = new ArrayList<>(List.of("'" + concepts.get(top).names().get(0) + "'"));
+        for (int k = 1; k < order.length; k++) {
+            int j = order[k];
+            if (scores[j] < scores[top] - CONCEPT_MARGIN) break;
+            Set<Integer> members = new TreeSet<>();
+            for (int c : concepts.get(j).members()) members.add(c);
+            if (members.containsAll(first) && members.size() > first.size() && members.size() > SUPERSET_RATIO * first.size()) continue;
+            TreeSet<Integer> union = new TreeSet<>(chosen);
+            union.addAll(members);
+            if (union.size() <= options.maxClasses && !chosen.containsAll(members)) {
+                chosen = union;
+                used.add("'" + concepts.get(j).names().get(0) + "'");
+            }
+        }
+        how.add(String.format(Locale.ROOT, "'%s': concept %s (similarity %.2f >= best class %.2f)", phrase,
+                String.join(" + ", used), scores[top], bestClass));
+        return new ArrayList<>(chosen);
     }
 
     private double[] scores(float[] embedding) {
