@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                 "file": str(args.bundle), "bytes": args.bundle.stat().st_size, "version": m["version"],
                 "architecture": m["architecture"], "num_bases": m["num_bases"], "mixer": m["mixer"],
                 "classes": len(bundle.classes), "supercategories": sorted(bundle.supercategories),
+                "concepts": len(bundle.concepts),
                 "members": {k: v["size"] for k, v in m["members"].items()}, "provenance": m["provenance"],
                 "checksums": "verified"}, indent=1))
     except (SdkError, ValueError, FileNotFoundError) as e:

@@ -63,7 +63,8 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("patterned things", {"max_classes": 4}), ("geometric figures", {}), ("polka dots or zebra stripes", {}),
 )
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
-                                      ["s00000003", "red checkerboard"], "rings", "something red", "checkered or striped")
+                                      ["s00000003", "red checkerboard"], "rings", "something red",
+                                      "checkered or striped")
 IMAGE_SIZES = ((32, 32), (1, 1), (7, 5), (33, 31), (80, 48), (48, 80), (3, 1000), (1000, 3), (101, 257))
 
 

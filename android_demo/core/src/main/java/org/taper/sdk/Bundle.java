@@ -16,7 +16,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A .taper bundle (format version 3 or 4, docs/bundle-format.md), memory-mapped and validated like
+ * A .taper bundle (format version 3, 4 or 5, docs/bundle-format.md), memory-mapped and validated like
  * sdk/bundle.py: magic, version, reserved header bytes, the manifest's SHA-256, member offsets and sizes,
  * SHA-256 of every member, tensor dtypes and shapes against the architecture and each layer's storage
  * (Bases). The backbone's weight layout is
