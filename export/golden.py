@@ -19,7 +19,7 @@ golden.json:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +66,36 @@ CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"]
                                       ["s00000003", "red checkerboard"], "rings", "something red",
                                       "checkered or striped")
 IMAGE_SIZES = ((32, 32), (1, 1), (7, 5), (33, 31), (80, 48), (48, 80), (3, 1000), (1000, 3), (101, 257))
+# Edits of classes.json's concepts (format 5) that every reader must refuse with a BundleError: used by
+# tests/test_bundle.py, scripts/fuzz_bundle.py and, through "hostile_bundles", the Java core's test.
+HOSTILE_CONCEPTS: dict[str, Callable[[dict], None]] = {
+    "members_not_increasing": lambda s: s["concepts"][0].update(members=[3, 1]),
+    "members_repeated": lambda s: s["concepts"][0].update(members=[1, 1]),
+    "one_member": lambda s: s["concepts"][0].update(members=[1]),
+    "member_out_of_range": lambda s: s["concepts"][0].update(members=[0, 10**6]),
+    "members_not_integers": lambda s: s["concepts"][0].update(members=[False, True]),
+    "members_floats": lambda s: s["concepts"][0].update(members=[0.0, 1.0]),
+    "no_names": lambda s: s["concepts"][0].update(names=[]),
+    "name_too_long": lambda s: s["concepts"][0].update(names=["x" * 1001]),
+    "names_not_a_list": lambda s: s["concepts"][0].update(names="shapes"),
+    "extra_field": lambda s: s["concepts"][0].update(extra=1),
+    "ids_repeat": lambda s: s["concepts"][1].update(id=s["concepts"][0]["id"]),
+    "concepts_not_a_list": lambda s: s.update(concepts={}),
+    "more_concepts_than_embeddings": lambda s: s["concepts"].append({**s["concepts"][0], "id": "new"}),
+    "no_concepts": lambda s: s.update(concepts=[]),
+}
+
+
+def with_classes_json(blob: bytes, edit: Callable[[dict], None]) -> bytes:
+    """A whole bundle (bytes) with its classes.json edited by `edit` and everything re-signed (the writer
+    stamps the version classes.json implies, so the edit itself is what a reader must catch)."""
+    from sdk.bundle import bundle_bytes, parse_manifest
+
+    manifest = parse_manifest(np.frombuffer(blob, np.uint8))
+    members = {n: blob[e.offset:e.offset + e.size] for n, e in manifest.members.items()}
+    spec = json.loads(members["classes.json"])
+    edit(spec)
+    return bundle_bytes(manifest, {**members, "classes.json": json.dumps(spec).encode()})
 
 
 def random_texts(count: int, seed: int = 0) -> list[str]:
@@ -104,6 +134,11 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
     finally:
         del encoder.encode
     spec["encoder"] = [{"ids": list(ids), "embedding": e} for ids, e in recorded.items()]
+    blob = Path(bundle_path).read_bytes()
+    spec["hostile_bundles"] = []
+    for name, edit in HOSTILE_CONCEPTS.items():
+        (out_dir / f"hostile_{name}.taper").write_bytes(with_classes_json(blob, edit))
+        spec["hostile_bundles"].append(f"hostile_{name}.taper")
     path = out_dir / "golden.json"
     path.write_text(json.dumps(spec))
     return path

@@ -179,6 +179,13 @@ def hostile_members(blob: bytes) -> list[tuple[str, str, bytes]]:
         edit(edited_classes)
         out.append((name, "classes.json", json.dumps(edited_classes).encode()))
     out.append(("classes_deep", "classes.json", b"[" * 5000 + b"]" * 5000))
+    if "concepts" in classes:  # format 5
+        from export.golden import HOSTILE_CONCEPTS
+
+        for name, edit in HOSTILE_CONCEPTS.items():
+            edited_classes = json.loads(json.dumps(classes))
+            edit(edited_classes)
+            out.append((f"concepts_{name}", "classes.json", json.dumps(edited_classes).encode()))
     return out
 
 

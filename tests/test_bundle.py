@@ -6,6 +6,7 @@ import pytest
 from bundle_edits import PAD, manifest_of, with_manifest, with_member, without_concepts
 
 from export.bundle import run_contents
+from export.golden import HOSTILE_CONCEPTS, with_classes_json
 from sdk.bundle import HEADER, MEMBERS, Bundle, bundle_bytes, parse_manifest, write_bundle
 from sdk.errors import BundleError
 
@@ -209,44 +210,17 @@ def test_bad_classes_json_is_a_bundle_error(small_bundle, classes_json):
         load_bytes(with_member_bytes(small_bundle, "classes.json", classes_json))
 
 
-def concepts_edit(edit):
-    def classes_json(blob: bytes) -> bytes:
-        m, _ = manifest_of(blob)
-        entry = m["members"]["classes.json"]
-        spec = json.loads(blob[entry["offset"]:entry["offset"] + entry["size"]])
-        edit(spec)
-        return json.dumps(spec).encode()
-    return classes_json
-
-
-@pytest.mark.parametrize("edit", [
-    lambda s: s["concepts"][0].update(members=[3, 1]),                 # not increasing
-    lambda s: s["concepts"][0].update(members=[1, 1]),                 # repeated
-    lambda s: s["concepts"][0].update(members=[1]),                    # one class is no concept
-    lambda s: s["concepts"][0].update(members=[0, 24]),                # out of range
-    lambda s: s["concepts"][0].update(members=[False, True]),          # not integers
-    lambda s: s["concepts"][0].update(names=[]),
-    lambda s: s["concepts"][0].update(names=["x" * 1001]),
-    lambda s: s["concepts"][0].update(names="shapes"),
-    lambda s: s["concepts"][0].update(extra=1),
-    lambda s: s["concepts"][1].update(id=s["concepts"][0]["id"]),      # ids repeat
-    lambda s: s.update(concepts={}),
-    lambda s: s["concepts"].append(s["concepts"][0] | {"id": "new"}),  # more concepts than embedding rows
-])
-def test_bad_concepts_are_bundle_errors(small_bundle, edit):
-    from bundle_edits import with_member_bytes
-
+@pytest.mark.parametrize("name", sorted(HOSTILE_CONCEPTS))
+def test_bad_concepts_are_bundle_errors(small_bundle, name):
     with pytest.raises(BundleError, match="classes.json|class_embeddings"):
-        load_bytes(with_member_bytes(small_bundle, "classes.json", concepts_edit(edit)(small_bundle)))
+        load_bytes(with_classes_json(small_bundle, HOSTILE_CONCEPTS[name]))
 
 
 def test_concepts_and_the_format_version_must_agree(small_bundle):
     """Version 5 needs concepts (and their embeddings); a version 4 bundle may not have them."""
-    from bundle_edits import with_member_bytes
-
     assert load_bytes(small_bundle).manifest.version == 5
     # The writer stamps 3 when classes.json has no concepts; the embeddings' extra tensor is then refused.
-    without = with_member_bytes(small_bundle, "classes.json", concepts_edit(lambda s: s.pop("concepts"))(small_bundle))
+    without = with_classes_json(small_bundle, lambda s: s.pop("concepts"))
     with pytest.raises(BundleError, match="class_embeddings.safetensors: tensors differ.*unexpected \\['concepts'\\]"):
         load_bytes(without)
     # A header and manifest that say 4 over a classes.json with concepts.

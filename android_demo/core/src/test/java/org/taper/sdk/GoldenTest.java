@@ -87,6 +87,11 @@ public final class GoldenTest {
         for (Object o : (List<Object>) spec.get("cases")) checkCase(p, (Map<String, Object>) o, dir, out, index++, (List<Object>) spec.get("images"));
         checkDamage(bundlePath, p);
         checkHostileTokenizers(bundle);
+        for (Object o : (List<Object>) spec.get("hostile_bundles")) {  // classes.json concepts edits (format 5)
+            try { new Bundle(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) o)))); check(false, o + " accepted"); }
+            catch (BundleException e) { check(true, "hostile concepts"); }
+            catch (RuntimeException e) { check(false, o + " raised " + e); }
+        }
         System.out.println(passed + " passed, " + failed + " failed");
         System.exit(failed == 0 ? 0 : 1);
     }
