@@ -155,3 +155,23 @@ def test_held_out_classes_are_spread_over_the_hierarchy_and_removed(synthetic_ro
         held_out_classes(data.hierarchy, 24)
     with pytest.raises(DataError, match="not in the data"):
         without_classes(data, ["nope"])
+
+
+def test_concepts_take_every_ancestor_named_in_words_txt_and_survive_the_cache(synthetic_root, tmp_path):
+    """A Tiny ImageNet source's words.txt names the hierarchy's ancestor ids; the cache keeps those lines
+    (concept_names.tsv) so that a run's bundle can carry every hypernym with all its synonyms."""
+    layout = write_tiny_imagenet_layout(synthetic_root, tmp_path / "tiny-imagenet-200")
+    tsv = (layout / "wordnet_hierarchy.tsv").read_text().splitlines()
+    rows = [tsv[0]]
+    for line in tsv[1:]:  # every class under "a0"; the first 8 (the discs and rings) also under "a1"
+        wnid, name, path, _ = line.split("\t")
+        extra = ",a1" if len(rows) <= 8 else ""
+        rows.append(f"{wnid}\t{name}\t{path}\ta0,a9{extra}")
+    (layout / "wordnet_hierarchy.tsv").write_text("\n".join(rows) + "\n")
+    with open(layout / "words.txt", "a") as f:
+        f.write("a0\tthing\na1\tround thing, roundel\na2\tunused\n")
+    data = load_dataset(layout, image_size=16, cache_dir=tmp_path / "cache", progress=False)
+    names = (data.folder / "concept_names.tsv").read_text()
+    assert "a1\tround thing, roundel" in names and "a2" not in names
+    # "a0" holds all 24 classes and "a9" has no name: neither is a concept.
+    assert data.hierarchy.concepts() == [{"id": "a1", "names": ["round thing", "roundel"], "members": list(range(8))}]
