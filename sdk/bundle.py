@@ -169,7 +169,8 @@ class Bundle:
         """BundleError if any weight is NaN or infinite, or an int8 scale negative (checked in bounded chunks)."""
         self.bases.verify_finite()
         tensors = {**{f"mixer.safetensors:{k}": v for k, v in self.mixer.items()},
-                   "class_embeddings.safetensors:text": self.class_embeddings}
+                   "class_embeddings.safetensors:text": self.class_embeddings,
+                   "class_embeddings.safetensors:concepts": self.concept_embeddings}
         for name, array in tensors.items():
             flat = array.reshape(-1)
             for start in range(0, flat.size, VERIFY_CHUNK // 4):

@@ -216,6 +216,26 @@ def test_bad_concepts_are_bundle_errors(small_bundle, name):
         load_bytes(with_classes_json(small_bundle, HOSTILE_CONCEPTS[name]))
 
 
+@pytest.mark.parametrize("tensor", ["text", "concepts"])
+@pytest.mark.parametrize("value", [np.inf, np.nan])
+def test_non_finite_class_or_concept_embeddings_are_bundle_errors(small_bundle, tensor, value):
+    """(The 10,000-case reliability run found non-finite concept embeddings loading: they were not verified.)"""
+    from bundle_edits import with_member_bytes
+
+    from sdk.bundle import safetensors_bytes
+    from sdk.tensorfile import read_tensors
+
+    m, _ = manifest_of(small_bundle)
+    entry = m["members"]["class_embeddings.safetensors"]
+    tensors = {k: np.array(v) for k, v in
+               read_tensors(small_bundle[entry["offset"]:entry["offset"] + entry["size"]])[0].items()}
+    tensors[tensor][1, 3] = value
+    blob = with_member_bytes(small_bundle, "class_embeddings.safetensors", safetensors_bytes(tensors))
+    with pytest.raises(BundleError, match=f"class_embeddings.safetensors:{tensor} holds NaN or infinite"):
+        load_bytes(blob)
+    load_bytes(blob, verify=False)  # the documented opt-out: the caller trusts the file
+
+
 def test_concepts_and_the_format_version_must_agree(small_bundle):
     """Version 5 needs concepts (and their embeddings); a version 4 bundle may not have them."""
     assert load_bytes(small_bundle).manifest.version == 5
