@@ -86,16 +86,20 @@ HOSTILE_CONCEPTS: dict[str, Callable[[dict], None]] = {
 }
 
 
+def edited_json(data: bytes, edit: Callable[[dict], None]) -> bytes:
+    """JSON bytes with `edit` applied to a fresh copy of what they hold."""
+    spec = json.loads(data)
+    edit(spec)
+    return json.dumps(spec).encode()
+
+
 def with_classes_json(blob: bytes, edit: Callable[[dict], None]) -> bytes:
     """A whole bundle (bytes) with its classes.json edited by `edit` and everything re-signed (the writer
     stamps the version classes.json implies, so the edit itself is what a reader must catch)."""
-    from sdk.bundle import bundle_bytes, parse_manifest
+    from sdk.bundle import parse_manifest, replace_member
 
-    manifest = parse_manifest(np.frombuffer(blob, np.uint8))
-    members = {n: blob[e.offset:e.offset + e.size] for n, e in manifest.members.items()}
-    spec = json.loads(members["classes.json"])
-    edit(spec)
-    return bundle_bytes(manifest, {**members, "classes.json": json.dumps(spec).encode()})
+    entry = parse_manifest(np.frombuffer(blob, np.uint8)).members["classes.json"]
+    return replace_member(blob, "classes.json", edited_json(blob[entry.offset:entry.offset + entry.size], edit))
 
 
 def random_texts(count: int, seed: int = 0) -> list[str]:

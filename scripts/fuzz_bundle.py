@@ -40,6 +40,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from bundle_edits import PAD, manifest_of, with_manifest, with_member, with_member_bytes  # noqa: E402
 
+from export.golden import HOSTILE_CONCEPTS, edited_json  # noqa: E402
+
 DESCRIPTION = "blue, round shapes"  # "blue" is free text: the text encoder runs
 UNSIGNED = ("flip_header", "flip_manifest", "flip_member", "truncate")
 SIGNED = ("manifest_edit", "resigned_member_flip", "hostile_member", "non_finite_weights", "bases_edit")
@@ -147,7 +149,6 @@ def hostile_members(blob: bytes) -> list[tuple[str, str, bytes]]:
         ("encoder_nan_weights", "text_encoder.onnx", encoder_edit(lambda m: _nan_initializer(m))),
         ("encoder_garbage", "text_encoder.onnx", os.urandom(100_000)),
     ]
-    tokenizer = json.loads(member("tokenizer.json"))
     replace = {"type": "Replace", "pattern": {"Regex": "(a|a?)+"}, "content": "aaaaaaaaaa"}
     for name, edit in (
         ("tokenizer_nested_replace",
@@ -162,12 +163,10 @@ def hostile_members(blob: bytes) -> list[tuple[str, str, bytes]]:
         ("tokenizer_template_without_text",
          lambda t: t["post_processor"].update(single=t["post_processor"]["single"][:1])),
     ):
-        edited_tokenizer = json.loads(json.dumps(tokenizer))
-        edit(edited_tokenizer)
-        out.append((name, "tokenizer.json", json.dumps(edited_tokenizer).encode()))
+        out.append((name, "tokenizer.json", edited_json(member("tokenizer.json"), edit)))
     out += [("tokenizer_not_utf8", "tokenizer.json", b"\xff\xfe" + member("tokenizer.json")[2:]),
             ("tokenizer_deep", "tokenizer.json", b"[" * 100_000 + b"]" * 100_000)]
-    classes = json.loads(member("classes.json"))
+
     for name, edit in (
         ("classes_duplicate_ids", lambda c: c["classes"][1].update(id=c["classes"][0]["id"])),
         ("classes_missing_one", lambda c: c["classes"].pop()),
@@ -175,17 +174,11 @@ def hostile_members(blob: bytes) -> list[tuple[str, str, bytes]]:
         ("classes_bad_group", lambda c: c["supercategories"].update(evil=[10**6])),
         ("classes_group_type", lambda c: c.update(supercategories=[])),
     ):
-        edited_classes = json.loads(json.dumps(classes))
-        edit(edited_classes)
-        out.append((name, "classes.json", json.dumps(edited_classes).encode()))
+        out.append((name, "classes.json", edited_json(member("classes.json"), edit)))
     out.append(("classes_deep", "classes.json", b"[" * 5000 + b"]" * 5000))
-    if "concepts" in classes:  # format 5
-        from export.golden import HOSTILE_CONCEPTS
-
-        for name, edit in HOSTILE_CONCEPTS.items():
-            edited_classes = json.loads(json.dumps(classes))
-            edit(edited_classes)
-            out.append((f"concepts_{name}", "classes.json", json.dumps(edited_classes).encode()))
+    if "concepts" in json.loads(member("classes.json")):  # format 5
+        out += [(f"concepts_{name}", "classes.json", edited_json(member("classes.json"), edit))
+                for name, edit in HOSTILE_CONCEPTS.items()]
     return out
 
 

@@ -409,6 +409,14 @@ def bundle_bytes(manifest: Manifest, members: dict[str, bytes]) -> bytes:
     return b"".join(_pieces(manifest, members))
 
 
+def replace_member(blob: bytes, name: str, new: bytes) -> bytes:
+    """The bundle `blob` rebuilt with member `name` replaced by `new` (any size): placed and signed again,
+    its version stamped anew (so a classes.json with or without concepts gets 5 or 3/4)."""
+    manifest = parse_manifest(np.frombuffer(blob, np.uint8))
+    members = {n: blob[e.offset:e.offset + e.size] for n, e in manifest.members.items()}
+    return bundle_bytes(manifest, {**members, name: new})
+
+
 def write_bundle(path: str | Path, manifest: Manifest, members: dict[str, bytes]) -> Path:
     """Write a bundle atomically (temporary file beside it, then a rename; `sdk.files.atomic_file`).
 
@@ -433,4 +441,4 @@ def _align(n: int) -> int:
 
 __all__ = ["ALIGN", "HEADER", "MAGIC", "MEMBERS", "NUM_BLOCKS", "Bundle", "ClassInfo", "Concept", "Manifest",
            "bases_bytes", "bundle_bytes", "tensors_member",
-           "encode_bundle", "parse_manifest", "safetensors_bytes", "verify_checksums", "write_bundle"]
+           "encode_bundle", "parse_manifest", "replace_member", "safetensors_bytes", "verify_checksums", "write_bundle"]

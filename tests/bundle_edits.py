@@ -49,13 +49,9 @@ def with_member(blob: bytes, name: str, mutate) -> bytes:
 
 def with_member_bytes(blob: bytes, name: str, new: bytes) -> bytes:
     """`blob` rebuilt with member `name` replaced by `new` (any size), everything re-signed."""
-    from sdk.bundle import bundle_bytes
-    from sdk.manifest import Manifest
+    from sdk.bundle import replace_member
 
-    manifest = Manifest.from_json(manifest_of(blob)[0])
-    members = {n: blob[e.offset:e.offset + e.size] for n, e in manifest.members.items()}
-    members[name] = new
-    return bundle_bytes(manifest, members)
+    return replace_member(blob, name, new)
 
 
 def without_concepts(members: dict[str, bytes]) -> dict[str, bytes]:
