@@ -104,7 +104,7 @@ def plan_bytes(plan) -> int:
     channel tensors (shared layers are not read: they were written when the buffer was made)."""
     total = 0
     for layer in plan.layers:
-        total += layer.bases.parts["channels"].nbytes + (layer.v.nbytes if layer.v is not None else 0)
+        total += layer.bases.parts["channels"].nbytes + sum(v.nbytes for v in (layer.v, layer.vt) if v is not None)
         total += sum(a.nbytes for t in layer.tiles for a in (t.base, t.deltas, t.u) if a is not None)
     return total
 

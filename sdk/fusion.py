@@ -10,8 +10,9 @@ A/B, interleaved). What a tile costs depends on how the layer is stored:
 - `full`/`dense`: one GEMV over the tile's [Q, n] deltas (float16 ones are first widened into a
   scratch tile: numpy has no half-precision GEMV).
 - `int8`: the int8 tile widened, one GEMV, then its per-output-channel scale.
-- `lowrank`: (alpha * U) [O_t, Q r] times V [Q r, n] (one GEMM; its columns pre-permuted into the
-  blocked order, so the product lands where the session reads it), plus W_0.
+- `lowrank`: (alpha * U) [O_t, Q r] times V [Q r, n] (one GEMM; V's columns pre-permuted into the
+  blocked order, so the product lands where the session reads it; the C kernel computes it per lane
+  instead: `sdk.native_fusion`), plus W_0.
 - `subspace`: the same with (sum_q alpha_q U_q) [O_t, r] times the shared V [r, n]: Q times less work.
 - `shared`: nothing at all. The folded weight does not depend on alpha, so it is written once into each
   new buffer and personalize() never touches it again.
@@ -134,7 +135,9 @@ class LayerPlan:
     blocks: int
     block: int
     tiles: list[Tile]
-    v: np.ndarray | None = None         # low rank: V [k, n], its columns in the block's element order
+    v: np.ndarray | None = None         # low rank, plain layout: V [k, n]
+    vt: np.ndarray | None = None        # low rank, blocked layout: V transposed [n, k], its rows in the
+                                        # block's element order (row j: the k values element j needs)
     int8_scale: np.ndarray | None = None
 
     def left_factor(self, u: np.ndarray, alpha: np.ndarray) -> np.ndarray:
@@ -257,8 +260,9 @@ def _layer_plan(lb: LayerBases, num_bases: int, weight: Placement, bias: Placeme
         v = parts["v"].astype(np.float32).reshape(-1, lb.layer.columns)   # [Q r, n] (lowrank) or [r, n] (subspace)
         if block > 1:
             order = weight.in_layout(np.arange(weight.size).reshape(weight.shape))[0][..., 0].reshape(-1)
-            v = np.ascontiguousarray(v[:, order])                         # its columns in the blocked order
-        plan.v = v
+            plan.vt = np.ascontiguousarray(v[:, order].T)                 # its rows in the blocked order
+        else:
+            plan.v = v
     slab = plan.slab
     widened = deltas is not None and deltas.dtype != np.float32
     step = blocks if tile_floats is None else max(1, (tile_floats // (q if widened else 1)) // slab)
@@ -349,5 +353,5 @@ def _low_rank(plan: LayerPlan, tile: Tile, alpha: np.ndarray, out: np.ndarray) -
         np.dot(a, plan.v, out=out.reshape(rows, -1))
     else:  # per channel block: [n, k] @ [k, block] is the block's memory order, [n, block]
         blocks = tile.stop - tile.first
-        np.matmul(plan.v.T, a.reshape(blocks, plan.block, -1).transpose(0, 2, 1),
+        np.matmul(plan.vt, a.reshape(blocks, plan.block, -1).transpose(0, 2, 1),
                   out=out.reshape(blocks, -1, plan.block))

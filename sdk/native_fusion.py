@@ -3,12 +3,17 @@ the same `FusionKernel` protocol as `sdk.fusion.NumpyKernel`.
 
 numpy fuses a compact layer in five passes (widen, GEMV, int8 scale, + W_0, fold); the C kernel does all
 of them in one pass per L1-sized chunk, reading int8 and float16 directly, with the layer's output-channel
-blocks split over the cores (ctypes releases the GIL). Low-rank layers still get their product from BLAS
-(one GEMM per layer into scratch); the kernel then adds W_0 and folds while moving it into the buffer's
-layout. Full-width ResNet-18, Q=10, the 4 int8 layers of `drop:0.04+int8+fp16` (+ the shared fc): fuse+fold
-73 ms in numpy, 35 ms here; `drop:0.04+lowrank:8+fp16`: 127 vs 49 ms (ad-hoc, one run each, the machine
-otherwise idle). On float32 `full` bases of the small 64-px network numpy's multi-threaded GEMV was as fast
-or faster (noisy runs); docs/results/bundle.md has the benchmark.
+blocks split over the cores (ctypes releases the GIL). Low-rank layers in the blocked layout (the compiled
+route) get their product in the kernel too, from the mixed left factor and V, rank multiply-adds per
+element with the block's lanes in registers; in the plain layout BLAS writes the product into the buffer
+and the kernel adds W_0 and folds in place. On x86 the library holds an AVX2+FMA build beside the baseline
+one and uses it where the CPU has it (`variant`).
+
+Full-width ResNet-18, Q=10, fuse+fold, sum of the per-layer medians (ad-hoc A/B against the kernel that took
+the low-rank product from BLAS through scratch and widened float16 by a table; same machine, same bundles;
+docs/results/experiments.md): subspace:16+fp16 58.9 -> 29.4 ms, drop:0.04+subspace:16+fp16 (4 layer4 convs
++ fc) ~39 -> ~17 ms (a 512x4608 conv: 10.3 -> 4.2 ms), drop:0.04+lowrank:8+fp16 60.8 -> 39.5 ms,
+drop:0.04+int8+fp16 25.0 -> 22.3 ms, fp32 43.2 -> 40.3 ms. docs/results/bundle.md has the benchmark.
 
 `native_kernel()` loads the library once per process and checks it against numpy on every storage kind
 in the plain and both blocked layouts before anything uses it (~0.1 s, at the first `sdk.load`); if the
@@ -41,8 +46,6 @@ log = logging.getLogger(__name__)
 
 LIBRARY = "sdk._fusion_kernel"
 TYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int8): 2}
-# float16 bits -> float32, for the kernel's table lookup (exact for every half value).
-HALF_TABLE = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
 # A layer is split over threads only from this many floats per thread (1 MB of output): smaller layers
 # cost less than a hand-off to a pool thread. A chosen size, not a measured optimum.
 MIN_FLOATS_PER_THREAD = 1 << 18
@@ -53,11 +56,9 @@ class _Layer(ctypes.Structure):
     _fields_ = [("first", ctypes.c_int64), ("stop", ctypes.c_int64), ("rows", ctypes.c_int64),
                 ("block", ctypes.c_int64), ("q", ctypes.c_int64), ("alpha", ctypes.c_void_p),
                 ("deltas", ctypes.c_void_p), ("delta_type", ctypes.c_int64), ("delta_stride", ctypes.c_int64),
-                ("product", ctypes.c_void_p), ("product_block_stride", ctypes.c_int64),
-                ("product_row_stride", ctypes.c_int64), ("product_lane_stride", ctypes.c_int64),
-                ("base", ctypes.c_void_p), ("base_type", ctypes.c_int64),
-                ("delta_scale", ctypes.c_void_p), ("fold", ctypes.c_void_p), ("half_table", ctypes.c_void_p),
-                ("out", ctypes.c_void_p)]
+                ("product", ctypes.c_void_p), ("left", ctypes.c_void_p), ("right", ctypes.c_void_p),
+                ("rank", ctypes.c_int64), ("base", ctypes.c_void_p), ("base_type", ctypes.c_int64),
+                ("delta_scale", ctypes.c_void_p), ("fold", ctypes.c_void_p), ("out", ctypes.c_void_p)]
 
 
 def _pointer(array: np.ndarray | None) -> int | None:
@@ -69,23 +70,25 @@ def _pointer(array: np.ndarray | None) -> int | None:
 
 
 class NativeKernel:
-    """One C call per layer part (one tile per layer: the kernel chunks for the cache itself)."""
+    """One C call per layer part (one tile per layer: the kernel chunks for the cache itself).
+    `baseline=True` uses the build for the baseline ISA even where the CPU has AVX2 (for tests)."""
     name = "native"
     tile_floats: int | None = None
 
     def __init__(self, library: ctypes.CDLL, threads: int | None = None,
-                 split_floats: int = MIN_FLOATS_PER_THREAD):
+                 split_floats: int = MIN_FLOATS_PER_THREAD, baseline: bool = False):
         self._library = library
-        self._fuse = library.taper_fuse_layer
+        self._fuse = library.taper_fuse_layer_baseline if baseline else library.taper_fuse_layer
         self._fuse.argtypes = [ctypes.POINTER(_Layer)]
         self._fuse.restype = ctypes.c_int64
+        library.taper_kernel_variant.restype = ctypes.c_int64
+        self.variant = "baseline" if baseline or not library.taper_kernel_variant() else "avx2"
         self.threads = max(1, threads or os.cpu_count() or 1)
         self.split_floats = split_floats
         self._pool = ThreadPoolExecutor(self.threads, "taper-fusion") if self.threads > 1 else None
 
     def scratch_floats(self, layers: list[LayerPlan]) -> int:
-        """Room for the largest low-rank product that is not in the buffer's layout (blocked layers)."""
-        return max([t.size for p in layers if p.block > 1 for t in p.tiles if t.u is not None] or [0])
+        return 0    # low-rank products are computed in the kernel (blocked) or in the buffer (plain)
 
     def fuse_layer(self, plan: LayerPlan, alpha: np.ndarray, fold: np.ndarray | None, target: WeightBuffer) -> None:
         for tile in plan.tiles:
@@ -96,9 +99,9 @@ class NativeKernel:
         rows = plan.slab // plan.block
         out = target.data[tile.start:tile.start + tile.size]
         keep = [alpha]
-        args = _Layer(0, blocks, rows, plan.block, len(alpha), _pointer(alpha), None, 0, 0, None, 0, 0, 0,
+        args = _Layer(0, blocks, rows, plan.block, len(alpha), _pointer(alpha), None, 0, 0, None, None, None, 0,
                       _pointer(tile.base), TYPES[tile.base.dtype] if tile.base is not None else 0,
-                      None, None, HALF_TABLE.ctypes.data, out.ctypes.data)
+                      None, None, out.ctypes.data)
         if tile.deltas is not None:
             args.deltas, args.delta_type, args.delta_stride = _pointer(tile.deltas), TYPES[tile.deltas.dtype], tile.size
         if plan.int8_scale is not None:
@@ -108,22 +111,16 @@ class NativeKernel:
             keep.append(np.ascontiguousarray(fold[tile.first * plan.block:tile.stop * plan.block], np.float32))
             args.fold = keep[-1].ctypes.data
         if tile.u is not None:
-            # [O_t, n], a row per output channel, its columns in the block's element order: lane c of
-            # block b reads row b * block + c (8 sequential streams). Reading an [n, O_t] product with
-            # stride O_t instead: 13.6-20.7 vs 6.9-9.9 ms per 512x4608 layer (full width, subspace:16).
-            args.product = self._low_rank_product(plan, tile, alpha, out, target).ctypes.data
-            args.product_block_stride, args.product_row_stride = plan.slab, 1
-            args.product_lane_stride = rows
+            left = np.ascontiguousarray(plan.left_factor(tile.u, alpha), np.float32)   # [O_t, k]
+            keep.append(left)
+            if plan.block == 1:
+                # The plain layout is the product's own order: one GEMM straight into the buffer.
+                args.product = np.dot(left, plan.v, out=out.reshape(len(left), -1)).ctypes.data
+            else:
+                # Blocked: computed in the kernel, lane by lane (a GEMM into scratch read back in the blocked
+                # order: 10.3 vs 4.2 ms per 512x4608 layer at rank 16, full width, two threads).
+                args.left, args.right, args.rank = left.ctypes.data, _pointer(plan.vt), left.shape[1]
         self._run(args, blocks)
-
-    @staticmethod
-    def _low_rank_product(plan: LayerPlan, tile, alpha: np.ndarray, out: np.ndarray,
-                          target: WeightBuffer) -> np.ndarray:
-        """sum_q alpha_q U_q V_q for the tile's output channels, [O_t, n], by one GEMM: into `out` itself
-        in the plain layout, else into scratch (V's columns are kept in the blocked element order)."""
-        a = plan.left_factor(tile.u, alpha)           # [O_t, k]
-        into = out if plan.block == 1 else target.scratch[:len(a) * plan.v.shape[1]]
-        return np.dot(a, plan.v, out=into.reshape(len(a), -1))
 
     def _run(self, args: _Layer, blocks: int) -> None:
         floats = blocks * args.rows * args.block

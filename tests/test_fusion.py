@@ -17,7 +17,8 @@ from sdk.native_fusion import NativeKernel, native_kernel, packed_placements, se
 
 SHAPES = parameter_shapes("small", 0.25, 12)
 MODES = ["fp32", "fp16", "delta", "delta+fp16", "int8", "int8+fp16", "lowrank:3", "lowrank:3+fp16",
-         "drop:0.9+lowrank:2", "subspace:3", "subspace:5+fp16"]
+         "drop:0.9+lowrank:2", "subspace:3", "subspace:5+fp16",
+         "lowrank:17"]   # 4 x 17 = 68 left-factor columns: more than the C kernel holds at once (64)
 
 
 def trained_like(seed=0):
@@ -51,23 +52,50 @@ def compressed(mode):
 
 @functools.cache
 def kernel_named(name):
-    """numpy; the C kernel as the engine gets it; the C kernel splitting every layer over 2 threads."""
+    """numpy; the C kernel as the engine gets it; the C kernel splitting every layer over 2 threads; the C
+    kernel's baseline-ISA build (on x86 with AVX2 the engine gets the other one)."""
     if name == "native-threads":
         return NativeKernel(native_kernel()._library, threads=2, split_floats=64)
+    if name == "native-baseline":
+        return NativeKernel(native_kernel()._library, baseline=True)
     return NUMPY if name == "numpy" else native_kernel()
+
+
+def layout_named(name):
+    """The plain layout, or every conv that can be blocked by 8 (or 16) in NCHWc."""
+    return plain_placements() if name == "plain" else packed_placements(SHAPES, 16 if name == "blocked16" else 8)
 
 
 def test_the_native_kernel_is_built_and_passes_its_self_check():
     kernel = native_kernel()   # `make setup` builds it (pyproject's ext-modules); None means numpy fuses
     assert kernel is not None and self_check(kernel) is None
+    assert self_check(kernel_named("native-baseline")) is None
 
 
-@pytest.mark.parametrize("kernel", ["numpy", "native", "native-threads"])
+@pytest.mark.parametrize("kernel", ["native", "native-baseline"])
+def test_the_native_kernel_widens_every_float16_value_exactly(kernel):
+    """All 65,536 half-precision bit patterns as W_0 of one plain layer (zeros, subnormals, inf, NaN): the
+    kernel's integer conversion gives numpy's float32 values."""
+    from sdk.native_fusion import TYPES, _Layer
+
+    halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    out = np.full(halves.size, 7.0, np.float32)
+    alpha = np.ones(1, np.float32)
+    native = kernel_named(kernel)
+    args = _Layer(0, 1, halves.size, 1, 1, alpha.ctypes.data, None, 0, 0, None, None, None, 0,
+                  halves.ctypes.data, TYPES[halves.dtype], None, None, out.ctypes.data)
+    native._call(args)
+    np.testing.assert_array_equal(out, halves.astype(np.float32))   # NaN == NaN here; -0 == +0
+    signed = np.isfinite(halves) & (halves != 0)   # -0 is 0 + (-0) = +0 after the sum, as in numpy
+    assert np.array_equal(np.signbit(out[signed]), np.signbit(halves[signed]))
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "native", "native-threads", "native-baseline"])
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("layout", ["plain", "blocked"])
+@pytest.mark.parametrize("layout", ["plain", "blocked", "blocked16"])
 def test_fusing_any_storage_into_any_layout_equals_the_reference(mode, layout, kernel):
     bases = compressed(mode)
-    placements, floats = plain_placements() if layout == "plain" else packed_placements(SHAPES, 8)
+    placements, floats = layout_named(layout)
     assert layout == "plain" or any(p.view is not None for p in placements.values())
     whole_layers = layout == "plain" or kernel == "native-threads"   # else tiles of 100 floats split layers
     plan = FusionPlan.build(bases, placements, floats, kernel_named(kernel), tile_floats=None if whole_layers else 100)
@@ -146,16 +174,15 @@ def test_a_declined_compiled_route_says_why_at_debug_level(tiny_bundle, caplog, 
 def test_a_broken_native_kernel_is_declined_and_numpy_fuses(monkeypatch, caplog):
     from sdk import native_fusion
 
-    kernel = native_kernel()
-    real = kernel._low_rank_product
+    kernel = NativeKernel(native_kernel()._library)
+    real = kernel._call
 
-    def off_by_a_little(plan, tile, alpha, out, target):
-        product = real(plan, tile, alpha, out, target)
-        product += 1e-3
-        return product
+    def blocked_layers_skipped(args):   # a kernel that gets the NCHWc layouts wrong
+        if args.block == 1:
+            real(args)
 
-    monkeypatch.setattr(kernel, "_low_rank_product", off_by_a_little)
-    assert "differs from numpy" in self_check(kernel)
+    monkeypatch.setattr(kernel, "_call", blocked_layers_skipped)
+    assert "block 8: differs from numpy" in self_check(kernel)
     monkeypatch.setattr(native_fusion, "_loaded", [])
     monkeypatch.setattr(native_fusion, "NativeKernel", lambda library: kernel)
     with caplog.at_level(logging.DEBUG, logger="sdk.native_fusion"):
