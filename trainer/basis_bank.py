@@ -67,15 +67,18 @@ class BasisBank(nn.Module):
             offset += size
         return out
 
-    def mix(self, alpha: torch.Tensor, with_stats: bool = True) -> dict[str, torch.Tensor]:
-        """alpha [G, 4, Q] (rows sum to 1) -> weights {name: [G, *shape]} for G tasks."""
+    def mix(self, alpha: torch.Tensor, with_stats: bool = True, gates=None) -> dict[str, torch.Tensor]:
+        """alpha [G, 4, Q] (rows sum to 1) -> weights {name: [G, *shape]} for G tasks; with `gates`
+        (trainer.layer_gates.LayerGates) each basis's rows as its gates make them."""
         if alpha.dim() != 3 or alpha.shape[1:] != (NUM_BLOCKS, self.num_bases):
             raise ValueError(f"alpha must be [G, {NUM_BLOCKS}, {self.num_bases}], got {tuple(alpha.shape)}")
         weights = {}
         for b in range(NUM_BLOCKS):
-            weights.update(self._unflatten(alpha[:, b] @ self.params(b), self.param_names[b]))
+            params = self.params(b) if gates is None else gates.gated(b, "params", self.params(b))
+            weights.update(self._unflatten(alpha[:, b] @ params, self.param_names[b]))
             if with_stats:
-                weights.update(self._unflatten(alpha[:, b].detach() @ self.stats(b), self.stat_names[b]))
+                stats = self.stats(b) if gates is None else gates.gated(b, "stats", self.stats(b))
+                weights.update(self._unflatten(alpha[:, b].detach() @ stats, self.stat_names[b]))
         return weights
 
     def state_dict_for(self, alpha: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -57,6 +57,10 @@ class TrainConfig:
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
                                             # (trainer.mixer.fit_to_router); "uniform": zero head
+    gate_penalty: float = 0.0               # TAPS gates in stage 3 (trainer.layer_gates): lambda of the L1 on
+                                            # the per-basis, per-layer scores; 0: no gates
+    gate_lr: float = 0.01                   # the scores' learning rate (no weight decay)
+    gate_warmup: float = 0.1                # share of stage 3 over which the penalty ramps in
     description: str = "text"               # task embedding: "text" (class-name embeddings) or "bow"
     mixer_blocks: int = 4                   # 4 block-wise mixers, or 1 for the whole network
     stage3_bn: str = "batch"                # "batch": each task normalised with its batch statistics;

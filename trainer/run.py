@@ -34,6 +34,7 @@ from .data.holdout import held_out_classes, without_classes
 from .data.synthetic import make_synthetic_dataset
 from .data.tasks import TaskSampler
 from .headroom import one_hot_members, shard_router_alpha
+from .layer_gates import LayerGates
 from .loop import JsonLog
 from .mixer import MixerPredictor, fit_to_router
 from .models import ResNet18, ResNetConfig
@@ -285,7 +286,12 @@ def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: n
         kl = fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(members.shape[1])), rng),
                            lambda task: shard_router_alpha(members, task), seed=config.seed)
         ctx.log.write(stage=stage_dir.name, event="mixer_fitted_to_router", kl=round(kl, 4))
-    model = train_stage3(ctx, stage_dir, bank, mixer, embedder, sampler, epochs, from_scratch=not from_stage2)
+    gates = None
+    if config.gate_penalty > 0 and from_stage2:
+        stage1 = load_state(run_dir / "stage1" / "model.safetensors")
+        gates = LayerGates(bank, stage1, config.gate_penalty, config.gate_warmup)
+    model = train_stage3(ctx, stage_dir, bank, mixer, embedder, sampler, epochs, from_scratch=not from_stage2,
+                         gates=gates)
     if distributed.is_main():
         save_state(path, model.state_dict())
     distributed.barrier()

@@ -12,6 +12,7 @@ the baseline and TAPER see the same total epochs.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from .data.cache import DecodedDataset
 from .data.tasks import TaskSampler
 from .data.transforms import random_crop_flip, to_normalized_tensor
 from .grouped_forward import grouped_forward
+from .layer_gates import LayerGates
 from .loop import JsonLog, run_epochs
 from .mixer import MixerPredictor
 from .models import ResNet18, ResNetConfig
@@ -151,11 +153,13 @@ def train_stage2_basis(ctx: StageContext, stage_dir: Path, stage1: ResNet18, sha
 
 
 class Stage3Model(torch.nn.Module):
-    """Bases + mixer predictor: (images [G, B, 3, H, W], task embeddings [G, d]) -> logits [G, B, classes]."""
+    """Bases + mixer predictor: (images [G, B, 3, H, W], task embeddings [G, d]) -> logits [G, B, classes].
+    With `gates` (trainer.layer_gates), each basis's layers are gated back to W_0 while training."""
 
-    def __init__(self, bank: BasisBank, mixer: MixerPredictor | None, frozen_bn: bool = False):
+    def __init__(self, bank: BasisBank, mixer: MixerPredictor | None, frozen_bn: bool = False,
+                 gates: LayerGates | None = None):
         super().__init__()
-        self.bank, self.mixer, self.frozen_bn = bank, mixer, frozen_bn
+        self.bank, self.mixer, self.frozen_bn, self.gates = bank, mixer, frozen_bn, gates
 
     def alpha(self, task_embedding: torch.Tensor) -> torch.Tensor:
         if self.mixer is None:  # fixed uniform mixer (ablation: no task description)
@@ -165,9 +169,11 @@ class Stage3Model(torch.nn.Module):
     def forward(self, x: torch.Tensor, task_embedding: torch.Tensor):
         alpha = self.alpha(task_embedding)
         if self.frozen_bn:  # normalise with the mixed running statistics: training sees what deployment sees
-            logits, _ = grouped_forward(self.bank.config, self.bank.mix(alpha, with_stats=True), x, training=False)
+            weights = self.bank.mix(alpha, with_stats=True, gates=self.gates)
+            logits, _ = grouped_forward(self.bank.config, weights, x, training=False)
             return logits, alpha, {}
-        logits, stats = grouped_forward(self.bank.config, self.bank.mix(alpha, with_stats=False), x, training=True)
+        weights = self.bank.mix(alpha, with_stats=False, gates=self.gates)
+        logits, stats = grouped_forward(self.bank.config, weights, x, training=True)
         return logits, alpha, stats
 
 
@@ -180,19 +186,24 @@ def task_mask(tasks: list[np.ndarray], num_classes: int) -> torch.Tensor:
 
 
 def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: MixerPredictor | None,
-                 embedder: TaskEmbedder, sampler: TaskSampler, epochs: float, from_scratch: bool = False
-                 ) -> Stage3Model:
+                 embedder: TaskEmbedder, sampler: TaskSampler, epochs: float, from_scratch: bool = False,
+                 gates: LayerGates | None = None) -> Stage3Model:
     """from_scratch (the "naive" ablation): bases start at random init, so they train at stage 1's learning
-    rate with batch statistics (frozen running statistics of an untrained network would mean no BN)."""
+    rate with batch statistics (frozen running statistics of an untrained network would mean no BN).
+    gates: TAPS gates (config gate_*); at the end they are baked into the bank (closed layers = W_0) and
+    their summary written to stage_dir/gates.json, and the model returned has none."""
     cfg = ctx.config
-    model = Stage3Model(bank, mixer, frozen_bn=cfg.stage3_bn == "frozen" and not from_scratch).train()
+    model = Stage3Model(bank, mixer, frozen_bn=cfg.stage3_bn == "frozen" and not from_scratch, gates=gates).train()
     wrapped = distributed.wrap(model)
     groups = [{"params": bank.parameters(), "lr": cfg.lr if from_scratch else cfg.stage3_lr}]
     if mixer is not None:
         groups.append({"params": mixer.parameters(), "lr": cfg.mixer_lr})
+    if gates is not None:
+        groups.append({"params": [gates.scores], "lr": cfg.gate_lr, "weight_decay": 0.0})
     optimizer = ctx.sgd(groups)
     generator = torch.Generator().manual_seed(cfg.seed)
     steps_per_epoch = max(1, len(ctx.data.train) // cfg.batch_size)
+    total_steps = max(1, round(epochs * steps_per_epoch))   # as run_epochs counts them
 
     def make_batches(rng, n):
         return task_batches(ctx.data.train, sampler, cfg.batch_size, cfg.tasks_per_batch, rng, n)
@@ -205,15 +216,27 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         logits, alpha, stats = wrapped(x, embedder(batch.tasks))
         masked = logits + task_mask(batch.tasks, logits.shape[-1])[:, None, :]
         loss = F.cross_entropy(masked.reshape(-1, masked.shape[-1]), labels.reshape(-1))
+        penalty = torch.zeros(())
+        if gates is not None:
+            penalty = gates.penalty(float(gates.step) / total_steps)
+            gates.step += 1
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss + penalty).backward()
         optimizer.step()
         if stats:
             bank.update_running_stats(alpha, stats)
         entropy = -(alpha * alpha.clamp(min=1e-12).log()).sum(-1).mean().item()
-        return {"loss": loss.item(), "acc": (masked.argmax(-1) == labels).float().mean().item(),
-                "mixer_entropy": round(entropy, 4), "images": labels.numel()}
+        record = {"loss": loss.item(), "acc": (masked.argmax(-1) == labels).float().mean().item(),
+                  "mixer_entropy": round(entropy, 4), "images": labels.numel()}
+        if gates is not None:
+            record.update(gate_penalty=round(penalty.item(), 5), gates_open=round(gates.open_fraction(), 4))
+        return record
 
     run_epochs(stage_dir, stage_dir.name, cfg, epochs, steps_per_epoch, make_batches, step, optimizer,
                {"model": model}, ctx.log)
+    if gates is not None:
+        gates.bake(bank)
+        if distributed.is_main():
+            (stage_dir / "gates.json").write_text(json.dumps(gates.summary(), indent=1))
+        model.gates = None
     return model.eval()

@@ -1,0 +1,109 @@
+"""TAPS gates over a basis bank (Wallingford et al., 2022, ../shared/seeds: Task Adaptive Parameter Sharing):
+per basis q and layer l a learned score s_ql; basis q's layer is W_0 + I(s_ql >= threshold) D_ql, where
+W_0 is the shared start of every basis (the stage-1 network) and D_ql = W_ql - W_0, so a closed gate puts
+the layer back to W_0. The indicator's gradient is taken straight through (d/ds of W_0 + s D, = D), and a
+weighted L1 penalty on the scores, ramped in over a warm-up, pushes layers back to W_0.
+
+A layer is the unit a bundle stores (`sdk.architecture.Layer`): a conv with its batch norm, or the
+classifier with its bias; its running statistics follow the gate too (hard, no gradient). A layer whose
+gates are closed for every basis is identical in all of them and is exported without deltas (`shared`,
+`export.compress`): that is what saves bytes and fusion time. A layer closed for some bases only is
+still stored for all of them (the format stores per layer, not per basis and layer).
+
+Mind the start: stage 2's bases are the stage-1 network plus what stage 2 learned, so the deltas are not
+zero when stage 3 begins and the scores get a gradient at once (TAPS initialises its deltas at zero, where
+a score's gradient <dL/dW, D> is zero until the delta has grown). Scores start at 1, above the
+threshold 0.1, as in the TAPS code.
+
+>>> gates = LayerGates(bank, stage1_state, penalty=0.5)          # doctest: +SKIP
+>>> weights = bank.mix(alpha, gates=gates)                      # doctest: +SKIP
+>>> loss = task_loss + gates.penalty(progress=0.3)              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from sdk.architecture import NUM_BLOCKS, mixed_layers
+
+SCORE_INIT = 1.0        # the TAPS code's initial score
+THRESHOLD = 0.1         # the TAPS paper's tau, fixed for all its data sets
+
+
+class _StraightThrough(torch.autograd.Function):
+    """I(s >= threshold) forward, the identity backward."""
+
+    @staticmethod
+    def forward(ctx, scores: torch.Tensor, threshold: float) -> torch.Tensor:
+        return (scores >= threshold).to(scores.dtype)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad, None
+
+
+class LayerGates(nn.Module):
+    """Scores [Q, L] for a `BasisBank` of Q bases (L = its layers, `sdk.architecture.mixed_layers`) and
+    W_0 laid out like the bank's rows. `penalty` is lambda: the penalty is lambda * mean_l(w_l |s_ql|)
+    summed over bases, w_l the layer's share of the parameters times L (a layer costs what it stores).
+    `warmup`: the fraction of training over which the penalty ramps from 0 to lambda."""
+
+    def __init__(self, bank, base_state: dict[str, torch.Tensor], penalty: float, warmup: float = 0.1,
+                 threshold: float = THRESHOLD):
+        super().__init__()
+        self.layers = mixed_layers(bank.shapes)
+        self.lam, self.warmup, self.threshold = float(penalty), float(warmup), float(threshold)
+        self.scores = nn.Parameter(torch.full((bank.num_bases, len(self.layers)), SCORE_INIT))
+        self.register_buffer("step", torch.zeros((), dtype=torch.long))   # training steps taken (resumes)
+        layer_of = {name: i for i, layer in enumerate(self.layers) for name in (layer.weight, *layer.channels)}
+        sizes = np.zeros(len(self.layers))
+        for i, layer in enumerate(self.layers):
+            sizes[i] = sum(int(np.prod(bank.shapes[n])) for n in (layer.weight, *layer.channels))
+        self.register_buffer("weights", torch.tensor(sizes / sizes.mean(), dtype=torch.float32))
+        for b in range(NUM_BLOCKS):
+            for kind, names in (("params", bank.param_names[b]), ("stats", bank.stat_names[b])):
+                flat = [base_state[n].reshape(-1).float() for n in names]
+                index = [torch.full((int(np.prod(bank.shapes[n])),), layer_of[n]) for n in names]
+                self.register_buffer(f"base_{kind}{b}", torch.cat(flat) if flat else torch.zeros(0))
+                self.register_buffer(f"layer_{kind}{b}",
+                                     torch.cat(index) if index else torch.zeros(0, dtype=torch.long))
+
+    def open(self) -> torch.Tensor:
+        """[Q, L] gates, 1 open / 0 closed, with the straight-through gradient to the scores."""
+        return _StraightThrough.apply(self.scores, self.threshold)
+
+    def gated(self, block: int, kind: str, rows: torch.Tensor) -> torch.Tensor:
+        """A block's bank rows [Q, n] (`params` or `stats`) as the gates make them: W_0 + gate * (rows - W_0)."""
+        base, layer = getattr(self, f"base_{kind}{block}"), getattr(self, f"layer_{kind}{block}")
+        gate = self.open() if kind == "params" else self.open().detach()
+        return base + gate[:, layer] * (rows - base)
+
+    def penalty(self, progress: float) -> torch.Tensor:
+        """lambda (ramped over the warm-up) * sum_q mean_l w_l |s_ql|; progress: the share of training done."""
+        ramp = min(1.0, progress / self.warmup) if self.warmup > 0 else 1.0
+        return self.lam * ramp * (self.scores.abs() * self.weights).mean(1).sum()
+
+    def open_fraction(self) -> float:
+        return float((self.scores >= self.threshold).float().mean())
+
+    @torch.no_grad()
+    def bake(self, bank) -> None:
+        """Write the gated rows into `bank` (closed layers become W_0 exactly): the bank is then a plain one,
+        saved, evaluated and exported as any other."""
+        is_open = self.scores >= self.threshold
+        for b in range(NUM_BLOCKS):
+            for kind, rows in (("params", bank.params(b)), ("stats", bank.stats(b))):
+                base, layer = getattr(self, f"base_{kind}{b}"), getattr(self, f"layer_{kind}{b}")
+                rows.copy_(torch.where(is_open[:, layer], rows, base))
+
+    def summary(self) -> dict:
+        """Open gates per layer and basis, for the run's report (gates.json)."""
+        is_open = (self.scores >= self.threshold).cpu().numpy()
+        return {"threshold": self.threshold, "penalty": self.lam, "warmup": self.warmup,
+                "layers": [layer.name for layer in self.layers],
+                "open": is_open.astype(int).tolist(), "scores": self.scores.detach().cpu().numpy().round(4).tolist(),
+                "layers_closed_for_every_basis": [layer.name for i, layer in enumerate(self.layers)
+                                                  if not is_open[:, i].any()],
+                "open_fraction": float(is_open.mean())}
