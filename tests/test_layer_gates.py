@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from sdk.architecture import NUM_BLOCKS
+from sdk.architecture import NUM_BLOCKS, mixed_layers
 from trainer.basis_bank import BasisBank
 from trainer.layer_gates import LayerGates
 from trainer.models import ResNet18, ResNetConfig
@@ -131,3 +131,25 @@ def test_a_gated_stage3_closes_layers_and_the_bundle_stores_them_shared(tiny_run
     stored = compress(bases, Mode.parse("drop:0.001+subspace:2"))
     assert isinstance(stored, CompactBases)
     assert set(closed) <= {lb.layer.name for lb in stored.layers if lb.kind == "shared"}
+
+
+def test_gated_stage2_bases_are_stage1_where_their_gates_closed(tiny_run, tmp_path):
+    from trainer.checkpoints import load_state
+    from trainer.run import run
+
+    out = run(tmp_path / "gated2", "tiny", {"stage2_gate_penalty": 20.0, "stage2_gate_lr": 0.5,
+                                            "stage2_gate_warmup": 0.0},
+              progress=False, reuse_from=tiny_run, until="stage2")
+    stage1 = load_state(out / "stage1" / "model.safetensors")
+    some_closed = some_open = False
+    for q in range(3):
+        summary = json.loads((out / "stage2" / f"basis{q}" / "gates.json").read_text())
+        basis = load_state(out / "stage2" / f"basis{q}.safetensors")
+        assert set(basis) == set(stage1)                                  # a plain state dict again
+        layers = mixed_layers({n: tuple(t.shape) for n, t in stage1.items()})
+        for layer, is_open in zip(layers, summary["open"], strict=True):
+            same = all(torch.equal(basis[n], stage1[n]) for n in (layer.weight, *layer.channels))
+            assert same == (not is_open), (q, layer.name)                  # open layers moved in training
+            some_closed |= not is_open
+            some_open |= bool(is_open)
+    assert some_closed and some_open

@@ -51,6 +51,9 @@ class TrainConfig:
                                             # the N classes nearest its shard (overlapping; trainer.shards)
     stage2_distill: float = 0.0             # weight of a KL term to the stage-1 network's predictions over
                                             # all classes (limits forgetting outside the shard; Hinton et al.)
+    stage2_gate_penalty: float = 0.0        # TAPS gates on each stage-2 basis (trainer.layer_gates.NetworkGates):
+    stage2_gate_lr: float = 1.0             # lambda, the scores' learning rate and the penalty's warm-up share;
+    stage2_gate_warmup: float = 0.1         # penalty 0: no gates
     stage3_epochs: float = 6
     stage3_lr: float = 0.01
     mixer_lr: float = 1.0
@@ -59,7 +62,9 @@ class TrainConfig:
                                             # (trainer.mixer.fit_to_router); "uniform": zero head
     gate_penalty: float = 0.0               # TAPS gates in stage 3 (trainer.layer_gates): lambda of the L1 on
                                             # the per-basis, per-layer scores; 0: no gates
-    gate_lr: float = 0.01                   # the scores' learning rate (no weight decay)
+    gate_lr: float = 1.0                    # the scores' learning rate (no weight decay): at the start of
+                                            # stage 3 on bench-nb a score's task gradient is ~2-4e-4 (median
+                                            # over bases, 8 batches), so at 0.01 a score moves < 0.1 in 3 epochs
     gate_warmup: float = 0.1                # share of stage 3 over which the penalty ramps in
     description: str = "text"               # task embedding: "text" (class-name embeddings) or "bow"
     mixer_blocks: int = 4                   # 4 block-wise mixers, or 1 for the whole network

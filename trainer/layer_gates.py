@@ -44,6 +44,20 @@ class _StraightThrough(torch.autograd.Function):
         return grad, None
 
 
+def layer_weights(shapes: dict, layers) -> torch.Tensor:
+    """Each layer's share of the parameters times the number of layers (mean 1): a layer costs what it stores."""
+    sizes = np.array([sum(int(np.prod(shapes[n])) for n in (layer.weight, *layer.channels)) for layer in layers],
+                     dtype=np.float64)
+    return torch.tensor(sizes / sizes.mean(), dtype=torch.float32)
+
+
+def size_weighted_l1(scores: torch.Tensor, weights: torch.Tensor, lam: float, warmup: float,
+                     progress: float) -> torch.Tensor:
+    """lambda (ramped from 0 over the first `warmup` of training) * mean_l w_l |s_l|, summed over bases."""
+    ramp = min(1.0, progress / warmup) if warmup > 0 else 1.0
+    return lam * ramp * (scores.abs() * weights).mean(-1).sum()
+
+
 class LayerGates(nn.Module):
     """Scores [Q, L] for a `BasisBank` of Q bases (L = its layers, `sdk.architecture.mixed_layers`) and
     W_0 laid out like the bank's rows. `penalty` is lambda: the penalty is lambda * mean_l(w_l |s_ql|)
@@ -58,10 +72,7 @@ class LayerGates(nn.Module):
         self.scores = nn.Parameter(torch.full((bank.num_bases, len(self.layers)), SCORE_INIT))
         self.register_buffer("step", torch.zeros((), dtype=torch.long))   # training steps taken (resumes)
         layer_of = {name: i for i, layer in enumerate(self.layers) for name in (layer.weight, *layer.channels)}
-        sizes = np.zeros(len(self.layers))
-        for i, layer in enumerate(self.layers):
-            sizes[i] = sum(int(np.prod(bank.shapes[n])) for n in (layer.weight, *layer.channels))
-        self.register_buffer("weights", torch.tensor(sizes / sizes.mean(), dtype=torch.float32))
+        self.register_buffer("weights", layer_weights(bank.shapes, self.layers))
         for b in range(NUM_BLOCKS):
             for kind, names in (("params", bank.param_names[b]), ("stats", bank.stat_names[b])):
                 flat = [base_state[n].reshape(-1).float() for n in names]
@@ -82,8 +93,7 @@ class LayerGates(nn.Module):
 
     def penalty(self, progress: float) -> torch.Tensor:
         """lambda (ramped over the warm-up) * sum_q mean_l w_l |s_ql|; progress: the share of training done."""
-        ramp = min(1.0, progress / self.warmup) if self.warmup > 0 else 1.0
-        return self.lam * ramp * (self.scores.abs() * self.weights).mean(1).sum()
+        return size_weighted_l1(self.scores, self.weights, self.lam, self.warmup, progress)
 
     def open_fraction(self) -> float:
         return float((self.scores >= self.threshold).float().mean())
@@ -107,3 +117,84 @@ class LayerGates(nn.Module):
                 "layers_closed_for_every_basis": [layer.name for i, layer in enumerate(self.layers)
                                                   if not is_open[:, i].any()],
                 "open_fraction": float(is_open.mean())}
+
+
+class _GatedTensor(nn.Module):
+    """A parametrization (torch.nn.utils.parametrize): value -> W_0 + gate * (value - W_0)."""
+
+    def __init__(self, gates: NetworkGates, index: int, base: torch.Tensor):
+        super().__init__()
+        self._gates = [gates]           # a list: the gates are not a submodule of every tensor they gate
+        self.index = index
+        self.register_buffer("base", base.detach().clone())
+
+    def forward(self, value: torch.Tensor) -> torch.Tensor:
+        return self.base + self._gates[0].open()[self.index] * (value - self.base)
+
+
+class NetworkGates(nn.Module):
+    """TAPS gates on one network (a stage-2 basis): scores [L], one per layer, gating the layer's weight and
+    batch-norm affine parameters back to W_0 through parametrizations (`attach`); `bake` removes them and
+    puts closed layers' running statistics back to W_0's too.
+
+    >>> gates = NetworkGates(stage1_state, penalty=0.002); gates.attach(model)      # doctest: +SKIP
+    """
+
+    def __init__(self, base_state: dict[str, torch.Tensor], penalty: float, warmup: float = 0.1,
+                 threshold: float = THRESHOLD):
+        super().__init__()
+        shapes = {n: tuple(t.shape) for n, t in base_state.items()}
+        self.layers = mixed_layers(shapes)
+        self.base_state = {n: t.detach().clone() for n, t in base_state.items()}
+        self.lam, self.warmup, self.threshold = float(penalty), float(warmup), float(threshold)
+        self.scores = nn.Parameter(torch.full((len(self.layers),), SCORE_INIT))
+        self.register_buffer("weights", layer_weights(shapes, self.layers))
+        self.register_buffer("step", torch.zeros((), dtype=torch.long))
+
+    def open(self) -> torch.Tensor:
+        return _StraightThrough.apply(self.scores, self.threshold)
+
+    def _learned(self, layer) -> list[str]:
+        """The layer's learned tensors (running statistics are buffers: `bake` sets them)."""
+        return [n for n in (layer.weight, *layer.channels) if not n.endswith(("running_mean", "running_var"))]
+
+    def attach(self, model: nn.Module) -> None:
+        from torch.nn.utils import parametrize
+
+        for i, layer in enumerate(self.layers):
+            for name in self._learned(layer):
+                owner, _, attr = name.rpartition(".")
+                parametrize.register_parametrization(model.get_submodule(owner), attr,
+                                                     _GatedTensor(self, i, self.base_state[name]))
+
+    def penalty(self, progress: float) -> torch.Tensor:
+        return size_weighted_l1(self.scores, self.weights, self.lam, self.warmup, progress)
+
+    def open_fraction(self) -> float:
+        return float((self.scores >= self.threshold).float().mean())
+
+    @torch.no_grad()
+    def bake(self, model: nn.Module) -> None:
+        """Remove the parametrizations, keeping the gated values (closed layers: W_0 exactly), and put the
+        running statistics of closed layers back to W_0's."""
+        from torch.nn.utils import parametrize
+
+        is_open = (self.scores >= self.threshold).tolist()
+        for i, layer in enumerate(self.layers):
+            for name in self._learned(layer):
+                owner, _, attr = name.rpartition(".")
+                parametrize.remove_parametrizations(model.get_submodule(owner), attr, leave_parametrized=True)
+                if not is_open[i]:   # exactly W_0 (base + 0 * delta already is; this says so)
+                    model.get_parameter(name).copy_(self.base_state[name])
+            if not is_open[i]:
+                for name in (layer.weight, *layer.channels):
+                    if name.endswith(("running_mean", "running_var")):
+                        model.get_buffer(name).copy_(self.base_state[name])
+
+    def summary(self) -> dict:
+        is_open = (self.scores >= self.threshold).tolist()
+        return {"threshold": self.threshold, "penalty": self.lam, "warmup": self.warmup,
+                "layers": [layer.name for layer in self.layers], "open": [int(o) for o in is_open],
+                "scores": [round(float(s), 4) for s in self.scores.detach()],
+                "closed": [layer.name for layer, o in zip(self.layers, is_open, strict=True) if not o],
+                "open_fraction": self.open_fraction()}

@@ -30,7 +30,7 @@ from .data.cache import DecodedDataset
 from .data.tasks import TaskSampler
 from .data.transforms import random_crop_flip, to_normalized_tensor
 from .grouped_forward import grouped_forward
-from .layer_gates import LayerGates
+from .layer_gates import LayerGates, NetworkGates
 from .loop import JsonLog, run_epochs
 from .mixer import MixerPredictor
 from .models import ResNet18, ResNetConfig
@@ -71,7 +71,8 @@ DISTILL_TEMPERATURE = 2.0  # Hinton et al.'s soft targets; the KL term is scaled
 
 def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                 generator: torch.Generator, data_parallel: bool, log_prior: torch.Tensor | None = None,
-                teacher: torch.nn.Module | None = None, distill: float = 0.0):
+                teacher: torch.nn.Module | None = None, distill: float = 0.0,
+                gates: NetworkGates | None = None, total_steps: int = 1):
     def step(batch) -> dict:
         images, labels = ctx.rank_slice(*batch) if data_parallel else batch
         x = ctx.augment(images, generator).contiguous(memory_format=torch.channels_last)
@@ -85,26 +86,37 @@ def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.opti
             kl = F.kl_div(F.log_softmax(logits / DISTILL_TEMPERATURE, dim=1), soft, log_target=True,
                           reduction="batchmean")
             loss = (1 - distill) * loss + distill * DISTILL_TEMPERATURE ** 2 * kl
+        penalty = torch.zeros(())
+        if gates is not None:
+            penalty = gates.penalty(float(gates.step) / total_steps)
+            gates.step += 1
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss + penalty).backward()
         optimizer.step()
-        return {"loss": loss.item(), "acc": (logits.argmax(1) == labels).float().mean().item(),
-                "images": len(labels)}
+        record = {"loss": loss.item(), "acc": (logits.argmax(1) == labels).float().mean().item(),
+                  "images": len(labels)}
+        if gates is not None:
+            record.update(gate_penalty=round(penalty.item(), 5), gates_open=round(gates.open_fraction(), 4))
+        return record
     return step
 
 
 def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18, epochs: float, lr: float,
                 classes_for_half: np.ndarray | None = None, general_fraction: float = 1.0,
                 data_parallel: bool = True, logit_adjust: bool = False, teacher: ResNet18 | None = None,
-                distill: float = 0.0) -> ResNet18:
+                distill: float = 0.0, gates: NetworkGates | None = None, gate_lr: float = 0.0) -> ResNet18:
     """Cross-entropy training of one network; with `classes_for_half`, a (1 - general_fraction) share of
     every batch comes from those classes only (stage 2), and `logit_adjust` corrects the loss for that
-    skewed class prior; `distill` > 0 adds a KL term to a frozen `teacher`'s predictions.
+    skewed class prior; `distill` > 0 adds a KL term to a frozen `teacher`'s predictions; `gates`
+    (attached to `model`) add their penalty and are baked in at the end (their summary in gates.json).
     data_parallel=False: this rank trains it alone."""
     cfg = ctx.config
     model = model.to(memory_format=torch.channels_last).train()
     wrapped = distributed.wrap(model) if data_parallel else model
-    optimizer = ctx.sgd([{"params": model.parameters(), "lr": lr}])
+    groups = [{"params": model.parameters(), "lr": lr}]
+    if gates is not None:
+        groups.append({"params": [gates.scores], "lr": gate_lr, "weight_decay": 0.0})
+    optimizer = ctx.sgd(groups)
     generator = torch.Generator().manual_seed(cfg.seed)
     steps_per_epoch = max(1, len(ctx.data.train) // cfg.batch_size)
 
@@ -121,11 +133,17 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
     log_prior = None
     if logit_adjust and classes_for_half is not None:
         log_prior = stage2_class_prior(ctx.data.num_classes, classes_for_half, general_fraction).log()
+    total_steps = max(1, round(epochs * steps_per_epoch))   # as run_epochs counts them
     run_epochs(stage_dir, stage, cfg, epochs, steps_per_epoch, make_batches,
                _plain_step(ctx, wrapped, optimizer, generator, data_parallel, log_prior,
-                           None if teacher is None else teacher.to(memory_format=torch.channels_last).eval(), distill),
+                           None if teacher is None else teacher.to(memory_format=torch.channels_last).eval(), distill,
+                           gates, total_steps),
                optimizer,
-               {"model": model}, ctx.log, data_parallel=data_parallel)
+               {"model": model} if gates is None else {"model": model, "gates": gates}, ctx.log,
+               data_parallel=data_parallel)
+    if gates is not None:
+        gates.bake(model)
+        (stage_dir / "gates.json").write_text(json.dumps(gates.summary(), indent=1))
     return model.to(memory_format=torch.contiguous_format).eval()
 
 
@@ -143,13 +161,19 @@ def train_continuation(ctx: StageContext, stage_dir: Path, stage1: ResNet18) -> 
 
 def train_stage2_basis(ctx: StageContext, stage_dir: Path, stage1: ResNet18, shard_classes: np.ndarray,
                        q: int) -> ResNet18:
+    cfg = ctx.config
     model = ResNet18(ctx.model_config)
     model.load_state_dict(stage1.state_dict())
-    epochs = ctx.config.stage2_epochs / ctx.config.num_bases
-    return train_plain(ctx, stage_dir / f"basis{q}", f"stage2.basis{q}", model, epochs, ctx.config.stage2_lr,
-                       classes_for_half=shard_classes, general_fraction=ctx.config.stage2_general_fraction,
-                       data_parallel=False, logit_adjust=ctx.config.stage2_logit_adjust,
-                       teacher=stage1 if ctx.config.stage2_distill else None, distill=ctx.config.stage2_distill)
+    gates = None
+    if cfg.stage2_gate_penalty > 0:
+        gates = NetworkGates(stage1.state_dict(), cfg.stage2_gate_penalty, cfg.stage2_gate_warmup)
+        gates.attach(model)
+    epochs = cfg.stage2_epochs / cfg.num_bases
+    return train_plain(ctx, stage_dir / f"basis{q}", f"stage2.basis{q}", model, epochs, cfg.stage2_lr,
+                       classes_for_half=shard_classes, general_fraction=cfg.stage2_general_fraction,
+                       data_parallel=False, logit_adjust=cfg.stage2_logit_adjust,
+                       teacher=stage1 if cfg.stage2_distill else None, distill=cfg.stage2_distill,
+                       gates=gates, gate_lr=cfg.stage2_gate_lr)
 
 
 class Stage3Model(torch.nn.Module):
