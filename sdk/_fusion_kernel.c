@@ -57,12 +57,13 @@ typedef struct {
     float *out;                 /* the layer's first element */
 } taper_layer;
 
-/* float16 -> float32, exact for every value (zero, subnormals, inf and NaN with its payload), in integer
- * operations that vectorise in any ISA (F. Giesen's half_to_float_fast: move exponent and mantissa into
- * place, rebias the exponent, fix inf/NaN and renormalise subnormals by one subtraction). */
 /* All bits set where `test` holds: a vector comparison gives -1 per lane and a scalar one 1, so both are
  * reduced to their lowest bit first. */
 #define ALL_ONES_IF(BITS, test) (~((BITS)((test) & 1) - 1u))
+
+/* float16 -> float32, exact for every value (zero, subnormals, inf and NaN with its payload), in integer
+ * operations that vectorise in any ISA (F. Giesen's half_to_float_fast: move exponent and mantissa into
+ * place, rebias the exponent, fix inf/NaN and renormalise subnormals by one subtraction). */
 #define HALF_TO_FLOAT(BITS, FLOATS, h)                                                                    \
     do {                                                                                                  \
         BITS o_ = (h & 0x7fff) << 13;                                                                     \
