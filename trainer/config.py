@@ -52,8 +52,10 @@ class TrainConfig:
     stage2_distill: float = 0.0             # weight of a KL term to the stage-1 network's predictions over
                                             # all classes (limits forgetting outside the shard; Hinton et al.)
     stage2_gate_penalty: float = 0.0        # TAPS gates on each stage-2 basis (trainer.layer_gates.NetworkGates):
-    stage2_gate_lr: float = 1.0             # lambda, the scores' learning rate and the penalty's warm-up share;
-    stage2_gate_warmup: float = 0.1         # penalty 0: no gates
+    stage2_gate_lr: float = 0.1             # lambda, the scores' learning rate and the penalty's warm-up share;
+    stage2_gate_warmup: float = 0.1         # penalty 0: no gates. At lr 1.0 the scores random-walked from 1 to
+                                            # -4.6..6.3 in one bench-nb basis's 156 steps (run gated-005): a
+                                            # basis's own loss gives them a far larger gradient than stage 3's
     stage3_epochs: float = 6
     stage3_lr: float = 0.01
     mixer_lr: float = 1.0
