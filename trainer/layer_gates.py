@@ -51,28 +51,51 @@ def layer_weights(shapes: dict, layers) -> torch.Tensor:
     return torch.tensor(sizes / sizes.mean(), dtype=torch.float32)
 
 
-def size_weighted_l1(scores: torch.Tensor, weights: torch.Tensor, lam: float, warmup: float,
-                     progress: float) -> torch.Tensor:
-    """lambda (ramped from 0 over the first `warmup` of training) * mean_l w_l |s_l|, summed over bases."""
-    ramp = min(1.0, progress / warmup) if warmup > 0 else 1.0
-    return lam * ramp * (scores.abs() * weights).mean(-1).sum()
+class _Gates(nn.Module):
+    """Scores [*, L] (L = the network's layers, `sdk.architecture.mixed_layers`) with what both kinds of
+    gates share: the straight-through gate, the size-weighted L1 penalty ramped in over `warmup` (a share
+    of training), and a step count that resumes with the checkpoint."""
+
+    def __init__(self, shapes: dict, leading: tuple[int, ...], penalty: float, warmup: float, threshold: float):
+        super().__init__()
+        self.layers = mixed_layers(shapes)
+        self.lam, self.warmup, self.threshold = float(penalty), float(warmup), float(threshold)
+        self.scores = nn.Parameter(torch.full((*leading, len(self.layers)), SCORE_INIT))
+        self.register_buffer("weights", layer_weights(shapes, self.layers))
+        self.register_buffer("step", torch.zeros((), dtype=torch.long))
+
+    def open(self) -> torch.Tensor:
+        """Gates like the scores, 1 open / 0 closed, with the straight-through gradient to the scores."""
+        return _StraightThrough.apply(self.scores, self.threshold)
+
+    def is_open(self) -> torch.Tensor:
+        return self.scores.detach() >= self.threshold
+
+    def open_fraction(self) -> float:
+        return float(self.is_open().float().mean())
+
+    def penalty(self, progress: float) -> torch.Tensor:
+        """lambda (ramped from 0 over the first `warmup` of training) * mean_l w_l |s_l|, summed over bases;
+        progress: the share of training done."""
+        ramp = min(1.0, progress / self.warmup) if self.warmup > 0 else 1.0
+        return self.lam * ramp * (self.scores.abs() * self.weights).mean(-1).sum()
+
+    def next_penalty(self, total_steps: int) -> torch.Tensor:
+        """The penalty for this training step (of `total_steps`), counting the step."""
+        penalty = self.penalty(float(self.step) / total_steps)
+        self.step += 1
+        return penalty
 
 
-class LayerGates(nn.Module):
-    """Scores [Q, L] for a `BasisBank` of Q bases (L = its layers, `sdk.architecture.mixed_layers`) and
-    W_0 laid out like the bank's rows. `penalty` is lambda: the penalty is lambda * mean_l(w_l |s_ql|)
-    summed over bases, w_l the layer's share of the parameters times L (a layer costs what it stores).
-    `warmup`: the fraction of training over which the penalty ramps from 0 to lambda."""
+class LayerGates(_Gates):
+    """Gates for a `BasisBank` of Q bases: scores [Q, L], and W_0 laid out like the bank's rows. `penalty` is
+    lambda: the penalty is lambda * mean_l(w_l |s_ql|) summed over bases, w_l the layer's share of the
+    parameters times L (a layer costs what it stores)."""
 
     def __init__(self, bank, base_state: dict[str, torch.Tensor], penalty: float, warmup: float = 0.1,
                  threshold: float = THRESHOLD):
-        super().__init__()
-        self.layers = mixed_layers(bank.shapes)
-        self.lam, self.warmup, self.threshold = float(penalty), float(warmup), float(threshold)
-        self.scores = nn.Parameter(torch.full((bank.num_bases, len(self.layers)), SCORE_INIT))
-        self.register_buffer("step", torch.zeros((), dtype=torch.long))   # training steps taken (resumes)
+        super().__init__(bank.shapes, (bank.num_bases,), penalty, warmup, threshold)
         layer_of = {name: i for i, layer in enumerate(self.layers) for name in (layer.weight, *layer.channels)}
-        self.register_buffer("weights", layer_weights(bank.shapes, self.layers))
         for b in range(NUM_BLOCKS):
             for kind, names in (("params", bank.param_names[b]), ("stats", bank.stat_names[b])):
                 flat = [base_state[n].reshape(-1).float() for n in names]
@@ -81,28 +104,17 @@ class LayerGates(nn.Module):
                 self.register_buffer(f"layer_{kind}{b}",
                                      torch.cat(index) if index else torch.zeros(0, dtype=torch.long))
 
-    def open(self) -> torch.Tensor:
-        """[Q, L] gates, 1 open / 0 closed, with the straight-through gradient to the scores."""
-        return _StraightThrough.apply(self.scores, self.threshold)
-
     def gated(self, block: int, kind: str, rows: torch.Tensor) -> torch.Tensor:
         """A block's bank rows [Q, n] (`params` or `stats`) as the gates make them: W_0 + gate * (rows - W_0)."""
         base, layer = getattr(self, f"base_{kind}{block}"), getattr(self, f"layer_{kind}{block}")
         gate = self.open() if kind == "params" else self.open().detach()
         return base + gate[:, layer] * (rows - base)
 
-    def penalty(self, progress: float) -> torch.Tensor:
-        """lambda (ramped over the warm-up) * sum_q mean_l w_l |s_ql|; progress: the share of training done."""
-        return size_weighted_l1(self.scores, self.weights, self.lam, self.warmup, progress)
-
-    def open_fraction(self) -> float:
-        return float((self.scores >= self.threshold).float().mean())
-
     @torch.no_grad()
     def bake(self, bank) -> None:
         """Write the gated rows into `bank` (closed layers become W_0 exactly): the bank is then a plain one,
         saved, evaluated and exported as any other."""
-        is_open = self.scores >= self.threshold
+        is_open = self.is_open()
         for b in range(NUM_BLOCKS):
             for kind, rows in (("params", bank.params(b)), ("stats", bank.stats(b))):
                 base, layer = getattr(self, f"base_{kind}{b}"), getattr(self, f"layer_{kind}{b}")
@@ -110,7 +122,7 @@ class LayerGates(nn.Module):
 
     def summary(self) -> dict:
         """Open gates per layer and basis, for the run's report (gates.json)."""
-        is_open = (self.scores >= self.threshold).cpu().numpy()
+        is_open = self.is_open().numpy()
         return {"threshold": self.threshold, "penalty": self.lam, "warmup": self.warmup,
                 "layers": [layer.name for layer in self.layers],
                 "open": is_open.astype(int).tolist(), "scores": self.scores.detach().cpu().numpy().round(4).tolist(),
@@ -132,7 +144,7 @@ class _GatedTensor(nn.Module):
         return self.base + self._gates[0].open()[self.index] * (value - self.base)
 
 
-class NetworkGates(nn.Module):
+class NetworkGates(_Gates):
     """TAPS gates on one network (a stage-2 basis): scores [L], one per layer, gating the layer's weight and
     batch-norm affine parameters back to W_0 through parametrizations (`attach`); `bake` removes them and
     puts closed layers' running statistics back to W_0's too.
@@ -142,17 +154,8 @@ class NetworkGates(nn.Module):
 
     def __init__(self, base_state: dict[str, torch.Tensor], penalty: float, warmup: float = 0.1,
                  threshold: float = THRESHOLD):
-        super().__init__()
-        shapes = {n: tuple(t.shape) for n, t in base_state.items()}
-        self.layers = mixed_layers(shapes)
+        super().__init__({n: tuple(t.shape) for n, t in base_state.items()}, (), penalty, warmup, threshold)
         self.base_state = {n: t.detach().clone() for n, t in base_state.items()}
-        self.lam, self.warmup, self.threshold = float(penalty), float(warmup), float(threshold)
-        self.scores = nn.Parameter(torch.full((len(self.layers),), SCORE_INIT))
-        self.register_buffer("weights", layer_weights(shapes, self.layers))
-        self.register_buffer("step", torch.zeros((), dtype=torch.long))
-
-    def open(self) -> torch.Tensor:
-        return _StraightThrough.apply(self.scores, self.threshold)
 
     def _learned(self, layer) -> list[str]:
         """The layer's learned tensors (running statistics are buffers: `bake` sets them)."""
@@ -167,19 +170,13 @@ class NetworkGates(nn.Module):
                 parametrize.register_parametrization(model.get_submodule(owner), attr,
                                                      _GatedTensor(self, i, self.base_state[name]))
 
-    def penalty(self, progress: float) -> torch.Tensor:
-        return size_weighted_l1(self.scores, self.weights, self.lam, self.warmup, progress)
-
-    def open_fraction(self) -> float:
-        return float((self.scores >= self.threshold).float().mean())
-
     @torch.no_grad()
     def bake(self, model: nn.Module) -> None:
         """Remove the parametrizations, keeping the gated values (closed layers: W_0 exactly), and put the
         running statistics of closed layers back to W_0's."""
         from torch.nn.utils import parametrize
 
-        is_open = (self.scores >= self.threshold).tolist()
+        is_open = self.is_open().tolist()
         for i, layer in enumerate(self.layers):
             for name in self._learned(layer):
                 owner, _, attr = name.rpartition(".")
@@ -192,7 +189,7 @@ class NetworkGates(nn.Module):
                         model.get_buffer(name).copy_(self.base_state[name])
 
     def summary(self) -> dict:
-        is_open = (self.scores >= self.threshold).tolist()
+        is_open = self.is_open().tolist()
         return {"threshold": self.threshold, "penalty": self.lam, "warmup": self.warmup,
                 "layers": [layer.name for layer in self.layers], "open": [int(o) for o in is_open],
                 "scores": [round(float(s), 4) for s in self.scores.detach()],

@@ -86,10 +86,7 @@ def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.opti
             kl = F.kl_div(F.log_softmax(logits / DISTILL_TEMPERATURE, dim=1), soft, log_target=True,
                           reduction="batchmean")
             loss = (1 - distill) * loss + distill * DISTILL_TEMPERATURE ** 2 * kl
-        penalty = torch.zeros(())
-        if gates is not None:
-            penalty = gates.penalty(float(gates.step) / total_steps)
-            gates.step += 1
+        penalty = torch.zeros(()) if gates is None else gates.next_penalty(total_steps)
         optimizer.zero_grad(set_to_none=True)
         (loss + penalty).backward()
         optimizer.step()
@@ -240,10 +237,7 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         logits, alpha, stats = wrapped(x, embedder(batch.tasks))
         masked = logits + task_mask(batch.tasks, logits.shape[-1])[:, None, :]
         loss = F.cross_entropy(masked.reshape(-1, masked.shape[-1]), labels.reshape(-1))
-        penalty = torch.zeros(())
-        if gates is not None:
-            penalty = gates.penalty(float(gates.step) / total_steps)
-            gates.step += 1
+        penalty = torch.zeros(()) if gates is None else gates.next_penalty(total_steps)
         optimizer.zero_grad(set_to_none=True)
         (loss + penalty).backward()
         optimizer.step()
