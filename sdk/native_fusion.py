@@ -12,7 +12,7 @@ one and uses it where the CPU has it (`variant`).
 Full-width ResNet-18, Q=10, fuse+fold, sum of the per-layer medians (ad-hoc A/B against the kernel that took
 the low-rank product from BLAS through scratch and widened float16 by a table; same machine, same bundles;
 docs/results/experiments.md): subspace:16+fp16 58.9 -> 29.4 ms, drop:0.04+subspace:16+fp16 (4 layer4 convs
-+ fc) ~39 -> ~17 ms (a 512x4608 conv: 10.3 -> 4.2 ms), drop:0.04+lowrank:8+fp16 60.8 -> 39.5 ms,
++ fc) ~36 -> ~17 ms (a 512x4608 conv: 10.3 -> 4.2 ms), drop:0.04+lowrank:8+fp16 60.8 -> 39.5 ms,
 drop:0.04+int8+fp16 25.0 -> 22.3 ms, fp32 43.2 -> 40.3 ms. docs/results/bundle.md has the benchmark.
 
 `native_kernel()` loads the library once per process and checks it against numpy on every storage kind

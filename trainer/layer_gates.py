@@ -1,5 +1,6 @@
-"""TAPS gates over a basis bank (Wallingford et al., 2022, ../shared/seeds: Task Adaptive Parameter Sharing):
-per basis q and layer l a learned score s_ql; basis q's layer is W_0 + I(s_ql >= threshold) D_ql, where
+"""TAPS gates (Wallingford et al., 2022, ../shared/seeds: Task Adaptive Parameter Sharing): `LayerGates` over
+stage 3's basis bank, `NetworkGates` on one stage-2 basis (a network trained alone). For each basis q and
+layer l a learned score s_ql; basis q's layer is W_0 + I(s_ql >= threshold) D_ql, where
 W_0 is the shared start of every basis (the stage-1 network) and D_ql = W_ql - W_0, so a closed gate puts
 the layer back to W_0. The indicator's gradient is taken straight through (d/ds of W_0 + s D, = D), and a
 weighted L1 penalty on the scores, ramped in over a warm-up, pushes layers back to W_0.
@@ -10,10 +11,11 @@ gates are closed for every basis is identical in all of them and is exported wit
 `export.compress`): that is what saves bytes and fusion time. A layer closed for some bases only is
 still stored for all of them (the format stores per layer, not per basis and layer).
 
-Mind the start: stage 2's bases are the stage-1 network plus what stage 2 learned, so the deltas are not
-zero when stage 3 begins and the scores get a gradient at once (TAPS initialises its deltas at zero, where
-a score's gradient <dL/dW, D> is zero until the delta has grown). Scores start at 1, above the
-threshold 0.1, as in the TAPS code.
+Mind the start: a score's gradient <dL/dW, D> is zero while its delta is zero. In stage 2 every delta
+starts at zero (the basis is the stage-1 network), as in the TAPS code, so the deltas grow first and the
+penalty ramps in over a warm-up; in stage 3 the deltas are what stage 2 learned and the scores get a
+gradient at once. Scores start at 1, above the threshold 0.1, as in the TAPS code. Figures (the scores'
+gradient, what closes at which lambda): docs/results/experiments.md, "TAPS-gated training".
 
 >>> gates = LayerGates(bank, stage1_state, penalty=0.5)          # doctest: +SKIP
 >>> weights = bank.mix(alpha, gates=gates)                      # doctest: +SKIP
