@@ -65,8 +65,9 @@ class TrainConfig:
     gate_penalty: float = 0.0               # TAPS gates in stage 3 (trainer.layer_gates): lambda of the L1 on
                                             # the per-basis, per-layer scores; 0: no gates
     gate_lr: float = 1.0                    # the scores' learning rate (no weight decay): at the start of
-                                            # stage 3 on bench-nb a score's task gradient is ~2-4e-4 (median
-                                            # over bases, 8 batches), so at 0.01 a score moves < 0.1 in 3 epochs
+                                            # stage 3 on bench-nb a score's task gradient is 0.4-4.1e-4 per
+                                            # layer (median over bases, mean of 8 batches), so at 0.01 a score
+                                            # moves < 0.1 in 3 epochs
     gate_warmup: float = 0.1                # share of stage 3 over which the penalty ramps in
     description: str = "text"               # task embedding: "text" (class-name embeddings) or "bow"
     mixer_blocks: int = 4                   # 4 block-wise mixers, or 1 for the whole network

@@ -88,6 +88,21 @@ class _Gates(nn.Module):
         self.step += 1
         return penalty
 
+    def log_fields(self, penalty: torch.Tensor) -> dict:
+        """What a training step's log record says about the gates."""
+        return {"gate_penalty": round(penalty.item(), 5), "gates_open": round(self.open_fraction(), 4)}
+
+    def summary(self) -> dict:
+        """Open gates per layer (and basis), the scores, and the layers closed in every basis (gates.json)."""
+        is_open = self.is_open()
+        closed = ~is_open.reshape(-1, len(self.layers)).any(0)
+        return {"threshold": self.threshold, "penalty": self.lam, "warmup": self.warmup,
+                "layers": [layer.name for layer in self.layers], "open": is_open.int().tolist(),
+                "scores": self.scores.detach().numpy().round(4).tolist(),
+                "layers_closed_for_every_basis": [layer.name for layer, c in zip(self.layers, closed.tolist(),
+                                                                                 strict=True) if c],
+                "open_fraction": self.open_fraction()}
+
 
 class LayerGates(_Gates):
     """Gates for a `BasisBank` of Q bases: scores [Q, L], and W_0 laid out like the bank's rows. `penalty` is
@@ -109,7 +124,7 @@ class LayerGates(_Gates):
     def gated(self, block: int, kind: str, rows: torch.Tensor) -> torch.Tensor:
         """A block's bank rows [Q, n] (`params` or `stats`) as the gates make them: W_0 + gate * (rows - W_0)."""
         base, layer = getattr(self, f"base_{kind}{block}"), getattr(self, f"layer_{kind}{block}")
-        gate = self.open() if kind == "params" else self.open().detach()
+        gate = self.open() if kind == "params" else self.is_open().to(rows.dtype)
         return base + gate[:, layer] * (rows - base)
 
     @torch.no_grad()
@@ -122,16 +137,6 @@ class LayerGates(_Gates):
                 base, layer = getattr(self, f"base_{kind}{b}"), getattr(self, f"layer_{kind}{b}")
                 rows.copy_(torch.where(is_open[:, layer], rows, base))
 
-    def summary(self) -> dict:
-        """Open gates per layer and basis, for the run's report (gates.json)."""
-        is_open = self.is_open().numpy()
-        return {"threshold": self.threshold, "penalty": self.lam, "warmup": self.warmup,
-                "layers": [layer.name for layer in self.layers],
-                "open": is_open.astype(int).tolist(), "scores": self.scores.detach().cpu().numpy().round(4).tolist(),
-                "layers_closed_for_every_basis": [layer.name for i, layer in enumerate(self.layers)
-                                                  if not is_open[:, i].any()],
-                "open_fraction": float(is_open.mean())}
-
 
 class _GatedTensor(nn.Module):
     """A parametrization (torch.nn.utils.parametrize): value -> W_0 + gate * (value - W_0)."""
@@ -140,7 +145,7 @@ class _GatedTensor(nn.Module):
         super().__init__()
         self._gates = [gates]           # a list: the gates are not a submodule of every tensor they gate
         self.index = index
-        self.register_buffer("base", base.detach().clone())
+        self.register_buffer("base", base)   # NetworkGates.base_state owns the copy
 
     def forward(self, value: torch.Tensor) -> torch.Tensor:
         return self.base + self._gates[0].open()[self.index] * (value - self.base)
@@ -183,17 +188,9 @@ class NetworkGates(_Gates):
             for name in self._learned(layer):
                 owner, _, attr = name.rpartition(".")
                 parametrize.remove_parametrizations(model.get_submodule(owner), attr, leave_parametrized=True)
-                if not is_open[i]:   # exactly W_0 (base + 0 * delta already is; this says so)
+                if not is_open[i]:   # exactly W_0 even where a delta went non-finite (0 * inf is NaN)
                     model.get_parameter(name).copy_(self.base_state[name])
             if not is_open[i]:
                 for name in (layer.weight, *layer.channels):
                     if name.endswith(("running_mean", "running_var")):
                         model.get_buffer(name).copy_(self.base_state[name])
-
-    def summary(self) -> dict:
-        is_open = self.is_open().tolist()
-        return {"threshold": self.threshold, "penalty": self.lam, "warmup": self.warmup,
-                "layers": [layer.name for layer in self.layers], "open": [int(o) for o in is_open],
-                "scores": [round(float(s), 4) for s in self.scores.detach()],
-                "closed": [layer.name for layer, o in zip(self.layers, is_open, strict=True) if not o],
-                "open_fraction": self.open_fraction()}

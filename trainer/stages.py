@@ -93,7 +93,7 @@ def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.opti
         record = {"loss": loss.item(), "acc": (logits.argmax(1) == labels).float().mean().item(),
                   "images": len(labels)}
         if gates is not None:
-            record.update(gate_penalty=round(penalty.item(), 5), gates_open=round(gates.open_fraction(), 4))
+            record.update(gates.log_fields(penalty))
         return record
     return step
 
@@ -247,7 +247,7 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         record = {"loss": loss.item(), "acc": (masked.argmax(-1) == labels).float().mean().item(),
                   "mixer_entropy": round(entropy, 4), "images": labels.numel()}
         if gates is not None:
-            record.update(gate_penalty=round(penalty.item(), 5), gates_open=round(gates.open_fraction(), 4))
+            record.update(gates.log_fields(penalty))
         return record
 
     run_epochs(stage_dir, stage_dir.name, cfg, epochs, steps_per_epoch, make_batches, step, optimizer,
