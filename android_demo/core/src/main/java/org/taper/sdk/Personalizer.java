@@ -2,7 +2,6 @@ package org.taper.sdk;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -40,10 +39,13 @@ public final class Personalizer implements AutoCloseable {
                 bundle.classEmbeddings, bundle.embedDim, this::embedPhrase, bundle.concepts, bundle.conceptEmbeddings);
         mixer = new Mixer(bundle);
         fusion = new Fusion(bundle);
-        backboneGraph = bundle.memberBytes("backbone.onnx");
+        backboneGraph = GraphCheck.checkBackbone(bundle.memberBytes("backbone.onnx"), bundle);
+        // Checked here, so a hostile encoder fails at load, not at the first free-text description.
+        GraphCheck.checkEncoder(bundle.memberBytes("text_encoder.onnx"));
     }
 
-    /** Open and check the bundle at {@code path} (BundleException if damaged), to run on {@code engine}. */
+    /** Open and check the bundle at {@code path} and its graphs (BundleException if damaged or hostile), to run
+     * on {@code engine}. */
     public static Personalizer load(String path, Engine engine) throws IOException {
         return new Personalizer(Bundle.open(path), engine);
     }
@@ -97,12 +99,10 @@ public final class Personalizer implements AutoCloseable {
         timings.put("resolve", round((t - start) / 1e6 - task.encodeMs));
         float[][] alpha = mixer.alpha(task.embedding);
         t = lap(timings, "mixer", t);
-        Map<String, float[]> fused = fusion.fuse(alpha);
-        float[] folded = fusion.foldedBackbone(fused);
-        float[][] head = fusion.head(fused, task.classes);
+        ByteBuffer weights = fusion.newBackboneBuffer();
+        fusion.foldInto(alpha, weights);
+        float[][] head = fusion.headRows(alpha, task.classes);
         t = lap(timings, "fuse_fold", t);
-        ByteBuffer weights = ByteBuffer.allocateDirect(folded.length * 4).order(ByteOrder.LITTLE_ENDIAN);
-        weights.asFloatBuffer().put(folded);
         Engine.Backbone backbone = engine.openBackbone(backboneGraph, weights);
         lap(timings, "session", t);
         timings.put("total", round((System.nanoTime() - start) / 1e6));
