@@ -14,6 +14,11 @@ golden.json:
   (weights then bias), "folded": file of the backbone's external weight buffer (float32 LE),
   "features": [image][C] the backbone's output on each image above with those weights (onnxruntime; what
   the replaying engine answers), "logits": [image][K] those features through the head rows (float64)}].
+- "hostile_bundles": files of the bundle with hostile concepts in classes.json (every one a BundleError).
+- "graphs": {"encoder_structure": the bundle's text encoder's structure hash (sdk.graph_check),
+  "known_encoder_structures", "hostile": [{"name", "member", "file", "python": "BundleError" or "accepted"}]}:
+  hostile graph and tokenizer members given by the caller (scripts/fuzz_bundle.hostile_members) and the
+  verdict of the Python check on each (the text encoder's weights may differ, so NaN weights pass it).
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ from pathlib import Path
 import numpy as np
 
 import sdk
+from sdk.bundle import Bundle
 from sdk.engine import backbone_session, ort  # onnxruntime as the SDK imports it (telemetry off)
-from sdk.errors import DescriptionError
+from sdk.errors import BundleError, DescriptionError
 from sdk.folding import BACKBONE_FILE
+from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, check_backbone_graph, check_encoder_graph, encoder_structure
 from sdk.images import to_uint8_batch
 from sdk.tasks import TaskOptions
+from sdk.tokenizer_check import check_tokenizer_json
 
 WORDS = ("moth", "butterfly", "Golden", "retriever", "kitchen", "appliances", "sea", "creatures", "farm", "animals",
          "things", "to", "wear", "cars", "and", "trucks", "a", "the", "of", "photo")
@@ -113,7 +121,8 @@ def long_text(words: int, seed: int = 0) -> str:
     return " ".join(str(w) + ("," if rng.random() < 0.1 else "") for w in rng.choice(WORDS, words))
 
 
-def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[str]] = CASES) -> Path:
+def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[str]] = CASES,
+                 hostile_members: Sequence[tuple[str, str, bytes]] = ()) -> Path:
     bundle = sdk.load(bundle_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     encoder = bundle.encoder
@@ -143,9 +152,30 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
     for name, edit in HOSTILE_CONCEPTS.items():
         (out_dir / f"hostile_{name}.taper").write_bytes(with_classes_json(blob, edit))
         spec["hostile_bundles"].append(f"hostile_{name}.taper")
+    spec["graphs"] = _graphs(bundle.bundle, hostile_members, out_dir)
     path = out_dir / "golden.json"
     path.write_text(json.dumps(spec))
     return path
+
+
+def _graphs(bundle: Bundle, hostile_members: Sequence[tuple[str, str, bytes]], out_dir: Path) -> dict:
+    """The encoder's structure hash, and each hostile member with the Python check's verdict on it."""
+    checks = {"backbone.onnx": lambda data: check_backbone_graph(data, bundle.backbone_layout,
+                                                                 bundle.manifest.preprocessing.input_size),
+              "text_encoder.onnx": check_encoder_graph, "tokenizer.json": check_tokenizer_json}
+    hostile = []
+    for name, member, data in hostile_members:
+        if member not in checks:
+            continue
+        try:
+            checks[member](data)
+            verdict = "accepted"
+        except BundleError:
+            verdict = "BundleError"
+        (out_dir / f"hostile_{name}.member").write_bytes(data)
+        hostile.append({"name": name, "member": member, "file": f"hostile_{name}.member", "python": verdict})
+    return {"encoder_structure": encoder_structure(bundle.member_bytes("text_encoder.onnx")),
+            "known_encoder_structures": sorted(KNOWN_ENCODER_STRUCTURES), "hostile": hostile}
 
 
 def _resolution(bundle, description, options: dict) -> dict:

@@ -12,6 +12,7 @@ import pytest
 
 import sdk
 from export.golden import write_golden
+from scripts import fuzz_bundle
 from sdk.engine import Network, backbone_session, ort
 from sdk.folding import BACKBONE_FILE
 
@@ -33,14 +34,18 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
     from export.bundle import bundle_run
 
     path = tiny_bundle if mode == "fp32" else bundle_run(tiny_run, tmp_path / "compact.taper", mode=mode)
-    golden = write_golden(path, tmp_path / "golden")
+    # Hostile graphs and tokenizers (the reliability suite's): once, they do not depend on the storage mode.
+    hostile = fuzz_bundle.hostile_members(path.read_bytes()) if mode == "fp32" else []
+    golden = write_golden(path, tmp_path / "golden", hostile_members=hostile)
     out = tmp_path / "java"
     out.mkdir()
     result = subprocess.run(["bash", str(SCRIPT), str(golden), str(out)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and " 0 failed" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
     spec = json.loads(golden.read_text())
     passed = int(result.stdout.split(" passed")[0].split()[-1])
-    assert passed >= 1 + len(spec["descriptions"]) + len(spec["images"]) + 8 * len(spec["cases"]) + 10
+    assert passed >= 1 + len(spec["descriptions"]) + len(spec["images"]) + 8 * len(spec["cases"]) + 10 \
+        + len(spec["graphs"]["hostile"])
+    assert len(spec["graphs"]["hostile"]) == (0 if mode != "fp32" else 9 + 4 + 10)  # backbone, encoder, tokenizer
 
     # Inference cross-check: the Java core's weights and head rows, run in onnxruntime, give the Python logits.
     bundle = sdk.load(path)

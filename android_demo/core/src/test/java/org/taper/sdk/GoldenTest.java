@@ -92,6 +92,7 @@ public final class GoldenTest {
             catch (BundleException e) { check(true, "hostile concepts"); }
             catch (RuntimeException e) { check(false, o + " raised " + e); }
         }
+        checkGraphs(bundle, (Map<String, Object>) spec.get("graphs"), dir);
         System.out.println(passed + " passed, " + failed + " failed");
         System.exit(failed == 0 ? 0 : 1);
     }
@@ -181,18 +182,26 @@ public final class GoldenTest {
         double da = 0;
         for (int b = 0; b < 4; b++) da = Math.max(da, maxDiff(alpha[b], (List<Object>) wantAlpha.get(b)));
         check(da < 1e-5, name + " alpha (max diff " + da + ")");
+        float[] wantFolded = readFloats(dir.resolve((String) c.get("folded")));
+        List<Object> wantHead = (List<Object>) c.get("head");
+        // The reference loops, and the fast path on 1 and 3 threads: each against Python.
         Map<String, float[]> fused = p.fusion().fuse(alpha);
         float[] folded = p.fusion().foldedBackbone(fused);
-        float[] wantFolded = readFloats(dir.resolve((String) c.get("folded")));
-        double df = wantFolded.length == folded.length ? 0 : Double.POSITIVE_INFINITY;
-        for (int i = 0; i < folded.length && df < Double.POSITIVE_INFINITY; i++)
-            df = Math.max(df, Math.abs(folded[i] - wantFolded[i]) / Math.max(1.0, Math.abs(wantFolded[i])));
-        check(df < 1e-4, name + " folded backbone weights (max rel diff " + df + ")");
+        checkFolded(folded, wantFolded, name + " folded backbone weights, reference");
+        checkHead(p.fusion().head(fused, task), wantHead, name + " classifier rows, reference");
+        float[] written = folded;   // the fast path's buffer, for the onnxruntime cross-check
+        for (int threads : new int[]{1, 3}) {
+            Fusion fast = new Fusion(p.bundle(), threads);
+            ByteBuffer buffer = fast.newBackboneBuffer();
+            fast.foldInto(alpha, buffer);
+            float[] got = new float[folded.length];
+            buffer.asFloatBuffer().get(got);
+            checkFolded(got, wantFolded, name + " folded backbone weights, fast path on " + threads + " threads");
+            checkHead(fast.headRows(alpha, task), wantHead, name + " classifier rows, fast path on " + threads + " threads");
+            written = got;
+        }
         float[][] head = model.headRows();
-        List<Object> wantHead = (List<Object>) c.get("head");
-        double dh = head.length == wantHead.size() ? 0 : Double.POSITIVE_INFINITY;
-        for (int k = 0; k < Math.min(head.length, wantHead.size()); k++) dh = Math.max(dh, maxDiff(head[k], (List<Object>) wantHead.get(k)));
-        check(dh < 1e-4, name + " classifier rows (max diff " + dh + ")");
+        checkHead(head, wantHead, name + " classifier rows of the model");
         // Inference through the (replaying) engine: Java's preprocessing, head and softmax on the recorded features.
         List<Object> wantLogits = (List<Object>) c.get("logits");
         double dl = 0;
@@ -213,11 +222,25 @@ public final class GoldenTest {
         Map<String, Double> timings = model.timings();
         check(timings.keySet().equals(java.util.Set.of("encode", "resolve", "mixer", "fuse_fold", "session", "total")),
                 name + " timings " + timings);
-        writeFloats(out.resolve("java" + index + ".folded.f32"), folded);
+        writeFloats(out.resolve("java" + index + ".folded.f32"), written);
         float[] rows = new float[head.length * (head.length == 0 ? 0 : head[0].length)];
         for (int k = 0; k < head.length; k++) System.arraycopy(head[k], 0, rows, k * head[k].length, head[k].length);
         writeFloats(out.resolve("java" + index + ".head.f32"), rows);
         model.close();
+    }
+
+    private static void checkFolded(float[] got, float[] want, String what) {
+        double d = want.length == got.length ? 0 : Double.POSITIVE_INFINITY;
+        for (int i = 0; i < got.length && d < Double.POSITIVE_INFINITY; i++)
+            d = Math.max(d, Math.abs(got[i] - want[i]) / Math.max(1.0, Math.abs(want[i])));
+        check(d < 1e-4, what + " (max rel diff " + d + ")");
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void checkHead(float[][] head, List<Object> want, String what) {
+        double d = head.length == want.size() ? 0 : Double.POSITIVE_INFINITY;
+        for (int k = 0; k < Math.min(head.length, want.size()); k++) d = Math.max(d, maxDiff(head[k], (List<Object>) want.get(k)));
+        check(d < 1e-4, what + " (max diff " + d + ")");
     }
 
     private static void checkDamage(String bundlePath, Personalizer p) throws IOException {
@@ -240,6 +263,35 @@ public final class GoldenTest {
         catch (DescriptionException e) { check(true, "options"); }
         try { p.bundle().preprocessing.apply(new byte[10], 2, 2); check(false, "short RGB buffer accepted"); }
         catch (IllegalArgumentException e) { check(true, "short image"); }
+    }
+
+    /**
+     * The bundle's graphs pass (the Personalizer above checked them), the encoder's structure hash and the known
+     * set equal Python's, and each hostile graph or tokenizer gets the Python check's verdict.
+     */
+    @SuppressWarnings("unchecked")
+    private static void checkGraphs(Bundle bundle, Map<String, Object> graphs, Path dir) throws IOException {
+        String structure = GraphCheck.encoderStructure(bundle.memberBytes("text_encoder.onnx"));
+        check(structure.equals(graphs.get("encoder_structure")), "encoder structure " + structure + " != Python's "
+                + graphs.get("encoder_structure"));
+        check(new java.util.HashSet<>((List<Object>) graphs.get("known_encoder_structures")).equals(GraphCheck.KNOWN_ENCODER_STRUCTURES),
+                "GraphCheck.KNOWN_ENCODER_STRUCTURES != sdk.graph_check's");
+        for (Object o : (List<Object>) graphs.get("hostile")) {
+            Map<String, Object> h = (Map<String, Object>) o;
+            byte[] data = Files.readAllBytes(dir.resolve((String) h.get("file")));
+            String member = (String) h.get("member"), verdict;
+            try {
+                if (member.equals("backbone.onnx")) GraphCheck.checkBackbone(data, bundle);
+                else if (member.equals("text_encoder.onnx")) GraphCheck.checkEncoder(data);
+                else Tokenizer.fromJson(data, bundle.maxTokens);
+                verdict = "accepted";
+            } catch (BundleException e) {
+                verdict = "BundleError";
+            } catch (RuntimeException | StackOverflowError e) {
+                verdict = e.toString();
+            }
+            check(verdict.equals(h.get("python")), "hostile " + h.get("name") + ": Java " + verdict + ", Python " + h.get("python"));
+        }
     }
 
     /** tokenizer.json is untrusted: other pipelines, broken vocabularies and odd added tokens are refused. */
