@@ -135,6 +135,25 @@ public final class Architecture {
         return offset;
     }
 
+    /** One folded backbone weight in the external file: the graph's initializer name, byte offset, shape. */
+    public record WeightSlot(String name, int offset, long[] shape) {}
+
+    /** Every folded weight of {@link #backboneLayout}, in file order (what an engine that feeds
+     * initializers by name needs, e.g. onnxruntime's addExternalInitializers). */
+    public static List<WeightSlot> backboneSlots(Map<String, int[]> shapes) {
+        Map<String, Integer> offsets = new LinkedHashMap<>();
+        backboneLayout(shapes, offsets);
+        List<WeightSlot> out = new ArrayList<>();
+        for (Map.Entry<String, Integer> e : offsets.entrySet()) {
+            String name = e.getKey();
+            int[] weight = shapes.get(name.substring(0, name.lastIndexOf('.')) + ".weight");
+            long[] shape = new long[name.endsWith(".bias") ? 1 : weight.length];
+            for (int i = 0; i < shape.length; i++) shape[i] = weight[i];
+            out.add(new WeightSlot(name, e.getValue(), shape));
+        }
+        return out;
+    }
+
     private static int align64(int n) {
         return n + (-n & 63);
     }

@@ -248,7 +248,7 @@ public final class Bundle {
     }
 
     private ByteBuffer slice(long off, long len) {
-        return data.slice((int) off, (int) len).order(ByteOrder.LITTLE_ENDIAN);
+        return slice(data, (int) off, (int) len).order(ByteOrder.LITTLE_ENDIAN);
     }
 
     /** The member's tensors as float32 views; BundleException for any other dtype. */
@@ -292,9 +292,22 @@ public final class Bundle {
             }
             if (count * item != end - begin) throw new BundleException("member " + name + ": tensor " + e.getKey() + " size");
             out.put(e.getKey(), new Bases.Tensor((String) dtype, shape,
-                    b.slice(dataStart + (int) begin, (int) (end - begin)).order(ByteOrder.LITTLE_ENDIAN)));
+                    slice(b, dataStart + (int) begin, (int) (end - begin)).order(ByteOrder.LITTLE_ENDIAN)));
         }
         return out;
+    }
+
+    /**
+     * Bytes [offset, offset + length) of {@code b} as a buffer of their own. ByteBuffer.slice(int, int) is
+     * Java 13 and Android API 34; the calls go through Buffer because its covariant overrides (Java 9) are
+     * missing on older Android runtimes (NoSuchMethodError there).
+     */
+    static ByteBuffer slice(ByteBuffer b, int offset, int length) {
+        ByteBuffer d = b.duplicate();
+        ((java.nio.Buffer) d).clear();
+        ((java.nio.Buffer) d).position(offset);
+        ((java.nio.Buffer) d).limit(offset + length);
+        return d.slice();
     }
 
     static void expect(FloatBuffer t, long count, String what) {

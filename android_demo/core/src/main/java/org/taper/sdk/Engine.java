@@ -33,10 +33,11 @@ public interface Engine {
 
     /**
      * @param graph the backbone graph (output "features"), its initializers stored in the external file
-     *              {@link #WEIGHTS_FILE}
+     *              {@link #WEIGHTS_FILE}; checked by {@link GraphCheck#checkBackbone} before it gets here
      * @param weights that file: the folded weights, float32 little-endian, in the layout the graph names
-     *              (byte offsets of {@link Architecture#backboneLayout}); the engine may not keep it
-     *              beyond this call (the core reuses the buffer)
+     * @param slots where each initializer lies in {@code weights} (name, byte offset, shape)
+     *              ({@link Architecture#backboneSlots}); the engine may not read {@code weights} after this
+     *              call returns (onnxruntime copies external initializers into the session it creates)
      */
-    Backbone openBackbone(byte[] graph, ByteBuffer weights);
+    Backbone openBackbone(byte[] graph, ByteBuffer weights, java.util.List<Architecture.WeightSlot> slots);
 }

@@ -1,5 +1,6 @@
 package org.taper.sdk;
 
+import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
@@ -138,7 +139,7 @@ public final class Fusion {
                 mixer.mix(o, row);
                 float s = scale[o];
                 for (int i = 0; i < n; i++) row[i] *= s;
-                floats.position(at + o * n);
+                ((Buffer) floats).position(at + o * n);   // through Buffer: see Bundle.slice
                 floats.put(row, 0, n);
             }
         }

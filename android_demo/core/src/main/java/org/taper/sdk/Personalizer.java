@@ -29,6 +29,7 @@ public final class Personalizer implements AutoCloseable {
     private final Mixer mixer;
     private final Fusion fusion;
     private final byte[] backboneGraph;       // copied out of the bundle once, handed to every backbone session
+    private final List<Architecture.WeightSlot> backboneSlots;
     private Engine.TextEncoder textEncoder;   // opened on the first free-text description
 
     public Personalizer(Bundle bundle, Engine engine) {
@@ -40,6 +41,7 @@ public final class Personalizer implements AutoCloseable {
         mixer = new Mixer(bundle);
         fusion = new Fusion(bundle);
         backboneGraph = GraphCheck.checkBackbone(bundle.memberBytes("backbone.onnx"), bundle);
+        backboneSlots = Architecture.backboneSlots(bundle.shapes);
         // Checked here, so a hostile encoder fails at load, not at the first free-text description.
         GraphCheck.checkEncoder(bundle.memberBytes("text_encoder.onnx"));
     }
@@ -103,7 +105,7 @@ public final class Personalizer implements AutoCloseable {
         fusion.foldInto(alpha, weights);
         float[][] head = fusion.headRows(alpha, task.classes);
         t = lap(timings, "fuse_fold", t);
-        Engine.Backbone backbone = engine.openBackbone(backboneGraph, weights);
+        Engine.Backbone backbone = engine.openBackbone(backboneGraph, weights, backboneSlots);
         lap(timings, "session", t);
         timings.put("total", round((System.nanoTime() - start) / 1e6));
         List<String> names = new ArrayList<>(), ids = new ArrayList<>();

@@ -1,5 +1,6 @@
 package org.taper.sdk;
 
+import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
@@ -151,15 +152,15 @@ final class RowMixer {
         /** dst[0, n) = the tensor's elements [from, from + n) as floats. */
         float[] read(long from, float[] dst, int n) {
             if (f32 != null) {
-                f32.position((int) from);
+                ((Buffer) f32).position((int) from);   // through Buffer: see Bundle.slice
                 f32.get(dst, 0, n);
             } else if (f16 != null) {
-                f16.position((int) from);
+                ((Buffer) f16).position((int) from);   // through Buffer: see Bundle.slice
                 short[] h = n <= halves.length ? halves : new short[n];
                 f16.get(h, 0, n);
                 for (int i = 0; i < n; i++) dst[i] = HALF[h[i] & 0xffff];
             } else {
-                i8.position((int) from);
+                ((Buffer) i8).position((int) from);   // through Buffer: see Bundle.slice
                 byte[] b = n <= bytes.length ? bytes : new byte[n];
                 i8.get(b, 0, n);
                 for (int i = 0; i < n; i++) dst[i] = b[i];

@@ -48,7 +48,7 @@ final class RecordedEngine implements Engine {
     }
 
     @Override
-    public Backbone openBackbone(byte[] graph, ByteBuffer weights) {
+    public Backbone openBackbone(byte[] graph, ByteBuffer weights, java.util.List<Architecture.WeightSlot> slots) {
         backbones++;
         ByteBuffer w = weights.duplicate().order(ByteOrder.LITTLE_ENDIAN);
         // The closest recorded case (the tiny bundle's cases differ by little: its bases are near-copies).
