@@ -63,13 +63,7 @@ public final class OnnxEngine implements Engine {
             }
 
             @Override
-            public void close() {
-                try {
-                    session.close();
-                } catch (OrtException e) {
-                    throw new IllegalStateException(e);
-                }
-            }
+            public void close() { closeSession(session); }
         };
     }
 
@@ -103,14 +97,16 @@ public final class OnnxEngine implements Engine {
             }
 
             @Override
-            public void close() {
-                try {
-                    session.close();
-                } catch (OrtException e) {
-                    throw new IllegalStateException(e);
-                }
-            }
+            public void close() { closeSession(session); }
         };
+    }
+
+    private static void closeSession(OrtSession session) {
+        try {
+            session.close();
+        } catch (OrtException e) {
+            throw new IllegalStateException("onnxruntime could not close a session: " + e.getMessage(), e);
+        }
     }
 
     /** {@code count} floats of {@code weights} from byte {@code offset}, as a direct view (no copy). */
