@@ -113,10 +113,15 @@ public final class Fusion {
         int rows = conv.rows, at = bundle.backboneOffsets.get(conv.name + ".bias") / 4;
         float[] scale = new float[rows];
         for (int c = 0; c < rows; c++) {
-            scale[c] = ch[c] / (float) Math.sqrt(ch[3 * rows + c] + Architecture.BN_EPS);
+            scale[c] = batchNormScale(ch[c], ch[3 * rows + c]);
             out.put(at + c, ch[rows + c] - ch[2 * rows + c] * scale[c]);
         }
         return scale;
+    }
+
+    /** gamma / sqrt(var + eps): what folding multiplies a conv's output row by (sdk/folding.py). */
+    private static float batchNormScale(float gamma, float variance) {
+        return gamma / (float) Math.sqrt(variance + Architecture.BN_EPS);
     }
 
     /** One thread: takes chunks in order until none is left; keeps its mixer while the layer stays the same. */
@@ -181,7 +186,7 @@ public final class Fusion {
             int channels = g.length, per = w.length / channels;
             int wOut = bundle.backboneOffsets.get(conv + ".weight") / 4, bOut = bundle.backboneOffsets.get(conv + ".bias") / 4;
             for (int c = 0; c < channels; c++) {
-                float scale = g[c] / (float) Math.sqrt(v[c] + Architecture.BN_EPS);
+                float scale = batchNormScale(g[c], v[c]);
                 for (int i = 0; i < per; i++) out[wOut + c * per + i] = w[c * per + i] * scale;
                 out[bOut + c] = be[c] - m[c] * scale;
             }

@@ -210,16 +210,18 @@ public final class GraphCheck {
      */
     public static byte[] checkBackbone(byte[] graph, Bundle bundle) {
         String what = "member backbone.onnx";
+        Map<String, Architecture.WeightSlot> slots = new HashMap<>();
+        for (Architecture.WeightSlot slot : Architecture.backboneSlots(bundle.shapes)) slots.put(slot.name(), slot);
         try {
-            checkBackbone(graph, bundle.shapes, bundle.backboneOffsets, bundle.inputSize, what);
+            checkBackbone(graph, slots, bundle.inputSize, what);
         } catch (Proto.ProtoException e) {
             throw new BundleException(what + ": not a valid ONNX graph (" + e.getMessage() + ")");
         }
         return graph;
     }
 
-    private static void checkBackbone(byte[] graph, Map<String, int[]> shapes, Map<String, Integer> offsets, int inputSize,
-                                      String what) throws Proto.ProtoException {
+    private static void checkBackbone(byte[] graph, Map<String, Architecture.WeightSlot> slots, int inputSize, String what)
+            throws Proto.ProtoException {
         Proto.Field body = modelParts(graph, what).graph;
         Map<String, List<Long>> inits = new HashMap<>();
         List<Node> nodes = new ArrayList<>();
@@ -230,14 +232,14 @@ public final class GraphCheck {
             if (f.isVarint) continue;
             if (f.number == GRAPH_INITIALIZER) {
                 Initializer init = initializer(f);
-                if (inits.containsKey(init.name) || !offsets.containsKey(init.name))
+                Architecture.WeightSlot slot = slots.get(init.name);
+                if (inits.containsKey(init.name) || slot == null)
                     throw new BundleException(what + ": initializer '" + init.name + "' is not one of the architecture's weights (or twice)");
-                String conv = init.name.substring(0, init.name.lastIndexOf('.'));   // a conv's folded weight or bias
-                int[] shape = init.name.endsWith(".bias") ? new int[]{shapes.get(conv + ".weight")[0]} : shapes.get(init.name);
-                List<Long> expectedDims = new ArrayList<>();
-                for (int d : shape) expectedDims.add((long) d);
+                List<Long> expectedDims = longs(slot.shape());
+                long count = 1;
+                for (long d : slot.shape()) count *= d;
                 Map<String, String> expected = Map.of("location", Engine.WEIGHTS_FILE,
-                        "offset", String.valueOf(offsets.get(init.name)), "length", String.valueOf(4L * Architecture.numel(shape)));
+                        "offset", String.valueOf(slot.offset()), "length", String.valueOf(4 * count));
                 if (init.inline || init.dataType != FLOAT || !init.dims.equals(expectedDims) || !init.external.equals(expected))
                     throw new BundleException(what + ": initializer '" + init.name + "' must be float32 " + expectedDims
                             + " external data at " + new TreeMap<>(expected));
@@ -246,7 +248,7 @@ public final class GraphCheck {
             else if (f.number == GRAPH_INPUT) { inputNames.add(nameOf(f)); inputs.add(f); }
             else if (f.number == GRAPH_OUTPUT) outputs.add(nameOf(f));
         }
-        if (!inits.keySet().equals(offsets.keySet())) throw new BundleException(what + ": initializers missing");
+        if (!inits.keySet().equals(slots.keySet())) throw new BundleException(what + ": initializers missing");
         if (!inputNames.equals(List.of(Engine.IMAGE_INPUT)) || !outputs.equals(List.of(Engine.FEATURES_OUTPUT)))
             throw new BundleException(what + ": must take one input 'image' and give one output 'features'");
         List<Object> dims = tensorDims(inputs.get(0), what);
