@@ -56,7 +56,7 @@ def _example(model) -> torch.Tensor:
 def _executorch(model, out: Path) -> list[Path]:
     from .executorch_program import lower_to_xnnpack
 
-    program, _ = lower_to_xnnpack(PersonalizedNetwork.of(model), model.preprocessing.input_size)
+    program = lower_to_xnnpack(PersonalizedNetwork.of(model), model.preprocessing.input_size)
     out.write_bytes(program)
     sidecar = out.with_name(out.name + ".json")
     sidecar.write_text(json.dumps({**metadata_json(model), "max_batch": MAX_PTE_BATCH}, indent=1))

@@ -2,7 +2,7 @@
 
 A third route (`sdk.engine.Route`) beside onnxruntime's two: the fusion plan folds a personalization
 into the plain layout (the standard route's plan), `open` writes those weights into a copy of the
-companion's data file at the recorded slots (`sdk.xnnpack_program`), loads the XNNPACK program with it
+companion's program at the recorded slots (`sdk.xnnpack_program`), loads that program
 (the first inference after it is slower than the next ones: docs/results/engines.md) and returns a network
 that runs the program for features and applies the task's head in numpy.
 
@@ -39,7 +39,7 @@ def _loader():
 class ExecutorchNetwork:
     """A loaded XNNPACK program (features) and the task's head rows; runs batches of up to max_batch."""
     module: Any
-    weights: bytes               # the data file the module reads from (ExecuTorch keeps a pointer, not a copy)
+    program: bytes               # the bytes the module reads its weights from (ExecuTorch keeps a pointer)
     head_weight: np.ndarray
     head_bias: np.ndarray
     max_batch: int
@@ -73,14 +73,14 @@ class ExecutorchRoute:
         self.plan.fuse_and_fold(alpha, target)
 
     def open(self, target: WeightBuffer, head_weight: np.ndarray, head_bias: np.ndarray) -> ExecutorchNetwork:
-        weights = bytearray(self.companion.weights)
+        program = bytearray(self.companion.program)
         views = {n: p.view_of(target.graph_data) for n, p in self.placements.items()}
-        write_slots(weights, self.companion.slots, views)
-        weights = bytes(weights)
+        write_slots(program, self.companion.slots, views)
+        program = bytes(program)
         try:
-            module = self.load(self.companion.program, weights)
+            module = self.load(program)
             module.method_meta("forward")  # fails here, typed, for a program without a forward method
         except Exception as e:  # ExecuTorch raises RuntimeError for programs it cannot load
             raise BundleError(f"the ExecuTorch companion's program could not be loaded: {e}") from None
-        return ExecutorchNetwork(module, weights, np.ascontiguousarray(head_weight, np.float32),
+        return ExecutorchNetwork(module, program, np.ascontiguousarray(head_weight, np.float32),
                                  np.ascontiguousarray(head_bias, np.float32), self.companion.max_batch, self.torch)

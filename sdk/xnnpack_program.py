@@ -1,34 +1,40 @@
-"""The ExecuTorch companion of a bundle: an XNNPACK program of the folded backbone whose weights live
-in a separate ExecuTorch data file (.ptd), and where each weight sits in it. Reader and writer.
+"""The ExecuTorch companion of a bundle: an XNNPACK program of the folded backbone that holds its own
+weights, and where each weight sits in the program's bytes. Reader and writer.
 
 `python -m export executorch BUNDLE` writes `BUNDLE.xnnpack`; `sdk.load(BUNDLE, engine="executorch")`
-reads it, and every personalize() writes the folded weights into a copy of the data file at the
-recorded slots and loads the program with it (`sdk.executorch_engine`).
+reads it, and every personalize() writes the folded weights into a copy of the program at the
+recorded slots and loads that copy (`sdk.executorch_engine`). The phone does the same in Java
+(android_demo `XnnpackProgram`).
+
+Why the weights are inside the program (format 2) and not in a separate ExecuTorch data file (.ptd,
+format 1): the Android ExecuTorch Java API loads a module from one .pte path
+(`Module.load(path, loadMode, numThreads)`, extension/android Module.java); it has no data-file
+argument, so a .ptd could not reach the phone's runtime. One program file works on both sides.
 
 File layout (little-endian):
 
     bytes 0-7    b"TAPERXNN"
-    bytes 8-11   uint32 format version (1)
+    bytes 8-11   uint32 format version (2)
     bytes 12-19  uint64 header length H
     then         H bytes of UTF-8 JSON: the header
-    then         the program (.pte) and the data file (.ptd), where the header says
+    then         the program (.pte), where the header says
 
 Header: `architecture` {stem, width, input_size} (must equal the bundle's), `max_batch` (the
-program's largest batch), `program` and `weights` {offset, size, sha256} (absolute offsets), and
-`slots` {parameter name: {offset: byte offset in the data file, axes: the permutation from the
-bundle's layout (O, I, H, W) to the stored one}}. XNNPACK stores a conv weight channels-last (axes
-[0, 2, 3, 1], measured on executorch 1.5.1) and names each weight by the SHA-256 of its bytes at
-export, so two equal tensors would share one slot: the exporter fills every weight with distinct
-values and checks that each parameter has its own slot.
+program's largest batch), `program` {offset, size, sha256} (absolute offset), and `slots` {parameter
+name: {offset: byte offset in the program, axes: the permutation from the bundle's layout (O, I, H,
+W) to the stored one}}. XNNPACK stores a conv weight channels-last (axes [0, 2, 3, 1], measured on
+executorch 1.5.1) and names each weight by the SHA-256 of its bytes at export, so two equal tensors
+would share one slot: the exporter fills every weight with distinct values and checks that each
+parameter has its own slot.
 
-Everything is checked on reading (BundleError): magic, version, sizes, checksums, the architecture,
-and that the slots are exactly the backbone's parameters, inside the data file's tensor segments,
-4-byte aligned, non-overlapping, with a known permutation. The program itself is ExecuTorch's to
-verify (its internal-consistency check at load): export the companion yourself, from a bundle you
-trust.
+Everything is checked on reading (BundleError): magic, version, sizes, the checksum, the
+architecture, and that the slots are exactly the backbone's parameters, inside the program's segment
+data (after its flatbuffer, as its extended header "eh00" says), 4-byte aligned, non-overlapping, with
+a known permutation. The program itself is ExecuTorch's to verify (its internal-consistency check at
+load): export the companion yourself, from a bundle you trust.
 
 >>> header = {"architecture": {}, "max_batch": 8, "slots": {}}
->>> raw = companion_bytes(header, b"program", b"weights")
+>>> raw = companion_bytes(header, b"program")
 >>> raw[:8], len(raw) > 24
 (b'TAPERXNN', True)
 """
@@ -47,7 +53,7 @@ import numpy as np
 from .errors import BundleError
 
 MAGIC = b"TAPERXNN"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 PREFIX = struct.Struct("<8sIQ")  # magic, version, header length
 ALIGNMENT = 64
 MAX_HEADER_BYTES = 16 << 20
@@ -55,22 +61,22 @@ MAX_FILE_BYTES = 4 << 30
 MAX_BATCH_LIMIT = 64
 SUFFIX = ".xnnpack"
 CHANNELS_LAST = (0, 2, 3, 1)
-# ExecuTorch's FlatTensor data file: "FH01" header at byte 8 (magic, length, flatbuffer offset and size,
-# segment base offset, segment data size), executorch/extension/flat_tensor/serialize/serialize.py.
-PTD_HEADER = struct.Struct("<4sIQQQQ")
-PTD_HEADER_AT, PTD_MAGIC = 8, b"FH01"
+# An ExecuTorch program's extended header at byte 8: magic, its length, the flatbuffer's size, where the
+# segments start and their size (executorch/exir/_serialize/_program.py, _ExtendedHeader; 32 bytes
+# when the segment size is present).
+PTE_HEADER = struct.Struct("<4sIQQQ")
+PTE_HEADER_AT, PTE_MAGIC = 8, b"eh00"
 
 
 @dataclass(frozen=True)
 class Slot:
-    offset: int                 # bytes into the data file
+    offset: int                 # bytes into the program
     axes: tuple[int, ...]       # stored = bundle layout transposed by axes
 
 
 @dataclass(frozen=True)
 class Companion:
-    program: bytes              # the .pte
-    weights: bytes              # the .ptd as exported (weights are written into a copy)
+    program: bytes              # the .pte as exported (weights are written into a copy)
     slots: dict[str, Slot]
     max_batch: int
 
@@ -84,22 +90,19 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
-def companion_bytes(header: dict, program: bytes, weights: bytes) -> bytes:
-    """The companion file of `program` and `weights` (offsets, sizes and checksums added to `header`)."""
+def companion_bytes(header: dict, program: bytes) -> bytes:
+    """The companion file of `program` (its offset, size and checksum added to `header`)."""
     header = dict(header)
     size = len(json.dumps(header)) + 512  # room for the entries added below, whose digits change the length
     start = _aligned(PREFIX.size + size)
     header["program"] = {"offset": start, "size": len(program), "sha256": hashlib.sha256(program).hexdigest()}
-    second = _aligned(start + len(program))
-    header["weights"] = {"offset": second, "size": len(weights), "sha256": hashlib.sha256(weights).hexdigest()}
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     if PREFIX.size + len(text) > start:
         raise ValueError("companion header larger than planned")
-    out = bytearray(second + len(weights))
+    out = bytearray(start + len(program))
     out[:PREFIX.size] = PREFIX.pack(MAGIC, FORMAT_VERSION, len(text))
     out[PREFIX.size:PREFIX.size + len(text)] = text
-    out[start:start + len(program)] = program
-    out[second:] = weights
+    out[start:] = program
     return bytes(out)
 
 
@@ -146,11 +149,8 @@ def parse_companion(data: bytes, architecture: dict, shapes: dict[str, tuple[int
         raise BundleError(f"{what}: max_batch must be an integer in [1, {MAX_BATCH_LIMIT}], got {max_batch!r}")
     first = PREFIX.size + header_size
     program = _section(data, header.get("program"), first, "program", what)
-    weights = _section(data, header.get("weights"), first, "weights", what)
-    if _overlap(header["program"], header["weights"]):
-        raise BundleError(f"{what}: program and weights overlap")
-    slots = _slots(header.get("slots"), shapes, _tensor_segments(weights, what), what)
-    return Companion(program, weights, slots, max_batch)
+    slots = _slots(header.get("slots"), shapes, _segment_data(program, what), what)
+    return Companion(program, slots, max_batch)
 
 
 def _section(data: bytes, entry: object, first: int, name: str, what: str) -> bytes:
@@ -166,18 +166,14 @@ def _section(data: bytes, entry: object, first: int, name: str, what: str) -> by
     return section
 
 
-def _overlap(a: dict, b: dict) -> bool:
-    return a["offset"] < b["offset"] + b["size"] and b["offset"] < a["offset"] + a["size"]
-
-
-def _tensor_segments(weights: bytes, what: str) -> tuple[int, int]:
-    """[start, stop) of the data file's tensor data (after its header and flatbuffer)."""
-    if len(weights) < PTD_HEADER_AT + PTD_HEADER.size:
-        raise BundleError(f"{what}: the weights are not an ExecuTorch data file (too short)")
-    magic, _, flat_offset, flat_size, base, segments = PTD_HEADER.unpack_from(weights, PTD_HEADER_AT)
-    if magic != PTD_MAGIC or base < flat_offset + flat_size or base + segments > len(weights):
-        raise BundleError(f"{what}: the weights are not an ExecuTorch data file of this version")
-    return base, base + segments
+def _segment_data(program: bytes, what: str) -> tuple[int, int]:
+    """[start, stop) of the program's segment data (after its flatbuffer), where its weights are."""
+    if len(program) < PTE_HEADER_AT + PTE_HEADER.size:
+        raise BundleError(f"{what}: the program is not an ExecuTorch program (too short)")
+    magic, length, flatbuffer_size, base, size = PTE_HEADER.unpack_from(program, PTE_HEADER_AT)
+    if magic != PTE_MAGIC or length < PTE_HEADER.size or not flatbuffer_size <= base <= len(program) - size:
+        raise BundleError(f"{what}: the program is not an ExecuTorch program with segments of this version")
+    return base, base + size
 
 
 def _slots(raw: object, shapes: dict[str, tuple[int, ...]], segments: tuple[int, int], what: str
@@ -195,7 +191,7 @@ def _slots(raw: object, shapes: dict[str, tuple[int, ...]], segments: tuple[int,
             raise BundleError(f"{what}: slot {name!r}: axes {axes!r} is not a layout the SDK writes")
         nbytes = 4 * math.prod(shape)
         if type(offset) is not int or offset % 4 or not segments[0] <= offset <= segments[1] - nbytes:
-            raise BundleError(f"{what}: slot {name!r} ({nbytes} bytes at {offset!r}) is outside the tensor data")
+            raise BundleError(f"{what}: slot {name!r} ({nbytes} bytes at {offset!r}) is outside the program's segment data")
         slots[name] = Slot(offset, tuple(axes))
         spans.append((offset, offset + nbytes, name))
     spans.sort()
@@ -205,9 +201,9 @@ def _slots(raw: object, shapes: dict[str, tuple[int, ...]], segments: tuple[int,
     return slots
 
 
-def write_slots(weights: bytearray | memoryview, slots: dict[str, Slot], views: dict[str, np.ndarray]) -> None:
-    """Write the folded weights `views` (bundle layout) into a data file's bytes at their slots."""
-    floats = np.frombuffer(weights, np.float32, len(weights) // 4)
+def write_slots(program: bytearray | memoryview, slots: dict[str, Slot], views: dict[str, np.ndarray]) -> None:
+    """Write the folded weights `views` (bundle layout) into a program's bytes at their slots."""
+    floats = np.frombuffer(program, np.float32, len(program) // 4)
     for name, slot in slots.items():
         source = views[name]
         start = slot.offset // 4

@@ -53,36 +53,37 @@ def hostile_variants(raw: bytes):
     _, _, size = PREFIX.unpack_from(raw)
     header = json.loads(raw[PREFIX.size:PREFIX.size + size])
     program = raw[header["program"]["offset"]:][:header["program"]["size"]]
-    weights = raw[header["weights"]["offset"]:][:header["weights"]["size"]]
-    base = {k: v for k, v in header.items() if k not in ("program", "weights")}
+    base = {k: v for k, v in header.items() if k != "program"}
 
-    def edited(change, program=program, weights=weights):
+    def edited(change, program=program):
         copy = json.loads(json.dumps(base))
         change(copy)
-        return companion_bytes(copy, program, weights)
+        return companion_bytes(copy, program)
 
     names = sorted(base["slots"])
     first, second = names[0], names[1]
     yield "truncated", raw[:10]
     yield "magic", b"X" + raw[1:]
-    yield "version 2", raw[:8] + struct.pack("<I", 2) + raw[12:]
+    yield "version 1", raw[:8] + struct.pack("<I", 1) + raw[12:]
     yield "not JSON", raw[:PREFIX.size] + b"{" * size + raw[PREFIX.size + size:]
     yield "header too long", raw[:12] + struct.pack("<Q", 1 << 40) + raw[20:]
-    yield "damaged weights", raw[:-5] + bytes(5)
+    yield "damaged program", raw[:-5] + bytes(5)
     yield "other architecture", edited(lambda h: h["architecture"].update(width=0.5))
     yield "max_batch 0", edited(lambda h: h.update(max_batch=0))
     yield "slot missing", edited(lambda h: h["slots"].pop(first))
     yield "unknown slot", edited(lambda h: h["slots"].update(extra=h["slots"][first]))
     yield "shared slot", edited(lambda h: h["slots"][second].update(offset=h["slots"][first]["offset"]))
     yield "misaligned", edited(lambda h: h["slots"][first].update(offset=h["slots"][first]["offset"] + 2))
-    yield "in the header", edited(lambda h: h["slots"][first].update(offset=0))
-    yield "past the end", edited(lambda h: h["slots"][first].update(offset=len(weights)))
+    yield "in the program's header", edited(lambda h: h["slots"][first].update(offset=0))
+    yield "past the end", edited(lambda h: h["slots"][first].update(offset=len(program)))
     yield "negative", edited(lambda h: h["slots"][first].update(offset=-4))
     yield "bad axes", edited(lambda h: h["slots"][first].update(axes=[3, 2, 1, 0]))
     yield "float offset", edited(lambda h: h["slots"][first].update(offset=float(h["slots"][first]["offset"])))
-    yield "not a data file", edited(lambda h: None, weights=b"\0" * len(weights))
+    yield "no segment header", edited(lambda h: None, program=program[:8] + b"xx00" + program[12:])
+    yield "segments past the end", edited(lambda h: None, program=program[:32] + struct.pack("<Q", len(program))
+                                          + program[40:])
     yield "section outside", raw[:PREFIX.size] + raw[PREFIX.size:].replace(
-        f'"size":{header["weights"]["size"]}'.encode(), f'"size":{header["weights"]["size"] + 10 ** 9}'.encode())
+        f'"size":{header["program"]["size"]}'.encode(), f'"size":{header["program"]["size"] + 10 ** 9}'.encode())
 
 
 def test_hostile_companions_fail_with_bundle_error(tiny_bundle, companion):
@@ -97,19 +98,20 @@ def test_hostile_companions_fail_with_bundle_error(tiny_bundle, companion):
         with pytest.raises(BundleError) as error:
             parse_companion(data, architecture, shapes)
         seen.append(what)
-        if what == "version 2":
-            assert "version 2" in str(error.value) and "export it again" in str(error.value)
-    assert len(seen) == 19
+        if what == "version 1":
+            assert "version 1" in str(error.value) and "export it again" in str(error.value)
+    assert len(seen) == 20
 
 
 def test_a_program_executorch_cannot_load_is_a_bundle_error(tiny_bundle, companion, tmp_path):
     raw = companion.read_bytes()
     _, _, size = PREFIX.unpack_from(raw)
     header = json.loads(raw[PREFIX.size:PREFIX.size + size])
-    weights = raw[header["weights"]["offset"]:][:header["weights"]["size"]]
-    base = {k: v for k, v in header.items() if k not in ("program", "weights")}
+    program = bytearray(raw[header["program"]["offset"]:][:header["program"]["size"]])
+    program[4:8] = b"XX99"  # the extended header (and so the slots) still check out; ExecuTorch refuses it
+    base = {k: v for k, v in header.items() if k != "program"}
     bad = tmp_path / "bad.xnnpack"
-    bad.write_bytes(companion_bytes(base, b"\0" * 4096, weights))  # checksums fine, not a program
+    bad.write_bytes(companion_bytes(base, bytes(program)))
     bundle = sdk.load(tiny_bundle, engine="executorch", program=bad)
     with pytest.raises(BundleError, match="could not be loaded"):
         bundle.personalize("round shapes")
