@@ -24,7 +24,8 @@ golden.json:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import struct
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, check_backbone_graph, chec
 from sdk.images import to_uint8_batch
 from sdk.tasks import TaskOptions
 from sdk.tokenizer_check import check_tokenizer_json
+from sdk.xnnpack_program import PREFIX, companion_bytes, parse_companion
 
 WORDS = ("moth", "butterfly", "Golden", "retriever", "kitchen", "appliances", "sea", "creatures", "farm", "animals",
          "things", "to", "wear", "cars", "and", "trucks", "a", "the", "of", "photo")
@@ -122,7 +124,7 @@ def long_text(words: int, seed: int = 0) -> str:
 
 
 def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[str]] = CASES,
-                 hostile_members: Sequence[tuple[str, str, bytes]] = ()) -> Path:
+                 hostile_members: Sequence[tuple[str, str, bytes]] = (), companion: Path | None = None) -> Path:
     bundle = sdk.load(bundle_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     encoder = bundle.encoder
@@ -153,6 +155,8 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
         (out_dir / f"hostile_{name}.taper").write_bytes(with_classes_json(blob, edit))
         spec["hostile_bundles"].append(f"hostile_{name}.taper")
     spec["graphs"] = _graphs(bundle.bundle, hostile_members, out_dir)
+    if companion is not None:
+        spec["companion"] = _companion(bundle.bundle, companion, out_dir)
     path = out_dir / "golden.json"
     path.write_text(json.dumps(spec))
     return path
@@ -176,6 +180,66 @@ def _graphs(bundle: Bundle, hostile_members: Sequence[tuple[str, str, bytes]], o
         hostile.append({"name": name, "member": member, "file": f"hostile_{name}.member", "python": verdict})
     return {"encoder_structure": encoder_structure(bundle.member_bytes("text_encoder.onnx")),
             "known_encoder_structures": sorted(KNOWN_ENCODER_STRUCTURES), "hostile": hostile}
+
+
+def _companion(bundle: Bundle, path: Path, out_dir: Path) -> dict:
+    """The ExecuTorch companion for the Java core to read and write each case's program from
+    (java<i>.program.pte), and each hostile variant with the Python reader's verdict on it."""
+    arch = bundle.manifest.architecture
+    architecture = {"stem": arch.stem, "width": arch.width, "input_size": arch.input_size}
+    shapes = {n: tuple(e["shape"]) for n, e in bundle.backbone_layout.items()}
+    raw = path.read_bytes()
+    hostile = []
+    for name, data in hostile_companions(raw):
+        try:
+            parse_companion(data, architecture, shapes)
+            verdict = "accepted"
+        except BundleError:
+            verdict = "BundleError"
+        file = "hostile_" + "".join(c if c.isalnum() else "_" for c in name) + ".xnnpack"
+        (out_dir / file).write_bytes(data)
+        hostile.append({"name": name, "file": file, "python": verdict})
+    return {"file": str(path), "hostile": hostile}
+
+
+def hostile_companions(raw: bytes) -> Iterator[tuple[str, bytes]]:
+    """(what, companion bytes) for damaged or hostile ExecuTorch companions built from the good `raw`."""
+    _, _, size = PREFIX.unpack_from(raw)
+    header = json.loads(raw[PREFIX.size:PREFIX.size + size])
+    program = raw[header["program"]["offset"]:][:header["program"]["size"]]
+    base = {k: v for k, v in header.items() if k != "program"}
+
+    def edited(change, program=program):
+        copy = json.loads(json.dumps(base))
+        change(copy)
+        return companion_bytes(copy, program)
+
+    names = sorted(base["slots"])
+    first, second = names[0], names[1]
+    conv = next(n for n in names if base["slots"][n]["axes"] == [0, 2, 3, 1])
+    yield "truncated", raw[:10]
+    yield "magic", b"X" + raw[1:]
+    yield "version 1", raw[:8] + struct.pack("<I", 1) + raw[12:]
+    yield "not JSON", raw[:PREFIX.size] + b"{" * size + raw[PREFIX.size + size:]
+    yield "header too long", raw[:12] + struct.pack("<Q", 1 << 40) + raw[20:]
+    yield "damaged program", raw[:-5] + bytes(5)
+    yield "other architecture", edited(lambda h: h["architecture"].update(width=0.5))
+    yield "max_batch 0", edited(lambda h: h.update(max_batch=0))
+    yield "slot missing", edited(lambda h: h["slots"].pop(first))
+    yield "unknown slot", edited(lambda h: h["slots"].update(extra=h["slots"][first]))
+    yield "shared slot", edited(lambda h: h["slots"][second].update(offset=h["slots"][first]["offset"]))
+    yield "misaligned", edited(lambda h: h["slots"][first].update(offset=h["slots"][first]["offset"] + 2))
+    yield "in the program's header", edited(lambda h: h["slots"][first].update(offset=0))
+    yield "past the end", edited(lambda h: h["slots"][first].update(offset=len(program)))
+    yield "negative", edited(lambda h: h["slots"][first].update(offset=-4))
+    yield "bad axes", edited(lambda h: h["slots"][first].update(axes=[3, 2, 1, 0]))
+    yield "float axis", edited(lambda h: h["slots"][conv].update(axes=[0, 2.0, 3, 1]))
+    yield "float offset", edited(lambda h: h["slots"][first].update(offset=float(h["slots"][first]["offset"])))
+    yield "no segment header", edited(lambda h: None, program=program[:8] + b"xx00" + program[12:])
+    yield "segments past the end", edited(lambda h: None, program=program[:32] + struct.pack("<Q", len(program))
+                                          + program[40:])
+    yield "section outside", raw[:PREFIX.size] + raw[PREFIX.size:].replace(
+        f'"size":{header["program"]["size"]}'.encode(), f'"size":{header["program"]["size"] + 10 ** 9}'.encode())
 
 
 def _resolution(bundle, description, options: dict) -> dict:

@@ -187,11 +187,12 @@ def _slots(raw: object, shapes: dict[str, tuple[int, ...]], segments: tuple[int,
         fields = entry if isinstance(entry, dict) else {}
         offset, axes = fields.get("offset"), fields.get("axes")
         layouts = [list(range(len(shape)))] + ([list(CHANNELS_LAST)] if len(shape) == 4 else [])
-        if axes not in layouts:
+        if not isinstance(axes, list) or any(type(a) is not int for a in axes) or axes not in layouts:
             raise BundleError(f"{what}: slot {name!r}: axes {axes!r} is not a layout the SDK writes")
         nbytes = 4 * math.prod(shape)
         if type(offset) is not int or offset % 4 or not segments[0] <= offset <= segments[1] - nbytes:
-            raise BundleError(f"{what}: slot {name!r} ({nbytes} bytes at {offset!r}) is outside the program's segment data")
+            raise BundleError(f"{what}: slot {name!r} ({nbytes} bytes at {offset!r}) is outside the program's "
+                              "segment data")
         slots[name] = Slot(offset, tuple(axes))
         spans.append((offset, offset + nbytes, name))
     spans.sort()

@@ -71,3 +71,12 @@ def tiny_sdk(tiny_bundle):
     import sdk
 
     return sdk.load(tiny_bundle)
+
+
+@pytest.fixture(scope="session")
+def tiny_companion(tiny_bundle, tmp_path_factory) -> Path:
+    """The tiny bundle's ExecuTorch companion (export/executorch_program.py; about a minute to lower)."""
+    pytest.importorskip("executorch")
+    from export.executorch_program import export_companion
+
+    return export_companion(tiny_bundle, tmp_path_factory.mktemp("xnnpack") / "tiny.taper.xnnpack")

@@ -2,6 +2,7 @@
 task resolution, preprocessing, alpha, fused and folded weights, head rows, logits through a replaying
 engine), then the weights the Java core wrote run in onnxruntime here."""
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -27,16 +28,35 @@ def java_logits(bundle, weights: np.ndarray, head: np.ndarray, images: np.ndarra
                              "head_bias": np.ascontiguousarray(head[:, -1])}).run(images)
 
 
+def has_executorch() -> bool:
+    return importlib.util.find_spec("executorch") is not None
+
+
+def executorch_logits(program: bytes, head: np.ndarray, images: np.ndarray) -> np.ndarray:
+    """Logits of a program the Java core wrote (XnnpackProgram.withWeights), run by ExecuTorch here."""
+    import torch
+    from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
+
+    from sdk.executorch_engine import ExecutorchNetwork
+    from sdk.exports import MAX_PTE_BATCH
+
+    module = _load_for_executorch_from_buffer(program)
+    return ExecutorchNetwork(module, program, np.ascontiguousarray(head[:, :-1]), np.ascontiguousarray(head[:, -1]),
+                             MAX_PTE_BATCH, torch).run(images)
+
+
 @pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK (javac)")
 @pytest.mark.parametrize("mode", ["fp32", "drop:0.05+lowrank:2+fp16", "int8", "subspace:3+fp16"])
-def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, mode):
+def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, mode, request):
     """Plain bases, and compact ones in every delta storage (the golden bundle is exported in `mode`)."""
     from export.bundle import bundle_run
 
     path = tiny_bundle if mode == "fp32" else bundle_run(tiny_run, tmp_path / "compact.taper", mode=mode)
-    # Hostile graphs and tokenizers (the reliability suite's): once, they do not depend on the storage mode.
+    # Hostile graphs and tokenizers (the reliability suite's), and the ExecuTorch companion: once, they do
+    # not depend on the storage mode.
     hostile = fuzz_bundle.hostile_members(path.read_bytes()) if mode == "fp32" else []
-    golden = write_golden(path, tmp_path / "golden", hostile_members=hostile)
+    companion = request.getfixturevalue("tiny_companion") if mode == "fp32" and has_executorch() else None
+    golden = write_golden(path, tmp_path / "golden", hostile_members=hostile, companion=companion)
     out = tmp_path / "java"
     out.mkdir()
     result = subprocess.run(["bash", str(SCRIPT), str(golden), str(out)], capture_output=True, text=True, timeout=300)
@@ -46,6 +66,9 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
     assert passed >= 1 + len(spec["descriptions"]) + len(spec["images"]) + 8 * len(spec["cases"]) + 10 \
         + len(spec["graphs"]["hostile"])
     assert len(spec["graphs"]["hostile"]) == (0 if mode != "fp32" else 9 + 4 + 10)  # backbone, encoder, tokenizer
+    if companion is not None:
+        assert len(spec["companion"]["hostile"]) == 21 and passed >= 1 + 21 + len(spec["companion"]["hostile"])
+        assert {h["python"] for h in spec["companion"]["hostile"]} == {"BundleError"}
 
     # Inference cross-check: the Java core's weights and head rows, run in onnxruntime, give the Python logits.
     bundle = sdk.load(path)
@@ -61,3 +84,6 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
         head = np.fromfile(out / f"java{i}.head.f32", "<f4").reshape(len(model.classes), -1)
         got = java_logits(bundle, weights, head, images)
         assert np.abs(got - expected).max() <= 1e-4 * max(1.0, float(np.abs(expected).max())), case["name"]
+        if companion is not None:  # the program the Java core wrote for the app's ExecuTorch engine
+            got = executorch_logits((out / f"java{i}.program.pte").read_bytes(), head, images)
+            assert np.abs(got - expected).max() <= 1e-4 * max(1.0, float(np.abs(expected).max())), case["name"]

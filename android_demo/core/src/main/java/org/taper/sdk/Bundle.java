@@ -68,7 +68,7 @@ public final class Bundle {
         long size = data.capacity();
         if (size < HEADER) throw new BundleException(size + " bytes is too short for a bundle");
         byte[] magic = new byte[8];
-        data.get(0, magic);
+        bytesAt(data, 0, magic);
         if (!java.util.Arrays.equals(magic, MAGIC)) throw new BundleException("not a TAPER bundle (bad magic)");
         int version = data.getInt(8);
         if (version == 1 || version == 2)
@@ -82,8 +82,8 @@ public final class Bundle {
         if (length < 0 || length > MAX_MANIFEST || HEADER + length > size)
             throw new BundleException("manifest length " + length + " does not fit in the file");
         byte[] raw = new byte[(int) length], digest = new byte[32];
-        data.get(HEADER, raw);
-        data.get(24, digest);
+        bytesAt(data, HEADER, raw);
+        bytesAt(data, 24, digest);
         if (!java.util.Arrays.equals(sha256(ByteBuffer.wrap(raw)), digest))
             throw new BundleException("manifest checksum mismatch (corrupt bundle)");
         Object parsed = Json.parse(new String(raw, StandardCharsets.UTF_8));
@@ -269,7 +269,7 @@ public final class Bundle {
         long n = b.getLong(0);
         if (n < 0 || 8 + n > b.remaining()) throw new BundleException("member " + name + ": bad header length");
         byte[] raw = new byte[(int) n];
-        b.get(8, raw);
+        bytesAt(b, 8, raw);
         Map<String, Object> header = (Map<String, Object>) Json.parse(new String(raw, StandardCharsets.UTF_8));
         Map<String, Bases.Tensor> out = new HashMap<>();
         int dataStart = (int) (8 + n);
@@ -302,6 +302,11 @@ public final class Bundle {
      * Java 13 and Android API 34; the calls go through Buffer because its covariant overrides (Java 9) are
      * missing on older Android runtimes (NoSuchMethodError there).
      */
+    /** {@code out.length} bytes of {@code b} from {@code offset} (ByteBuffer.get(int, byte[]) is Android API 35). */
+    static void bytesAt(ByteBuffer b, int offset, byte[] out) {
+        slice(b, offset, out.length).get(out);
+    }
+
     static ByteBuffer slice(ByteBuffer b, int offset, int length) {
         ByteBuffer d = b.duplicate();
         ((java.nio.Buffer) d).clear();
@@ -340,7 +345,7 @@ public final class Bundle {
         return (int) (long) (Long) v;
     }
 
-    private static byte[] sha256(ByteBuffer b) {
+    static byte[] sha256(ByteBuffer b) {
         try {
             MessageDigest md = MessageDigest.getInstance("SHA-256");
             md.update(b.duplicate());
@@ -350,7 +355,7 @@ public final class Bundle {
         }
     }
 
-    private static String hex(byte[] bytes) {
+    static String hex(byte[] bytes) {
         StringBuilder s = new StringBuilder();
         for (byte x : bytes) s.append(String.format("%02x", x));
         return s.toString();

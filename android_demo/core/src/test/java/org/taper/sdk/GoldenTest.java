@@ -83,8 +83,11 @@ public final class GoldenTest {
         checkTokens(p.tokenizer(), (List<Object>) spec.get("tokens"));
         checkDescriptions(p.resolver(), (List<Object>) spec.get("descriptions"));
         checkImages(bundle.preprocessing, (List<Object>) spec.get("images"), dir);
+        Map<String, Object> companion = (Map<String, Object>) spec.get("companion");
+        XnnpackProgram program = companion == null ? null : checkCompanion(bundle, companion, dir);
         int index = 0;
-        for (Object o : (List<Object>) spec.get("cases")) checkCase(p, (Map<String, Object>) o, dir, out, index++, (List<Object>) spec.get("images"));
+        for (Object o : (List<Object>) spec.get("cases"))
+            checkCase(p, (Map<String, Object>) o, dir, out, index++, (List<Object>) spec.get("images"), program);
         checkDamage(bundlePath, p);
         checkHostileTokenizers(bundle);
         for (Object o : (List<Object>) spec.get("hostile_bundles")) {  // classes.json concepts edits (format 5)
@@ -164,7 +167,7 @@ public final class GoldenTest {
 
     @SuppressWarnings("unchecked")
     private static void checkCase(Personalizer p, Map<String, Object> c, Path dir, Path out, int index,
-                                  List<Object> images) throws IOException {
+                                  List<Object> images, XnnpackProgram program) throws IOException {
         String name = (String) c.get("name");
         Object d = c.get("description");
         PersonalizedModel model = d instanceof String ? p.personalize((String) d)
@@ -189,7 +192,8 @@ public final class GoldenTest {
         float[] folded = p.fusion().foldedBackbone(fused);
         checkFolded(folded, wantFolded, name + " folded backbone weights, reference");
         checkHead(p.fusion().head(fused, task), wantHead, name + " classifier rows, reference");
-        float[] written = folded;   // the fast path's buffer, for the onnxruntime cross-check
+        float[] written = folded;   // the fast path's buffer, for the onnxruntime and ExecuTorch cross-checks
+        ByteBuffer writtenBuffer = null;
         for (int threads : new int[]{1, 3}) {
             Fusion fast = new Fusion(p.bundle(), threads);
             ByteBuffer buffer = fast.newBackboneBuffer();
@@ -199,6 +203,7 @@ public final class GoldenTest {
             checkFolded(got, wantFolded, name + " folded backbone weights, fast path on " + threads + " threads");
             checkHead(fast.headRows(alpha, task), wantHead, name + " classifier rows, fast path on " + threads + " threads");
             written = got;
+            writtenBuffer = buffer;
         }
         float[][] head = model.headRows();
         checkHead(head, wantHead, name + " classifier rows of the model");
@@ -223,6 +228,7 @@ public final class GoldenTest {
         check(timings.keySet().equals(java.util.Set.of("encode", "resolve", "mixer", "fuse_fold", "session", "total")),
                 name + " timings " + timings);
         writeFloats(out.resolve("java" + index + ".folded.f32"), written);
+        if (program != null) Files.write(out.resolve("java" + index + ".program.pte"), program.withWeights(writtenBuffer));
         float[] rows = new float[head.length * (head.length == 0 ? 0 : head[0].length)];
         for (int k = 0; k < head.length; k++) System.arraycopy(head[k], 0, rows, k * head[k].length, head[k].length);
         writeFloats(out.resolve("java" + index + ".head.f32"), rows);
@@ -292,6 +298,28 @@ public final class GoldenTest {
             }
             check(verdict.equals(h.get("python")), "hostile " + h.get("name") + ": Java " + verdict + ", Python " + h.get("python"));
         }
+    }
+
+    /** The ExecuTorch companion reads; each hostile variant gets the Python reader's verdict. */
+    @SuppressWarnings("unchecked")
+    private static XnnpackProgram checkCompanion(Bundle bundle, Map<String, Object> companion, Path dir) throws IOException {
+        XnnpackProgram program = XnnpackProgram.open((String) companion.get("file"), bundle);
+        check(program.maxBatch == 8, "companion max_batch " + program.maxBatch);
+        for (Object o : (List<Object>) companion.get("hostile")) {
+            Map<String, Object> h = (Map<String, Object>) o;
+            String verdict;
+            try {
+                new XnnpackProgram(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) h.get("file")))), bundle);
+                verdict = "accepted";
+            } catch (BundleException e) {
+                verdict = "BundleError";
+            } catch (RuntimeException e) {
+                verdict = e.toString();
+            }
+            check(verdict.equals(h.get("python")), "hostile companion " + h.get("name") + ": Java " + verdict
+                    + ", Python " + h.get("python"));
+        }
+        return program;
     }
 
     /** tokenizer.json is untrusted: other pipelines, broken vocabularies and odd added tokens are refused. */
