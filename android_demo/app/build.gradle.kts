@@ -33,5 +33,6 @@ android {
 dependencies {
     implementation(project(":core"))
     implementation(libs.onnxruntime.android)
+    implementation(libs.executorch.android)
     coreLibraryDesugaring(libs.desugar.jdk.libs)
 }

@@ -28,6 +28,7 @@ import org.taper.sdk.DescriptionException;
 import org.taper.sdk.PersonalizedModel;
 import org.taper.sdk.Personalizer;
 import org.taper.sdk.Preprocessing;
+import org.taper.sdk.XnnpackProgram;
 
 /**
  * Pick a bundle, type what you care about, see the chosen classes and how long personalization took; then
@@ -37,7 +38,7 @@ import org.taper.sdk.Preprocessing;
  * <p>Not compiled or run on the repository's test machines (no Android SDK, no Maven): see ../README.md.
  */
 public final class MainActivity extends Activity {
-    private static final int PICK_BUNDLE = 1, PICK_PHOTO = 2, TAKE_PHOTO = 3;
+    private static final int PICK_BUNDLE = 1, PICK_PHOTO = 2, TAKE_PHOTO = 3, PICK_PROGRAM = 4;
     /** Photos are decoded at most this large (the network sees 64 or 224 px; a 48 MP photo would not fit in memory). */
     private static final int MAX_PHOTO_SIDE = 1024;
 
@@ -48,7 +49,7 @@ public final class MainActivity extends Activity {
 
     private TextView bundleStatus, task, predictions;
     private EditText description;
-    private Button personalize, pickPhoto, takePhoto;
+    private Button personalize, pickPhoto, takePhoto, pickProgram;
     private ImageView photo;
 
     @Override
@@ -62,9 +63,12 @@ public final class MainActivity extends Activity {
         personalize = findViewById(R.id.personalize);
         pickPhoto = findViewById(R.id.pick_photo);
         takePhoto = findViewById(R.id.take_photo);
+        pickProgram = findViewById(R.id.pick_program);
         photo = findViewById(R.id.photo);
         findViewById(R.id.pick_bundle).setOnClickListener(v -> startActivityForResult(
                 new Intent(Intent.ACTION_OPEN_DOCUMENT).addCategory(Intent.CATEGORY_OPENABLE).setType("*/*"), PICK_BUNDLE));
+        pickProgram.setOnClickListener(v -> startActivityForResult(
+                new Intent(Intent.ACTION_OPEN_DOCUMENT).addCategory(Intent.CATEGORY_OPENABLE).setType("*/*"), PICK_PROGRAM));
         personalize.setOnClickListener(v -> personalize(description.getText().toString()));
         pickPhoto.setOnClickListener(v -> startActivityForResult(
                 new Intent(Intent.ACTION_GET_CONTENT).addCategory(Intent.CATEGORY_OPENABLE).setType("image/*"), PICK_PHOTO));
@@ -77,6 +81,7 @@ public final class MainActivity extends Activity {
         super.onActivityResult(request, result, data);
         if (result != RESULT_OK || data == null) return;
         if (request == PICK_BUNDLE && data.getData() != null) loadBundle(data.getData());
+        else if (request == PICK_PROGRAM && data.getData() != null) loadProgram(data.getData());
         else if (request == PICK_PHOTO && data.getData() != null) classify(data.getData(), null);
         else if (request == TAKE_PHOTO && data.getExtras() != null) classify(null, (Bitmap) data.getExtras().get("data"));
     }
@@ -87,18 +92,14 @@ public final class MainActivity extends Activity {
         worker.execute(() -> {
             File target = new File(getFilesDir(), "bundle.taper"), partial = new File(getFilesDir(), "bundle.taper.partial");
             try {
-                try (InputStream in = getContentResolver().openInputStream(uri); OutputStream out = new FileOutputStream(partial)) {
-                    if (in == null) throw new IOException("the picked file cannot be read");
-                    byte[] buffer = new byte[1 << 16];
-                    for (int n; (n = in.read(buffer)) > 0; ) out.write(buffer, 0, n);
-                }
+                copy(uri, partial);
                 closeAll();
                 if (!partial.renameTo(target)) throw new IOException("could not move the bundle into app storage");
                 long start = System.nanoTime();
                 personalizer = Personalizer.load(target.getPath(), new OnnxEngine(Math.max(1, Runtime.getRuntime().availableProcessors() / 2)));
                 String text = String.format(Locale.ROOT, "%d classes, loaded and checked in %.0f ms",
                         personalizer.classes().size(), (System.nanoTime() - start) / 1e6);
-                main.post(() -> { bundleStatus.setText(text); personalize.setEnabled(true); });
+                main.post(() -> { bundleStatus.setText(text); personalize.setEnabled(true); pickProgram.setEnabled(true); });
             } catch (IOException | BundleException e) {
                 partial.delete();   // never leave a half-copied bundle behind
                 // The previous bundle stays usable if the copy failed before closeAll.
@@ -109,6 +110,42 @@ public final class MainActivity extends Activity {
                     pickPhoto.setEnabled(classifies);
                     takePhoto.setEnabled(classifies);
                 });
+            }
+        });
+    }
+
+    /** The picked file, copied to {@code partial} in app storage (the caller renames it into place). */
+    private void copy(Uri uri, File partial) throws IOException {
+        try (InputStream in = getContentResolver().openInputStream(uri); OutputStream out = new FileOutputStream(partial)) {
+            if (in == null) throw new IOException("the picked file cannot be read");
+            byte[] buffer = new byte[1 << 16];
+            for (int n; (n = in.read(buffer)) > 0; ) out.write(buffer, 0, n);
+        }
+    }
+
+    /** The bundle's ExecuTorch companion: checked against the loaded bundle, then personalize() runs the
+     * backbone on ExecuTorch (ExecuTorchEngine) instead of onnxruntime. */
+    private void loadProgram(Uri uri) {
+        bundleStatus.setText("Loading the ExecuTorch program…");
+        worker.execute(() -> {
+            File target = new File(getFilesDir(), "bundle.taper.xnnpack"), partial = new File(getFilesDir(), "bundle.taper.xnnpack.partial");
+            try {
+                copy(uri, partial);
+                org.taper.sdk.Bundle bundle = personalizer.bundle();
+                XnnpackProgram.open(partial.getPath(), bundle);   // checked before it replaces anything
+                if (!partial.renameTo(target)) throw new IOException("could not move the program into app storage");
+                XnnpackProgram program = XnnpackProgram.open(target.getPath(), bundle);
+                closeAll();
+                int threads = Math.max(1, Runtime.getRuntime().availableProcessors() / 2);
+                personalizer = new Personalizer(bundle, new ExecuTorchEngine(program, getFilesDir(), threads));
+                main.post(() -> {
+                    bundleStatus.setText("ExecuTorch (XNNPACK) runs the backbone from now on: personalize again");
+                    pickPhoto.setEnabled(false);
+                    takePhoto.setEnabled(false);
+                });
+            } catch (IOException | BundleException e) {
+                partial.delete();   // never leave a half-copied file behind; the current engine stays
+                main.post(() -> bundleStatus.setText("Not a usable ExecuTorch companion: " + e.getMessage()));
             }
         });
     }
