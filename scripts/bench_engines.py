@@ -146,7 +146,7 @@ def markdown(result: dict) -> str:
                 f"{k} {v}" for k, v in c[engine]["personalize_breakdown_ms"].items()))
         lines.append("")
     lines += ["On the ExecuTorch engine `session` is writing the folded weights into a copy of the companion's "
-              "data file and loading the XNNPACK program with it; the head runs in numpy. Its first inference "
+              "program and loading that copy; the head runs in numpy. Its first inference "
               "after personalize() is slower than the next ones (`first_inference_ms` against "
               "`inference_ms_batch1`), so part of the loading seems to happen there: an app pays personalize_ms "
               "plus that difference before its first answer. onnxruntime runs its compiled route (one shared "
