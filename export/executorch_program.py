@@ -2,9 +2,9 @@
 its weights inside the program, and each weight's slot in the program's bytes.
 
 Slots are found, not assumed: the backbone is exported with every weight element set to its own index
-(1, 2, ...: exact in float32 up to 2^24, and a full-width ResNet-18 has 11.2 M), so each named tensor
-in the program's segments says which elements it holds and in which order. Each must be one whole parameter in the
-bundle's order or channels-last; every parameter must appear once (XNNPACK names tensors by the
+(1, 2, ...: exact in float32 up to 2^24, and a full-width ResNet-18 has 11.2 M), so each named
+tensor in the program's segments says which elements it holds and in which order. Each must be one
+whole parameter in the bundle's order or channels-last; every parameter must appear once (XNNPACK names tensors by the
 SHA-256 of their bytes, so equal weights would share a slot: distinct indices rule that out).
 
     python -m export executorch tiny-imagenet.taper          # -> tiny-imagenet.taper.xnnpack

@@ -53,7 +53,8 @@ public final class ExecuTorchEngine implements Engine {
             partial.delete();
             throw new IllegalStateException("could not write the personalized program: " + e.getMessage(), e);
         }
-        // The previous model's Module has loaded its file (LOAD_MODE_FILE reads it whole), so replacing it is safe.
+        // rename replaces the directory entry only: a previous Module that still has the old file open keeps
+        // reading the old bytes (POSIX semantics, which Android's file systems have).
         if (!partial.renameTo(target)) {
             partial.delete();
             throw new IllegalStateException("could not move the personalized program into place");
