@@ -21,7 +21,14 @@ import torch
 import sdk
 from sdk.exports import MAX_PTE_BATCH
 from sdk.files import atomic_file
-from sdk.xnnpack_program import CHANNELS_LAST, PTE_HEADER, PTE_HEADER_AT, companion_bytes, default_path
+from sdk.xnnpack_program import (
+    CHANNELS_LAST,
+    PTE_HEADER,
+    PTE_HEADER_AT,
+    companion_bytes,
+    companion_target,
+    default_path,
+)
 
 from .backbone import FoldedBackbone
 
@@ -85,11 +92,10 @@ def find_slots(program: bytes, index: dict[str, tuple[int, tuple[int, ...]]]) ->
 
 def export_companion(bundle_path: str | Path, out: str | Path | None = None) -> Path:
     """Write the ExecuTorch companion of the bundle at `bundle_path` (default `<bundle>.xnnpack`)."""
-    arch = sdk.load(bundle_path).bundle.manifest.architecture
-    net, index = indexed_backbone(arch.stem, arch.width)
-    program = lower_to_xnnpack(net, arch.input_size)
-    header = {"architecture": {"stem": arch.stem, "width": arch.width, "input_size": arch.input_size},
-              "max_batch": MAX_PTE_BATCH, "slots": find_slots(program, index)}
+    architecture, _ = companion_target(sdk.load(bundle_path).bundle)
+    net, index = indexed_backbone(architecture["stem"], architecture["width"])
+    program = lower_to_xnnpack(net, architecture["input_size"])
+    header = {"architecture": architecture, "max_batch": MAX_PTE_BATCH, "slots": find_slots(program, index)}
     out = Path(out) if out is not None else default_path(bundle_path)
     with atomic_file(out) as f:
         f.write(companion_bytes(header, program))

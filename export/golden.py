@@ -39,7 +39,7 @@ from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, check_backbone_graph, chec
 from sdk.images import to_uint8_batch
 from sdk.tasks import TaskOptions
 from sdk.tokenizer_check import check_tokenizer_json
-from sdk.xnnpack_program import PREFIX, companion_bytes, parse_companion
+from sdk.xnnpack_program import PREFIX, companion_bytes, companion_target, parse_companion
 
 WORDS = ("moth", "butterfly", "Golden", "retriever", "kitchen", "appliances", "sea", "creatures", "farm", "animals",
          "things", "to", "wear", "cars", "and", "trucks", "a", "the", "of", "photo")
@@ -185,9 +185,7 @@ def _graphs(bundle: Bundle, hostile_members: Sequence[tuple[str, str, bytes]], o
 def _companion(bundle: Bundle, path: Path, out_dir: Path) -> dict:
     """The ExecuTorch companion for the Java core to read and write each case's program from
     (java<i>.program.pte), and each hostile variant with the Python reader's verdict on it."""
-    arch = bundle.manifest.architecture
-    architecture = {"stem": arch.stem, "width": arch.width, "input_size": arch.input_size}
-    shapes = {n: tuple(e["shape"]) for n, e in bundle.backbone_layout.items()}
+    architecture, shapes = companion_target(bundle)
     raw = path.read_bytes()
     hostile = []
     for name, data in hostile_companions(raw):

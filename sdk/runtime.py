@@ -108,12 +108,9 @@ class TaperBundle:
         """Personalize with ExecuTorch from now on: the companion XNNPACK program at `program`
         (`sdk.xnnpack_program`, written by `python -m export executorch BUNDLE`)."""
         from .executorch_engine import ExecutorchRoute
-        from .xnnpack_program import read_companion
+        from .xnnpack_program import companion_target, read_companion
 
-        arch = self.bundle.manifest.architecture
-        shapes = {name: tuple(entry["shape"]) for name, entry in self.bundle.backbone_layout.items()}
-        companion = read_companion(program, {"stem": arch.stem, "width": arch.width, "input_size": arch.input_size},
-                                   shapes)
+        companion = read_companion(program, *companion_target(self.bundle))
         self.engine.use(ExecutorchRoute(companion, self.engine.standard))
         return self
 

@@ -47,10 +47,14 @@ import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import BundleError
+
+if TYPE_CHECKING:
+    from .bundle import Bundle
 
 MAGIC = b"TAPERXNN"
 FORMAT_VERSION = 2
@@ -79,6 +83,14 @@ class Companion:
     program: bytes              # the .pte as exported (weights are written into a copy)
     slots: dict[str, Slot]
     max_batch: int
+
+
+def companion_target(bundle: Bundle) -> tuple[dict, dict[str, tuple[int, ...]]]:
+    """What a companion of `bundle` must match: its architecture {stem, width, input_size} (the header's
+    `architecture`) and its folded backbone's parameter shapes (the `slots`)."""
+    arch = bundle.manifest.architecture
+    return ({"stem": arch.stem, "width": arch.width, "input_size": arch.input_size},
+            {name: tuple(entry["shape"]) for name, entry in bundle.backbone_layout.items()})
 
 
 def default_path(bundle_path: str | Path) -> Path:

@@ -8,7 +8,7 @@ import pytest
 import sdk
 from export.golden import hostile_companions
 from sdk.errors import BundleError, SdkError
-from sdk.xnnpack_program import PREFIX, companion_bytes, parse_companion, read_companion
+from sdk.xnnpack_program import PREFIX, companion_bytes, companion_target, parse_companion, read_companion
 
 pytest.importorskip("executorch")
 
@@ -36,21 +36,15 @@ def test_executorch_gives_the_onnxruntime_engines_logits(engines):
 
 
 def test_every_parameter_has_a_slot_and_3x3_convs_are_channels_last(tiny_bundle, companion):
-    loaded = sdk.load(tiny_bundle)
-    arch = loaded.bundle.manifest.architecture
-    shapes = {n: tuple(e["shape"]) for n, e in loaded.bundle.backbone_layout.items()}
-    parsed = read_companion(companion, {"stem": arch.stem, "width": arch.width, "input_size": arch.input_size},
-                            shapes)
+    architecture, shapes = companion_target(sdk.load(tiny_bundle).bundle)
+    parsed = read_companion(companion, architecture, shapes)
     assert set(parsed.slots) == set(shapes)
     convs = [n for n, s in shapes.items() if len(s) == 4 and s[2] > 1]
     assert {parsed.slots[n].axes for n in convs} == {(0, 2, 3, 1)}  # XNNPACK stores 3x3 convs channels-last
 
 
 def test_hostile_companions_fail_with_bundle_error(tiny_bundle, companion):
-    loaded = sdk.load(tiny_bundle)
-    arch = loaded.bundle.manifest.architecture
-    architecture = {"stem": arch.stem, "width": arch.width, "input_size": arch.input_size}
-    shapes = {n: tuple(e["shape"]) for n, e in loaded.bundle.backbone_layout.items()}
+    architecture, shapes = companion_target(sdk.load(tiny_bundle).bundle)
     raw = companion.read_bytes()
     assert parse_companion(raw, architecture, shapes).slots
     seen = []

@@ -107,6 +107,7 @@ public final class MainActivity extends Activity {
                 main.post(() -> {
                     bundleStatus.setText("Not a usable bundle: " + e.getMessage());
                     personalize.setEnabled(usable);
+                    pickProgram.setEnabled(usable);
                     pickPhoto.setEnabled(classifies);
                     takePhoto.setEnabled(classifies);
                 });
@@ -131,10 +132,10 @@ public final class MainActivity extends Activity {
             File target = new File(getFilesDir(), "bundle.taper.xnnpack"), partial = new File(getFilesDir(), "bundle.taper.xnnpack.partial");
             try {
                 copy(uri, partial);
-                org.taper.sdk.Bundle bundle = personalizer.bundle();
-                XnnpackProgram.open(partial.getPath(), bundle);   // checked before it replaces anything
+                // Checked before it replaces anything; the mapping stays valid when the file is renamed.
+                XnnpackProgram program = XnnpackProgram.open(partial.getPath(), personalizer.bundle());
                 if (!partial.renameTo(target)) throw new IOException("could not move the program into app storage");
-                XnnpackProgram program = XnnpackProgram.open(target.getPath(), bundle);
+                org.taper.sdk.Bundle bundle = personalizer.bundle();
                 closeAll();
                 int threads = Math.max(1, Runtime.getRuntime().availableProcessors() / 2);
                 personalizer = new Personalizer(bundle, new ExecuTorchEngine(program, getFilesDir(), threads));

@@ -151,8 +151,7 @@ public final class XnnpackProgram {
         if (!(raw instanceof Map) || !((Map<String, Object>) raw).keySet().equals(names))
             throw fail("slots must name exactly the backbone's parameters");
         Map<String, Object> entries = (Map<String, Object>) raw;
-        List<long[]> spans = new ArrayList<>();
-        List<String> order = new ArrayList<>();
+        List<Span> spans = new ArrayList<>();
         for (Architecture.WeightSlot w : backbone) {
             Object e = entries.get(w.name());
             Map<String, Object> f = e instanceof Map ? (Map<String, Object>) e : Map.of();
@@ -169,15 +168,16 @@ public final class XnnpackProgram {
                 throw fail("slot '" + w.name() + "' (" + bytes + " bytes at " + offset + ") is outside the program's segment data");
             long o = (Long) offset;
             slots.put(w.name(), new Slot((int) o, channelsLast));
-            spans.add(new long[]{o, o + bytes, order.size()});
-            order.add(w.name());
+            spans.add(new Span(o, o + bytes, w.name()));
         }
-        spans.sort((a, b) -> Long.compare(a[0], b[0]));
+        spans.sort((a, b) -> Long.compare(a.start(), b.start()));
         for (int i = 1; i < spans.size(); i++)
-            if (spans.get(i)[0] < spans.get(i - 1)[1])
-                throw fail("slots '" + order.get((int) spans.get(i - 1)[2]) + "' and '" + order.get((int) spans.get(i)[2])
+            if (spans.get(i).start() < spans.get(i - 1).stop())
+                throw fail("slots '" + spans.get(i - 1).name() + "' and '" + spans.get(i).name()
                         + "' overlap (two parameters would share weights)");
     }
+
+    private record Span(long start, long stop, String name) {}
 
     /** A JSON list of integers (Long) as Integers; anything else (floats, strings, not a list) as null. */
     private static List<Integer> integers(Object raw) {
