@@ -231,6 +231,22 @@ def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_p
     (tmp_path / "c").mkdir()
     copied = reuse_outputs(tiny_run, tmp_path / "c", config.with_overrides(stage2_logit_adjust=True))
     assert set(copied) == {"classes.safetensors", "stage1", "baseline"}
+    (tmp_path / "e").mkdir()  # a second stage-3 seed retrains stage 3 only
+    copied = reuse_outputs(tiny_run, tmp_path / "e", config.with_overrides(stage3_seed=1))
+    assert set(copied) == {"classes.safetensors", "stage1", "baseline", "stage2"}
+
+
+def test_stage3_seed_changes_only_stage3_batches():
+    from trainer.config import TrainConfig
+    from trainer.loop import epoch_rng
+
+    base, other = TrainConfig(), TrainConfig(stage3_seed=1)
+    draw = lambda config, stage: epoch_rng(config, stage, 0).integers(1 << 30, size=4).tolist()  # noqa: E731
+    for stage in ("stage1", "stage2.basis3", "baseline"):
+        assert draw(base, stage) == draw(other, stage)
+    for stage in ("stage3", "stage3_bow"):
+        assert draw(base, stage) != draw(other, stage)
+    assert draw(TrainConfig(stage3_seed=0), "stage3") == draw(base, "stage3")  # None means `seed`
 
 
 def test_frozen_bn_stage3_trains_exactly_the_deployed_network():

@@ -85,6 +85,9 @@ class TrainConfig:
     holdout_classes: int = 0                # classes left out of training, spread over the hierarchy
                                             # (trainer/data/holdout.py): the few-shot benchmark's unseen classes
     seed: int = 0
+    stage3_seed: int | None = None          # stage 3's own seed (mixer init, task batches, augmentation);
+                                            # None: `seed`. Not a stage-1/2 field, so a second stage-3 seed
+                                            # reuses a run's stages 1 and 2 (stage3_seed_std)
     threads: int = 0                        # 0: torch's default
     log_every: int = 50
     synthetic: dict = field(default_factory=dict)  # make_synthetic_dataset arguments for data="synthetic"
@@ -95,6 +98,12 @@ class TrainConfig:
         if self.stage3_mixer_init not in ("uniform", "router"):
             raise ValueError(f"stage3_mixer_init must be 'uniform' or 'router', got {self.stage3_mixer_init!r}")
         check_tasks_per_batch(self.tasks_per_batch, self.batch_size)
+
+    def stage_seed(self, stage: str) -> int:
+        """The seed of `stage` ("stage1", "stage2_basis3", "stage3_bow", ...)."""
+        if stage.startswith("stage3") and self.stage3_seed is not None:
+            return self.stage3_seed
+        return self.seed
 
     def with_overrides(self, **overrides) -> TrainConfig:
         known = {f.name for f in fields(self)}

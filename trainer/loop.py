@@ -39,7 +39,8 @@ def lr_scale(config: TrainConfig, progress: float, epoch: int) -> float:
 
 
 def epoch_rng(config: TrainConfig, stage: str, epoch: int) -> np.random.Generator:
-    return np.random.default_rng([config.seed, int.from_bytes(stage.encode()[:8].ljust(8, b"\0"), "little"), epoch])
+    stage_id = int.from_bytes(stage.encode()[:8].ljust(8, b"\0"), "little")
+    return np.random.default_rng([config.stage_seed(stage), stage_id, epoch])
 
 
 def run_epochs(stage_dir: Path, stage: str, config: TrainConfig, epochs: float, steps_per_epoch: int,

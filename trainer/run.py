@@ -272,7 +272,8 @@ def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: n
         return
     kind, blocks, uses_mixer, from_stage2 = STAGE3_VARIANTS[variant]
     config = ctx.config
-    torch.manual_seed(config.seed + 3)
+    seed = config.stage_seed("stage3")
+    torch.manual_seed(seed + 3)
     if from_stage2:
         bank = BasisBank.from_state_dicts(ctx.model_config, bases)
         epochs = config.stage3_epochs
@@ -285,7 +286,7 @@ def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: n
     if mixer is not None and config.stage3_mixer_init == "router":
         members = read_shards(run_dir, config.num_bases)
         kl = fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(members.shape[1])), rng),
-                           lambda task: shard_router_alpha(members, task), seed=config.seed)
+                           lambda task: shard_router_alpha(members, task), seed=seed)
         ctx.log.write(stage=stage_dir.name, event="mixer_fitted_to_router", kl=round(kl, 4))
     gates = None
     if config.gate_penalty > 0 and from_stage2:

@@ -222,7 +222,7 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
     if gates is not None:
         groups.append({"params": [gates.scores], "lr": cfg.gate_lr, "weight_decay": 0.0})
     optimizer = ctx.sgd(groups)
-    generator = torch.Generator().manual_seed(cfg.seed)
+    generator = torch.Generator().manual_seed(cfg.stage_seed("stage3"))
     steps_per_epoch = max(1, len(ctx.data.train) // cfg.batch_size)
     total_steps = max(1, round(epochs * steps_per_epoch))   # as run_epochs counts them
 
