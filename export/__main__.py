@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     pack.add_argument("--variant", default="taper", help="stage-3 variant to pack (default: taper)")
     pack.add_argument("--mode", default="fp32", help="how the bases are stored: fp32 (default), or options joined "
                       "by '+': fp16, delta, int8, lowrank:R, drop:T (see export/compress.py)")
+    pack.add_argument("--no-collections", dest="collections", action="store_false",
+                      help="leave out the everyday collections (export/everyday_collections.json): "
+                      "WordNet concepts only")
     gold = sub.add_parser("golden", help="write golden vectors for the Java mirror (android_demo/core)")
     gold.add_argument("bundle", type=Path)
     gold.add_argument("--out", type=Path, required=True)
@@ -43,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             from .bundle import bundle_run
             from .compress import Mode
 
-            path = bundle_run(args.run_dir, args.out, args.variant, Mode.parse(args.mode))
+            path = bundle_run(args.run_dir, args.out, args.variant, Mode.parse(args.mode), args.collections)
             print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
         elif args.command == "golden":
             from .golden import CASES, write_golden

@@ -1,0 +1,56 @@
+"""Everyday collections: kinds of things as people name them, stored in a bundle as concepts.
+
+WordNet's hypernyms (the bundle's other concepts, `ClassHierarchy.concepts`) are not the kinds users
+type: no synset holds "farm animals" or "sea creatures", and "farm animals" was nearest WordNet's
+"domestic animal" (the dogs and cats). `everyday_collections.json` lists such kinds by hand, each with
+its names and the Tiny ImageNet classes (WordNet ids) it holds. Every name becomes one concept of its
+own (the resolver embeds a concept by its first name only), with all of the collection's names, so the
+SDK's concept rules (`sdk/tasks.py`, rules 3 and 5) apply to them unchanged: no format change, and the
+Java mirror reads them as it reads any concept. A collection holding fewer than two of a bundle's
+classes is left out of that bundle.
+
+    >>> collection_concepts(["n02395406", "n02403003", "n01855672"])[0]
+    {'id': 'collection/farm animals', 'names': ['farm animals', 'livestock', 'barnyard animals'], 'members': [0, 1, 2]}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+COLLECTIONS_FILE = Path(__file__).with_suffix(".json")
+ID_PREFIX = "collection/"
+WNID = re.compile(r"n\d{8}")
+
+
+def read_collections(path: Path = COLLECTIONS_FILE) -> list[dict]:
+    """The collections of `path`, checked: each has 1+ names and 2+ WordNet ids; no name is used twice."""
+    collections = json.loads(path.read_text())["collections"]
+    seen: set[str] = set()
+    for i, collection in enumerate(collections):
+        names, members = collection["names"], collection["members"]
+        if not names or not all(isinstance(n, str) and n == n.strip().lower() and n for n in names):
+            raise ValueError(f"{path}: collection {i}: names must be non-empty lower-case strings")
+        if len(members) < 2 or not all(WNID.fullmatch(w) for w in members):
+            raise ValueError(f"{path}: collection {i} ({names[0]!r}): members must be 2+ WordNet ids")
+        if seen & set(names):
+            raise ValueError(f"{path}: names {sorted(seen & set(names))} are used by two collections")
+        seen.update(names)
+    return collections
+
+
+def collection_concepts(class_ids: Sequence[str], path: Path = COLLECTIONS_FILE) -> list[dict]:
+    """One concept per name of every collection holding 2+ of `class_ids`: `{"id", "names", "members"}`
+    with this name first and the members as sorted class indices (the format of classes.json)."""
+    index = {w: i for i, w in enumerate(class_ids)}
+    concepts = []
+    for collection in read_collections(path):
+        members = sorted(index[w] for w in collection["members"] if w in index)
+        if len(members) < 2:
+            continue
+        for name in collection["names"]:
+            others = [n for n in collection["names"] if n != name]
+            concepts.append({"id": ID_PREFIX + name, "names": [name, *others], "members": members})
+    return concepts

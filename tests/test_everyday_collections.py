@@ -1,0 +1,88 @@
+"""Everyday collections (export/everyday_collections.py): hand-written kinds of things stored as concepts,
+so that "farm animals" finds the hog, the ox and the goose, which no WordNet hypernym holds together."""
+
+import json
+
+import pytest
+
+from export.everyday_collections import ID_PREFIX, collection_concepts, read_collections
+from sdk.bundle import ClassInfo, Concept
+from sdk.tasks import TaskOptions, TaskResolver
+
+FARM = {"n02395406": "hog", "n02403003": "ox", "n01855672": "goose"}
+SEA = {"n01910747": "jellyfish", "n01983481": "American lobster", "n02074367": "dugong"}
+OTHERS = {"n02085620": "Chihuahua", "n04285008": "sports car", "n07747607": "orange", "n02129165": "lion",
+          "n04133789": "sandal", "n03100240": "convertible"}
+
+
+def write(tmp_path, collections) -> object:
+    path = tmp_path / "collections.json"
+    path.write_text(json.dumps({"collections": collections}))
+    return path
+
+
+def test_shipped_collections_are_well_formed():
+    collections = read_collections()
+    assert len(collections) >= 30
+    for c in collections:
+        assert len(set(c["members"])) == len(c["members"]) >= 2
+    names = [n for c in collections for n in c["names"]]
+    assert len(names) == len(set(names))
+
+
+def test_one_concept_per_name_with_the_members_the_bundle_has(tmp_path):
+    path = write(tmp_path, [{"names": ["farm animals", "livestock"], "members": {**FARM, "n09999999": "absent"}},
+                            {"names": ["sea animals"], "members": {"n01910747": "jellyfish", "n09999998": "absent"}}])
+    ids = list(OTHERS) + list(FARM) + ["n01910747"]
+    concepts = collection_concepts(ids, path)
+    farm = sorted(ids.index(w) for w in FARM)
+    assert concepts == [  # the sea collection holds one of these classes only: left out
+        {"id": ID_PREFIX + "farm animals", "names": ["farm animals", "livestock"], "members": farm},
+        {"id": ID_PREFIX + "livestock", "names": ["livestock", "farm animals"], "members": farm}]
+
+
+@pytest.mark.parametrize("collections, problem", [
+    ([{"names": ["a b"], "members": {"n02395406": "", "n02403003": ""}},
+      {"names": ["c", "a b"], "members": {"n02395406": "", "n02403003": ""}}], "used by two collections"),
+    ([{"names": ["pets"], "members": {"n02395406": "", "dog": ""}}], "WordNet ids"),
+    ([{"names": ["pets"], "members": {"n02395406": ""}}], "WordNet ids"),
+    ([{"names": ["Pets"], "members": {"n02395406": "", "n02403003": ""}}], "lower-case"),
+    ([{"names": [], "members": {"n02395406": "", "n02403003": ""}}], "lower-case"),
+])
+def test_a_malformed_collections_file_is_refused(tmp_path, collections, problem):
+    with pytest.raises(ValueError, match=problem):
+        read_collections(write(tmp_path, collections))
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    from export.text_encoder import cached_text_encoder
+    from sdk.text_encoder import PROMPTS, TextEncoder
+
+    enc = TextEncoder.from_dir(cached_text_encoder())
+    return enc, PROMPTS
+
+
+def test_collections_resolve_by_name_and_by_meaning(encoder):
+    """With the shipped collections and the real text encoder: a collection's names select it (rule 3), a
+    paraphrase nearer it than any class takes it (rule 5), and without collections neither happens."""
+    enc, prompts = encoder
+    table = {**OTHERS, **FARM, **SEA}
+    ids = list(table)
+    classes = [ClassInfo(w, name, ["entity", name]) for w, name in table.items()]
+    rows = collection_concepts(ids)
+    concepts = [Concept(r["id"], r["names"], r["members"]) for r in rows]
+    with_collections = TaskResolver(classes, enc.embed_class_names(list(table.values()), prompts), {},
+                                    lambda text: enc.embed_class_names([text], prompts[:1])[0], concepts,
+                                    enc.embed_class_names([r["names"][0] for r in rows], prompts))
+    without = TaskResolver(classes, with_collections.embeddings, {}, with_collections.embed_phrase)
+    farm, sea = {ids.index(w) for w in FARM}, {ids.index(w) for w in SEA}
+
+    def chosen(resolver, text):
+        return set(resolver.resolve(text, TaskOptions(min_classes=1)).classes.tolist())
+
+    assert chosen(with_collections, "livestock") == chosen(with_collections, "farm animals") == farm
+    assert chosen(with_collections, "animals on a farm") == farm
+    assert chosen(with_collections, "creatures of the ocean") == sea
+    assert chosen(without, "animals on a farm") != farm and chosen(without, "creatures of the ocean") != sea
+    assert ids.index("n04285008") in chosen(with_collections, "sports car")  # a class name stays a class
