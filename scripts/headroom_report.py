@@ -23,10 +23,21 @@ def stage2_recipe(config: dict) -> str:
     shards = f"shards of {config['stage2_shard_size']}" if config.get("stage2_shard_size") else "partition shards"
     return (f"Q={config['num_bases']}, {shards}, {config['stage2_epochs']:g} epochs, lr {config['stage2_lr']:g}, "
             f"general {config['stage2_general_fraction']:g}, distill {config.get('stage2_distill', 0):g}, "
-            f"mixer init {config.get('stage3_mixer_init', 'uniform')}")
+            f"mixer init {config.get('stage3_mixer_init', 'uniform')}"
+            + (f", stage-3 seed {config['stage3_seed']}" if config.get("stage3_seed") is not None else ""))
 
 
-def markdown(bases: dict[str, dict], oracle: dict | None) -> str:
+def seed_spread(bases: dict[str, dict], names: list[str]) -> dict:
+    """TAPER of runs that differ only in their stage-3 seed: each, the mean and the sample std."""
+    import statistics
+
+    taper = [bases[n]["accuracy"]["taper"] for n in names]
+    margin = [bases[n]["accuracy"]["taper"] - bases[n]["accuracy"]["reference"] for n in names]
+    return {"runs": names, "taper": taper, "taper_minus_cs": [round(m, 2) for m in margin],
+            "mean": round(statistics.mean(taper), 2), "stage3_seed_std": round(statistics.stdev(taper), 2)}
+
+
+def markdown(bases: dict[str, dict], oracle: dict | None, spread: dict | None = None) -> str:
     lines = ["# Headroom and specialists (issue 12)", "",
              "Neighbourhood (paper-protocol) tasks, k=20, classifier selection everywhere; accuracy in %. "
              "Reference = classifier selection with the baseline network, or with the stage-1 network when the "
@@ -46,6 +57,12 @@ def markdown(bases: dict[str, dict], oracle: dict | None) -> str:
     for name, r in bases.items():
         margins = ", ".join("-" if m is None else f"{m:+.2f}" for m in r["specialist_margin_per_basis"])
         lines.append(f"- {name}: {margins}")
+    if spread:
+        lines += ["", "## Stage-3 training seeds", "",
+                  f"Runs that differ only in `stage3_seed` ({', '.join(spread['runs'])}): TAPER "
+                  f"{', '.join(f'{t:.2f}' for t in spread['taper'])} (TAPER - CS "
+                  f"{', '.join(f'{m:+.2f}' for m in spread['taper_minus_cs'])}); mean {spread['mean']:.2f}, "
+                  f"sample std {spread['stage3_seed_std']:.2f} points."]
     if oracle:
         g = oracle["gain"]
         lines += ["", "## Per-task fine-tuning oracle", "",
@@ -68,6 +85,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bases", nargs="+", default=[], metavar="NAME=PATH")
     parser.add_argument("--oracle", type=Path, default=None)
+    parser.add_argument("--seed-runs", nargs="+", default=[], metavar="NAME",
+                        help="names (of --bases) of runs that differ only in stage3_seed: their spread")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     bases = {}
@@ -75,9 +94,11 @@ def main() -> None:
         name, _, path = item.partition("=")
         bases[name] = json.loads(Path(path).read_text())
     oracle = json.loads(args.oracle.read_text()) if args.oracle else None
+    spread = seed_spread(bases, args.seed_runs) if len(args.seed_runs) >= 2 else None
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"bases": bases, "oracle": oracle}, indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(bases, oracle))
+    args.out.with_suffix(".json").write_text(json.dumps({"bases": bases, "oracle": oracle, "stage3_seeds": spread},
+                                                        indent=1) + "\n")
+    args.out.with_suffix(".md").write_text(markdown(bases, oracle, spread))
     print(f"wrote {args.out.with_suffix('.md')}")
 
 
