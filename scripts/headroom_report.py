@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 COLUMNS = [("reference", "CS (reference)"), ("shard_basis", "majority-shard basis"),
@@ -29,8 +30,6 @@ def stage2_recipe(config: dict) -> str:
 
 def seed_spread(bases: dict[str, dict], names: list[str]) -> dict:
     """TAPER of runs that differ only in their stage-3 seed: each, the mean and the sample std."""
-    import statistics
-
     taper = [bases[n]["accuracy"]["taper"] for n in names]
     margin = [bases[n]["accuracy"]["taper"] - bases[n]["accuracy"]["reference"] for n in names]
     return {"runs": names, "taper": taper, "taper_minus_cs": [round(m, 2) for m in margin],

@@ -100,7 +100,7 @@ class TrainConfig:
         check_tasks_per_batch(self.tasks_per_batch, self.batch_size)
 
     def stage_seed(self, stage: str) -> int:
-        """The seed of `stage` ("stage1", "stage2_basis3", "stage3_bow", ...)."""
+        """The seed of `stage` (the stage names of trainer.loop: "stage1", "stage2.basis3", "stage3_bow", ...)."""
         if stage.startswith("stage3") and self.stage3_seed is not None:
             return self.stage3_seed
         return self.seed
