@@ -96,7 +96,7 @@ public final class MainActivity extends Activity {
                 closeAll();
                 if (!partial.renameTo(target)) throw new IOException("could not move the bundle into app storage");
                 long start = System.nanoTime();
-                personalizer = Personalizer.load(target.getPath(), new OnnxEngine(Math.max(1, Runtime.getRuntime().availableProcessors() / 2)));
+                personalizer = Personalizer.load(target.getPath(), new OnnxEngine(engineThreads()));
                 String text = String.format(Locale.ROOT, "%d classes, loaded and checked in %.0f ms",
                         personalizer.classes().size(), (System.nanoTime() - start) / 1e6);
                 main.post(() -> { bundleStatus.setText(text); personalize.setEnabled(true); pickProgram.setEnabled(true); });
@@ -113,6 +113,11 @@ public final class MainActivity extends Activity {
                 });
             }
         });
+    }
+
+    /** Threads for either engine's backbone: half the cores, so the UI thread and the system keep some. */
+    private static int engineThreads() {
+        return Math.max(1, Runtime.getRuntime().availableProcessors() / 2);
     }
 
     /** The picked file, copied to {@code partial} in app storage (the caller renames it into place). */
@@ -137,8 +142,7 @@ public final class MainActivity extends Activity {
                 if (!partial.renameTo(target)) throw new IOException("could not move the program into app storage");
                 org.taper.sdk.Bundle bundle = personalizer.bundle();
                 closeAll();
-                int threads = Math.max(1, Runtime.getRuntime().availableProcessors() / 2);
-                personalizer = new Personalizer(bundle, new ExecuTorchEngine(program, getFilesDir(), threads));
+                personalizer = new Personalizer(bundle, new ExecuTorchEngine(program, getFilesDir(), engineThreads()));
                 main.post(() -> {
                     bundleStatus.setText("ExecuTorch (XNNPACK) runs the backbone from now on: personalize again");
                     pickPhoto.setEnabled(false);
