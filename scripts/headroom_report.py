@@ -29,10 +29,13 @@ def stage2_recipe(config: dict) -> str:
 
 
 def seed_spread(bases: dict[str, dict], names: list[str]) -> dict:
-    """TAPER of runs that differ only in their stage-3 seed: each, the mean and the sample std."""
-    taper = [bases[n]["accuracy"]["taper"] for n in names]
-    margin = [bases[n]["accuracy"]["taper"] - bases[n]["accuracy"]["reference"] for n in names]
-    return {"runs": names, "taper": taper, "taper_minus_cs": [round(m, 2) for m in margin],
+    """TAPER of runs that differ only in their stage-3 seed: each, the mean and the sample std, and the two
+    target margins (over CS, and over the uniform average of the run's own stage-3 bases)."""
+    acc = [bases[n]["accuracy"] for n in names]
+    taper = [a["taper"] for a in acc]
+    return {"runs": names, "task_seeds": bases[names[0]].get("seeds", bases[names[0]]["config"]["eval_seeds"]),
+            "taper": taper, "taper_minus_cs": [round(a["taper"] - a["reference"], 2) for a in acc],
+            "taper_minus_uniform": [round(a["taper"] - a["stage3_uniform_average"], 2) for a in acc],
             "mean": round(statistics.mean(taper), 2), "stage3_seed_std": round(statistics.stdev(taper), 2)}
 
 
@@ -60,8 +63,10 @@ def markdown(bases: dict[str, dict], oracle: dict | None, spread: dict | None = 
         lines += ["", "## Stage-3 training seeds", "",
                   f"Runs that differ only in `stage3_seed` ({', '.join(spread['runs'])}): TAPER "
                   f"{', '.join(f'{t:.2f}' for t in spread['taper'])} (TAPER - CS "
-                  f"{', '.join(f'{m:+.2f}' for m in spread['taper_minus_cs'])}); mean {spread['mean']:.2f}, "
-                  f"sample std {spread['stage3_seed_std']:.2f} points."]
+                  f"{', '.join(f'{m:+.2f}' for m in spread['taper_minus_cs'])}; TAPER - stage-3 uniform "
+                  f"{', '.join(f'{m:+.2f}' for m in spread['taper_minus_uniform'])}) on task seeds "
+                  f"{spread['task_seeds']}; mean {spread['mean']:.2f}, sample std {spread['stage3_seed_std']:.2f} "
+                  "points."]
     if oracle:
         g = oracle["gain"]
         lines += ["", "## Per-task fine-tuning oracle", "",

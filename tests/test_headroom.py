@@ -203,3 +203,22 @@ def test_expanded_shards_keep_their_own_classes_and_hold_whole_neighbourhood_tas
                                                                                 tasks)["majority_share"]
     with pytest.raises(ValueError):
         expand_shards(distances, shard_of, size=0)
+
+
+def test_seed_spread_reports_both_target_margins():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "headroom_report", Path(__file__).resolve().parents[1] / "scripts" / "headroom_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+
+    def run(taper, uniform):
+        return {"accuracy": {"taper": taper, "reference": 56.0, "stage3_uniform_average": uniform},
+                "seeds": [0, 1, 2], "config": {"eval_seeds": [0]}}
+
+    spread = report.seed_spread({"a": run(57.5, 57.0), "b": run(58.5, 57.0)}, ["a", "b"])
+    assert spread["task_seeds"] == [0, 1, 2]
+    assert spread["taper_minus_cs"] == [1.5, 2.5] and spread["taper_minus_uniform"] == [0.5, 1.5]
+    assert spread["mean"] == 58.0 and spread["stage3_seed_std"] == pytest.approx(0.71)
