@@ -22,7 +22,8 @@ COLUMNS = [("reference", "CS (reference)"), ("shard_basis", "majority-shard basi
 
 def stage2_recipe(config: dict) -> str:
     shards = f"shards of {config['stage2_shard_size']}" if config.get("stage2_shard_size") else "partition shards"
-    return (f"Q={config['num_bases']}, {shards}, {config['stage2_epochs']:g} epochs, lr {config['stage2_lr']:g}, "
+    return (f"stage 1 {config['stage1_epochs']:g} epochs; Q={config['num_bases']}, {shards}, "
+            f"{config['stage2_epochs']:g} epochs, lr {config['stage2_lr']:g}, "
             f"general {config['stage2_general_fraction']:g}, distill {config.get('stage2_distill', 0):g}, "
             f"mixer init {config.get('stage3_mixer_init', 'uniform')}"
             + (f", stage-3 seed {config['stage3_seed']}" if config.get("stage3_seed") is not None else ""))
@@ -41,7 +42,8 @@ def seed_spread(bases: dict[str, dict], names: list[str]) -> dict:
 
 def markdown(bases: dict[str, dict], oracle: dict | None, spread: dict | None = None) -> str:
     lines = ["# Headroom and specialists (issue 12)", "",
-             "Neighbourhood (paper-protocol) tasks, k=20, classifier selection everywhere; accuracy in %. "
+             "Neighbourhood (paper-protocol) tasks unless the seeds cell says super-category, k=20, classifier "
+             "selection everywhere; accuracy in %. "
              "Reference = classifier selection with the baseline network, or with the stage-1 network when the "
              "run has no baseline. Specialist margin = mean over bases of (own-shard tasks' accuracy minus the "
              "reference's on them).", ""]
@@ -52,7 +54,9 @@ def markdown(bases: dict[str, dict], oracle: dict | None, spread: dict | None = 
         acc = r["accuracy"]
         cells = [f"{acc[k]:.2f}" if k in acc else "-" for k, _ in COLUMNS]
         align = r["task_shard_alignment"]
-        lines.append(f"| {name} | {stage2_recipe(r['config'])} | {r.get('seeds', r['config']['eval_seeds'])} | "
+        seeds = f"{r.get('seeds', r['config']['eval_seeds'])}" + (
+            " super-category" if r.get("task_mode") == "supercategory" else "")
+        lines.append(f"| {name} | {stage2_recipe(r['config'])} | {seeds} | "
                      + " | ".join(cells) + f" | {r['specialist_margin']:+.2f} | "
                      f"{align['shards_touched']:.2f} (majority {align['majority_share']:.2f}) |")
     lines += ["", "Per-basis specialist margins (points; '-' = the basis is the majority shard of no task):", ""]

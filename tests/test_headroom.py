@@ -86,6 +86,19 @@ def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path):
     after = evaluate_bases(out, progress=False)["accuracy"]
     assert {"taper", "stage3_uniform_average", "stage3_shard_router"} <= set(after)
     assert after["best_single_basis"] == acc["best_single_basis"]  # stage 2 untouched by the resume
+    # The same diagnostics on super-category tasks (the full report needs a baseline for them).
+    from trainer.config import TrainConfig
+    from trainer.data import DataError, TaskSampler
+    from trainer.run import make_context
+
+    hierarchy = make_context(out, TrainConfig.load(out / "config.json"), False).data.hierarchy
+    pairs = zip(TaskSampler(hierarchy, k=20).evaluation_tasks(0),
+                TaskSampler(hierarchy, k=20, mode="supercategory").evaluation_tasks(0), strict=True)
+    assert not all(np.array_equal(a, b) for a, b in pairs)  # the two protocols are different task sets
+    superc = evaluate_bases(out, progress=False, task_mode="supercategory")
+    assert superc["task_mode"] == "supercategory" and {"taper", "reference"} <= set(superc["accuracy"])
+    with pytest.raises(DataError, match="task_mode"):
+        evaluate_bases(out, progress=False, task_mode="mixed")
 
 
 def _stage2_basis(tiny_run, tmp_path, name: str, **overrides):
@@ -217,6 +230,14 @@ def test_seed_spread_reports_both_target_margins():
     def run(taper, uniform):
         return {"accuracy": {"taper": taper, "reference": 56.0, "stage3_uniform_average": uniform},
                 "seeds": [0, 1, 2], "config": {"eval_seeds": [0]}}
+
+    row = run(57.5, 57.0) | {"task_mode": "supercategory", "specialist_margin": 1.0,
+                             "specialist_margin_per_basis": [1.0, None], "task_shard_alignment": {
+                                 "shards_touched": 9.0, "majority_share": 0.9}}
+    row["config"] |= {"stage1_epochs": 40, "num_bases": 2, "stage2_shard_size": 60, "stage2_epochs": 5,
+                      "stage2_lr": 0.03, "stage2_general_fraction": 0.0}
+    table_row = next(line for line in report.markdown({"bench": row}, None).splitlines() if line.startswith("| bench"))
+    assert "stage 1 40 epochs; Q=2, shards of 60" in table_row and "[0, 1, 2] super-category" in table_row
 
     spread = report.seed_spread({"a": run(57.5, 57.0), "b": run(58.5, 57.0)}, ["a", "b"])
     assert spread["task_seeds"] == [0, 1, 2]

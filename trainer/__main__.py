@@ -5,6 +5,7 @@
     python -m trainer eval runs/bench
     python -m trainer run --preset bench --out runs/s2 --reuse-from runs/bench --set stage2_epochs=10 --until stage2
     python -m trainer bases runs/s2 --out docs/results/stage2_s2.json     # are the bases specialists?
+    python -m trainer bases runs/s2 --tasks supercategory                 # ... on super-category tasks
     python -m trainer oracle runs/bench --tasks 20 --out docs/results/finetune_oracle.json
     python -m trainer cache --data ../shared/data/tiny-imagenet-200.tar.gz
     python -m trainer throughput --width 0.5 0.25 --size 64
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     bases.add_argument("run_dir", type=Path)
     bases.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     bases.add_argument("--seeds", type=int, nargs="+", default=None, help="task seeds (default: the run's)")
+    bases.add_argument("--tasks", choices=("neighbourhood", "supercategory"), default="neighbourhood",
+                       help="task protocol (default: neighbourhood, the paper's)")
     oracle = sub.add_parser("oracle", help="per-task fine-tuning oracle vs classifier selection (issue 12)")
     oracle.add_argument("run_dir", type=Path)
     oracle.add_argument("--tasks", type=int, default=20, help="tasks, anchored at classes spread over the hierarchy")
@@ -86,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "bases":
                 from .report import evaluate_bases
 
-                result = evaluate_bases(args.run_dir, seeds=args.seeds)
+                result = evaluate_bases(args.run_dir, seeds=args.seeds, task_mode=args.tasks)
             else:
                 from .finetune_oracle import evaluate_oracle
 

@@ -197,11 +197,14 @@ def _per_basis_mean(margins: list[list[float | None]]) -> list[float | None]:
     return out
 
 
-def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None = None) -> dict:
+def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None = None,
+                   task_mode: str = "neighbourhood") -> dict:
     """Stage-2 diagnostics of a run that needs neither stage 3 nor the baseline (issue 12's part 2):
     each basis's specialist margin, the best single basis, and the uniform average and shard router
     of the stage-2 bases, against classifier selection with the baseline (or, without one, with the
-    stage-1 network: the bench measured them 0.08 apart), on the neighbourhood tasks of every seed.
+    stage-1 network: the bench measured them 0.08 apart), on the tasks of every seed: neighbourhood
+    tasks (the paper protocol) or, with `task_mode="supercategory"`, super-category tasks (the issue's
+    "not below classifier selection" check, which the full report needs a baseline for).
     With a finished stage 3 also TAPER and the uniform average and shard router of its bases."""
     config = TrainConfig.load(run_dir / "config.json")
     ctx = make_context(run_dir, config, progress)
@@ -212,7 +215,11 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
     members = read_shards(run_dir, config.num_bases)
     bank = BasisBank.from_state_dicts(ctx.model_config, bases)
     uniform = torch.full((NUM_BLOCKS, config.num_bases), 1.0 / config.num_bases)
-    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
+    if task_mode not in ("neighbourhood", "supercategory"):
+        raise DataError(f"task_mode must be 'neighbourhood' or 'supercategory', got {task_mode!r}")
+    if task_mode == "supercategory" and not ctx.data.hierarchy.supercategories:
+        raise DataError(f"{run_dir}: its data set has no super-categories")
+    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k, mode=task_mode)
     start = time.perf_counter()
     reference_logits = evaluator.logits(reference.state_dict())
     basis_logits = [evaluator.logits(b) for b in bases]
@@ -255,6 +262,7 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
         "specialist_margin_per_basis": [_rounded(m) for m in per_basis],
         "task_shard_alignment": {k: round(float(np.mean([a[k] for a in alignment])), 3) for k in alignment[0]},
         "seeds": seeds,
+        "task_mode": task_mode,
         "eval_time_s": round(time.perf_counter() - start, 1),
         "config": config.to_dict(),
     }
