@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     oracle = sub.add_parser("oracle", help="per-task fine-tuning oracle vs classifier selection (issue 12)")
     oracle.add_argument("run_dir", type=Path)
     oracle.add_argument("--tasks", type=int, default=20, help="tasks, anchored at classes spread over the hierarchy")
+    oracle.add_argument("--lr", type=float, nargs="+", default=None,
+                        help="learning rates of the grid (default: trainer.finetune_oracle.LEARNING_RATES)")
     oracle.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     evaluate = sub.add_parser("eval", help="evaluate a finished run; writes <run>/eval.json")
     evaluate.add_argument("run_dir", type=Path)
@@ -91,9 +93,9 @@ def main(argv: list[str] | None = None) -> int:
 
                 result = evaluate_bases(args.run_dir, seeds=args.seeds, task_mode=args.tasks)
             else:
-                from .finetune_oracle import evaluate_oracle
+                from .finetune_oracle import LEARNING_RATES, evaluate_oracle
 
-                result = evaluate_oracle(args.run_dir, args.tasks)
+                result = evaluate_oracle(args.run_dir, args.tasks, learning_rates=args.lr or LEARNING_RATES)
                 args.out = args.out or args.run_dir / "oracle.json"  # the bench report picks it up there
             result["command"] = " ".join(["python -m trainer", *(argv or sys.argv[1:])])
             result["run_command"] = _run_command(args.run_dir)
