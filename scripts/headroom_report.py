@@ -1,7 +1,7 @@
 """Collect `python -m trainer bases` and `python -m trainer oracle` results into one report (issue 12).
 
     python scripts/headroom_report.py --bases name=path.json [name=path.json ...] \
-        --oracle oracle.json --out docs/results/headroom
+        --oracle [name=]oracle.json [...] --out docs/results/headroom
 
 Writes <out>.json (the inputs, unchanged, under their names) and <out>.md (one table row per run).
 Each figure comes from the named JSON file; this script computes nothing but differences.
@@ -40,7 +40,7 @@ def seed_spread(bases: dict[str, dict], names: list[str]) -> dict:
             "mean": round(statistics.mean(taper), 2), "stage3_seed_std": round(statistics.stdev(taper), 2)}
 
 
-def markdown(bases: dict[str, dict], oracle: dict | None, spread: dict | None = None) -> str:
+def markdown(bases: dict[str, dict], oracles: dict[str, dict] | None, spread: dict | None = None) -> str:
     lines = ["# Headroom and specialists (issue 12)", "",
              "Neighbourhood (paper-protocol) tasks unless the seeds cell says super-category, k=20, classifier "
              "selection everywhere; accuracy in %. "
@@ -71,16 +71,21 @@ def markdown(bases: dict[str, dict], oracle: dict | None, spread: dict | None = 
                   f"{', '.join(f'{m:+.2f}' for m in spread['taper_minus_uniform'])}) on task seeds "
                   f"{spread['task_seeds']}; mean {spread['mean']:.2f}, sample std {spread['stage3_seed_std']:.2f} "
                   "points."]
-    if oracle:
+    for name, oracle in (oracles or {}).items():
         g = oracle["gain"]
-        lines += ["", "## Per-task fine-tuning oracle", "",
+        lines += ["", f"## Per-task fine-tuning oracle: {name}", "", f"Stage 1: `{oracle['run_command']}`.", "",
                   f"{len(oracle['tasks'])} tasks (seed-0 tasks anchored at classes spread over the hierarchy); "
                   f"learning rate from {oracle['grid']['learning_rates']} and 1-{oracle['grid']['max_epochs']} "
                   f"epochs chosen on a held-out {oracle['grid']['selection_share']:.0%} of the task's training "
-                  f"images. Reference: {oracle['reference']}. Time {oracle['time_s'] / 60:.1f} min.", "",
+                  f"images. Reference: {oracle['reference']}. Time {oracle['time_s'] / 60:.1f} min."
+                  + (" Choices at the grid's edge: {lowest_lr} at the lowest lr, {highest_lr} at the highest, "
+                     "{last_epoch} at the last epoch.".format(**oracle["grid_edges"]) if "grid_edges" in oracle
+                     else ""), "",
                   f"Fine-tuned {oracle['per_task_finetune']:.2f} vs classifier selection "
                   f"{oracle['per_task_finetune_cs']:.2f}: gain {g['mean']:+.2f} (std {g['std']:.2f}, "
-                  f"min {g['min']:+.2f}, max {g['max']:+.2f}).", "",
+                  f"min {g['min']:+.2f}, max {g['max']:+.2f})."
+                  + (f" The best snapshot of the grid on val (an upper bound that peeks at val): gain "
+                     f"{oracle['gain_best_on_val']:+.2f}." if "gain_best_on_val" in oracle else ""), "",
                   "| anchor | lr | epochs | fine-tuned | classifier selection | gain |", "|---|---|---|---|---|---|"]
         for t in oracle["tasks"]:
             lines.append(f"| {t['anchor'].split(',')[0]} | {t['lr']:g} | {t['epochs']} | {t['finetuned']:.2f} | "
@@ -92,7 +97,8 @@ def markdown(bases: dict[str, dict], oracle: dict | None, spread: dict | None = 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bases", nargs="+", default=[], metavar="NAME=PATH")
-    parser.add_argument("--oracle", type=Path, default=None)
+    parser.add_argument("--oracle", nargs="+", default=[], metavar="[NAME=]PATH",
+                        help="`trainer oracle` results, one per stage-1 network (a bare PATH is named 'oracle')")
     parser.add_argument("--seed-runs", nargs="+", default=[], metavar="NAME",
                         help="names (of --bases) of runs that differ only in stage3_seed: their spread")
     parser.add_argument("--out", type=Path, required=True)
@@ -101,12 +107,15 @@ def main() -> None:
     for item in args.bases:
         name, _, path = item.partition("=")
         bases[name] = json.loads(Path(path).read_text())
-    oracle = json.loads(args.oracle.read_text()) if args.oracle else None
+    oracles = {}
+    for item in args.oracle:
+        name, _, path = item.partition("=") if "=" in item else ("oracle", "", item)
+        oracles[name] = json.loads(Path(path).read_text())
     spread = seed_spread(bases, args.seed_runs) if len(args.seed_runs) >= 2 else None
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"bases": bases, "oracle": oracle, "stage3_seeds": spread},
+    args.out.with_suffix(".json").write_text(json.dumps({"bases": bases, "oracles": oracles, "stage3_seeds": spread},
                                                         indent=1) + "\n")
-    args.out.with_suffix(".md").write_text(markdown(bases, oracle, spread))
+    args.out.with_suffix(".md").write_text(markdown(bases, oracles, spread))
     print(f"wrote {args.out.with_suffix('.md')}")
 
 

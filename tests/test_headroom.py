@@ -159,6 +159,12 @@ def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_
     assert len(result["tasks"]) == 2 and result["reference"] == "classifier_selection"
     for row in result["tasks"]:
         assert row["lr"] in LEARNING_RATES and 1 <= row["epochs"] <= MAX_EPOCHS
+        assert row["finetuned_best_on_val"] >= row["finetuned"]  # the peek is an upper bound of the choice
+    edges = result["grid_edges"]
+    assert edges["lowest_lr"] == sum(r["lr"] == min(LEARNING_RATES) for r in result["tasks"])
+    assert edges["last_epoch"] == sum(r["epochs"] == MAX_EPOCHS for r in result["tasks"])
+    with pytest.raises(ValueError, match="positive"):
+        evaluate_oracle(tiny_run, num_tasks=1, progress=False, learning_rates=(0.0,))
     gains = [r["finetuned"] - r["classifier_selection"] for r in result["tasks"]]
     assert result["gain"]["mean"] == pytest.approx(float(np.mean(gains)), abs=0.01)
 
@@ -243,3 +249,29 @@ def test_seed_spread_reports_both_target_margins():
     assert spread["task_seeds"] == [0, 1, 2]
     assert spread["taper_minus_cs"] == [1.5, 2.5] and spread["taper_minus_uniform"] == [0.5, 1.5]
     assert spread["mean"] == 58.0 and spread["stage3_seed_std"] == pytest.approx(0.71)
+
+
+def test_headroom_report_names_each_oracle_by_its_stage_one():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "headroom_report", Path(__file__).resolve().parents[1] / "scripts" / "headroom_report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+
+    def oracle(gain, command):
+        task = {"anchor": "king penguin, Aptenodytes", "lr": 0.01, "epochs": 2, "finetuned": 60.0 + gain,
+                "classifier_selection": 60.0}
+        return {"gain": {"mean": gain, "std": 0.0, "min": gain, "max": gain}, "run_command": command,
+                "tasks": [task], "grid": {"learning_rates": [0.01], "max_epochs": 2, "selection_share": 0.1},
+                "reference": "stage1_selection", "time_s": 60.0, "per_task_finetune": 60.0 + gain,
+                "per_task_finetune_cs": 60.0}
+
+    late = oracle(0.25, "run b") | {"gain_best_on_val": 0.9,
+                                    "grid_edges": {"lowest_lr": 1, "highest_lr": 0, "last_epoch": 1}}
+    text = report.markdown({}, {"stage 1 8 epochs": oracle(1.32, "run a"), "stage 1 40 epochs": late})
+    assert "peeks at val): gain +0.90" in text and "1 at the lowest lr, 0 at the highest, 1 at the last" in text
+    assert "## Per-task fine-tuning oracle: stage 1 8 epochs" in text and "gain +1.32" in text
+    assert "## Per-task fine-tuning oracle: stage 1 40 epochs" in text and "gain +0.25" in text
+    assert text.index("run a") < text.index("run b") and "| king penguin | 0.01 | 2 | 60.25 | 60.00 | +0.25 |" in text
