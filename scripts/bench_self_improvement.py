@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32, help="images per unlabelled batch")
     parser.add_argument("--min-count", type=int, default=AdaptRule.min_count)
     parser.add_argument("--pad-to", type=int, default=AdaptRule.pad_to)
+    parser.add_argument("--min-images", type=int, default=AdaptRule.min_images)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("docs/results/self_improvement"))
     args = parser.parse_args()
@@ -61,7 +62,7 @@ def main() -> None:
     sampler = TaskSampler(data.hierarchy, k=config.task_k, mode=config.task_mode)
     every = sampler.evaluation_tasks(args.seed)
     tasks = [every[i] for i in np.linspace(0, len(every) - 1, args.tasks).round().astype(int)]
-    rule = AdaptRule(min_count=args.min_count, pad_to=args.pad_to)
+    rule = AdaptRule(min_count=args.min_count, pad_to=args.pad_to, min_images=args.min_images)
     rng = np.random.default_rng(args.seed)
     streamed = args.batches * args.batch
     curves = {k: [[] for _ in range(args.batches + 1)] for k in ("accuracy", "size", "recall", "precision", "jaccard")}

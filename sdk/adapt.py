@@ -8,7 +8,10 @@ counts add up over the batches seen, and the task becomes the classes predicted 
 - classes predicted at least `min_count` times so far, most frequent first, at most `max_classes`;
 - if fewer than `min_classes` qualify, the most frequent `min_classes` (ties: lower class index);
 - with `pad_to`, a task of fewer classes is filled up to `pad_to` with the classes nearest to its
-  classes by text embedding (the description rule `min_classes`, `sdk.tasks`).
+  classes by text embedding (the description rule `min_classes`, `sdk.tasks`);
+- until `min_images` images have been labelled in all, the model stays generic (the counts still add
+  up): a task chosen from one batch of 32 is mostly wrong, and narrowing to it fell far below the
+  generic model (docs/results/self_improvement.md).
 
 The model is then personalized for that class list (the mixer from its class embeddings, as for a
 description listing them) and the next batch is labelled by the new network.
@@ -34,6 +37,10 @@ from .tasks import TaskOptions
 
 # Most images labelled per adapt() call: bounds the time of one call (the counts keep all batches).
 MAX_ADAPT_IMAGES = 10_000
+# Images labelled before the first task is chosen. Bench (100 tasks, batches of 32, 40-epoch bundle):
+# narrowing after 32 images fell to 16.4 against the generic 41.0, after 64 to 34.4; after 96 it is
+# 43.2 and rises from there (experiments.md, "Self-improvement: when to narrow").
+MIN_IMAGES = 96
 
 
 @dataclass(frozen=True)
@@ -43,11 +50,12 @@ class AdaptRule:
     max_classes: int = 20
     min_classes: int = 2
     pad_to: int = 0          # 0: no padding
+    min_images: int = MIN_IMAGES
 
     def __post_init__(self) -> None:
-        for name in ("min_count", "max_classes", "min_classes", "pad_to"):
+        for name in ("min_count", "max_classes", "min_classes", "pad_to", "min_images"):
             value = getattr(self, name)
-            least = 0 if name == "pad_to" else 1
+            least = 0 if name in ("pad_to", "min_images") else 1
             if type(value) is not int or value < least:
                 raise SdkError(f"{name} must be an integer of at least {least}, got {value!r}")
         if self.min_classes > self.max_classes:
@@ -85,6 +93,12 @@ def adapt(model, images, rule: AdaptRule | None = None):
     counts = np.zeros(len(bundle.classes), np.int64) if model.pseudo_label_counts is None \
         else model.pseudo_label_counts.copy()
     counts += np.bincount(pseudo_labels(model, batch), minlength=len(counts))
+    if counts.sum() < rule.min_images:
+        generic = bundle.generic()
+        generic.pseudo_label_counts = counts
+        generic.resolution = [f"generic: {int(counts.sum())} of the {rule.min_images} images needed before "
+                              "choosing a task"]
+        return generic
     task = rule.task(counts)
     ids = [bundle.bundle.classes[i].id for i in task]
     pad = max(rule.pad_to, rule.min_classes)

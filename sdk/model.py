@@ -51,15 +51,17 @@ class PersonalizedModel:
         return export_model(self, path)
 
     def adapt(self, images, min_count: int = 2, max_classes: int = 20, min_classes: int = 2,
-              pad_to: int = 0) -> PersonalizedModel:
+              pad_to: int = 0, min_images: int | None = None) -> PersonalizedModel:
         """This model re-personalized for the classes `images` (unlabelled, e.g. a camera's recent frames)
-        and the batches adapted to before show most often (TAPER 5.2; the rule is in `sdk.adapt`).
+        and the batches adapted to before show most often (TAPER 5.2; the rule is in `sdk.adapt`). It
+        stays generic until `min_images` (default `sdk.adapt.MIN_IMAGES`, 96) images have been seen.
 
         >>> model = bundle.generic().adapt(batch1).adapt(batch2)    # doctest: +SKIP
         """
-        from .adapt import AdaptRule, adapt
+        from .adapt import MIN_IMAGES, AdaptRule, adapt
 
-        return adapt(self, images, AdaptRule(min_count, max_classes, min_classes, pad_to))
+        rule = AdaptRule(min_count, max_classes, min_classes, pad_to, MIN_IMAGES if min_images is None else min_images)
+        return adapt(self, images, rule)
 
     def logits(self, images) -> np.ndarray:
         """[N, K] logits over the task's classes."""

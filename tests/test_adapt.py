@@ -29,13 +29,13 @@ def test_adapting_finds_the_classes_in_view_and_accumulates_counts(tiny_sdk, tin
     shown = [0, 9, 17]
     rows = np.flatnonzero(np.isin(tiny_data.train.labels, shown))
     images = np.asarray(tiny_data.train.images[rows])
-    first = tiny_sdk.generic().adapt(images[::2])
+    first = tiny_sdk.generic().adapt(images[::2], min_images=0)
     assert first.pseudo_label_counts.sum() == len(images[::2])
-    second = first.adapt(images[1::2])
+    second = first.adapt(images[1::2], min_images=0)
     assert second.pseudo_label_counts.sum() == len(images)
     assert set(shown) <= set(second.class_indices.tolist())  # the tiny model labels its training images well
     assert len(second.classes) <= 20
-    streamed = sdk.personalize(tiny_sdk, stream=[images[::2], images[1::2]])
+    streamed = sdk.personalize(tiny_sdk, stream=[images[::2], images[1::2]], min_images=0)
     assert streamed.classes == second.classes
     np.testing.assert_array_equal(streamed.pseudo_label_counts, second.pseudo_label_counts)
 
@@ -54,3 +54,17 @@ def test_adapt_refuses_what_it_cannot_do(tiny_sdk, tiny_data, monkeypatch):
     monkeypatch.setattr("sdk.adapt.MAX_ADAPT_IMAGES", 5)
     with pytest.raises(SdkError, match="at most 5"):
         tiny_sdk.generic().adapt(images)
+
+
+def test_model_stays_generic_until_enough_images_were_seen(tiny_sdk, tiny_data):
+    images = np.asarray(tiny_data.train.images[np.flatnonzero(np.isin(tiny_data.train.labels, [0, 9, 17]))])
+    half = len(images) // 2
+    first = tiny_sdk.generic().adapt(images[:half], min_images=len(images))
+    assert first.classes == tiny_sdk.classes and first.pseudo_label_counts.sum() == half  # counted, not narrowed
+    assert "generic" in first.resolution[0]
+    second = first.adapt(images[half:], min_images=len(images))
+    assert len(second.classes) < len(tiny_sdk.classes) and second.pseudo_label_counts.sum() == len(images)
+    assert set(AdaptRule().task(second.pseudo_label_counts).tolist()) <= set(second.class_indices.tolist())
+    assert AdaptRule().min_images == 96
+    with pytest.raises(SdkError, match="min_images"):
+        AdaptRule(min_images=-1)
