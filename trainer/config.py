@@ -133,8 +133,10 @@ RECIPE = {"stage3_bn": "frozen", "mixer_lr": 0.1, "stage2_logit_adjust": True, "
 # Issue 12's specialist stage 2: each basis trains on its own 60 nearest classes only, at lr 0.03. On an
 # 8-epoch stage 1 (experiments.md, "Stage-2 learning rate on the overlapping shards") the bases beat the
 # generic network on their own tasks by +0.98 and TAPER - CS rose from +0.61 to +1.37 (seed-0 tasks; +1.31
-# over 3 task seeds). Not in `bench` yet: its 40-epoch stage 1 has not been rerun with it (bench.md is the
-# run-7 recipe).
+# over 3 task seeds). Not in `bench`: on the bench preset's 40-epoch stage 1 the same stage 2 makes bases
+# that are *worse* than the generic network on their own tasks (margin -0.97) and TAPER is +0.14 over CS
+# (experiments.md, "Specialist stage 2 on the bench preset's 40-epoch stage 1"). It stays in `demo`, whose
+# short stage 1 is the under-trained regime where it helped.
 SPECIALIST_STAGE2 = {"stage2_shard_size": 60, "stage2_general_fraction": 0.0, "stage2_lr": 0.03}
 
 PRESETS: dict[str, TrainConfig] = {
