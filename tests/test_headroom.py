@@ -1,6 +1,8 @@
 """Issue 12's measurements (trainer/headroom.py, `python -m trainer bases`) and stage-2 levers."""
 
+import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -224,14 +226,17 @@ def test_expanded_shards_keep_their_own_classes_and_hold_whole_neighbourhood_tas
         expand_shards(distances, shard_of, size=0)
 
 
-def test_seed_spread_reports_both_target_margins():
-    import importlib.util
-    from pathlib import Path
-
+def headroom_report():
+    """scripts/headroom_report.py as a module (scripts/ is not a package)."""
     spec = importlib.util.spec_from_file_location(
         "headroom_report", Path(__file__).resolve().parents[1] / "scripts" / "headroom_report.py")
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
+    return report
+
+
+def test_seed_spread_reports_both_target_margins():
+    report = headroom_report()
 
     def run(taper, uniform):
         return {"accuracy": {"taper": taper, "reference": 56.0, "stage3_uniform_average": uniform},
@@ -252,13 +257,7 @@ def test_seed_spread_reports_both_target_margins():
 
 
 def test_headroom_report_names_each_oracle_by_its_stage_one():
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location(
-        "headroom_report", Path(__file__).resolve().parents[1] / "scripts" / "headroom_report.py")
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
+    report = headroom_report()
 
     def oracle(gain, command):
         task = {"anchor": "king penguin, Aptenodytes", "lr": 0.01, "epochs": 2, "finetuned": 60.0 + gain,
