@@ -167,9 +167,13 @@ def bench_figures(results: Path) -> list[str]:
     except (OSError, KeyError, ValueError, TypeError):
         pass
     try:
-        seeds = json.loads((results / "headroom.json").read_text())["stage3_seeds"]
+        headroom = json.loads((results / "headroom.json").read_text())
+        seeds = headroom["stage3_seeds"]
         gains = ", ".join(f"{g:+.2f}" for g in seeds["taper_minus_cs"])
-        lines.append(f"specialist bases (issue 12; 8-epoch stage 1, task seeds {seeds.get('task_seeds', [0])}; "
+        run = headroom.get("bases", {}).get(seeds.get("runs", [None])[0], {})
+        epochs = run.get("config", {}).get("stage1_epochs")
+        stage1 = f"{epochs:g}-epoch stage 1, " if epochs else ""
+        lines.append(f"specialist bases (issue 12; {stage1}task seeds {seeds.get('task_seeds', [0])}; "
                      f"docs/results/headroom.md): TAPER {seeds['mean']:.2f} over {len(seeds['taper'])} stage-3 "
                      f"seeds, TAPER - classifier selection {gains}")
     except (OSError, KeyError, ValueError, TypeError):

@@ -1,22 +1,14 @@
 """The demo's closing lines: it says plainly when the personalized model lost, and prints the longer runs'
 measured figures (read from docs/results, not typed into the script) beside its own."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _demo():
-    spec = importlib.util.spec_from_file_location("demo_script", ROOT / "scripts" / "demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_losing_demo_says_so_and_shows_the_bench_figures():
-    demo = _demo()
+def test_losing_demo_says_so_and_shows_the_bench_figures(load_script):
+    demo = load_script("demo")
     lines = demo.summary([(50.0, 52.0), (40.0, 45.0), (61.0, 60.0)], 4)
     assert lines[0].startswith("personalized above classifier selection on 1 of 3 descriptions")
     assert "(mean difference -2.0 points)" in lines[0]
@@ -26,14 +18,14 @@ def test_losing_demo_says_so_and_shows_the_bench_figures():
                for line in lines)
 
 
-def test_winning_demo_does_not_print_the_warning():
-    lines = _demo().summary([(60.0, 52.0), (50.0, 45.0), (59.0, 60.0)], 4)
+def test_winning_demo_does_not_print_the_warning(load_script):
+    lines = load_script("demo").summary([(60.0, 52.0), (50.0, 45.0), (59.0, 60.0)], 4)
     assert "2 of 3" in lines[0]
     assert not any("NOT" in line for line in lines)
 
 
-def test_bench_figures_are_read_from_the_results_folder(tmp_path):
-    demo = _demo()
+def test_bench_figures_are_read_from_the_results_folder(tmp_path, load_script):
+    demo = load_script("demo")
     assert demo.bench_figures(tmp_path) == []  # nothing measured there: nothing printed
     headroom = {"stage3_seeds": {"taper": [58.0, 58.2], "taper_minus_cs": [1.3, 1.5], "mean": 58.1}}
     (tmp_path / "headroom.json").write_text(json.dumps(headroom))

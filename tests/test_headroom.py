@@ -1,8 +1,6 @@
 """Issue 12's measurements (trainer/headroom.py, `python -m trainer bases`) and stage-2 levers."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -226,17 +224,8 @@ def test_expanded_shards_keep_their_own_classes_and_hold_whole_neighbourhood_tas
         expand_shards(distances, shard_of, size=0)
 
 
-def headroom_report():
-    """scripts/headroom_report.py as a module (scripts/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "headroom_report", Path(__file__).resolve().parents[1] / "scripts" / "headroom_report.py")
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
-    return report
-
-
-def test_seed_spread_reports_both_target_margins():
-    report = headroom_report()
+def test_seed_spread_reports_both_target_margins(load_script):
+    report = load_script("headroom_report")
 
     def run(taper, uniform):
         return {"accuracy": {"taper": taper, "reference": 56.0, "stage3_uniform_average": uniform},
@@ -258,8 +247,8 @@ def test_seed_spread_reports_both_target_margins():
     assert spread["mean"] == 58.0 and spread["stage3_seed_std"] == pytest.approx(0.71)
 
 
-def test_headroom_report_names_each_oracle_by_its_stage_one():
-    report = headroom_report()
+def test_headroom_report_names_each_oracle_by_its_stage_one(load_script):
+    report = load_script("headroom_report")
 
     def oracle(gain, command):
         task = {"anchor": "king penguin, Aptenodytes", "lr": 0.01, "epochs": 2, "finetuned": 60.0 + gain,

@@ -217,9 +217,10 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
     uniform = torch.full((NUM_BLOCKS, config.num_bases), 1.0 / config.num_bases)
     if task_mode not in ("neighbourhood", "supercategory"):
         raise DataError(f"task_mode must be 'neighbourhood' or 'supercategory', got {task_mode!r}")
-    if task_mode == "supercategory" and not ctx.data.hierarchy.supercategories:
-        raise DataError(f"{run_dir}: its data set has no super-categories")
-    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k, mode=task_mode)
+    try:
+        sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k, mode=task_mode)
+    except ValueError as error:  # e.g. a data set without super-categories
+        raise DataError(f"{run_dir}: {error}") from error
     start = time.perf_counter()
     reference_logits = evaluator.logits(reference.state_dict())
     basis_logits = [evaluator.logits(b) for b in bases]
