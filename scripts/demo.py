@@ -163,7 +163,8 @@ def bench_figures(results: Path) -> list[str]:
         lines.append(f"bench preset ({epochs}-epoch stage 1, 200 tasks x {len(bench['config']['eval_seeds'])} "
                      f"seeds; docs/results/bench.md): TAPER {acc['taper']:.2f}, classifier selection "
                      f"{acc['classifier_selection']:.2f} ({acc['taper'] - acc['classifier_selection']:+.2f}), "
-                     f"uniform average {acc['uniform_average']:.2f}")
+                     f"uniform average {acc['uniform_average']:.2f}"
+                     + (f", stage-3 seed std {bench['stage3_seed_std']:.2f}" if "stage3_seed_std" in bench else ""))
     except (OSError, KeyError, ValueError, TypeError):
         pass
     try:

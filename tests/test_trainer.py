@@ -236,6 +236,31 @@ def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_p
     assert set(copied) == {"classes.safetensors", "stage1", "baseline", "stage2"}
 
 
+def test_eval_reads_stage3_seed_runs_and_refuses_other_runs(tiny_run, tmp_path):
+    from trainer.config import TrainConfig
+    from trainer.data.errors import DataError
+    from trainer.report import evaluate_run
+    from trainer.results import markdown
+    from trainer.run import run
+
+    seed1 = run(tmp_path / "seed1", "tiny", {"stage3_seed": 1}, reuse_from=tiny_run, progress=False)
+    result = evaluate_run(tiny_run, progress=False, seed_runs=[seed1])
+    spread = result["stage3_seeds"]
+    assert spread["stage3_seed"] == [0, 1] and spread["taper"][0] == result["accuracy"]["taper"]
+    assert spread["taper"][1] != spread["taper"][0]  # another stage 3 really was evaluated
+    assert result["stage3_seed_std"] == pytest.approx(abs(spread["taper"][1] - spread["taper"][0]) / 2 ** 0.5, abs=0.01)
+    assert spread["taper_minus_cs"][1] == pytest.approx(spread["taper"][1] - result["accuracy"]["classifier_selection"])
+    assert f"sample std **{result['stage3_seed_std']:.2f}**" in markdown(result, "python -m trainer run", [])
+    other = tmp_path / "lr"  # checked before anything is loaded: a configuration and a stage-3 file suffice
+    (other / "stage3").mkdir(parents=True)
+    (other / "stage3" / "model.safetensors").write_bytes(b"")
+    TrainConfig.load(seed1 / "config.json").with_overrides(stage2_lr=0.02).save(other / "config.json")
+    with pytest.raises(DataError, match="stage2_lr"):
+        evaluate_run(tiny_run, progress=False, seed_runs=[other])
+    with pytest.raises(DataError, match="same stage-3 seed"):
+        evaluate_run(tiny_run, progress=False, seed_runs=[tiny_run])
+
+
 def test_stage3_seed_changes_only_stage3_batches():
     from trainer.config import TrainConfig
     from trainer.loop import epoch_rng

@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     oracle.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     evaluate = sub.add_parser("eval", help="evaluate a finished run; writes <run>/eval.json")
     evaluate.add_argument("run_dir", type=Path)
+    evaluate.add_argument("--seed-runs", type=Path, nargs="+", default=[], metavar="RUN",
+                          help="runs made with --reuse-from RUN_DIR --set stage3_seed=N (for stage3_seed_std)")
     evaluate.add_argument("--report", type=Path, default=None,
                           help="also write <REPORT>.json, <REPORT>.md and SVG plots (e.g. docs/results/bench)")
     report = sub.add_parser("report", help="write docs from an evaluated run's eval.json (no re-evaluation)")
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             from .report import evaluate_run
             from .results import write_report
 
-            result = evaluate_run(args.run_dir)
+            result = evaluate_run(args.run_dir, seed_runs=args.seed_runs)
             print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
             if args.report:
                 for path in write_report(result, args.report, _run_command(args.run_dir)):

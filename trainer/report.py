@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
+import statistics
 import time
 from pathlib import Path
 
@@ -37,8 +38,11 @@ ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "s
              "uniform_average", "shard_router", "fixed_uniform", "taper", "bow", "single_mixer", "taper_no_selection"]
 
 
-def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
+def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: list[Path] = ()) -> dict:
+    """Every method of a finished run on the fixed task sets. `seed_runs`: runs made from this one with
+    `--reuse-from` and only another `stage3_seed`; their TAPER on the same tasks gives `stage3_seed_std`."""
     config = TrainConfig.load(run_dir / "config.json")
+    seed_configs = [_check_seed_run(config, path) for path in seed_runs]
     if not config.baseline:
         raise DataError(f"{run_dir} was trained with baseline=false: the report's baseline rows need it")
     ctx = make_context(run_dir, config, progress)
@@ -89,7 +93,7 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
                     continue
                 with torch.no_grad():
                     alphas = model.alpha(embedder(tasks))
-                sel, plain = evaluator.per_task(lambda i, t, m=model, a=alphas: m.bank.state_dict_for(a[i]), tasks)
+                sel, plain = _mixed_accuracy(evaluator, model, alphas, tasks)
                 add(name, sel)
                 if name == "taper":
                     add("taper_no_selection", plain)
@@ -151,10 +155,61 @@ def evaluate_run(run_dir: Path, progress: bool = True) -> dict:
         result["headroom"] = {"per_task_finetune": o["per_task_finetune"],
                               "per_task_finetune_cs": o["per_task_finetune_cs"], "gain": o["gain"],
                               "tasks": len(o["tasks"]), "reference": o["reference"]}
+    if seed_runs and taper is not None:
+        result["stage3_seeds"] = _seed_spread(ctx, evaluator, embeddings, protocols["neighbourhood"], config,
+                                              float(np.mean(primary["taper"])), seed_runs, seed_configs)
+        result["stage3_seeds"]["taper_minus_cs"] = [round(t - result["accuracy"]["classifier_selection"], 2)
+                                                    for t in result["stage3_seeds"]["taper"]]
+        result["stage3_seed_std"] = result["stage3_seeds"]["stage3_seed_std"]
     if taper is not None:
         result["mixer_examples"] = _mixer_examples(ctx, taper, embeddings, config)
     (run_dir / "eval.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+# Fields a stage-3 seed run may change besides stage3_seed: none of them changes what is trained.
+_SEED_RUN_FREE = {"stage3_seed", "data", "threads", "log_every", "ablations", "naive_epochs"}
+
+
+def _check_seed_run(config: TrainConfig, path: Path) -> TrainConfig:
+    """The configuration of a stage-3 seed run, refused unless it differs from `config` only in its
+    stage-3 seed (and a stage-3 seed run has its own finished stage 3)."""
+    if not (path / "config.json").exists() or not (path / "stage3" / "model.safetensors").exists():
+        raise DataError(f"{path}: not a run with a finished stage 3")
+    other = TrainConfig.load(path / "config.json")
+    mine = config.to_dict()
+    differ = sorted(k for k, v in other.to_dict().items() if k not in _SEED_RUN_FREE and mine[k] != v)
+    if differ:
+        raise DataError(f"{path} is not a stage-3 seed run of this run: it also differs in {differ}")
+    if other.stage_seed("stage3") == config.stage_seed("stage3"):
+        raise DataError(f"{path} has the same stage-3 seed ({config.stage_seed('stage3')}) as this run")
+    return other
+
+
+def _mixed_accuracy(evaluator: Evaluator, model, alphas: torch.Tensor, tasks) -> tuple[float, float]:
+    """(with, without classifier selection) of a stage-3 model with one mixer alpha per task."""
+    return evaluator.per_task(lambda i, t: model.bank.state_dict_for(alphas[i]), tasks)
+
+
+def _seed_spread(ctx, evaluator: Evaluator, embeddings: np.ndarray, sampler: TaskSampler, config: TrainConfig,
+                 taper: float, seed_runs: list[Path], seed_configs: list[TrainConfig]) -> dict:
+    """TAPER (mean over the task seeds) of this run, `taper`, and of runs that differ only in their stage-3
+    seed, on the same tasks; their mean and sample std (the statistic of scripts/headroom_report.py)."""
+    embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
+    values = [taper]
+    for run in seed_runs:
+        model = load_stage3(ctx, run, "taper", embedder.dim)
+        per_seed = []
+        for seed in config.eval_seeds:
+            tasks = sampler.evaluation_tasks(seed)
+            with torch.no_grad():
+                alphas = model.alpha(embedder(tasks))
+            per_seed.append(_mixed_accuracy(evaluator, model, alphas, tasks)[0])
+        values.append(float(np.mean(per_seed)))
+    return {"runs": ["(this run)", *map(str, seed_runs)],
+            "stage3_seed": [c.stage_seed("stage3") for c in (config, *seed_configs)],
+            "taper": [round(v, 2) for v in values], "mean": round(statistics.mean(values), 2),
+            "stage3_seed_std": round(statistics.stdev(values), 2)}
 
 
 def _mixer_examples(ctx, taper, embeddings: np.ndarray, config: TrainConfig, count: int = 6) -> list[dict]:

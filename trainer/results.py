@@ -90,6 +90,12 @@ def markdown(result: dict, command: str, plots: list[str]) -> str:
     if "specialist_margin" in result:
         lines += ["", f"Specialist margin (each stage-2 basis on its own shard's tasks minus classifier selection, "
                       f"mean over bases): {result['specialist_margin']:+.2f}."]
+    if "stage3_seeds" in result:
+        spread = result["stage3_seeds"]
+        lines += ["", f"Stage-3 training seeds {spread['stage3_seed']} (same stages 1 and 2): TAPER "
+                      f"{', '.join(f'{t:.2f}' for t in spread['taper'])} (minus classifier selection: "
+                      f"{', '.join(f'{g:+.2f}' for g in spread['taper_minus_cs'])}); sample std "
+                      f"**{spread['stage3_seed_std']:.2f}**."]
     if "headroom" in result:
         h = result["headroom"]
         lines += ["", f"Per-task fine-tuning oracle ({h['tasks']} tasks): {h['per_task_finetune']:.2f} vs "
