@@ -37,8 +37,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sdk  # noqa: E402
-from sdk.fewshot import Candidate, best, candidate_features, candidates, fixed_candidates, score  # noqa: E402
-from sdk.prototypes import DEFAULT_TEMPERATURE, CosineHead, prototype_rows  # noqa: E402
+from sdk.fewshot import (  # noqa: E402
+    Candidate,
+    best,
+    candidate_features,
+    candidates,
+    fixed_candidates,
+    most_accurate,
+    score,
+)
+from sdk.prototypes import (  # noqa: E402
+    DEFAULT_TEMPERATURE,
+    CosineHead,
+    l2_normalize,
+    leave_one_out_accuracy,
+    prototype_rows,
+)
 from sdk.text_encoder import primary_name  # noqa: E402
 
 
@@ -80,9 +94,61 @@ def select(support: dict[str, np.ndarray], labels: np.ndarray, names: list[str])
     return names[best([score(Candidate(n, None), support[n], labels) for n in names])]
 
 
+def loo_prototype_similarities(features: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+    """[N, K] cosine of each example to each class prototype, its own class's prototype made without it."""
+    unit = l2_normalize(features.astype(np.float64))
+    sums = np.zeros((k, unit.shape[1]))
+    np.add.at(sums, labels, unit)
+    sims = unit @ l2_normalize(sums).T
+    own = sums[labels]  # [N, C]
+    dot = np.einsum("nc,nc->n", unit, own) - 1.0  # u_i . (S_y - u_i), unit rows
+    norm = np.sqrt(np.maximum(np.einsum("nc,nc->n", own, own) - 2 * (dot + 1.0) + 1.0, 1e-12))
+    sims[np.arange(len(labels)), labels] = dot / norm
+    return sims
+
+
+def rank_correlation(a: list[float], b: list[float]) -> float:
+    """Spearman's rho (ties get their average rank); nan when either side is constant."""
+    ra, rb = average_ranks(np.asarray(a, np.float64)), average_ranks(np.asarray(b, np.float64))
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    unique, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    return (np.cumsum(counts) - (counts - 1) / 2.0)[inverse]
+
+
+def proxy_picks(support: dict[str, np.ndarray], labels: np.ndarray, order: list[str]) -> dict[str, str]:
+    """What each proxy picks from the candidates' support features (for the proxy comparison):
+    - sdk: the SDK's rule (`sdk.fewshot.best`: the mixer's candidate unless another gets significantly
+      more examples right by leave-one-out 1-NN; what proxy_selected reports);
+    - most_accurate_1nn: the plain maximum of leave-one-out 1-NN accuracy (ties by margin), the rule
+      before the guard;
+    - loo_prototype: leave-one-out nearest-prototype accuracy (the head the SDK builds), ties by nll;
+    - loo_prototype_nll: mean log-probability of the true class under that leave-one-out cosine head
+      (temperature DEFAULT_TEMPERATURE): a continuous score, not steps of 1/N."""
+    k = int(labels.max()) + 1
+    scored = [score(Candidate(n, None), support[n], labels) for n in order]
+    out = {"sdk": order[best(scored)], "most_accurate_1nn": order[most_accurate(scored)]}
+    soft, hard = {}, {}
+    for name in order:
+        logits = loo_prototype_similarities(support[name], labels, k) * DEFAULT_TEMPERATURE
+        top = logits.max(1, keepdims=True)
+        log_p = logits - top - np.log(np.exp(logits - top).sum(1, keepdims=True))
+        soft[name] = float(log_p[np.arange(len(labels)), labels].mean())
+        hard[name] = float(np.mean(logits.argmax(1) == labels))
+    out["loo_prototype"] = max(order, key=lambda n: (hard[n], soft[n], -order.index(n)))
+    out["loo_prototype_nll"] = max(order, key=lambda n: (soft[n], -order.index(n)))
+    return out
+
+
 def unseen_tasks(features: Features, bundle, data, held: list[str], tasks: int, shots_list: list[int],
-                 seed: int) -> tuple[dict, dict]:
-    """Per shot count, the rows' accuracies over `tasks` tasks; and how often each candidate was picked."""
+                 seed: int) -> tuple[dict, dict, dict]:
+    """Per shot count, the rows' accuracies over `tasks` tasks; how often each candidate was picked; and
+    the proxy comparison (the query accuracy of each proxy's pick, and how the SDK's proxy ranks the
+    candidates against their query accuracy)."""
     class_ids = [data.wnids.index(w) for w in held]
     names = [primary_name(data.names[c]) for c in class_ids]
     train_rows = [np.flatnonzero(data.train.labels == c) for c in class_ids]
@@ -100,9 +166,11 @@ def unseen_tasks(features: Features, bundle, data, held: list[str], tasks: int, 
         print(f"[unseen] features of {c.name}: {time.perf_counter() - t:.1f} s", flush=True)
     feats["stage1"] = (features.of_stage1(train_images), features.of_stage1(val_images))
     rng = np.random.default_rng(seed)
-    results, picks = {}, {}
+    results, picks, comparison = {}, {}, {}
     for shots in shots_list:
         rows: dict[str, list[float]] = {}
+        by_proxy: dict[str, list[float]] = {}
+        correlations: list[float] = []
         for _ in range(tasks):
             pick = np.concatenate([offsets[k] + rng.choice(len(r), shots, replace=False)
                                    for k, r in enumerate(train_rows)])
@@ -113,18 +181,29 @@ def unseen_tasks(features: Features, bundle, data, held: list[str], tasks: int, 
             rows.setdefault("mixer_names_proto", []).append(acc["mixer: class names"])
             rows.setdefault("oracle_selected", []).append(max(acc[n] for n in order))
             if shots >= 2:
-                chosen = select({n: feats[n][0][pick] for n in order}, labels, order)
+                support = {n: feats[n][0][pick] for n in order}
+                chosen = select(support, labels, order)
                 rows.setdefault("proxy_selected", []).append(acc[chosen])
+                by_proxy.setdefault("random_candidate", []).append(float(np.mean([acc[n] for n in order])))
+                for proxy, name in proxy_picks(support, labels, order).items():
+                    by_proxy.setdefault(proxy, []).append(acc[name])
+                correlations.append(rank_correlation([leave_one_out_accuracy(support[n], labels) for n in order],
+                                                     [acc[n] for n in order]))
                 picks.setdefault(f"{shots}shot", {}).setdefault(chosen, 0)
                 picks[f"{shots}shot"][chosen] += 1
         results[f"unseen_{shots}shot"] = {k: interval(v) for k, v in rows.items()}
+        if by_proxy:
+            comparison[f"{shots}shot"] = {"picked_accuracy": {k: interval(v) for k, v in by_proxy.items()},
+                                          "loo_1nn_spearman_mean": round(float(np.nanmean(correlations)), 3)}
         print(f"[unseen] {shots}-shot: " + ", ".join(f"{k} {v['mean']:.2f}" for k, v in results[f"unseen_{shots}shot"]
                                                     .items()), flush=True)
-    return results, picks
+    return results, picks, comparison
 
 
-def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int, seed: int) -> tuple[dict, dict]:
-    """5-shot tasks of trained classes: proxy-selected prototype head vs classifier selection."""
+def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
+               seed: int) -> tuple[dict, dict, dict]:
+    """5-shot tasks of trained classes: proxy-selected prototype head vs classifier selection; and the
+    proxy comparison on these tasks (other classes than the unseen ones: a second sample)."""
     from trainer.data.tasks import TaskSampler
 
     sampler = TaskSampler(data.hierarchy, k=config.task_k, mode=config.task_mode)
@@ -141,6 +220,7 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
               for c in pool}
     stage1_logits = features.of_stage1(val_images, logits=True)
     rows: dict[str, list[float]] = {}
+    by_proxy: dict[str, list[float]] = {}
     picks: dict[str, int] = {}
     for t, task in enumerate(chosen_tasks):
         names = [bundle.classes[c] for c in task]
@@ -153,10 +233,15 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
         s_mixer, q_mixer = both[:len(s_index)], both[len(s_index):]  # one fusion for support and query
         feats = {mixer.name: (s_mixer, q_mixer), **{n: (f[0][s_index], f[1][query]) for n, f in static.items()}}
         order = [mixer.name, *(c.name for c in pool)]
-        chosen = select({n: feats[n][0] for n in order}, s_labels, order)
+        support = {n: feats[n][0] for n in order}
+        chosen = select(support, s_labels, order)
         picks[chosen] = picks.get(chosen, 0) + 1
-        rows.setdefault("proxy_selected", []).append(proto_accuracy(*feats[chosen][:1], s_labels, feats[chosen][1],
-                                                                    q_labels, len(task)))
+        acc = {n: proto_accuracy(feats[n][0], s_labels, feats[n][1], q_labels, len(task)) for n in order}
+        rows.setdefault("proxy_selected", []).append(acc[chosen])
+        by_proxy.setdefault("random_candidate", []).append(float(np.mean(list(acc.values()))))
+        for proxy, name in proxy_picks(support, s_labels, order).items():
+            by_proxy.setdefault(proxy, []).append(acc[name])
+        by_proxy.setdefault("oracle_selected", []).append(max(acc.values()))
         rows.setdefault("classifier_selection", []).append(
             100.0 * float(np.mean(stage1_logits[query][:, task].argmax(1) == q_labels)))
         fc_weight, fc_bias = bundle.bundle.bases.mixed_head(mixer.alpha)
@@ -164,7 +249,7 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
         rows.setdefault("taper_classifier", []).append(100.0 * float(np.mean(logits.argmax(1) == q_labels)))
         if t % 20 == 0:
             print(f"[seen] task {t}: " + ", ".join(f"{k} {np.mean(v):.2f}" for k, v in rows.items()), flush=True)
-    return {k: interval(v) for k, v in rows.items()}, picks
+    return {k: interval(v) for k, v in rows.items()}, picks, {k: interval(v) for k, v in by_proxy.items()}
 
 
 def selection_time(bundle: sdk.TaperBundle, images: np.ndarray, labels: np.ndarray, names: list[str],
@@ -211,8 +296,8 @@ def main() -> None:
         stage1 = load_model(network_config(config, seen.num_classes), args.run / "stage1" / "model.safetensors")
         features = Features(bundle, stage1, bundle.preprocessing)
         start = time.perf_counter()
-        unseen, unseen_picks = unseen_tasks(features, bundle, all_data, held, args.tasks, [5, 1], args.seed)
-        seen_rows, seen_picks = seen_tasks(features, bundle, seen, config, args.seen_tasks, 5, args.seed)
+        unseen, unseen_picks, proxies = unseen_tasks(features, bundle, all_data, held, args.tasks, [5, 1], args.seed)
+        seen_rows, seen_picks, seen_proxies = seen_tasks(features, bundle, seen, config, args.seen_tasks, 5, args.seed)
         class_ids = [all_data.wnids.index(w) for w in held]
         rng = np.random.default_rng(args.seed)
         rows = np.concatenate([rng.choice(np.flatnonzero(all_data.train.labels == c), 5, replace=False)
@@ -239,6 +324,7 @@ def main() -> None:
         "full_width_selection_ms": full["total"] if full else None,
         "intervals": {**unseen, "seen_5shot": seen_rows},
         "picks": {"unseen": unseen_picks, "seen_5shot": seen_picks},
+        "proxy_comparison": {**proxies, "seen_5shot": {"picked_accuracy": seen_proxies}},
         "selection_timings_ms": {"bench": timing, "full_width_224px_random_weights": full},
         "held_out_classes": [{"wnid": w, "name": all_data.names[all_data.wnids.index(w)]} for w in held],
         "run": str(args.run), "run_config": config.to_dict(), "seed": args.seed,
@@ -248,6 +334,30 @@ def main() -> None:
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     args.out.with_suffix(".md").write_text(report(result))
     print(report(result))
+
+
+PROXY_LABELS = {"sdk": "the SDK's rule: the mixer's candidate unless the 1-NN proxy finds one significantly better "
+                       "(= proxy_selected)",
+                "most_accurate_1nn": "the highest leave-one-out 1-NN accuracy (the rule before the guard)",
+                "loo_prototype": "leave-one-out nearest-prototype accuracy",
+                "loo_prototype_nll": "leave-one-out prototype log-likelihood (continuous)",
+                "random_candidate": "a candidate at random (mean over candidates)",
+                "oracle_selected": "the best candidate on the query set (the ceiling)"}
+
+
+def proxy_section(comparison: dict | None, tasks: str = "5-shot, unseen classes") -> list[str]:
+    """A proxy comparison table, if the run measured it."""
+    if not comparison:
+        return []
+    lines = [f"### Which proxy picks better ({tasks}; the same tasks and candidates)", "",
+             "| proxy | query accuracy of its pick |", "|---|---|"]
+    for name, v in comparison["picked_accuracy"].items():
+        lines.append(f"| {PROXY_LABELS.get(name, name)} | {v['mean']:.2f} ± {v['ci95']:.2f} |")
+    if "loo_1nn_spearman_mean" in comparison:
+        lines += ["", f"Spearman correlation, within a task, between the 1-NN proxy and the query accuracy of "
+                      f"the candidates (mean over tasks): {comparison['loo_1nn_spearman_mean']:.3f}."]
+    lines.append("")
+    return lines
 
 
 def report(r: dict) -> str:
@@ -274,12 +384,14 @@ def report(r: dict) -> str:
     lines += ["", f"proxy_selected - stage1_proto: {u['proxy_selected'] - u['stage1_proto']:+.2f} points "
               f"(target >= +2); share of the way from stage1_proto to the oracle: {share:.2f} (target >= 0.5).",
               "1-shot has no proxy row: leave-one-out needs two images per class (the SDK refuses one).", "",
-              f"Candidates picked by the proxy (5-shot): {r['picks']['unseen'].get('5shot', {})}", "",
-              f"## Seen classes: {r['run_config']['task_k']}-way, 5-shot, {r['seen_tasks']} tasks", "",
+              f"Candidates picked by the proxy (5-shot): {r['picks']['unseen'].get('5shot', {})}", ""]
+    lines += proxy_section(r.get("proxy_comparison", {}).get("5shot"))
+    lines += [f"## Seen classes: {r['run_config']['task_k']}-way, 5-shot, {r['seen_tasks']} tasks", "",
               "| row | accuracy |", "|---|---|"]
     lines += [f"| {row} | {cell('seen_5shot', row)} |" for row in r["seen_5shot"]]
-    lines += ["", f"Candidates picked: {r['picks']['seen_5shot']}", "",
-              "## Selection time (`sdk.personalize(bundle, examples=...)`, 5 shots x "
+    lines += ["", f"Candidates picked: {r['picks']['seen_5shot']}", ""]
+    lines += proxy_section(r.get("proxy_comparison", {}).get("seen_5shot"), "5-shot, seen classes")
+    lines += ["## Selection time (`sdk.personalize(bundle, examples=...)`, 5 shots x "
               f"{len(r['held_out_classes'])} classes, median ms)", ""]
     for name, t in r["selection_timings_ms"].items():
         if t:

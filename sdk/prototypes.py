@@ -38,7 +38,12 @@ def l2_normalize(features: np.ndarray) -> np.ndarray:
 
 def leave_one_out_accuracy(features: np.ndarray, labels: np.ndarray) -> float:
     """Share of examples whose most cosine-similar other example has their label."""
-    return float(np.mean(labels[_nearest_other(features)] == labels))
+    return float(np.mean(leave_one_out_hits(features, labels)))
+
+
+def leave_one_out_hits(features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """[N] bool: whether each example's most cosine-similar other example has its label."""
+    return labels[_nearest_other(features)] == labels
 
 
 def leave_one_out_margin(features: np.ndarray, labels: np.ndarray) -> float:

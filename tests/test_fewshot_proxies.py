@@ -1,0 +1,43 @@
+"""The proxy comparison of scripts/bench_fewshot.py (issue 14): the leave-one-out prototype scores and
+the guarded rule are what their docstrings say."""
+
+import numpy as np
+import pytest
+
+from sdk.prototypes import l2_normalize
+
+
+def test_leave_one_out_prototype_similarities_match_recomputing_each_prototype(load_script):
+    bench = load_script("bench_fewshot")
+    rng = np.random.default_rng(0)
+    features, labels = rng.normal(size=(12, 5)), np.repeat(np.arange(4), 3)
+    fast = bench.loo_prototype_similarities(features, labels, 4)
+    unit = l2_normalize(features)
+    for i in range(len(labels)):
+        keep = np.arange(len(labels)) != i
+        protos = np.stack([unit[keep & (labels == k)].mean(0) for k in range(4)])
+        np.testing.assert_allclose(fast[i], l2_normalize(protos) @ unit[i], atol=1e-9)
+
+
+def test_rank_correlation_uses_average_ranks(load_script):
+    bench = load_script("bench_fewshot")
+    assert bench.rank_correlation([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert bench.rank_correlation([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert bench.rank_correlation([1, 1, 2], [1, 2, 3]) == pytest.approx(np.sqrt(3) / 2)  # ranks 1.5, 1.5, 3
+    assert np.isnan(bench.rank_correlation([1, 1, 1], [1, 2, 3]))
+
+
+def test_proxy_picks_name_the_sdk_rule_and_the_plain_maximum(load_script):
+    bench = load_script("bench_fewshot")
+    rng = np.random.default_rng(1)
+    labels = np.repeat(np.arange(5), 5)
+    separated = np.eye(8)[labels] * 5 + 0.1 * rng.normal(size=(25, 8))
+    order = ["mixer", "basis"]
+    picks = bench.proxy_picks({"mixer": rng.normal(size=(25, 8)), "basis": separated}, labels, order)
+    assert picks["most_accurate_1nn"] == "basis" and picks["sdk"] == "basis"  # 25 right against about 5
+    # Two examples better (b=2, c=0: z 1.4) is not evidence: the plain maximum switches, the SDK does not.
+    worse = separated.copy()
+    worse[0] = separated[5]  # example 0 (class 0) now sits on an example of class 1, and 5 on it
+    picks = bench.proxy_picks({"mixer": worse, "basis": separated}, labels, order)
+    assert picks["most_accurate_1nn"] == "basis" and picks["sdk"] == "mixer"
+    assert set(picks) == {"sdk", "most_accurate_1nn", "loo_prototype", "loo_prototype_nll"}
