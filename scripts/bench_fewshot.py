@@ -10,7 +10,8 @@ all their val images. Rows, each with a cosine prototype head on the support:
 - uniform_proto: the uniform mix of the bases;
 - mixer_names_proto: the mixer's prediction from the class names (no labels needed);
 - proxy_selected: what `sdk.personalize(bundle, examples=...)` picks (`sdk.fewshot`: the mixer from the
-  names, the uniform mix and each basis, scored by leave-one-out 1-NN accuracy);
+  names, the uniform mix and each basis, scored by leave-one-out 1-NN accuracy; the mixer's candidate
+  unless another is significantly better), with a comparison of other proxy rules on the same picks;
 - oracle_selected: the candidate with the best query accuracy (the ceiling of selection).
 1-shot: the proxy needs two images per class (the SDK refuses one), so it has no proxy row.
 Seen tasks: 20-way tasks of the trained classes (hierarchy neighbourhoods, the report's task sampler),
@@ -87,11 +88,6 @@ class Features:
                 f = self.stage1.features(x)
                 out.append((self.stage1.fc(f) if logits else f).numpy())
         return np.concatenate(out)
-
-
-def select(support: dict[str, np.ndarray], labels: np.ndarray, names: list[str]) -> str:
-    """The candidate `sdk.fewshot.enroll` would pick, from precomputed support features by name."""
-    return names[best([score(Candidate(n, None), support[n], labels) for n in names])]
 
 
 def loo_prototype_similarities(features: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
@@ -182,10 +178,11 @@ def unseen_tasks(features: Features, bundle, data, held: list[str], tasks: int, 
             rows.setdefault("oracle_selected", []).append(max(acc[n] for n in order))
             if shots >= 2:
                 support = {n: feats[n][0][pick] for n in order}
-                chosen = select(support, labels, order)
+                proxies = proxy_picks(support, labels, order)
+                chosen = proxies["sdk"]
                 rows.setdefault("proxy_selected", []).append(acc[chosen])
                 by_proxy.setdefault("random_candidate", []).append(float(np.mean([acc[n] for n in order])))
-                for proxy, name in proxy_picks(support, labels, order).items():
+                for proxy, name in proxies.items():
                     by_proxy.setdefault(proxy, []).append(acc[name])
                 correlations.append(rank_correlation([leave_one_out_accuracy(support[n], labels) for n in order],
                                                      [acc[n] for n in order]))
@@ -233,13 +230,13 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
         s_mixer, q_mixer = both[:len(s_index)], both[len(s_index):]  # one fusion for support and query
         feats = {mixer.name: (s_mixer, q_mixer), **{n: (f[0][s_index], f[1][query]) for n, f in static.items()}}
         order = [mixer.name, *(c.name for c in pool)]
-        support = {n: feats[n][0] for n in order}
-        chosen = select(support, s_labels, order)
+        proxies = proxy_picks({n: feats[n][0] for n in order}, s_labels, order)
+        chosen = proxies["sdk"]
         picks[chosen] = picks.get(chosen, 0) + 1
         acc = {n: proto_accuracy(feats[n][0], s_labels, feats[n][1], q_labels, len(task)) for n in order}
         rows.setdefault("proxy_selected", []).append(acc[chosen])
         by_proxy.setdefault("random_candidate", []).append(float(np.mean(list(acc.values()))))
-        for proxy, name in proxy_picks(support, s_labels, order).items():
+        for proxy, name in proxies.items():
             by_proxy.setdefault(proxy, []).append(acc[name])
         by_proxy.setdefault("oracle_selected", []).append(max(acc.values()))
         rows.setdefault("classifier_selection", []).append(
