@@ -6,6 +6,7 @@ import json
 import platform
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,14 +32,14 @@ from .headroom import (
 )
 from .mixer import MixerPredictor
 from .models import NUM_BLOCKS
-from .run import STAGE3_VARIANTS, load_model, load_stage3, make_context, read_shards, stage3_dir
+from .run import NOT_TRAINING, STAGE3_VARIANTS, load_model, load_stage3, make_context, read_shards, stage3_dir
 from .task_embedding import TaskEmbedder
 
 ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "shard_basis", "best_single_basis",
              "uniform_average", "shard_router", "fixed_uniform", "taper", "bow", "single_mixer", "taper_no_selection"]
 
 
-def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: list[Path] = ()) -> dict:
+def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path] = ()) -> dict:
     """Every method of a finished run on the fixed task sets. `seed_runs`: runs made from this one with
     `--reuse-from` and only another `stage3_seed`; their TAPER on the same tasks gives `stage3_seed_std`."""
     config = TrainConfig.load(run_dir / "config.json")
@@ -91,9 +92,7 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: list[Path] = (
                 if model.mixer is None:
                     add(name, evaluator.static(uniform_logits[name], tasks)[0])
                     continue
-                with torch.no_grad():
-                    alphas = model.alpha(embedder(tasks))
-                sel, plain = _mixed_accuracy(evaluator, model, alphas, tasks)
+                sel, plain = _mixer_accuracy(evaluator, model, embedder(tasks), tasks)
                 add(name, sel)
                 if name == "taper":
                     add("taper_no_selection", plain)
@@ -111,9 +110,8 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: list[Path] = (
             accuracies = []
             for seed in config.eval_seeds:
                 tasks = protocols["neighbourhood"].evaluation_tasks(seed)
-                with torch.no_grad():
-                    alphas = taper.alpha(TaskEmbedder("text", gloss_embeddings)(tasks))
-                accuracies.append(evaluator.per_task(lambda i, t, a=alphas: taper.bank.state_dict_for(a[i]), tasks)[0])
+                accuracies.append(_mixer_accuracy(evaluator, taper, TaskEmbedder("text", gloss_embeddings)(tasks),
+                                                  tasks)[0])
             free_language = float(np.mean(accuracies))
         except DataError as e:  # e.g. no WordNet glosses on this machine, or classes that are not WordNet ids
             free_language_note = str(e)
@@ -157,9 +155,8 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: list[Path] = (
                               "tasks": len(o["tasks"]), "reference": o["reference"]}
     if seed_runs and taper is not None:
         result["stage3_seeds"] = _seed_spread(ctx, evaluator, embeddings, protocols["neighbourhood"], config,
-                                              float(np.mean(primary["taper"])), seed_runs, seed_configs)
-        result["stage3_seeds"]["taper_minus_cs"] = [round(t - result["accuracy"]["classifier_selection"], 2)
-                                                    for t in result["stage3_seeds"]["taper"]]
+                                              float(np.mean(primary["taper"])),
+                                              result["accuracy"]["classifier_selection"], seed_runs, seed_configs)
         result["stage3_seed_std"] = result["stage3_seeds"]["stage3_seed_std"]
     if taper is not None:
         result["mixer_examples"] = _mixer_examples(ctx, taper, embeddings, config)
@@ -167,8 +164,8 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: list[Path] = (
     return result
 
 
-# Fields a stage-3 seed run may change besides stage3_seed: none of them changes what is trained.
-_SEED_RUN_FREE = {"stage3_seed", "data", "threads", "log_every", "ablations", "naive_epochs"}
+# A stage-3 seed run may differ in its stage-3 seed and in what does not change training (as --reuse-from).
+_SEED_RUN_FREE = {"stage3_seed", *NOT_TRAINING}
 
 
 def _check_seed_run(config: TrainConfig, path: Path) -> TrainConfig:
@@ -186,15 +183,18 @@ def _check_seed_run(config: TrainConfig, path: Path) -> TrainConfig:
     return other
 
 
-def _mixed_accuracy(evaluator: Evaluator, model, alphas: torch.Tensor, tasks) -> tuple[float, float]:
-    """(with, without classifier selection) of a stage-3 model with one mixer alpha per task."""
+def _mixer_accuracy(evaluator: Evaluator, model, task_embeddings: torch.Tensor, tasks) -> tuple[float, float]:
+    """(with, without classifier selection) of a stage-3 model whose mixer gives each task its alpha."""
+    with torch.no_grad():
+        alphas = model.alpha(task_embeddings)
     return evaluator.per_task(lambda i, t: model.bank.state_dict_for(alphas[i]), tasks)
 
 
 def _seed_spread(ctx, evaluator: Evaluator, embeddings: np.ndarray, sampler: TaskSampler, config: TrainConfig,
-                 taper: float, seed_runs: list[Path], seed_configs: list[TrainConfig]) -> dict:
+                 taper: float, cs: float, seed_runs: Sequence[Path], seed_configs: list[TrainConfig]) -> dict:
     """TAPER (mean over the task seeds) of this run, `taper`, and of runs that differ only in their stage-3
-    seed, on the same tasks; their mean and sample std (the statistic of scripts/headroom_report.py)."""
+    seed, on the same tasks; each minus classifier selection `cs`, their mean and sample std (the statistic
+    of scripts/headroom_report.py)."""
     embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
     values = [taper]
     for run in seed_runs:
@@ -202,13 +202,12 @@ def _seed_spread(ctx, evaluator: Evaluator, embeddings: np.ndarray, sampler: Tas
         per_seed = []
         for seed in config.eval_seeds:
             tasks = sampler.evaluation_tasks(seed)
-            with torch.no_grad():
-                alphas = model.alpha(embedder(tasks))
-            per_seed.append(_mixed_accuracy(evaluator, model, alphas, tasks)[0])
+            per_seed.append(_mixer_accuracy(evaluator, model, embedder(tasks), tasks)[0])
         values.append(float(np.mean(per_seed)))
     return {"runs": ["(this run)", *map(str, seed_runs)],
             "stage3_seed": [c.stage_seed("stage3") for c in (config, *seed_configs)],
-            "taper": [round(v, 2) for v in values], "mean": round(statistics.mean(values), 2),
+            "taper": [round(v, 2) for v in values], "taper_minus_cs": [round(v - cs, 2) for v in values],
+            "mean": round(statistics.mean(values), 2),
             "stage3_seed_std": round(statistics.stdev(values), 2)}
 
 
@@ -298,10 +297,8 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
                             ("shard_router", _router_accuracy(evaluator, bank, members, tasks))):
             rows.setdefault(name, []).append(value)
         if taper is not None:
-            with torch.no_grad():
-                alphas = taper.alpha(embedder(tasks))
             for name, value in (
-                    ("taper", evaluator.per_task(lambda i, t, a=alphas: taper.bank.state_dict_for(a[i]), tasks)[0]),
+                    ("taper", _mixer_accuracy(evaluator, taper, embedder(tasks), tasks)[0]),
                     ("stage3_uniform_average", evaluator.static(taper_uniform_logits, tasks)[0]),
                     ("stage3_shard_router", _router_accuracy(evaluator, taper.bank, members, tasks))):
                 rows.setdefault(name, []).append(value)
