@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     pack.add_argument("--no-collections", dest="collections", action="store_false",
                       help="leave out the everyday collections (export/everyday_collections.json): "
                       "WordNet concepts only")
+    pack.add_argument("--no-facets", dest="facets", action="store_false",
+                      help="leave out the class facets (export/class_facets.json), keep the collections")
     gold = sub.add_parser("golden", help="write golden vectors for the Java mirror (android_demo/core)")
     gold.add_argument("bundle", type=Path)
     gold.add_argument("--out", type=Path, required=True)
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
             from .bundle import bundle_run
             from .compress import Mode
 
-            path = bundle_run(args.run_dir, args.out, args.variant, Mode.parse(args.mode), args.collections)
+            path = bundle_run(args.run_dir, args.out, args.variant, Mode.parse(args.mode), args.collections,
+                              args.facets)
             print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
         elif args.command == "golden":
             from .golden import CASES, write_golden

@@ -25,7 +25,7 @@ from sdk.text_encoder import MAX_TOKENS, MODEL_FILE, PROMPTS, TOKENIZER_FILE, Te
 
 from .backbone import export_backbone
 from .compress import Mode, compress
-from .everyday_collections import collection_concepts
+from .everyday_collections import everyday_concepts
 from .text_encoder import NOTICE_FILE, cached_text_encoder
 
 TEXT_ENCODER_LICENSE = "Apache-2.0 (all-MiniLM-L6-v2 by sentence-transformers; see the NOTICE member)"
@@ -44,10 +44,11 @@ def dataset_name(data: str) -> str:
     return name or "unknown"
 
 
-def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32", collections: bool = True
-                 ) -> tuple[Manifest, dict[str, bytes]]:
+def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32", collections: bool = True,
+                 facets: bool = True) -> tuple[Manifest, dict[str, bytes]]:
     """The manifest and member bytes of a finished run, its bases stored as `mode` says (export.compress).
-    collections: add the everyday collections (export/everyday_collections.py) to the WordNet concepts."""
+    collections: add the everyday collections (export/everyday_collections.py) to the WordNet concepts;
+    facets: and, with them, the class facets (export/class_facets.json)."""
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
     from trainer.run import STAGE3_VARIANTS, make_context, stage3_dir
@@ -62,7 +63,7 @@ def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32
     classes = {"classes": [{"id": w, "name": n, "path": list(p)} for w, n, p in
                            zip(hierarchy.wnids, hierarchy.names, hierarchy.paths, strict=True)],
                "supercategories": {g: [hierarchy.index(w) for w in ws] for g, ws in hierarchy.supercategories.items()},
-               "concepts": hierarchy.concepts() + (collection_concepts(hierarchy.wnids) if collections else [])}
+               "concepts": hierarchy.concepts() + (everyday_concepts(hierarchy.wnids, facets) if collections else [])}
     evaluation = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").exists() else {}
     architecture = Architecture(config.stem, config.width, ctx.data.num_classes, config.input_size)
     dataset = dataset_name(config.data)
@@ -116,7 +117,7 @@ def assemble(architecture: Architecture, bases: CompactBases, mixer: dict[str, n
 
 
 def bundle_run(run_dir: Path, out: Path, variant: str = "taper", mode: Mode | str = "fp32",
-               collections: bool = True) -> Path:
-    manifest, members = run_contents(Path(run_dir), variant, mode, collections)
+               collections: bool = True, facets: bool = True) -> Path:
+    manifest, members = run_contents(Path(run_dir), variant, mode, collections, facets)
     return write_bundle(out, manifest, members)
 __all__ = ["assemble", "bundle_run", "dataset_name", "run_contents", "write_bundle"]

@@ -9,6 +9,12 @@ SDK's concept rules (`sdk/tasks.py`, rules 3 and 5) apply to them unchanged: no 
 Java mirror reads them as it reads any concept. A collection holding fewer than two of a bundle's
 classes is left out of that bundle.
 
+`class_facets.json` has the same form and is read the same way. Where the collections were written from
+phrasings users type, the facets were written along general dimensions (where an animal lives, what it
+is like, where a thing is found, what it is for, where it comes from, what it is made of), so that a
+phrasing nobody wrote a collection for still finds its kind (docs/results/experiments.md, "class
+facets"). Their concepts are named `facet/<name>`.
+
     >>> collection_concepts(["n02395406", "n02403003", "n01855672"])[0]
     {'id': 'collection/farm animals', 'names': ['farm animals', 'livestock', 'barnyard animals'], 'members': [0, 1, 2]}
 """
@@ -21,7 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 COLLECTIONS_FILE = Path(__file__).with_suffix(".json")
+FACETS_FILE = Path(__file__).with_name("class_facets.json")
 ID_PREFIX = "collection/"
+FACET_PREFIX = "facet/"
 WNID = re.compile(r"n\d{8}")
 
 
@@ -41,7 +49,8 @@ def read_collections(path: Path = COLLECTIONS_FILE) -> list[dict]:
     return collections
 
 
-def collection_concepts(class_ids: Sequence[str], path: Path = COLLECTIONS_FILE) -> list[dict]:
+def collection_concepts(class_ids: Sequence[str], path: Path = COLLECTIONS_FILE, prefix: str = ID_PREFIX
+                        ) -> list[dict]:
     """One concept per name of every collection holding 2+ of `class_ids`: `{"id", "names", "members"}`
     with this name first and the members as sorted class indices (the format of classes.json)."""
     index = {w: i for i, w in enumerate(class_ids)}
@@ -52,5 +61,21 @@ def collection_concepts(class_ids: Sequence[str], path: Path = COLLECTIONS_FILE)
             continue
         for name in collection["names"]:
             others = [n for n in collection["names"] if n != name]
-            concepts.append({"id": ID_PREFIX + name, "names": [name, *others], "members": members})
+            concepts.append({"id": prefix + name, "names": [name, *others], "members": members})
     return concepts
+
+
+def everyday_concepts(class_ids: Sequence[str], facets: bool = True) -> list[dict]:
+    """The collections' concepts, then (with `facets`) the class facets'; no name may be in both files.
+
+    >>> [c["id"] for c in everyday_concepts(["n02395406", "n02403003", "n01855672"])][:4]
+    ['collection/farm animals', 'collection/livestock', 'collection/barnyard animals', 'collection/hoofed animals']
+    """
+    concepts = collection_concepts(class_ids)
+    if not facets:
+        return concepts
+    shared = ({n for c in read_collections(COLLECTIONS_FILE) for n in c["names"]}
+              & {n for c in read_collections(FACETS_FILE) for n in c["names"]})
+    if shared:
+        raise ValueError(f"names {sorted(shared)} are both a collection's and a facet's")
+    return concepts + collection_concepts(class_ids, FACETS_FILE, FACET_PREFIX)

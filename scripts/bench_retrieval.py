@@ -3,20 +3,23 @@
     python scripts/bench_retrieval.py --bundle bench.taper --out docs/results/retrieval
 
 Every set is resolved exactly as `sdk.personalize` resolves a description (`TaskResolver.resolve` with
-the default TaskOptions), three times: with all the bundle's concepts (format 5: WordNet hypernyms and
-the everyday collections of export/everyday_collections.py), with the WordNet concepts only (as bundles
-were before the collections), and without concepts (the bundle's classes, groups and path nodes only,
-as a format 3/4 bundle resolves):
+the default TaskOptions), four times: with all the bundle's concepts (format 5: WordNet hypernyms, the
+everyday collections and the class facets of export/everyday_collections.py), without the facets (as
+bundles were before them), with the WordNet concepts only (as bundles were before the collections), and
+without concepts (the bundle's classes, groups and path nodes only, as a format 3/4 bundle resolves):
 - glosses: each class's WordNet gloss (needs Debian's `wordnet-base`): is the class in the chosen set
   (recall_at_set) and is it the most similar class (rank1, the class embeddings alone)?
 - groups: each super-category's name as typed (underscores as spaces): precision and recall of the
   chosen set against the group's classes (these hit the group rule of sdk/tasks.py by name);
 - phrasings: phrasings users type that are not hierarchy names, with the classes each means (chosen by
-  hand): precision and recall, means over phrasings. Four files: scripts/retrieval_phrasings.json (27,
+  hand): precision and recall, means over phrasings. Six files: scripts/retrieval_phrasings.json (27,
   the set the rules and thresholds were chosen on), retrieval_phrasings_heldout.json (A, 23, held out but
   looked at once before one rule change), retrieval_phrasings_heldout_b.json (B, 21, clean for the
   concept rules, then seen when the collections were written) and retrieval_phrasings_heldout_c.json
-  (C, 17, written and committed before the collections and scored once, after them).
+  (C, 17, written and committed before the collections and scored once, after them; its failures were
+  known when the facets were written), retrieval_phrasings_heldout_d.json (D, 21, written and committed
+  before the facets, scored once after them) and retrieval_phrasings_heldout_e.json (E, 15: CIFAR-100's
+  superclass names, so phrasings written by someone else; committed with D).
 Also the median time to resolve a phrasing that needs the text encoder, and to embed it.
 """
 
@@ -34,6 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sdk  # noqa: E402
+from export.everyday_collections import FACET_PREFIX  # noqa: E402
 from export.everyday_collections import ID_PREFIX as COLLECTION_PREFIX  # noqa: E402
 from sdk.errors import DescriptionError  # noqa: E402
 from sdk.tasks import TaskOptions, TaskResolver  # noqa: E402
@@ -42,11 +46,16 @@ HERE = Path(__file__).parent
 PHRASING_SETS = {"phrasings": HERE / "retrieval_phrasings.json",
                  "phrasings_heldout_a": HERE / "retrieval_phrasings_heldout.json",
                  "phrasings_heldout_b": HERE / "retrieval_phrasings_heldout_b.json",
-                 "phrasings_heldout_c": HERE / "retrieval_phrasings_heldout_c.json"}
+                 "phrasings_heldout_c": HERE / "retrieval_phrasings_heldout_c.json",
+                 "phrasings_heldout_d": HERE / "retrieval_phrasings_heldout_d.json",
+                 "phrasings_heldout_e": HERE / "retrieval_phrasings_heldout_e.json"}
 TITLES = {"phrasings": "user phrasings (tuning set)",
           "phrasings_heldout_a": "user phrasings, held out A (looked at once)",
           "phrasings_heldout_b": "user phrasings, held out B (seen by the collections)",
-          "phrasings_heldout_c": "user phrasings, held out C (clean)"}
+          "phrasings_heldout_c": "user phrasings, held out C (failures seen by the facets)",
+          "phrasings_heldout_d": "user phrasings, held out D (clean)",
+          "phrasings_heldout_e": "CIFAR-100 superclass names, held out E (clean)"}
+VARIANTS = ("all concepts", "without facets", "WordNet concepts only", "no concepts")
 
 
 def precision_recall(chosen: set[int], expected: set[int]) -> tuple[float, float]:
@@ -117,23 +126,28 @@ def main() -> None:
     glosses = read_glosses([c.id for c in b.classes])
     options = TaskOptions()
     plain = TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder)
-    wordnet = [i for i, c in enumerate(b.concepts) if not c.id.startswith(COLLECTION_PREFIX)]
-    wordnet_only = TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder,
-                                [b.concepts[i] for i in wordnet], b.concept_embeddings[wordnet])
+
+    def resolver_of(keep: list[int]) -> TaskResolver:
+        return TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder,
+                            [b.concepts[i] for i in keep], b.concept_embeddings[keep])
+
+    wordnet = [i for i, c in enumerate(b.concepts) if not c.id.startswith((COLLECTION_PREFIX, FACET_PREFIX))]
+    no_facets = [i for i, c in enumerate(b.concepts) if not c.id.startswith(FACET_PREFIX)]
     for _ in range(3):  # warm the encoder's session before anything is timed
         bundle.embedder("warm up")
     # Rank 1 depends on the class embeddings alone, the same with and without concepts.
     rank1 = round(float(np.mean([int(np.argmax(b.class_embeddings @ bundle.embedder(g))) == i
                                  for i, g in enumerate(glosses)])), 3)
     result = {"bundle": args.bundle.name, "format_version": b.manifest.version, "concepts": len(b.concepts),
-              "wordnet_concepts": len(wordnet),
+              "wordnet_concepts": len(wordnet), "facet_concepts": len(b.concepts) - len(no_facets),
               "options": vars(options), **measure(bundle.resolver, bundle, glosses, options, rank1),
-              "without_collections": measure(wordnet_only, bundle, glosses, options, rank1),
+              "without_facets": measure(resolver_of(no_facets), bundle, glosses, options, rank1),
+              "without_collections": measure(resolver_of(wordnet), bundle, glosses, options, rank1),
               "without_concepts": measure(plain, bundle, glosses, options, rank1),
               "command": "python scripts/bench_retrieval.py " + " ".join(sys.argv[1:])}
     for key in PHRASING_SETS:  # the per-phrasing rows are kept for the bundle's own rules only
-        result["without_concepts"][key].pop("rows")
-        result["without_collections"][key].pop("rows")
+        for variant in ("without_facets", "without_collections", "without_concepts"):
+            result[variant][key].pop("rows")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     args.out.with_suffix(".md").write_text(markdown(result))
@@ -141,19 +155,21 @@ def main() -> None:
 
 
 def markdown(r: dict) -> str:
-    variants = (r, r["without_collections"], r["without_concepts"])
+    variants = (r, r["without_facets"], r["without_collections"], r["without_concepts"])
 
     def cells(key: str, *fields: str) -> str:
         return " | ".join(" / ".join(str(v[key][f]) for f in fields) for v in variants)
 
     lines = ["# Class retrieval from free-language descriptions", "", f"Command: `{r['command']}`", "",
              f"Bundle `{r['bundle']}` (format {r['format_version']}, {r['concepts']} concepts: "
-             f"{r['wordnet_concepts']} WordNet hypernyms and {r['concepts'] - r['wordnet_concepts']} names of "
-             f"everyday collections), resolved as `sdk.personalize` does (default TaskOptions: {r['options']}). "
-             "'WordNet concepts only' leaves the collections out (as bundles were before them); 'no concepts' "
+             f"{r['wordnet_concepts']} WordNet hypernyms, "
+             f"{r['concepts'] - r['wordnet_concepts'] - r['facet_concepts']} names of everyday collections and "
+             f"{r['facet_concepts']} names of class facets), resolved as `sdk.personalize` does (default "
+             f"TaskOptions: {r['options']}). 'Without facets' leaves the class facets out (as bundles were before "
+             "them); 'WordNet concepts only' the collections too; 'no concepts' "
              "resolves from the classes, super-categories and path nodes only, as a format 3/4 bundle does (the "
-             "and/or rule applies to all three).", "",
-             "| set | n | measure | all concepts | WordNet concepts only | no concepts |", "|---|---|---|---|---|---|",
+             "and/or rule applies to all four).", "",
+             "| set | n | measure | " + " | ".join(VARIANTS) + " |", "|---|---|---|---|---|---|---|",
              f"| WordNet glosses | {r['glosses']['n']} | class in the chosen set | "
              f"{cells('glosses', 'recall_at_set')} |",
              f"| WordNet glosses | {r['glosses']['n']} | class ranked first | {cells('glosses', 'rank1')} |",
@@ -163,7 +179,7 @@ def markdown(r: dict) -> str:
         lines.append(f"| {TITLES[key]} | {r[key]['n']} | precision / recall | {cells(key, 'precision', 'recall')} |")
     lines += ["", "Median time to resolve a phrasing that goes through the text encoder: "
               + " / ".join(f"{v['resolve_ms_median']} ms ({v['embedded_phrasings']} phrasings)" for v in variants)
-              + f" (the three columns); of which embedding the text: {r['encode_ms_median']} ms (all concepts). "
+              + f" (the four columns); of which embedding the text: {r['encode_ms_median']} ms (all concepts). "
               "Over all phrasings, those resolved by name (rule 3) included: "
               + " / ".join(f"{v['resolve_ms_median_all']} ms" for v in variants) + ".", ""]
     for key in PHRASING_SETS:

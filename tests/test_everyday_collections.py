@@ -5,7 +5,15 @@ import json
 
 import pytest
 
-from export.everyday_collections import ID_PREFIX, collection_concepts, read_collections
+import export.everyday_collections as everyday
+from export.everyday_collections import (
+    FACET_PREFIX,
+    FACETS_FILE,
+    ID_PREFIX,
+    collection_concepts,
+    everyday_concepts,
+    read_collections,
+)
 from sdk.bundle import ClassInfo, Concept
 from sdk.tasks import TaskOptions, TaskResolver
 
@@ -28,6 +36,23 @@ def test_shipped_collections_are_well_formed():
         assert len(set(c["members"])) == len(c["members"]) >= 2
     names = [n for c in collections for n in c["names"]]
     assert len(names) == len(set(names))
+
+
+def test_shipped_facets_are_well_formed_and_share_no_name_with_a_collection():
+    facets = read_collections(FACETS_FILE)
+    assert len(facets) >= 80
+    facet_names = {n for c in facets for n in c["names"]}
+    assert not facet_names & {n for c in read_collections() for n in c["names"]}
+    concepts = everyday_concepts(list(FARM))
+    assert [c["id"] for c in concepts if c["id"].startswith(FACET_PREFIX)]  # "things on a farm" holds all three
+    assert len(everyday_concepts(list(FARM), facets=False)) < len(concepts)
+
+
+def test_facets_holding_a_collection_name_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(everyday, "FACETS_FILE",
+                        write(tmp_path, [{"names": ["things on a farm", "livestock"], "members": FARM}]))
+    with pytest.raises(ValueError, match="both a collection's and a facet's"):
+        everyday_concepts(list(FARM))
 
 
 def test_one_concept_per_name_with_the_members_the_bundle_has(tmp_path):
