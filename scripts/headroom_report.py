@@ -2,6 +2,8 @@
 
     python scripts/headroom_report.py --bases name=path.json [name=path.json ...] \
         --oracle [name=]oracle.json [...] --out docs/results/headroom
+    python scripts/headroom_report.py --extend docs/results/headroom.json --bases new=path.json \
+        --out docs/results/headroom       # the report so far, plus new rows (the runs' files may be gone)
 
 Writes <out>.json (the inputs, unchanged, under their names) and <out>.md (one table row per run).
 Each figure comes from the named JSON file; this script computes nothing but differences.
@@ -22,7 +24,8 @@ COLUMNS = [("reference", "CS (reference)"), ("shard_basis", "majority-shard basi
 
 def stage2_recipe(config: dict) -> str:
     shards = f"shards of {config['stage2_shard_size']}" if config.get("stage2_shard_size") else "partition shards"
-    return (f"stage 1 {config['stage1_epochs']:g} epochs; Q={config['num_bases']}, {shards}, "
+    width = f"width {config['width']:g}, " if config.get("width", 0.25) != 0.25 else ""
+    return (f"{width}stage 1 {config['stage1_epochs']:g} epochs; Q={config['num_bases']}, {shards}, "
             f"{config['stage2_epochs']:g} epochs, lr {config['stage2_lr']:g}, "
             f"general {config['stage2_general_fraction']:g}, distill {config.get('stage2_distill', 0):g}, "
             f"mixer init {config.get('stage3_mixer_init', 'uniform')}"
@@ -102,17 +105,24 @@ def main() -> None:
                         help="`trainer oracle` results, one per stage-1 network (a bare PATH is named 'oracle')")
     parser.add_argument("--seed-runs", nargs="+", default=[], metavar="NAME",
                         help="names (of --bases) of runs that differ only in stage3_seed: their spread")
+    parser.add_argument("--extend", type=Path, default=None, metavar="REPORT.json",
+                        help="start from this report's inputs (its runs, oracles and seed spread), then add")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    bases = {}
+    previous = json.loads(args.extend.read_text()) if args.extend else {}
+    bases = dict(previous.get("bases", {}))
     for item in args.bases:
         name, _, path = item.partition("=")
+        if name in bases:
+            raise SystemExit(f"a run named {name!r} is already in the report")
         bases[name] = json.loads(Path(path).read_text())
-    oracles = {}
+    oracles = dict(previous.get("oracles") or {})
     for item in args.oracle:
         name, _, path = item.partition("=") if "=" in item else ("oracle", "", item)
+        if name in oracles:
+            raise SystemExit(f"an oracle named {name!r} is already in the report")
         oracles[name] = json.loads(Path(path).read_text())
-    spread = seed_spread(bases, args.seed_runs) if len(args.seed_runs) >= 2 else None
+    spread = seed_spread(bases, args.seed_runs) if len(args.seed_runs) >= 2 else previous.get("stage3_seeds")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"bases": bases, "oracles": oracles, "stage3_seeds": spread},
                                                         indent=1) + "\n")

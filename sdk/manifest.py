@@ -28,7 +28,7 @@ READ_VERSIONS = (3, 4, 5)   # 3: no `subspace` kind; 4: no concepts; 5: concepts
 # bundle, so a bundle without subspace layers or concepts still loads in taper-sdk 0.3.
 KIND_SINCE = {"subspace": 4}
 CONCEPTS_SINCE = 5          # classes.json's `concepts` and class_embeddings' `concepts` tensor
-STEMS, WIDTHS = ("imagenet", "small"), (1.0, 0.5, 0.25)
+STEMS, WIDTHS = ("imagenet", "small"), (1.0, 0.5, 0.25, 0.125)  # 0.125: the capacity-limited bench (issue 12)
 MEMBERS = ("bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors", "classes.json",
            "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE")
 MAX_PROMPTS, MAX_PROMPT_CHARS = 64, 200

@@ -265,3 +265,33 @@ def test_headroom_report_names_each_oracle_by_its_stage_one(load_script):
     assert "## Per-task fine-tuning oracle: stage 1 8 epochs" in text and "gain +1.32" in text
     assert "## Per-task fine-tuning oracle: stage 1 40 epochs" in text and "gain +0.25" in text
     assert text.index("run a") < text.index("run b") and "| king penguin | 0.01 | 2 | 60.25 | 60.00 | +0.25 |" in text
+
+
+def test_headroom_report_extends_an_earlier_report_without_its_run_files(load_script, tmp_path, monkeypatch):
+    """--extend keeps every earlier row, oracle and seed spread (their run directories may be gone), adds the
+    new rows after them, refuses a name already used, and labels a width other than the bench's 0.25."""
+    report = load_script("headroom_report")
+
+    def row(reference, width=0.25):
+        return {"accuracy": {"reference": reference, "taper": reference + 1}, "specialist_margin": 0.5,
+                "specialist_margin_per_basis": [0.5], "task_shard_alignment": {"shards_touched": 3.0,
+                                                                               "majority_share": 0.5},
+                "config": {"eval_seeds": [0], "stage1_epochs": 40, "num_bases": 1, "stage2_epochs": 2,
+                           "stage2_lr": 0.01, "stage2_general_fraction": 0.5, "width": width}}
+
+    def main(*argv):
+        monkeypatch.setattr("sys.argv", ["headroom_report", *argv])
+        report.main()
+
+    (tmp_path / "old.json").write_text(json.dumps(row(60.0)))
+    (tmp_path / "new.json").write_text(json.dumps(row(50.0, width=0.125)))
+    main("--bases", f"old={tmp_path / 'old.json'}", "--out", str(tmp_path / "first"))
+    (tmp_path / "old.json").unlink()
+    main("--extend", str(tmp_path / "first.json"), "--bases", f"narrow={tmp_path / 'new.json'}",
+         "--out", str(tmp_path / "second"))
+    text = (tmp_path / "second.md").read_text()
+    assert text.index("| old | stage 1 40") < text.index("| narrow | width 0.125, stage 1 40")
+    assert json.loads((tmp_path / "second.json").read_text())["bases"]["old"] == row(60.0)
+    with pytest.raises(SystemExit, match="already in the report"):
+        main("--extend", str(tmp_path / "second.json"), "--bases", f"old={tmp_path / 'new.json'}",
+             "--out", str(tmp_path / "third"))

@@ -30,6 +30,20 @@ def test_full_width_matches_the_standard_resnet18_size():
     assert [m.out_channels for m in half.modules() if isinstance(m, torch.nn.Conv2d)][-1] == 256
 
 
+def test_every_width_the_sdk_reads_builds_the_sdk_topology():
+    """The trainer's widths are the bundle format's (sdk.manifest.WIDTHS), down to 0.125 (8 stem channels)."""
+    from sdk.architecture import topology
+    from sdk.manifest import WIDTHS
+
+    assert 0.125 in WIDTHS
+    for width in WIDTHS:
+        model = ResNet18(ResNetConfig(width=width, num_classes=5, input_size=64))
+        convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+        assert [(c.in_channels, c.out_channels) for c in convs] == [
+            (c.in_channels, c.out_channels) for c in topology("imagenet", width).convs]
+    assert topology("imagenet", 0.125).stem.out_channels == 8
+
+
 def test_invalid_configs_are_rejected():
     for bad in (dict(stem="huge"), dict(width=0.3), dict(num_classes=0)):
         with pytest.raises(ValueError):

@@ -16,11 +16,10 @@ import torch
 from torch import nn
 
 from sdk.architecture import STAGE_CHANNELS, topology
+from sdk.manifest import WIDTHS
 
 from .basic_block import BasicBlock
 from .stem import STEMS, Stem
-
-WIDTHS = (1.0, 0.5, 0.25)
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ public final class Bundle {
         stem = str(arch, "stem");
         if (!stem.equals("imagenet") && !stem.equals("small")) throw new BundleException("manifest: unknown stem");
         width = num(arch, "width");
-        if (width != 1.0 && width != 0.5 && width != 0.25) throw new BundleException("manifest: unknown width");
+        if (width != 1.0 && width != 0.5 && width != 0.25 && width != 0.125) throw new BundleException("manifest: unknown width");
         numClasses = integer(arch, "num_classes", 1, 100_000);
         inputSize = integer(arch, "input_size", 8, 4096);
         numBases = integer(manifest, "num_bases", 1, 1024);
