@@ -53,16 +53,7 @@ def collection_concepts(class_ids: Sequence[str], path: Path = COLLECTIONS_FILE,
                         ) -> list[dict]:
     """One concept per name of every collection holding 2+ of `class_ids`: `{"id", "names", "members"}`
     with this name first and the members as sorted class indices (the format of classes.json)."""
-    index = {w: i for i, w in enumerate(class_ids)}
-    concepts = []
-    for collection in read_collections(path):
-        members = sorted(index[w] for w in collection["members"] if w in index)
-        if len(members) < 2:
-            continue
-        for name in collection["names"]:
-            others = [n for n in collection["names"] if n != name]
-            concepts.append({"id": prefix + name, "names": [name, *others], "members": members})
-    return concepts
+    return _concepts(read_collections(path), class_ids, prefix)
 
 
 def everyday_concepts(class_ids: Sequence[str], facets: bool = True) -> list[dict]:
@@ -71,11 +62,25 @@ def everyday_concepts(class_ids: Sequence[str], facets: bool = True) -> list[dic
     >>> [c["id"] for c in everyday_concepts(["n02395406", "n02403003", "n01855672"])][:4]
     ['collection/farm animals', 'collection/livestock', 'collection/barnyard animals', 'collection/hoofed animals']
     """
-    concepts = collection_concepts(class_ids)
+    collections = read_collections(COLLECTIONS_FILE)
+    concepts = _concepts(collections, class_ids, ID_PREFIX)
     if not facets:
         return concepts
-    shared = ({n for c in read_collections(COLLECTIONS_FILE) for n in c["names"]}
-              & {n for c in read_collections(FACETS_FILE) for n in c["names"]})
+    facet_list = read_collections(FACETS_FILE)
+    shared = {n for c in collections for n in c["names"]} & {n for c in facet_list for n in c["names"]}
     if shared:
         raise ValueError(f"names {sorted(shared)} are both a collection's and a facet's")
-    return concepts + collection_concepts(class_ids, FACETS_FILE, FACET_PREFIX)
+    return concepts + _concepts(facet_list, class_ids, FACET_PREFIX)
+
+
+def _concepts(collections: list[dict], class_ids: Sequence[str], prefix: str) -> list[dict]:
+    index = {w: i for i, w in enumerate(class_ids)}
+    concepts = []
+    for collection in collections:
+        members = sorted(index[w] for w in collection["members"] if w in index)
+        if len(members) < 2:
+            continue
+        for name in collection["names"]:
+            others = [n for n in collection["names"] if n != name]
+            concepts.append({"id": prefix + name, "names": [name, *others], "members": members})
+    return concepts

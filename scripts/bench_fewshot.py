@@ -51,7 +51,6 @@ from sdk.prototypes import (  # noqa: E402
     DEFAULT_TEMPERATURE,
     CosineHead,
     l2_normalize,
-    leave_one_out_accuracy,
     prototype_rows,
 )
 from sdk.text_encoder import primary_name  # noqa: E402
@@ -116,8 +115,10 @@ def average_ranks(values: np.ndarray) -> np.ndarray:
     return (np.cumsum(counts) - (counts - 1) / 2.0)[inverse]
 
 
-def proxy_picks(support: dict[str, np.ndarray], labels: np.ndarray, order: list[str]) -> dict[str, str]:
-    """What each proxy picks from the candidates' support features (for the proxy comparison):
+def proxy_picks(support: dict[str, np.ndarray], labels: np.ndarray, order: list[str]
+                ) -> tuple[dict[str, str], list[float]]:
+    """What each proxy picks from the candidates' support features (for the proxy comparison), and the SDK
+    proxy's leave-one-out 1-NN accuracy of each candidate in `order` (for its rank correlation):
     - sdk: the SDK's rule (`sdk.fewshot.best`: the mixer's candidate unless another gets significantly
       more examples right by leave-one-out 1-NN; what proxy_selected reports);
     - most_accurate_1nn: the plain maximum of leave-one-out 1-NN accuracy (ties by margin), the rule
@@ -137,7 +138,7 @@ def proxy_picks(support: dict[str, np.ndarray], labels: np.ndarray, order: list[
         hard[name] = float(np.mean(logits.argmax(1) == labels))
     out["loo_prototype"] = max(order, key=lambda n: (hard[n], soft[n], -order.index(n)))
     out["loo_prototype_nll"] = max(order, key=lambda n: (soft[n], -order.index(n)))
-    return out
+    return out, [c.accuracy for c in scored]
 
 
 def unseen_tasks(features: Features, bundle, data, held: list[str], tasks: int, shots_list: list[int],
@@ -178,14 +179,13 @@ def unseen_tasks(features: Features, bundle, data, held: list[str], tasks: int, 
             rows.setdefault("oracle_selected", []).append(max(acc[n] for n in order))
             if shots >= 2:
                 support = {n: feats[n][0][pick] for n in order}
-                proxies = proxy_picks(support, labels, order)
+                proxies, loo_1nn = proxy_picks(support, labels, order)
                 chosen = proxies["sdk"]
                 rows.setdefault("proxy_selected", []).append(acc[chosen])
                 by_proxy.setdefault("random_candidate", []).append(float(np.mean([acc[n] for n in order])))
                 for proxy, name in proxies.items():
                     by_proxy.setdefault(proxy, []).append(acc[name])
-                correlations.append(rank_correlation([leave_one_out_accuracy(support[n], labels) for n in order],
-                                                     [acc[n] for n in order]))
+                correlations.append(rank_correlation(loo_1nn, [acc[n] for n in order]))
                 picks.setdefault(f"{shots}shot", {}).setdefault(chosen, 0)
                 picks[f"{shots}shot"][chosen] += 1
         results[f"unseen_{shots}shot"] = {k: interval(v) for k, v in rows.items()}
@@ -230,7 +230,7 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
         s_mixer, q_mixer = both[:len(s_index)], both[len(s_index):]  # one fusion for support and query
         feats = {mixer.name: (s_mixer, q_mixer), **{n: (f[0][s_index], f[1][query]) for n, f in static.items()}}
         order = [mixer.name, *(c.name for c in pool)]
-        proxies = proxy_picks({n: feats[n][0] for n in order}, s_labels, order)
+        proxies, _ = proxy_picks({n: feats[n][0] for n in order}, s_labels, order)
         chosen = proxies["sdk"]
         picks[chosen] = picks.get(chosen, 0) + 1
         acc = {n: proto_accuracy(feats[n][0], s_labels, feats[n][1], q_labels, len(task)) for n in order}

@@ -33,11 +33,14 @@ def test_proxy_picks_name_the_sdk_rule_and_the_plain_maximum(load_script):
     labels = np.repeat(np.arange(5), 5)
     separated = np.eye(8)[labels] * 5 + 0.1 * rng.normal(size=(25, 8))
     order = ["mixer", "basis"]
-    picks = bench.proxy_picks({"mixer": rng.normal(size=(25, 8)), "basis": separated}, labels, order)
+    picks, loo_1nn = bench.proxy_picks({"mixer": rng.normal(size=(25, 8)), "basis": separated}, labels, order)
     assert picks["most_accurate_1nn"] == "basis" and picks["sdk"] == "basis"  # 25 right against about 5
-    # Two examples better (b=2, c=0: z 1.4) is not evidence: the plain maximum switches, the SDK does not.
+    assert loo_1nn[1] == 1.0 and loo_1nn[0] < 0.5  # the proxy's own scores, in `order`
+    # Four examples better (b=4, c=0: z 2.0, not above SWITCH_Z) is not evidence: the plain maximum switches,
+    # the SDK does not.
     worse = separated.copy()
-    worse[0] = separated[5]  # example 0 (class 0) now sits on an example of class 1, and 5 on it
-    picks = bench.proxy_picks({"mixer": worse, "basis": separated}, labels, order)
+    worse[0] = separated[5]  # example 0 (class 0) now sits on an example of class 1: 0, 5, 6 and 9 go wrong
+    picks, loo_1nn = bench.proxy_picks({"mixer": worse, "basis": separated}, labels, order)
+    assert loo_1nn == [21 / 25, 1.0]
     assert picks["most_accurate_1nn"] == "basis" and picks["sdk"] == "mixer"
     assert set(picks) == {"sdk", "most_accurate_1nn", "loo_prototype", "loo_prototype_nll"}
