@@ -14,6 +14,10 @@ golden.json:
   (weights then bias), "folded": file of the backbone's external weight buffer (float32 LE),
   "features": [image][C] the backbone's output on each image above with those weights (onnxruntime; what
   the replaying engine answers), "logits": [image][K] those features through the head rows (float64)}].
+- "composed": {"classes": [name], "concepts": [[names], [members]], "descriptions": [{"description",
+  "classes", "how"} or {"description", "encoder": true}]}: rule 3b of sdk/tasks.py on a hand-made class
+  and concept table (COMPOSED_*; the synthetic bundle has no groups that cross), every description either
+  resolved without the text encoder or recorded as needing it.
 - "hostile_bundles": files of the bundle with hostile concepts in classes.json (every one a BundleError).
 - "graphs": {"encoder_structure": the bundle's text encoder's structure hash (sdk.graph_check),
   "known_encoder_structures", "hostile": [{"name", "member", "file", "python": "BundleError" or "accepted"}]}:
@@ -31,13 +35,13 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk.bundle import Bundle
+from sdk.bundle import Bundle, ClassInfo, Concept
 from sdk.engine import backbone_session, ort  # onnxruntime as the SDK imports it (telemetry off)
 from sdk.errors import BundleError, DescriptionError
 from sdk.folding import BACKBONE_FILE
 from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, check_backbone_graph, check_encoder_graph, encoder_structure
 from sdk.images import to_uint8_batch
-from sdk.tasks import TaskOptions
+from sdk.tasks import TaskOptions, TaskResolver
 from sdk.tokenizer_check import check_tokenizer_json
 from sdk.xnnpack_program import PREFIX, companion_bytes, companion_target, parse_companion
 
@@ -71,7 +75,26 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("stripes & squares", {}), ("red and blue", {}), ("and", {}), ("circles and stripes, squares", {}),
     ("checkered", {}), ("checkered or striped", {}), ("patterned things", {"max_classes": 8}),
     ("patterned things", {"max_classes": 4}), ("geometric figures", {}), ("polka dots or zebra stripes", {}),
+    # Rule 3b on the bundle's own groups: exclusions, and phrases that do not compose.
+    ("non-disc round shapes", {}), ("shapes except squares", {}), ("textures but not stripes", {}),
+    ("round shapes other than red disc", {}), ("non-round shapes", {}), ("textures except shapes", {}),
 )
+# Rule 3b (sdk/tasks.py) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
+# WordNet groups do (tests/test_composed_phrases.py reads the same table).
+COMPOSED_CLASSES = ("mouse", "hamster", "elephant", "lion", "weasel", "bee", "ant", "snail", "crab", "goose",
+                    "penguin", "sea slug")
+COMPOSED_CONCEPTS: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...] = (
+    (("mammal",), (0, 1, 2, 3, 4)), (("small animals", "little animals"), (0, 1, 4, 5, 6, 7)),
+    (("large animals",), (2, 3)), (("carnivore", "predators"), (3, 4)), (("insect",), (5, 6)),
+    (("invertebrate",), (5, 6, 7, 8, 11)), (("flying animals",), (5, 9)), (("bird",), (9, 10)),
+    (("slug",), (7, 11)), (("sea",), (8, 11)))
+COMPOSED_DESCRIPTIONS = (
+    "small mammals", "little mammals", "large carnivores", "small flying animals", "sea invertebrates",
+    "small mammals, birds", "non-insect invertebrates", "invertebrates except insects",
+    "invertebrates excluding insects", "invertebrates but not insects", "invertebrates other than insects",
+    "non-flying birds", "birds except penguins", "Non-Insect  Invertebrates", "small insects", "large insects",
+    "purple mammals", "non-bird mammals", "mammals except", "except mammals", "non- mammals",
+    "invertebrates except purple", "sea slug", "sea slugs", "small", "mammals", "non-mammals")
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
                                       ["s00000003", "red checkerboard"], "rings", "something red",
                                       "checkered or striped")
@@ -154,6 +177,7 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
     for name, edit in HOSTILE_CONCEPTS.items():
         (out_dir / f"hostile_{name}.taper").write_bytes(with_classes_json(blob, edit))
         spec["hostile_bundles"].append(f"hostile_{name}.taper")
+    spec["composed"] = composed_resolutions()
     spec["graphs"] = _graphs(bundle.bundle, hostile_members, out_dir)
     if companion is not None:
         spec["companion"] = _companion(bundle.bundle, companion, out_dir)
@@ -247,6 +271,34 @@ def _resolution(bundle, description, options: dict) -> dict:
     except DescriptionError as e:
         record["error"] = str(e)
     return record
+
+
+class NeedsEncoder(Exception):
+    """Raised by composed_resolver's text encoder: the description was not resolved by name."""
+
+
+def composed_resolver(embed: Callable[[str], np.ndarray] | None = None, compose: bool = True) -> TaskResolver:
+    """A resolver over COMPOSED_CLASSES and COMPOSED_CONCEPTS, each class and concept on its own axis; `embed`
+    (default: raise NeedsEncoder) is its text encoder."""
+    def needs_encoder(text: str) -> np.ndarray:
+        raise NeedsEncoder(text)
+
+    n, eye = len(COMPOSED_CLASSES), np.eye(len(COMPOSED_CLASSES) + len(COMPOSED_CONCEPTS), dtype=np.float32)
+    classes = [ClassInfo(f"n{i}", name, ["entity", name]) for i, name in enumerate(COMPOSED_CLASSES)]
+    concepts = [Concept(f"c{i}", list(names), list(members)) for i, (names, members) in enumerate(COMPOSED_CONCEPTS)]
+    return TaskResolver(classes, eye[:n], {}, embed or needs_encoder, concepts, eye[n:], compose=compose)
+
+
+def composed_resolutions() -> dict:
+    resolver, rows = composed_resolver(), []
+    for description in COMPOSED_DESCRIPTIONS:
+        try:
+            task = resolver.resolve(description, TaskOptions(min_classes=1))
+            rows.append({"description": description, "classes": task.classes.tolist(), "how": task.how})
+        except NeedsEncoder:
+            rows.append({"description": description, "encoder": True})
+    return {"classes": list(COMPOSED_CLASSES), "concepts": [[list(a), list(b)] for a, b in COMPOSED_CONCEPTS],
+            "descriptions": rows}
 
 
 def _images(bundle, out_dir: Path) -> list[dict]:

@@ -3,10 +3,12 @@
     python scripts/bench_retrieval.py --bundle bench.taper --out docs/results/retrieval
 
 Every set is resolved exactly as `sdk.personalize` resolves a description (`TaskResolver.resolve` with
-the default TaskOptions), four times: with all the bundle's concepts (format 5: WordNet hypernyms, the
-everyday collections and the class facets of export/everyday_collections.py), without the facets (as
-bundles were before them), with the WordNet concepts only (as bundles were before the collections), and
-without concepts (the bundle's classes, groups and path nodes only, as a format 3/4 bundle resolves):
+the default TaskOptions), five times: with all the bundle's concepts (format 5: WordNet hypernyms, the
+everyday collections and the class facets of export/everyday_collections.py), without the composition
+rule 3b of sdk/tasks.py ("small mammals", "non-insect invertebrates"; as the resolver was before it),
+without the facets (as bundles were before them), with the WordNet concepts only (as bundles were
+before the collections), and without concepts (the bundle's classes, groups and path nodes only, as a
+format 3/4 bundle resolves):
 - glosses: each class's WordNet gloss (needs Debian's `wordnet-base`): is the class in the chosen set
   (recall_at_set) and is it the most similar class (rank1, the class embeddings alone)?
 - groups: each super-category's name as typed (underscores as spaces): precision and recall of the
@@ -18,8 +20,10 @@ without concepts (the bundle's classes, groups and path nodes only, as a format 
   concept rules, then seen when the collections were written) and retrieval_phrasings_heldout_c.json
   (C, 17, written and committed before the collections and scored once, after them; its failures were
   known when the facets were written), retrieval_phrasings_heldout_d.json (D, 21, written and committed
-  before the facets, scored once after them) and retrieval_phrasings_heldout_e.json (E, 15: CIFAR-100's
-  superclass names, so phrasings written by someone else; committed with D).
+  before the facets, scored once after them), retrieval_phrasings_heldout_e.json (E, 15: CIFAR-100's
+  superclass names, so phrasings written by someone else; committed with D; its failures were known when
+  the composition rule was written) and retrieval_phrasings_heldout_f.json (F, 50: category names of Open
+  Images V7's boxable classes, written by someone else; committed before the composition rule).
 Also the median time to resolve a phrasing that needs the text encoder, and to embed it.
 """
 
@@ -48,14 +52,17 @@ PHRASING_SETS = {"phrasings": HERE / "retrieval_phrasings.json",
                  "phrasings_heldout_b": HERE / "retrieval_phrasings_heldout_b.json",
                  "phrasings_heldout_c": HERE / "retrieval_phrasings_heldout_c.json",
                  "phrasings_heldout_d": HERE / "retrieval_phrasings_heldout_d.json",
-                 "phrasings_heldout_e": HERE / "retrieval_phrasings_heldout_e.json"}
+                 "phrasings_heldout_e": HERE / "retrieval_phrasings_heldout_e.json",
+                 "phrasings_heldout_f": HERE / "retrieval_phrasings_heldout_f.json"}
 TITLES = {"phrasings": "user phrasings (tuning set)",
           "phrasings_heldout_a": "user phrasings, held out A (looked at once)",
           "phrasings_heldout_b": "user phrasings, held out B (seen by the collections)",
           "phrasings_heldout_c": "user phrasings, held out C (failures seen by the facets)",
           "phrasings_heldout_d": "user phrasings, held out D (clean)",
-          "phrasings_heldout_e": "CIFAR-100 superclass names, held out E (clean)"}
-VARIANTS = ("all concepts", "without facets", "WordNet concepts only", "no concepts")
+          "phrasings_heldout_e": "CIFAR-100 superclass names, held out E (failures seen by the composition rule)",
+          "phrasings_heldout_f": "Open Images category names, held out F (clean)"}
+VARIANTS = ("all concepts", "without composition", "without facets", "WordNet concepts only", "no concepts")
+OTHER_VARIANTS = ("without_composition", "without_facets", "without_collections", "without_concepts")
 
 
 def precision_recall(chosen: set[int], expected: set[int]) -> tuple[float, float]:
@@ -127,9 +134,10 @@ def main() -> None:
     options = TaskOptions()
     plain = TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder)
 
-    def resolver_of(keep: list[int]) -> TaskResolver:
+    def resolver_of(keep, compose: bool = True) -> TaskResolver:
+        keep = list(keep)
         return TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder,
-                            [b.concepts[i] for i in keep], b.concept_embeddings[keep])
+                            [b.concepts[i] for i in keep], b.concept_embeddings[keep], compose=compose)
 
     wordnet = [i for i, c in enumerate(b.concepts) if not c.id.startswith((COLLECTION_PREFIX, FACET_PREFIX))]
     no_facets = [i for i, c in enumerate(b.concepts) if not c.id.startswith(FACET_PREFIX)]
@@ -141,12 +149,14 @@ def main() -> None:
     result = {"bundle": args.bundle.name, "format_version": b.manifest.version, "concepts": len(b.concepts),
               "wordnet_concepts": len(wordnet), "facet_concepts": len(b.concepts) - len(no_facets),
               "options": vars(options), **measure(bundle.resolver, bundle, glosses, options, rank1),
+              "without_composition": measure(resolver_of(range(len(b.concepts)), compose=False), bundle, glosses,
+                                             options, rank1),
               "without_facets": measure(resolver_of(no_facets), bundle, glosses, options, rank1),
               "without_collections": measure(resolver_of(wordnet), bundle, glosses, options, rank1),
               "without_concepts": measure(plain, bundle, glosses, options, rank1),
               "command": "python scripts/bench_retrieval.py " + " ".join(sys.argv[1:])}
     for key in PHRASING_SETS:  # the per-phrasing rows are kept for the bundle's own rules only
-        for variant in ("without_facets", "without_collections", "without_concepts"):
+        for variant in OTHER_VARIANTS:
             result[variant][key].pop("rows")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
@@ -155,7 +165,7 @@ def main() -> None:
 
 
 def markdown(r: dict) -> str:
-    variants = (r, r["without_facets"], r["without_collections"], r["without_concepts"])
+    variants = (r, *(r[v] for v in OTHER_VARIANTS))
 
     def cells(key: str, *fields: str) -> str:
         return " | ".join(" / ".join(str(v[key][f]) for f in fields) for v in variants)
@@ -165,11 +175,12 @@ def markdown(r: dict) -> str:
              f"{r['wordnet_concepts']} WordNet hypernyms, "
              f"{r['concepts'] - r['wordnet_concepts'] - r['facet_concepts']} names of everyday collections and "
              f"{r['facet_concepts']} names of class facets), resolved as `sdk.personalize` does (default "
-             f"TaskOptions: {r['options']}). 'Without facets' leaves the class facets out (as bundles were before "
-             "them); 'WordNet concepts only' the collections too; 'no concepts' "
-             "resolves from the classes, super-categories and path nodes only, as a format 3/4 bundle does (the "
-             "and/or rule applies to all four).", "",
-             "| set | n | measure | " + " | ".join(VARIANTS) + " |", "|---|---|---|---|---|---|---|",
+             f"TaskOptions: {r['options']}). 'Without composition' switches off rule 3b of sdk/tasks.py (a "
+             "phrase built from two groups, 'small mammals', 'non-insect invertebrates'); 'without facets' leaves "
+             "the class facets out (as bundles were before them); 'WordNet concepts only' the collections too; "
+             "'no concepts' resolves from the classes, super-categories and path nodes only, as a format 3/4 "
+             "bundle does (the and/or rule applies to all five, the composition rule to all but the second).", "",
+             "| set | n | measure | " + " | ".join(VARIANTS) + " |", "|---|---|---|" + "---|" * len(VARIANTS),
              f"| WordNet glosses | {r['glosses']['n']} | class in the chosen set | "
              f"{cells('glosses', 'recall_at_set')} |",
              f"| WordNet glosses | {r['glosses']['n']} | class ranked first | {cells('glosses', 'rank1')} |",
@@ -179,7 +190,7 @@ def markdown(r: dict) -> str:
         lines.append(f"| {TITLES[key]} | {r[key]['n']} | precision / recall | {cells(key, 'precision', 'recall')} |")
     lines += ["", "Median time to resolve a phrasing that goes through the text encoder: "
               + " / ".join(f"{v['resolve_ms_median']} ms ({v['embedded_phrasings']} phrasings)" for v in variants)
-              + f" (the four columns); of which embedding the text: {r['encode_ms_median']} ms (all concepts). "
+              + f" (the five columns); of which embedding the text: {r['encode_ms_median']} ms (all concepts). "
               "Over all phrasings, those resolved by name (rule 3) included: "
               + " / ".join(f"{v['resolve_ms_median_all']} ms" for v in variants) + ".", ""]
     for key in PHRASING_SETS:

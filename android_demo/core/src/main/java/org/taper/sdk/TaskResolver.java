@@ -18,12 +18,13 @@ import java.util.function.Function;
  * a list of class names must name classes exactly; a comma list, and an item joined by "and", "or" or
  * "&" that is not itself a name, is resolved item by item; a group name (super-category, any name of a
  * concept, hierarchy node; plurals made singular) takes the group; a class name takes it and its
- * nearest neighbours; other text is embedded: unless the best class stands out from the mean by less
- * than {@code minContrast} ("nothing matches"), the nearest concept of at most {@code maxClasses}
- * classes is taken (with those within {@link #CONCEPT_MARGIN}) if it is at least as near as the best
- * class, else the classes within {@code margin} of the best; the task is padded to {@code minClasses};
- * its embedding is the normalised mean of its classes' embeddings. Invalid text or options raise
- * {@link DescriptionException}.
+ * nearest neighbours; a phrase built from two groups ("small mammals", "non-insect invertebrates",
+ * "Y except X") takes their intersection or difference (rule 3b); other text is embedded: unless the
+ * best class stands out from the mean by less than {@code minContrast} ("nothing matches"), the nearest
+ * concept of at most {@code maxClasses} classes is taken (with those within {@link #CONCEPT_MARGIN}) if
+ * it is at least as near as the best class, else the classes within {@code margin} of the best; the
+ * task is padded to {@code minClasses}; its embedding is the normalised mean of its classes'
+ * embeddings. Invalid text or options raise {@link DescriptionException}.
  */
 public final class TaskResolver {
     static final int MAX_DESCRIPTION_CHARS = 1000, MAX_CLASS_LIST = 10_000, MAX_GROUP_CLASSES = 100;
@@ -31,6 +32,10 @@ public final class TaskResolver {
     static final double CONCEPT_MARGIN = 0.03;
     static final int SUPERSET_RATIO = 2;
     static final Set<String> CONJUNCTIONS = Set.of("and", "or", "&");
+    /** sdk.tasks.EXCLUSION_PREFIX, EXCLUSION_WORDS and KIND_NOUNS (the composition rule 3b). */
+    static final String EXCLUSION_PREFIX = "non-";
+    static final List<String> EXCLUSION_WORDS = List.of("except", "excluding", "but not", "other than");
+    static final List<String> KIND_NOUNS = List.of("animals", "things", "creatures");
     private static final Map<String, String> IRREGULAR_PLURALS = Map.ofEntries(
             Map.entry("geese", "goose"), Map.entry("mice", "mouse"), Map.entry("lice", "louse"),
             Map.entry("teeth", "tooth"), Map.entry("feet", "foot"), Map.entry("oxen", "ox"),
@@ -263,6 +268,10 @@ public final class TaskResolver {
             }
         }
         for (String candidate : forms) if (byName.containsKey(candidate)) { key = candidate; break; }  // "geese" -> "goose"
+        if (!byName.containsKey(key)) {
+            List<Integer> composed = composed(key, phrase, how);
+            if (composed != null) return composed;
+        }
         if (byName.containsKey(key) && !single) {
             how.add("'" + phrase + "': class name");
             return List.of(byName.get(key));
@@ -294,6 +303,85 @@ public final class TaskResolver {
         how.add(String.format(Locale.ROOT, "'%s': classes within %s of the best similarity ('%s': %.2f, contrast %.2f)",
                 phrase, options.margin, names.get(best), scores[best], standout));
         return top(scores, options, -1);
+    }
+
+    /** The group the normalised phrase or its singular names, whole; null if none (rule 3). */
+    private List<Integer> group(String key) {
+        List<String> forms = new ArrayList<>(List.of(key));
+        forms.addAll(singularForms(key));
+        for (String f : forms) if (groups.containsKey(f)) return groups.get(f);
+        return null;
+    }
+
+    /** The group name a modifier stands for: itself, else itself before a kind noun; null if none. */
+    private String modifier(String words) {
+        if (groups.containsKey(words)) return words;
+        for (String noun : KIND_NOUNS) if (groups.containsKey(words + " " + noun)) return words + " " + noun;
+        return null;
+    }
+
+    /** Rule 3b (sdk.tasks.TaskResolver._composed): a phrase built from two groups, or null. */
+    private List<Integer> composed(String key, String phrase, List<String> how) {
+        String[] words = key.split(" ", -1);
+        if (words.length < 2) return null;
+        List<Integer> excluded = exclusion(key, words, phrase, how);
+        if (excluded != null) return excluded;
+        for (int k = 1; k < words.length; k++) {  // the longest head first
+            String head = String.join(" ", Arrays.asList(words).subList(k, words.length));
+            String mod = String.join(" ", Arrays.asList(words).subList(0, k));
+            List<Integer> whole = group(head);
+            if (whole == null) continue;
+            String named = modifier(mod);
+            if (named == null) continue;
+            TreeSet<Integer> all = new TreeSet<>(whole), kept = new TreeSet<>(whole);
+            kept.retainAll(groups.get(named));
+            if (!kept.isEmpty() && kept.size() < all.size()) {
+                how.add("'" + phrase + "': '" + named + "' within group '" + head + "'");
+                return cap(kept);
+            }
+        }
+        return null;
+    }
+
+    /** Rule 3b's "non-X Y" and "Y except X": Y's classes without X's, or null. */
+    private List<Integer> exclusion(String key, String[] words, String phrase, List<String> how) {
+        String keptName, droppedName;
+        if (words[0].startsWith(EXCLUSION_PREFIX) && words[0].length() > EXCLUSION_PREFIX.length()) {
+            keptName = String.join(" ", Arrays.asList(words).subList(1, words.length));
+            droppedName = words[0].substring(EXCLUSION_PREFIX.length());
+        } else {
+            String padded = " " + key + " ", marker = null;
+            for (String w : EXCLUSION_WORDS) if (padded.contains(" " + w + " ")) { marker = w; break; }
+            if (marker == null) return null;
+            int at = padded.indexOf(" " + marker + " ");
+            keptName = strip(padded.substring(0, at));
+            droppedName = strip(padded.substring(at + marker.length() + 2));
+        }
+        List<Integer> whole = keptName.isEmpty() ? null : group(keptName);
+        List<Integer> dropped = droppedName.isEmpty() ? null : dropped(droppedName);
+        if (whole == null || dropped == null) return null;
+        TreeSet<Integer> all = new TreeSet<>(whole), kept = new TreeSet<>(whole);
+        kept.removeAll(dropped);
+        if (kept.isEmpty() || kept.size() >= all.size()) return null;
+        how.add("'" + phrase + "': group '" + keptName + "' without '" + droppedName + "'");
+        return cap(kept);
+    }
+
+    /** The classes an exclusion names: a group, a modifier's group or one class; null if none. */
+    private List<Integer> dropped(String name) {
+        List<Integer> found = group(name);
+        if (found != null) return found;
+        String mod = modifier(name);
+        if (mod != null) return groups.get(mod);
+        List<String> forms = new ArrayList<>(List.of(name));
+        forms.addAll(singularForms(name));
+        for (String f : forms) if (byName.containsKey(f)) return List.of(byName.get(f));
+        return null;
+    }
+
+    private static List<Integer> cap(TreeSet<Integer> classes) {
+        List<Integer> out = new ArrayList<>(classes);
+        return out.subList(0, Math.min(MAX_GROUP_CLASSES, out.size()));
     }
 
     /** The classes of the concepts nearest the text, if one (of at most maxClasses classes) is at least as near as any class. */

@@ -2,6 +2,7 @@ package org.taper.sdk;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.FloatBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -82,6 +83,7 @@ public final class GoldenTest {
 
         checkTokens(p.tokenizer(), (List<Object>) spec.get("tokens"));
         checkDescriptions(p.resolver(), (List<Object>) spec.get("descriptions"));
+        checkComposed((Map<String, Object>) spec.get("composed"));
         checkImages(bundle.preprocessing, (List<Object>) spec.get("images"), dir);
         Map<String, Object> companion = (Map<String, Object>) spec.get("companion");
         XnnpackProgram program = companion == null ? null : checkCompanion(bundle, companion, dir);
@@ -119,6 +121,50 @@ public final class GoldenTest {
         StringBuilder b = new StringBuilder("\"");
         s.codePoints().forEach(cp -> { if (cp < 128 && cp >= 32) b.appendCodePoint(cp); else b.append(String.format("\\u%04x", cp)); });
         return b.append('"').toString();
+    }
+
+    /** Thrown by the composed table's text encoder: the description was not resolved by name. */
+    private static final class NeedsEncoder extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+        NeedsEncoder() { super("needs the text encoder"); }
+    }
+
+    /** Rule 3b on export.golden's hand-made table: the same classes and explanation, or both need the encoder. */
+    @SuppressWarnings("unchecked")
+    private static void checkComposed(Map<String, Object> composed) {
+        List<String> names = new ArrayList<>(), ids = new ArrayList<>();
+        List<List<String>> paths = new ArrayList<>();
+        for (Object o : (List<Object>) composed.get("classes")) {
+            ids.add("n" + names.size());
+            names.add((String) o);
+            paths.add(List.of("entity", (String) o));
+        }
+        List<Concept> concepts = new ArrayList<>();
+        for (Object o : (List<Object>) composed.get("concepts")) {
+            List<Object> pair = (List<Object>) o;
+            int[] members = ((List<Object>) pair.get(1)).stream().mapToInt(m -> ((Number) m).intValue()).toArray();
+            concepts.add(new Concept("c" + concepts.size(), (List<String>) pair.get(0), members));
+        }
+        int dim = names.size() + concepts.size();
+        FloatBuffer eye = FloatBuffer.allocate(dim * dim);
+        for (int i = 0; i < dim; i++) eye.put(i * dim + i, 1f);
+        FloatBuffer classRows = eye.duplicate().position(0).limit(names.size() * dim).slice();
+        FloatBuffer conceptRows = eye.duplicate().position(names.size() * dim).slice();
+        TaskResolver resolver = new TaskResolver(ids, names, paths, Map.of(), classRows, dim,
+                text -> { throw new NeedsEncoder(); }, concepts, conceptRows);
+        for (Object o : (List<Object>) composed.get("descriptions")) {
+            Map<String, Object> c = (Map<String, Object>) o;
+            String d = (String) c.get("description");
+            TaskResolver.Task task = null;
+            try { task = resolver.resolve(d, new TaskOptions(20, 1, 0.08, 0.13)); }
+            catch (NeedsEncoder e) { /* as Python when c has "encoder" */ }
+            if (c.containsKey("encoder")) { check(task == null, "composed " + escape(d) + ": Java resolved it by name"); continue; }
+            List<Object> want = (List<Object>) c.get("classes");
+            boolean same = task != null && task.classes.length == want.size() && task.how.equals(c.get("how"));
+            for (int i = 0; same && i < want.size(); i++) same = task.classes[i] == ((Number) want.get(i)).intValue();
+            check(same, "composed " + escape(d) + ": Java " + (task == null ? "needed the encoder"
+                    : java.util.Arrays.toString(task.classes) + " " + task.how) + ", Python " + want + " " + c.get("how"));
+        }
     }
 
     @SuppressWarnings("unchecked")

@@ -1,0 +1,73 @@
+"""Rule 3b of sdk/tasks.py: a phrase built from two groups ("small mammals", "non-insect invertebrates")."""
+
+import numpy as np
+import pytest
+
+from export.golden import COMPOSED_CLASSES as NAMES
+from export.golden import COMPOSED_CONCEPTS, composed_resolver
+from sdk.tasks import TaskOptions, TaskResolver
+
+
+def resolver(compose: bool = True, encoded: list | None = None) -> TaskResolver:
+    """export.golden's table (classes and concepts on their own axes, as the Java core's golden test reads
+    it); every text embeds onto the mouse's axis and is recorded in `encoded`."""
+    def embed(text: str) -> np.ndarray:
+        if encoded is not None:
+            encoded.append(text)
+        return np.eye(len(NAMES) + len(COMPOSED_CONCEPTS), dtype=np.float32)[0]
+
+    return composed_resolver(embed, compose)
+
+
+def names(r: TaskResolver, description: str) -> set[str]:
+    return {NAMES[i] for i in r.resolve(description, TaskOptions(min_classes=1)).classes}
+
+
+def test_a_modifier_keeps_the_classes_of_the_head_group_that_its_own_group_holds():
+    r = resolver()
+    assert names(r, "small mammals") == {"mouse", "hamster", "weasel"}
+    assert names(r, "little mammals") == names(r, "small mammals")          # any name of the modifier's group
+    assert names(r, "large carnivores") == {"lion"}                         # the head's plural made singular
+    assert names(r, "small flying animals") == {"bee"}                      # the longest head first
+    assert names(r, "sea invertebrates") == {"crab", "sea slug"}            # a modifier that is a group itself
+    assert names(r, "small mammals, birds") == {"mouse", "hamster", "weasel", "goose", "penguin"}
+    assert r.resolve("small mammals").how == ["'small mammals': 'small animals' within group 'mammals'"]
+
+
+def test_an_exclusion_drops_a_group_a_modifier_or_a_class():
+    r = resolver()
+    three = {"snail", "crab", "sea slug"}
+    for text in ("non-insect invertebrates", "invertebrates except insects", "invertebrates excluding insects",
+                 "invertebrates but not insects", "invertebrates other than insects"):
+        assert names(r, text) == three, text
+    assert names(r, "non-flying birds") == {"penguin"}                     # "flying" -> "flying animals"
+    assert names(r, "birds except penguins") == {"goose"}                  # a class name, made singular
+    assert r.resolve("non-insect invertebrates").how == ["'non-insect invertebrates': group 'invertebrates' "
+                                                         "without 'insect'"]
+
+
+@pytest.mark.parametrize("text", [
+    "small insects",           # the modifier holds the whole head: it says nothing
+    "large insects",           # nothing in both
+    "purple mammals",          # the modifier names no group
+    "non-bird mammals",        # nothing dropped
+    "mammals except",          # nothing after the exclusion word
+    "except mammals",          # nothing before it
+    "non- mammals",            # "non-" alone
+    "invertebrates except purple",
+    "sea slug",                # a class name is never composed ("sea" x "slug" would be the sea slug alone)
+])
+def test_phrases_that_do_not_compose_are_read_as_before(text):
+    encoded: list[str] = []
+    with_rule = resolver(encoded=encoded).resolve(text, TaskOptions(min_classes=1))
+    assert encoded == [text]                                                # it went to the text encoder
+    without = resolver(compose=False).resolve(text, TaskOptions(min_classes=1))
+    assert with_rule.classes.tolist() == without.classes.tolist() and with_rule.how == without.how
+
+
+def test_composed_phrases_need_no_text_encoder_and_the_switch_turns_the_rule_off():
+    encoded: list[str] = []
+    assert names(resolver(encoded=encoded), "small mammals") == {"mouse", "hamster", "weasel"}
+    assert encoded == []
+    # Without the rule the phrase is embedded; every text here embeds onto the mouse.
+    assert names(resolver(compose=False), "small mammals") != {"mouse", "hamster", "weasel"}
