@@ -10,6 +10,7 @@ from trainer.evaluate import Evaluator
 from trainer.headroom import (
     best_single_basis,
     majority_shard,
+    majority_shard_alpha,
     one_hot_members,
     shard_router_alpha,
     shards_per_task,
@@ -41,6 +42,8 @@ def test_router_puts_most_weight_on_the_shard_holding_most_classes():
     members[1, [0, 1, 2]] = True
     assert shard_router_alpha(members, np.array([0, 1, 2, 3, 5])).tolist() == pytest.approx([3 / 8, 4 / 8, 1 / 8])
     assert majority_shard(members, np.array([0, 1, 2, 3, 5])) == 1
+    # The sharpest router: everything on that shard.
+    assert majority_shard_alpha(members, np.array([0, 1, 2, 3, 5])).tolist() == [0.0, 1.0, 0.0]
 
 
 def test_specialist_margin_and_oracle_pick_on_known_predictions():
@@ -169,7 +172,8 @@ def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_
     assert result["gain"]["mean"] == pytest.approx(float(np.mean(gains)), abs=0.01)
 
 
-def test_mixer_fitted_to_the_router_starts_on_the_majority_shard(tiny_run):
+@pytest.mark.parametrize("router", [shard_router_alpha, majority_shard_alpha])
+def test_mixer_fitted_to_the_router_starts_on_the_majority_shard(tiny_run, router):
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
     from trainer.data.tasks import TaskSampler
@@ -188,12 +192,13 @@ def test_mixer_fitted_to_the_router_starts_on_the_majority_shard(tiny_run):
     with torch.no_grad():
         assert torch.allclose(mixer.eval()(embedder(tasks)), torch.full((1,), 1 / config.num_bases))
     fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(members.shape[1])), rng),
-                  lambda t: shard_router_alpha(members, t), steps=200)
+                  lambda t: router(members, t), steps=200)
     with torch.no_grad():
         alpha = mixer.eval()(embedder(tasks))
-    target = np.stack([shard_router_alpha(members, t) for t in tasks])
-    agree = [alpha[i, b].argmax().item() == target[i].argmax() for i in range(len(tasks)) for b in range(4)
-             if np.sort(target[i])[-1] > np.sort(target[i])[-2]]  # tasks with one clear majority shard
+    target = np.stack([router(members, t) for t in tasks])
+    shares = np.stack([shard_router_alpha(members, t) for t in tasks])
+    clear = [i for i in range(len(tasks)) if np.sort(shares[i])[-1] > np.sort(shares[i])[-2]]  # one majority shard
+    agree = [alpha[i, b].argmax().item() == target[i].argmax() for i in clear for b in range(4)]
     assert len(agree) >= 8 and np.mean(agree) >= 0.8
     assert np.abs(alpha.mean(1).numpy() - target).mean() < 0.15
 

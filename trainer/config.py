@@ -62,7 +62,8 @@ class TrainConfig:
     mixer_lr: float = 1.0
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
-                                            # (trainer.mixer.fit_to_router); "uniform": zero head
+                                            # (trainer.mixer.fit_to_router); "majority": fitted to the
+                                            # task's majority shard alone; "uniform": zero head
     gate_penalty: float = 0.0               # TAPS gates in stage 3 (trainer.layer_gates): lambda of the L1 on
                                             # the per-basis, per-layer scores; 0: no gates
     gate_lr: float = 1.0                    # the scores' learning rate (no weight decay): at the start of
@@ -96,8 +97,9 @@ class TrainConfig:
     def __post_init__(self):
         if self.stage3_bn not in ("batch", "frozen"):
             raise ValueError(f"stage3_bn must be 'batch' or 'frozen', got {self.stage3_bn!r}")
-        if self.stage3_mixer_init not in ("uniform", "router"):
-            raise ValueError(f"stage3_mixer_init must be 'uniform' or 'router', got {self.stage3_mixer_init!r}")
+        if self.stage3_mixer_init not in ("uniform", "router", "majority"):
+            raise ValueError("stage3_mixer_init must be 'uniform', 'router' or 'majority', "
+                             f"got {self.stage3_mixer_init!r}")
         check_tasks_per_batch(self.tasks_per_batch, self.batch_size)
 
     def stage_seed(self, stage: str) -> int:
