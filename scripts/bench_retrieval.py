@@ -34,6 +34,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -134,8 +135,8 @@ def main() -> None:
     options = TaskOptions()
     plain = TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder)
 
-    def resolver_of(keep, compose: bool = True) -> TaskResolver:
-        keep = list(keep)
+    def resolver_of(concepts: Iterable[int], compose: bool = True) -> TaskResolver:
+        keep = list(concepts)
         return TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder,
                             [b.concepts[i] for i in keep], b.concept_embeddings[keep], compose=compose)
 
