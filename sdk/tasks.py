@@ -275,11 +275,10 @@ class TaskResolver:
     def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool) -> tuple[list[int], str, float]:
         """(class indices, how they were found, seconds spent embedding the phrase)."""
         key = normalize_name(phrase)
-        forms = (key, *singular_forms(key))
-        for candidate in forms:
-            if candidate in self.groups:
-                return self.groups[candidate][:MAX_GROUP_CLASSES], f"group {candidate!r}", 0.0
-        key = next((c for c in forms if c in self.by_name), key)  # "geese" -> "goose"
+        group = self._group(key)
+        if group is not None:
+            return group[1][:MAX_GROUP_CLASSES], f"group {group[0]!r}", 0.0
+        key = next((c for c in (key, *singular_forms(key)) if c in self.by_name), key)  # "geese" -> "goose"
         composed = None if key in self.by_name or not self.compose else self._composed(key)
         if composed is not None:
             return (*composed, 0.0)
@@ -305,9 +304,10 @@ class TaskResolver:
         return (self._top(scores, options), f"classes within {options.margin} of the best similarity ({closest})",
                 seconds)
 
-    def _group(self, key: str) -> list[int] | None:
-        """Rule 3's group named by the normalised phrase or its singular, whole; None if it names none."""
-        return next((self.groups[f] for f in (key, *singular_forms(key)) if f in self.groups), None)
+    def _group(self, key: str) -> tuple[str, list[int]] | None:
+        """Rule 3: (the name found, the whole group) for the normalised phrase or its singular; None if it
+        names no group."""
+        return next(((f, self.groups[f]) for f in (key, *singular_forms(key)) if f in self.groups), None)
 
     def _composed(self, key: str) -> tuple[list[int], str] | None:
         """Rule 3b: (classes, how) of a phrase built from two groups, or None (see the module docstring).
@@ -323,11 +323,10 @@ class TaskResolver:
             return excluded
         for k in range(1, len(words)):  # the longest head first: "small household items" tries "household items"
             head, modifier = " ".join(words[k:]), " ".join(words[:k])
-            whole = self._group(head)
-            if whole is None:
-                continue
-            named = self._modifier(modifier)
+            group = self._group(head)
+            named = None if group is None else self._modifier(modifier)
             if named is not None:
+                whole = group[1]
                 kept = sorted(set(whole) & set(self.groups[named]))
                 if 0 < len(kept) < len(set(whole)):
                     return kept[:MAX_GROUP_CLASSES], f"{named!r} within group {head!r}"
@@ -349,10 +348,11 @@ class TaskResolver:
                 return None
             kept_name, _, dropped_name = f" {key} ".partition(f" {marker} ")
             kept_name, dropped_name = kept_name.strip(), dropped_name.strip()
-        whole = self._group(kept_name) if kept_name else None
+        group = self._group(kept_name) if kept_name else None
         dropped = self._dropped(dropped_name) if dropped_name else None
-        if whole is None or dropped is None:
+        if group is None or dropped is None:
             return None
+        whole = group[1]
         kept = sorted(set(whole) - set(dropped))
         if not 0 < len(kept) < len(set(whole)):
             return None
@@ -361,11 +361,11 @@ class TaskResolver:
     def _dropped(self, name: str) -> list[int] | None:
         """The classes an exclusion names: a group, a modifier's group ("non-flying") or one class."""
         group = self._group(name)
-        if group is None and (modifier := self._modifier(name)) is not None:
-            group = self.groups[modifier]
-        if group is None:
-            group = next(([self.by_name[f]] for f in (name, *singular_forms(name)) if f in self.by_name), None)
-        return group
+        if group is not None:
+            return group[1]
+        if (modifier := self._modifier(name)) is not None:
+            return self.groups[modifier]
+        return next(([self.by_name[f]] for f in (name, *singular_forms(name)) if f in self.by_name), None)
 
     def _concept_match(self, embedding: np.ndarray, best_class: float, options: TaskOptions
                        ) -> tuple[list[int], str] | None:

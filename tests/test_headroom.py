@@ -172,6 +172,15 @@ def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_
     assert result["gain"]["mean"] == pytest.approx(float(np.mean(gains)), abs=0.01)
 
 
+def test_every_mixer_init_but_uniform_is_a_routing_prior():
+    from trainer.config import MIXER_INITS, TrainConfig
+    from trainer.headroom import ROUTING_PRIORS
+
+    assert set(MIXER_INITS) == {"uniform", *ROUTING_PRIORS}
+    with pytest.raises(ValueError, match="stage3_mixer_init"):
+        TrainConfig(stage3_mixer_init="sharp")
+
+
 @pytest.mark.parametrize("router", [shard_router_alpha, majority_shard_alpha])
 def test_mixer_fitted_to_the_router_starts_on_the_majority_shard(tiny_run, router):
     from trainer.checkpoints import load_state

@@ -19,6 +19,10 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+# stage3_mixer_init: "uniform" (zero head) or a key of trainer.headroom.ROUTING_PRIORS (kept apart so the
+# config imports no torch; tests/test_headroom.py checks the two agree).
+MIXER_INITS = ("uniform", "router", "majority")
+
 
 def check_tasks_per_batch(groups: int, batch_size: int) -> None:
     # The mixer predictor's batch norm normalises over the tasks of a batch: one task cannot train it.
@@ -97,9 +101,8 @@ class TrainConfig:
     def __post_init__(self):
         if self.stage3_bn not in ("batch", "frozen"):
             raise ValueError(f"stage3_bn must be 'batch' or 'frozen', got {self.stage3_bn!r}")
-        if self.stage3_mixer_init not in ("uniform", "router", "majority"):
-            raise ValueError("stage3_mixer_init must be 'uniform', 'router' or 'majority', "
-                             f"got {self.stage3_mixer_init!r}")
+        if self.stage3_mixer_init not in MIXER_INITS:
+            raise ValueError(f"stage3_mixer_init must be one of {MIXER_INITS}, got {self.stage3_mixer_init!r}")
         check_tasks_per_batch(self.tasks_per_batch, self.batch_size)
 
     def stage_seed(self, stage: str) -> int:

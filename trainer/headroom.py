@@ -53,6 +53,11 @@ def majority_shard_alpha(members: np.ndarray, task: np.ndarray) -> np.ndarray:
     return alpha
 
 
+# Stage 3's starting points other than "uniform" (TrainConfig.stage3_mixer_init): the mixer is first
+# fitted to one of these (trainer.mixer.fit_to_router).
+ROUTING_PRIORS = {"router": shard_router_alpha, "majority": majority_shard_alpha}
+
+
 def shards_per_task(members: np.ndarray, tasks: list[np.ndarray]) -> dict[str, float]:
     """How well shards align with tasks: mean number of shards a task touches, mean share of the task's
     classes that its best-covering shard holds."""

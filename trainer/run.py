@@ -33,7 +33,7 @@ from .data.cache import DecodedDataset, load_dataset
 from .data.holdout import held_out_classes, without_classes
 from .data.synthetic import make_synthetic_dataset
 from .data.tasks import TaskSampler
-from .headroom import majority_shard_alpha, one_hot_members, shard_router_alpha
+from .headroom import ROUTING_PRIORS, one_hot_members
 from .layer_gates import LayerGates
 from .loop import JsonLog
 from .mixer import MixerPredictor, fit_to_router
@@ -285,7 +285,7 @@ def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: n
     mixer = MixerPredictor(embedder.dim, config.num_bases, config.mixer_hidden, blocks=blocks) if uses_mixer else None
     if mixer is not None and config.stage3_mixer_init != "uniform":
         members = read_shards(run_dir, config.num_bases)
-        router = shard_router_alpha if config.stage3_mixer_init == "router" else majority_shard_alpha
+        router = ROUTING_PRIORS[config.stage3_mixer_init]
         kl = fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(members.shape[1])), rng),
                            lambda task: router(members, task), seed=seed)
         ctx.log.write(stage=stage_dir.name, event="mixer_fitted_to_router", kl=round(kl, 4))

@@ -258,15 +258,14 @@ public final class TaskResolver {
 
     private List<Integer> resolvePhrase(String phrase, TaskOptions options, boolean single, List<String> how, double[] encodeMs) {
         String key = norm(phrase);
+        Map.Entry<String, List<Integer>> named = group(key);
+        if (named != null) {
+            List<Integer> members = named.getValue();
+            how.add("'" + phrase + "': group '" + named.getKey() + "'");
+            return members.subList(0, Math.min(MAX_GROUP_CLASSES, members.size()));
+        }
         List<String> forms = new ArrayList<>(List.of(key));
         forms.addAll(singularForms(key));
-        for (String candidate : forms) {
-            if (groups.containsKey(candidate)) {
-                List<Integer> members = groups.get(candidate);
-                how.add("'" + phrase + "': group '" + candidate + "'");
-                return members.subList(0, Math.min(MAX_GROUP_CLASSES, members.size()));
-            }
-        }
         for (String candidate : forms) if (byName.containsKey(candidate)) { key = candidate; break; }  // "geese" -> "goose"
         if (!byName.containsKey(key)) {
             List<Integer> composed = composed(key, phrase, how);
@@ -305,11 +304,11 @@ public final class TaskResolver {
         return top(scores, options, -1);
     }
 
-    /** The group the normalised phrase or its singular names, whole; null if none (rule 3). */
-    private List<Integer> group(String key) {
+    /** Rule 3: the name found and the whole group, for the normalised phrase or its singular; null if none. */
+    private Map.Entry<String, List<Integer>> group(String key) {
         List<String> forms = new ArrayList<>(List.of(key));
         forms.addAll(singularForms(key));
-        for (String f : forms) if (groups.containsKey(f)) return groups.get(f);
+        for (String f : forms) if (groups.containsKey(f)) return Map.entry(f, groups.get(f));
         return null;
     }
 
@@ -329,11 +328,10 @@ public final class TaskResolver {
         for (int k = 1; k < words.length; k++) {  // the longest head first
             String head = String.join(" ", Arrays.asList(words).subList(k, words.length));
             String mod = String.join(" ", Arrays.asList(words).subList(0, k));
-            List<Integer> whole = group(head);
-            if (whole == null) continue;
-            String named = modifier(mod);
+            Map.Entry<String, List<Integer>> group = group(head);
+            String named = group == null ? null : modifier(mod);
             if (named == null) continue;
-            TreeSet<Integer> all = new TreeSet<>(whole), kept = new TreeSet<>(whole);
+            TreeSet<Integer> all = new TreeSet<>(group.getValue()), kept = new TreeSet<>(group.getValue());
             kept.retainAll(groups.get(named));
             if (!kept.isEmpty() && kept.size() < all.size()) {
                 how.add("'" + phrase + "': '" + named + "' within group '" + head + "'");
@@ -357,10 +355,10 @@ public final class TaskResolver {
             keptName = strip(padded.substring(0, at));
             droppedName = strip(padded.substring(at + marker.length() + 2));
         }
-        List<Integer> whole = keptName.isEmpty() ? null : group(keptName);
+        Map.Entry<String, List<Integer>> group = keptName.isEmpty() ? null : group(keptName);
         List<Integer> dropped = droppedName.isEmpty() ? null : dropped(droppedName);
-        if (whole == null || dropped == null) return null;
-        TreeSet<Integer> all = new TreeSet<>(whole), kept = new TreeSet<>(whole);
+        if (group == null || dropped == null) return null;
+        TreeSet<Integer> all = new TreeSet<>(group.getValue()), kept = new TreeSet<>(group.getValue());
         kept.removeAll(dropped);
         if (kept.isEmpty() || kept.size() >= all.size()) return null;
         how.add("'" + phrase + "': group '" + keptName + "' without '" + droppedName + "'");
@@ -369,8 +367,8 @@ public final class TaskResolver {
 
     /** The classes an exclusion names: a group, a modifier's group or one class; null if none. */
     private List<Integer> dropped(String name) {
-        List<Integer> found = group(name);
-        if (found != null) return found;
+        Map.Entry<String, List<Integer>> found = group(name);
+        if (found != null) return found.getValue();
         String mod = modifier(name);
         if (mod != null) return groups.get(mod);
         List<String> forms = new ArrayList<>(List.of(name));
