@@ -231,9 +231,21 @@ def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_p
     (tmp_path / "c").mkdir()
     copied = reuse_outputs(tiny_run, tmp_path / "c", config.with_overrides(stage2_logit_adjust=True))
     assert set(copied) == {"classes.safetensors", "stage1", "baseline"}
+    (tmp_path / "f").mkdir()  # the baseline's own learning rate retrains the baseline only
+    copied = reuse_outputs(tiny_run, tmp_path / "f", config.with_overrides(baseline_lr=0.05))
+    assert set(copied) == {"classes.safetensors", "stage1", "stage2", "stage3"}
     (tmp_path / "e").mkdir()  # a second stage-3 seed retrains stage 3 only
     copied = reuse_outputs(tiny_run, tmp_path / "e", config.with_overrides(stage3_seed=1))
     assert set(copied) == {"classes.safetensors", "stage1", "baseline", "stage2"}
+
+
+def test_baseline_lr_defaults_to_stage3s_and_a_frozen_stage3_recipe_names_its_own():
+    from trainer.config import TrainConfig
+
+    assert TrainConfig(stage3_lr=0.02).continuation_lr == 0.02
+    assert TrainConfig(stage3_lr=0.0, baseline_lr=0.01).continuation_lr == 0.01
+    for name, preset in PRESETS.items():  # a baseline at lr 0 would be stage 1 itself, not a same-compute baseline
+        assert not preset.baseline or preset.continuation_lr > 0, name
 
 
 def test_eval_reads_stage3_seed_runs_and_refuses_other_runs(tiny_run, tmp_path):

@@ -8,6 +8,8 @@
   stands on. Width 0.25 trains ~2.8x faster than 0.5 here; width 0.5 with epochs cut to about the
   same budget (18/1/3) gave every row ~2.5 points more but TAPER -0.54 vs classifier selection
   (run 9 in docs/results/experiments.md), so the preset stays at 0.25.
+- `bench-narrow`: issue 12's capacity-limited bench: width 0.125, Q=20 specialists on overlapping shards,
+  a mixer fitted to each task's majority shard (stage 3 trains no weights), the report's ablations.
 - `demo`: the bench model trained for a few epochs with issue 12's specialist stage 2 and no separate
   baseline: what `make demo` builds once.
 - `paper`: full-width ResNet-18 with the paper's recipe (100/5/20 epochs, lr 0.1 step decay), for a GPU.
@@ -88,6 +90,8 @@ class TrainConfig:
     naive_epochs: float = 0                 # epochs of the "naive" ablation; 0: as many as stages 1+2+3 together
     baseline: bool = True                   # train the no-personalization baseline (the report's rows 1-2);
                                             # False saves its stage-2+3 epochs for runs that only need the bases
+    baseline_lr: float | None = None        # the baseline continues stage 1 for stage 2+3's epochs at this lr;
+                                            # None: stage3_lr (a recipe whose stage 3 trains at lr 0 names it)
     holdout_classes: int = 0                # classes left out of training, spread over the hierarchy
                                             # (trainer/data/holdout.py): the few-shot benchmark's unseen classes
     seed: int = 0
@@ -110,6 +114,11 @@ class TrainConfig:
         if stage.startswith("stage3") and self.stage3_seed is not None:
             return self.stage3_seed
         return self.seed
+
+    @property
+    def continuation_lr(self) -> float:
+        """The baseline's learning rate: `baseline_lr`, or stage 3's when that is not set."""
+        return self.stage3_lr if self.baseline_lr is None else self.baseline_lr
 
     def with_overrides(self, **overrides) -> TrainConfig:
         known = {f.name for f in fields(self)}
@@ -144,6 +153,20 @@ RECIPE = {"stage3_bn": "frozen", "mixer_lr": 0.1, "stage2_logit_adjust": True, "
 # short stage 1 is the under-trained regime where it helped.
 SPECIALIST_STAGE2 = {"stage2_shard_size": 60, "stage2_general_fraction": 0.0, "stage2_lr": 0.03}
 
+# Issue 12's capacity-limited bench (experiments.md, "A capacity-limited bench: width 0.125" and the two
+# sections after it): at width 0.125 one network no longer fits all 200 classes (classifier selection 57.60
+# against 64.77 at 0.25), and 20 bases on overlapping shards of 60 classes, each trained 2 passes at lr 0.01
+# on its shard alone, are specialists (margin +1.22). Stage 3's task training pulled them back together
+# (TAPER +0.64 over CS); a mixer only fitted to the task's majority shard, with the bases left as stage 2
+# made them, kept +1.19 / +1.25 (two stage-3 seeds). The baseline continues stage 1 for the same 40 epochs
+# at stage 2's lr, since stage 3 here trains at lr 0.
+NARROW_SPECIALISTS = {
+    "width": 0.125, "num_bases": 20, "stage2_shard_size": 60, "stage2_general_fraction": 0.0, "stage2_lr": 0.01,
+    "stage2_epochs": 40, "stage3_lr": 0.0, "stage3_epochs": 0.01, "stage3_mixer_init": "majority",
+    "baseline_lr": 0.01,
+}
+ABLATIONS = ("fixed_uniform", "bow", "single_mixer", "naive")
+
 PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(
         stage3_bn="frozen", data="synthetic", stem="small", width=0.25, input_size=32, num_bases=3, task_k=5,
@@ -152,6 +175,7 @@ PRESETS: dict[str, TrainConfig] = {
         log_every=5, synthetic={"image_size": 32, "train_per_class": 16, "val_per_class": 4},
     ),
     "bench": TrainConfig(**RECIPE),
+    "bench-narrow": TrainConfig(**{**RECIPE, **NARROW_SPECIALISTS}, ablations=ABLATIONS, naive_epochs=8),
     # The main job's quick bundle (`make demo`): the bench model with a few epochs, specialist stage 2, and
     # no separate baseline (classifier selection uses the stage-1 network: 0.08 from the baseline's on the bench).
     "demo": TrainConfig(**RECIPE, **SPECIALIST_STAGE2, stage1_epochs=4, stage2_epochs=2, stage3_epochs=1,

@@ -129,14 +129,15 @@ STAGE1_FIELDS = ("data", "stem", "width", "input_size", "batch_size", "lr", "mom
 REUSABLE = {  # output -> the config fields it depends on
     "classes.safetensors": ("data", "synthetic", "holdout_classes"),
     "stage1": STAGE1_FIELDS,
-    "baseline": STAGE1_FIELDS + ("stage2_epochs", "stage3_epochs", "stage3_lr"),
+    "baseline": STAGE1_FIELDS + ("stage2_epochs", "stage3_epochs", "stage3_lr", "baseline_lr"),
     "stage2": STAGE1_FIELDS + ("num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction",
                                 "stage2_logit_adjust", "stage2_distill", "stage2_shard_size", "stage2_gate_penalty",
                                 "stage2_gate_lr", "stage2_gate_warmup"),
 }
 
 
-NOT_TRAINING = ("ablations", "naive_epochs", "baseline", "eval_seeds", "eval_images_per_class", "threads", "log_every")
+NOT_TRAINING = ("ablations", "naive_epochs", "baseline", "baseline_lr", "eval_seeds", "eval_images_per_class",
+                "threads", "log_every")
 
 
 def reuse_outputs(source: Path, run_dir: Path, config: TrainConfig) -> list[str]:

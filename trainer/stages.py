@@ -153,7 +153,7 @@ def train_continuation(ctx: StageContext, stage_dir: Path, stage1: ResNet18) -> 
     model = ResNet18(ctx.model_config)
     model.load_state_dict(stage1.state_dict())
     epochs = ctx.config.stage2_epochs + ctx.config.stage3_epochs
-    return train_plain(ctx, stage_dir, "baseline", model, epochs, ctx.config.stage3_lr)
+    return train_plain(ctx, stage_dir, "baseline", model, epochs, ctx.config.continuation_lr)
 
 
 def train_stage2_basis(ctx: StageContext, stage_dir: Path, stage1: ResNet18, shard_classes: np.ndarray,
