@@ -5,7 +5,9 @@ the bundle never saw? Writes <out>.json and <out>.md.
 
 The run must be trained with `holdout_classes` (trainer/data/holdout.py lists which). Unseen tasks:
 the held-out classes, `shots` support images per class drawn from their training images, queried on
-all their val images. Rows, each with a cosine prototype head on the support:
+all their val images. With more held-out classes than the run's task size k, each task is a held-out
+class and its k - 1 nearest held-out classes in the hierarchy (`unseen_task_sets`). Rows, each with a
+cosine prototype head on the support:
 - stage1_proto: the stage-1 network's features (torch, from the run);
 - uniform_proto: the uniform mix of the bases;
 - mixer_names_proto: the mixer's prediction from the class names (no labels needed);
@@ -141,41 +143,64 @@ def proxy_picks(support: dict[str, np.ndarray], labels: np.ndarray, order: list[
     return out, [c.accuracy for c in scored]
 
 
-def unseen_tasks(features: Features, bundle, data, held: list[str], tasks: int, shots_list: list[int],
+def unseen_task_sets(hierarchy, held: list[str], k: int, tasks: int, seed: int) -> list[np.ndarray]:
+    """The classes (positions in `held`) of each unseen task. With k or fewer held-out classes every task
+    holds them all (the issue's protocol); with more, task t is held-out class t mod n and its k - 1
+    nearest held-out classes in the hierarchy (ties at random): a neighbourhood, as the seen tasks are."""
+    if len(held) <= k:
+        return [np.arange(len(held))] * tasks
+    among = hierarchy.subset(held)
+    rng = np.random.default_rng(seed + 7)
+    return [np.sort(np.append(among.nearest(t % len(held), k - 1, rng), t % len(held))) for t in range(tasks)]
+
+
+def unseen_tasks(features: Features, bundle, data, held: list[str], k: int, tasks: int, shots_list: list[int],
                  seed: int) -> tuple[dict, dict, dict]:
-    """Per shot count, the rows' accuracies over `tasks` tasks; how often each candidate was picked; and
-    the proxy comparison (the query accuracy of each proxy's pick, and how the SDK's proxy ranks the
-    candidates against their query accuracy)."""
+    """Per shot count, the rows' accuracies over `tasks` tasks (unseen_task_sets); how often each
+    candidate was picked; and the proxy comparison (the query accuracy of each proxy's pick, and how the
+    SDK's proxy ranks the candidates against their query accuracy)."""
     class_ids = [data.wnids.index(w) for w in held]
     names = [primary_name(data.names[c]) for c in class_ids]
     train_rows = [np.flatnonzero(data.train.labels == c) for c in class_ids]
-    val_rows = np.concatenate([np.flatnonzero(data.val.labels == c) for c in class_ids])
-    val_labels = np.concatenate([np.full(int((data.val.labels == c).sum()), k) for k, c in enumerate(class_ids)])
+    val_rows = [np.flatnonzero(data.val.labels == c) for c in class_ids]
     train_images = np.asarray(data.train.images[np.concatenate(train_rows)])
-    offsets = np.cumsum([0] + [len(r) for r in train_rows])
-    val_images = np.asarray(data.val.images[val_rows])
-    pool = candidates(bundle, names, None)
-    order = [c.name for c in pool]
-    feats: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    val_images = np.asarray(data.val.images[np.concatenate(val_rows)])
+    train_at = np.cumsum([0] + [len(r) for r in train_rows])  # class j's rows in train_images: train_at[j]...
+    val_at = np.cumsum([0] + [len(r) for r in val_rows])
+    sets = unseen_task_sets(data.hierarchy, held, k, tasks, seed)
+    pool = fixed_candidates(bundle.num_bases)
+    static: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for c in pool:
         t = time.perf_counter()
-        feats[c.name] = (features.of_alpha(c.alpha, train_images), features.of_alpha(c.alpha, val_images))
+        static[c.name] = (features.of_alpha(c.alpha, train_images), features.of_alpha(c.alpha, val_images))
         print(f"[unseen] features of {c.name}: {time.perf_counter() - t:.1f} s", flush=True)
-    feats["stage1"] = (features.of_stage1(train_images), features.of_stage1(val_images))
+    static["stage1"] = (features.of_stage1(train_images), features.of_stage1(val_images))
+    mixers: dict[tuple, tuple[str, tuple[np.ndarray, np.ndarray]]] = {}  # one per distinct class set
     rng = np.random.default_rng(seed)
     results, picks, comparison = {}, {}, {}
     for shots in shots_list:
         rows: dict[str, list[float]] = {}
         by_proxy: dict[str, list[float]] = {}
         correlations: list[float] = []
-        for _ in range(tasks):
-            pick = np.concatenate([offsets[k] + rng.choice(len(r), shots, replace=False)
-                                   for k, r in enumerate(train_rows)])
-            labels = np.repeat(np.arange(len(class_ids)), shots)
-            acc = {n: proto_accuracy(f[0][pick], labels, f[1], val_labels, len(class_ids)) for n, f in feats.items()}
+        for task in sets:
+            t_train = np.concatenate([np.arange(train_at[j], train_at[j + 1]) for j in task])
+            t_val = np.concatenate([np.arange(val_at[j], val_at[j + 1]) for j in task])
+            val_labels = np.repeat(np.arange(len(task)), [val_at[j + 1] - val_at[j] for j in task])
+            if tuple(task) not in mixers:
+                mixer = candidates(bundle, [names[j] for j in task], None)[0]
+                mixers[tuple(task)] = (mixer.name, (features.of_alpha(mixer.alpha, train_images[t_train]),
+                                                    features.of_alpha(mixer.alpha, val_images[t_val])))
+            mixer_name, mixer_feats = mixers[tuple(task)]
+            feats = {mixer_name: mixer_feats, **{n: (f[0][t_train], f[1][t_val]) for n, f in static.items()}}
+            order = [mixer_name, *(c.name for c in pool)]
+            local_at = np.cumsum([0] + [train_at[j + 1] - train_at[j] for j in task])
+            pick = np.concatenate([local_at[i] + rng.choice(local_at[i + 1] - local_at[i], shots, replace=False)
+                                   for i in range(len(task))])
+            labels = np.repeat(np.arange(len(task)), shots)
+            acc = {n: proto_accuracy(f[0][pick], labels, f[1], val_labels, len(task)) for n, f in feats.items()}
             rows.setdefault("stage1_proto", []).append(acc["stage1"])
             rows.setdefault("uniform_proto", []).append(acc["uniform"])
-            rows.setdefault("mixer_names_proto", []).append(acc["mixer: class names"])
+            rows.setdefault("mixer_names_proto", []).append(acc[mixer_name])
             rows.setdefault("oracle_selected", []).append(max(acc[n] for n in order))
             if shots >= 2:
                 support = {n: feats[n][0][pick] for n in order}
@@ -293,9 +318,10 @@ def main() -> None:
         stage1 = load_model(network_config(config, seen.num_classes), args.run / "stage1" / "model.safetensors")
         features = Features(bundle, stage1, bundle.preprocessing)
         start = time.perf_counter()
-        unseen, unseen_picks, proxies = unseen_tasks(features, bundle, all_data, held, args.tasks, [5, 1], args.seed)
+        unseen, unseen_picks, proxies = unseen_tasks(features, bundle, all_data, held, config.task_k, args.tasks,
+                                                     [5, 1], args.seed)
         seen_rows, seen_picks, seen_proxies = seen_tasks(features, bundle, seen, config, args.seen_tasks, 5, args.seed)
-        class_ids = [all_data.wnids.index(w) for w in held]
+        class_ids = [all_data.wnids.index(w) for w in held][:config.task_k]  # 5 shots x 20 classes
         rng = np.random.default_rng(args.seed)
         rows = np.concatenate([rng.choice(np.flatnonzero(all_data.train.labels == c), 5, replace=False)
                                for c in class_ids])
@@ -323,6 +349,9 @@ def main() -> None:
         "picks": {"unseen": unseen_picks, "seen_5shot": seen_picks},
         "proxy_comparison": {**proxies, "seen_5shot": {"picked_accuracy": seen_proxies}},
         "selection_timings_ms": {"bench": timing, "full_width_224px_random_weights": full},
+        "unseen_way": min(len(held), config.task_k),
+        "unseen_tasks_are": "all held-out classes" if len(held) <= config.task_k else
+                            "a held-out class and its nearest held-out classes in the hierarchy",
         "held_out_classes": [{"wnid": w, "name": all_data.names[all_data.wnids.index(w)]} for w in held],
         "run": str(args.run), "run_config": config.to_dict(), "seed": args.seed,
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}", "seconds": round(elapsed, 1),
@@ -371,8 +400,9 @@ def report(r: dict) -> str:
              f"Run: {r['run']} (holdout_classes={r['run_config']['holdout_classes']}, stage1/2/3 epochs "
              f"{r['run_config']['stage1_epochs']}/{r['run_config']['stage2_epochs']}/"
              f"{r['run_config']['stage3_epochs']}, width {r['run_config']['width']}).", "",
-             f"## Unseen classes: {len(r['held_out_classes'])}-way, {r['tasks']} tasks "
+             f"## Unseen classes: {r.get('unseen_way', len(r['held_out_classes']))}-way, {r['tasks']} tasks "
              "(mean ± 95% interval over tasks, top-1 % on all their val images)", "",
+             f"Each task: {r.get('unseen_tasks_are', 'all held-out classes')}.", "",
              "| row | 5-shot | 1-shot |", "|---|---|---|"]
     lines += [f"| {row} | {cell('unseen_5shot', row)} | {cell('unseen_1shot', row)} |" for row in rows5]
     u = r["unseen_5shot"]
@@ -389,7 +419,7 @@ def report(r: dict) -> str:
     lines += ["", f"Candidates picked: {r['picks']['seen_5shot']}", ""]
     lines += proxy_section(r.get("proxy_comparison", {}).get("seen_5shot"), "5-shot, seen classes")
     lines += ["## Selection time (`sdk.personalize(bundle, examples=...)`, 5 shots x "
-              f"{len(r['held_out_classes'])} classes, median ms)", ""]
+              f"{r.get('unseen_way', len(r['held_out_classes']))} classes, median ms)", ""]
     for name, t in r["selection_timings_ms"].items():
         if t:
             lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in t.items()))

@@ -44,3 +44,24 @@ def test_proxy_picks_name_the_sdk_rule_and_the_plain_maximum(load_script):
     assert loo_1nn == [21 / 25, 1.0]
     assert picks["most_accurate_1nn"] == "basis" and picks["sdk"] == "mixer"
     assert set(picks) == {"sdk", "most_accurate_1nn", "loo_prototype", "loo_prototype_nll"}
+
+
+def test_unseen_tasks_are_neighbourhoods_of_held_out_classes_when_more_are_held_out_than_a_task_holds(load_script):
+    from trainer.config import PRESETS
+    from trainer.data.holdout import held_out_classes
+    from trainer.run import open_data
+
+    bench = load_script("bench_fewshot")
+    hierarchy = open_data(PRESETS["tiny"], progress=False).hierarchy
+    held = held_out_classes(hierarchy, 12)
+    among = hierarchy.subset(held)
+    sets = bench.unseen_task_sets(hierarchy, held, 5, 24, seed=0)
+    assert len(sets) == 24
+    for t, task in enumerate(sets):
+        anchor = t % len(held)
+        assert len(set(task.tolist())) == 5 and anchor in task
+        others = np.setdiff1d(np.arange(len(held)), task)
+        assert among.distances[anchor, task].max() <= among.distances[anchor, others].min()
+    assert len({tuple(s) for s in sets}) > 1
+    few = bench.unseen_task_sets(hierarchy, held[:5], 5, 3, seed=0)  # the protocol: all of them
+    assert all(np.array_equal(s, np.arange(5)) for s in few)
