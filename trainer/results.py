@@ -98,8 +98,10 @@ def markdown(result: dict, command: str, plots: list[str]) -> str:
                       f"**{spread['stage3_seed_std']:.2f}**."]
     if "headroom" in result:
         h = result["headroom"]
+        # The oracle fine-tunes stage 1, so its reference is stage-1 selection, not the baseline's (row 2).
+        network = " with the stage-1 network" if h.get("reference") == "stage1_selection" else ""
         lines += ["", f"Per-task fine-tuning oracle ({h['tasks']} tasks): {h['per_task_finetune']:.2f} vs "
-                      f"{h['per_task_finetune_cs']:.2f} with classifier selection on the same tasks (gain "
+                      f"{h['per_task_finetune_cs']:.2f} with classifier selection{network} on the same tasks (gain "
                       f"{h['gain']['mean']:+.2f}, std {h['gain']['std']:.2f}, range {h['gain']['min']:+.2f} to "
                       f"{h['gain']['max']:+.2f})."]
     fl = result.get("free_language_accuracy")
