@@ -14,7 +14,12 @@ cosine prototype head on the support:
 - proxy_selected: what `sdk.personalize(bundle, examples=...)` picks (`sdk.fewshot`: the mixer from the
   names, the uniform mix and each basis, scored by leave-one-out 1-NN accuracy; the mixer's candidate
   unless another is significantly better), with a comparison of other proxy rules on the same picks;
-- oracle_selected: the candidate with the best query accuracy (the ceiling of selection).
+- oracle_selected: the candidate with the best query accuracy (the ceiling of selection; it also picks
+  the query set's noise, so it overstates that ceiling);
+- oracle_crossval: the same pick made on half of each class's query images and scored on the other half
+  (both ways, averaged): the ceiling without that bias;
+- fitted_mixture (with --fit-mixture, an experiment): the mixer's alpha fitted to the support images
+  (`MixtureFitter`), a candidate beyond the discrete ones.
 1-shot: the proxy needs two images per class (the SDK refuses one), so it has no proxy row.
 Seen tasks: 20-way tasks of the trained classes (hierarchy neighbourhoods, the report's task sampler),
 5-shot support from their training images: proxy_selected vs classifier selection with the stage-1
@@ -58,10 +63,26 @@ from sdk.prototypes import (  # noqa: E402
 from sdk.text_encoder import primary_name  # noqa: E402
 
 
+def proto_hits(support: np.ndarray, support_labels: np.ndarray, query: np.ndarray, query_labels: np.ndarray,
+               k: int) -> np.ndarray:
+    """[N] whether the cosine prototype head of the support classifies each query image right."""
+    head = CosineHead(prototype_rows(support, support_labels, k, DEFAULT_TEMPERATURE))
+    return head.logits(query).argmax(1) == query_labels
+
+
 def proto_accuracy(support: np.ndarray, support_labels: np.ndarray, query: np.ndarray, query_labels: np.ndarray,
                    k: int) -> float:
-    head = CosineHead(prototype_rows(support, support_labels, k, DEFAULT_TEMPERATURE))
-    return 100.0 * float(np.mean(head.logits(query).argmax(1) == query_labels))
+    return 100.0 * float(np.mean(proto_hits(support, support_labels, query, query_labels, k)))
+
+
+def crossval_oracle(hits: dict[str, np.ndarray], query_labels: np.ndarray) -> float:
+    """The oracle pick without its selection bias (`trainer.headroom.crossval_correct`): the candidate
+    best on one half of each class's query images is scored on the other half, both ways. With ~22
+    candidates a point apart and 1000 query images, the plain maximum also picks the query set's noise."""
+    from trainer.headroom import alternate_halves, crossval_correct
+
+    stacked = np.stack(list(hits.values()))
+    return 100.0 * crossval_correct(stacked, alternate_halves(query_labels)) / len(query_labels)
 
 
 def interval(values: list[float]) -> dict:
@@ -102,6 +123,62 @@ def loo_prototype_similarities(features: np.ndarray, labels: np.ndarray, k: int)
     norm = np.sqrt(np.maximum(np.einsum("nc,nc->n", own, own) - 2 * (dot + 1.0) + 1.0, 1e-12))
     sims[np.arange(len(labels)), labels] = dot / norm
     return sims
+
+
+class MixtureFitter:
+    """An experiment beyond selection: fit one task's mixture alpha [4, Q] to its support images by
+    gradient descent on the leave-one-out prototype log-likelihood (the continuous proxy of
+    `proxy_picks`), starting from the mixer's candidate. The bases are the run's stage-3 bank (the
+    bundle's bases before export); the fitted alpha is then fused by the SDK like any candidate.
+    Settings fixed before it was scored: Adam on log alpha, `steps` steps at `lr`, batch norm with the
+    mixed running statistics (as the SDK folds them)."""
+
+    def __init__(self, run: Path, model_config, num_bases: int, preprocessing, steps: int = 25, lr: float = 0.05):
+        import torch
+
+        from trainer.basis_bank import BasisBank
+        from trainer.checkpoints import load_state
+
+        self.bank = BasisBank(model_config, num_bases)
+        state = load_state(run / "stage3" / "model.safetensors")
+        self.bank.load_state_dict({k[len("bank."):]: v for k, v in state.items() if k.startswith("bank.")})
+        self.bank.requires_grad_(False)
+        self.config, self.preprocessing, self.steps, self.lr = model_config, preprocessing, steps, lr
+        self.torch = torch
+        self.seconds: list[float] = []  # per fit
+
+    def fit(self, alpha: np.ndarray, images: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        torch = self.torch
+        from trainer.grouped_forward import GroupedForward
+
+        start = time.perf_counter()
+        x = torch.from_numpy(self.preprocessing.normalize(images))[None]
+        y = torch.from_numpy(labels.astype(np.int64))
+        log_alpha = torch.log(torch.as_tensor(alpha, dtype=torch.float32).clamp_min(1e-4)).requires_grad_()
+        optimizer = torch.optim.Adam([log_alpha], lr=self.lr)
+        for _ in range(self.steps):
+            mixed = self.bank.mix(log_alpha.softmax(-1)[None])
+            features = GroupedForward(mixed, 1, False).features(self.config, x)[:, 0]
+            loss = -loo_prototype_log_likelihood(features, y, int(labels.max()) + 1).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        self.seconds.append(time.perf_counter() - start)
+        return log_alpha.detach().softmax(-1).numpy().astype(np.float32)
+
+
+def loo_prototype_log_likelihood(features, labels, k: int):
+    """torch: [N] log-probability of each example's class under the cosine prototype head (temperature
+    DEFAULT_TEMPERATURE) with its own class's prototype made without it (`loo_prototype_similarities`)."""
+    import torch
+
+    unit = torch.nn.functional.normalize(features, dim=1)
+    sums = torch.zeros(k, unit.shape[1], dtype=unit.dtype).index_add(0, labels, unit)
+    own = sums[labels] - unit  # the own class's sum without the example
+    sims = unit @ torch.nn.functional.normalize(sums, dim=1).T
+    own_sim = (unit * torch.nn.functional.normalize(own, dim=1)).sum(1)
+    sims = sims.scatter(1, labels[:, None], own_sim[:, None])
+    return torch.log_softmax(sims * DEFAULT_TEMPERATURE, 1).gather(1, labels[:, None])[:, 0]
 
 
 def rank_correlation(a: list[float], b: list[float]) -> float:
@@ -155,7 +232,7 @@ def unseen_task_sets(hierarchy, held: list[str], k: int, tasks: int, seed: int) 
 
 
 def unseen_tasks(features: Features, bundle, data, held: list[str], k: int, tasks: int, shots_list: list[int],
-                 seed: int) -> tuple[dict, dict, dict]:
+                 seed: int, fitter: MixtureFitter | None = None) -> tuple[dict, dict, dict]:
     """Per shot count, the rows' accuracies over `tasks` tasks (unseen_task_sets); how often each
     candidate was picked; and the proxy comparison (the query accuracy of each proxy's pick, and how the
     SDK's proxy ranks the candidates against their query accuracy)."""
@@ -189,19 +266,26 @@ def unseen_tasks(features: Features, bundle, data, held: list[str], k: int, task
             if tuple(task) not in mixers:
                 mixer = candidates(bundle, [names[j] for j in task], None)[0]
                 mixers[tuple(task)] = (mixer.name, (features.of_alpha(mixer.alpha, train_images[t_train]),
-                                                    features.of_alpha(mixer.alpha, val_images[t_val])))
-            mixer_name, mixer_feats = mixers[tuple(task)]
+                                                    features.of_alpha(mixer.alpha, val_images[t_val])), mixer.alpha)
+            mixer_name, mixer_feats, mixer_alpha = mixers[tuple(task)]
             feats = {mixer_name: mixer_feats, **{n: (f[0][t_train], f[1][t_val]) for n, f in static.items()}}
             order = [mixer_name, *(c.name for c in pool)]
             local_at = np.cumsum([0] + [train_at[j + 1] - train_at[j] for j in task])
             pick = np.concatenate([local_at[i] + rng.choice(local_at[i + 1] - local_at[i], shots, replace=False)
                                    for i in range(len(task))])
             labels = np.repeat(np.arange(len(task)), shots)
-            acc = {n: proto_accuracy(f[0][pick], labels, f[1], val_labels, len(task)) for n, f in feats.items()}
+            hits = {n: proto_hits(f[0][pick], labels, f[1], val_labels, len(task)) for n, f in feats.items()}
+            acc = {n: 100.0 * float(h.mean()) for n, h in hits.items()}
             rows.setdefault("stage1_proto", []).append(acc["stage1"])
             rows.setdefault("uniform_proto", []).append(acc["uniform"])
             rows.setdefault("mixer_names_proto", []).append(acc[mixer_name])
             rows.setdefault("oracle_selected", []).append(max(acc[n] for n in order))
+            rows.setdefault("oracle_crossval", []).append(crossval_oracle({n: hits[n] for n in order}, val_labels))
+            if shots >= 2 and fitter is not None:
+                alpha = fitter.fit(mixer_alpha, train_images[t_train][pick], labels)
+                fitted = features.of_alpha(alpha, np.concatenate([train_images[t_train][pick], val_images[t_val]]))
+                rows.setdefault("fitted_mixture", []).append(
+                    proto_accuracy(fitted[:len(pick)], labels, fitted[len(pick):], val_labels, len(task)))
             if shots >= 2:
                 support = {n: feats[n][0][pick] for n in order}
                 proxies, loo_1nn = proxy_picks(support, labels, order)
@@ -293,6 +377,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed selections (median)")
     parser.add_argument("--full-width", action="store_true",
                         help="also time selection on a full-width ResNet-18 at 224 px (random weights)")
+    parser.add_argument("--fit-mixture", action="store_true",
+                        help="experiment: also fit each 5-shot task's mixture to its support (MixtureFitter)")
     parser.add_argument("--out", type=Path, default=Path("docs/results/fewshot"))
     args = parser.parse_args()
 
@@ -318,8 +404,12 @@ def main() -> None:
         stage1 = load_model(network_config(config, seen.num_classes), args.run / "stage1" / "model.safetensors")
         features = Features(bundle, stage1, bundle.preprocessing)
         start = time.perf_counter()
+        fitter = None
+        if args.fit_mixture:
+            fitter = MixtureFitter(args.run, network_config(config, seen.num_classes), bundle.num_bases,
+                                   bundle.preprocessing)
         unseen, unseen_picks, proxies = unseen_tasks(features, bundle, all_data, held, config.task_k, args.tasks,
-                                                     [5, 1], args.seed)
+                                                     [5, 1], args.seed, fitter)
         seen_rows, seen_picks, seen_proxies = seen_tasks(features, bundle, seen, config, args.seen_tasks, 5, args.seed)
         class_ids = [all_data.wnids.index(w) for w in held][:config.task_k]  # 5 shots x 20 classes
         rng = np.random.default_rng(args.seed)
@@ -344,6 +434,7 @@ def main() -> None:
         "seen_5shot": {k: v["mean"] for k, v in seen_rows.items()},
         "tasks": args.tasks, "seen_tasks": args.seen_tasks,
         "selection_ms": timing["total"],
+        "fitted_mixture_fit_ms": round(1000 * statistics.median(fitter.seconds), 1) if fitter else None,
         "full_width_selection_ms": full["total"] if full else None,
         "intervals": {**unseen, "seen_5shot": seen_rows},
         "picks": {"unseen": unseen_picks, "seen_5shot": seen_picks},
@@ -353,7 +444,7 @@ def main() -> None:
         "unseen_tasks_are": "all held-out classes" if len(held) <= config.task_k else
                             "a held-out class and its nearest held-out classes in the hierarchy",
         "held_out_classes": [{"wnid": w, "name": all_data.names[all_data.wnids.index(w)]} for w in held],
-        "run": str(args.run), "run_config": config.to_dict(), "seed": args.seed,
+        "run": str(args.run), "run_config": config.to_dict(), "seed": args.seed, "out": str(args.out),
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}", "seconds": round(elapsed, 1),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -386,6 +477,13 @@ def proxy_section(comparison: dict | None, tasks: str = "5-shot, unseen classes"
     return lines
 
 
+def fitted_note(r: dict) -> list[str]:
+    if not r.get("fitted_mixture_fit_ms"):
+        return []
+    return [f"fitted_mixture: the mixer's alpha fitted to the support by gradient descent on the leave-one-out "
+            f"prototype log-likelihood (MixtureFitter, torch; {r['fitted_mixture_fit_ms']} ms per task, median)."]
+
+
 def report(r: dict) -> str:
     iv = r["intervals"]
 
@@ -394,9 +492,11 @@ def report(r: dict) -> str:
         return f"{v['mean']:.2f} ± {v['ci95']:.2f}" if v else "n/a"
 
     rows5 = ["stage1_proto", "uniform_proto", "mixer_names_proto", "proxy_selected", "oracle_selected"]
+    rows5 += [row for row in ("oracle_crossval", "fitted_mixture") if row in iv["unseen_5shot"]]
     lines = ["# Few-shot enrollment benchmark", "",
              f"Command: `python scripts/bench_fewshot.py --run {r['run']} --tasks {r['tasks']}"
-             f" --seen-tasks {r['seen_tasks']}{' --full-width' if r['full_width_selection_ms'] else ''}`", "",
+             f" --seen-tasks {r['seen_tasks']}{' --full-width' if r['full_width_selection_ms'] else ''}"
+             f"{' --fit-mixture' if r.get('fitted_mixture_fit_ms') else ''} --out {r.get('out', '...')}`", "",
              f"Run: {r['run']} (holdout_classes={r['run_config']['holdout_classes']}, stage1/2/3 epochs "
              f"{r['run_config']['stage1_epochs']}/{r['run_config']['stage2_epochs']}/"
              f"{r['run_config']['stage3_epochs']}, width {r['run_config']['width']}).", "",
@@ -410,7 +510,9 @@ def report(r: dict) -> str:
     share = (u["proxy_selected"] - u["stage1_proto"]) / gap if gap > 0 else float("nan")
     lines += ["", f"proxy_selected - stage1_proto: {u['proxy_selected'] - u['stage1_proto']:+.2f} points "
               f"(target >= +2); share of the way from stage1_proto to the oracle: {share:.2f} (target >= 0.5).",
-              "1-shot has no proxy row: leave-one-out needs two images per class (the SDK refuses one).", "",
+              "1-shot has no proxy row: leave-one-out needs two images per class (the SDK refuses one).",
+              "oracle_crossval: the oracle without its selection bias (picked on half of each class's query "
+              "images, scored on the other half, both ways).", *fitted_note(r), "",
               f"Candidates picked by the proxy (5-shot): {r['picks']['unseen'].get('5shot', {})}", ""]
     lines += proxy_section(r.get("proxy_comparison", {}).get("5shot"))
     lines += [f"## Seen classes: {r['run_config']['task_k']}-way, 5-shot, {r['seen_tasks']} tasks", "",

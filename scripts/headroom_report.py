@@ -17,7 +17,9 @@ import statistics
 from pathlib import Path
 
 COLUMNS = [("reference", "CS (reference)"), ("shard_basis", "majority-shard basis"),
-           ("best_single_basis", "best single basis (oracle)"), ("uniform_average", "uniform average"),
+           ("best_single_basis", "best single basis (oracle)"),
+           ("best_single_basis_crossval", "best single basis, picked on the other half of val"),
+           ("uniform_average", "uniform average"),
            ("shard_router", "shard router"), ("taper", "TAPER"), ("stage3_uniform_average", "stage-3 uniform"),
            ("stage3_shard_router", "stage-3 router")]
 

@@ -65,3 +65,62 @@ def test_unseen_tasks_are_neighbourhoods_of_held_out_classes_when_more_are_held_
     assert len({tuple(s) for s in sets}) > 1
     few = bench.unseen_task_sets(hierarchy, held[:5], 5, 3, seed=0)  # the protocol: all of them
     assert all(np.array_equal(s, np.arange(5)) for s in few)
+
+
+def test_torch_leave_one_out_log_likelihood_matches_the_numpy_similarities(load_script):
+    import torch
+
+    bench = load_script("bench_fewshot")
+    rng = np.random.default_rng(2)
+    features, labels = rng.normal(size=(20, 6)), np.repeat(np.arange(4), 5)
+    logits = bench.loo_prototype_similarities(features, labels, 4) * bench.DEFAULT_TEMPERATURE
+    expected = (logits - np.log(np.exp(logits).sum(1, keepdims=True)))[np.arange(20), labels]
+    got = bench.loo_prototype_log_likelihood(torch.from_numpy(features), torch.from_numpy(labels), 4)
+    np.testing.assert_allclose(got.numpy(), expected, atol=1e-9)
+
+
+def test_crossval_oracle_does_not_reward_a_candidate_that_is_only_lucky_on_one_half(load_script):
+    bench = load_script("bench_fewshot")
+    labels = np.repeat(np.arange(2), 4)  # per class, positions 0 and 2 are one half, 1 and 3 the other
+    steady = np.array([1, 1, 0, 0, 1, 1, 0, 0], bool)  # 50% on both halves
+    lucky = np.array([1, 0, 1, 0, 1, 0, 1, 0], bool)   # 100% on the even half, 0% on the odd half
+    # Over all query images both are 50%. Picked on the even half, lucky scores 0% on the odd half; picked
+    # on the odd half, steady scores 50% on the even half.
+    assert bench.crossval_oracle({"steady": steady, "lucky": lucky}, labels) == 25.0
+    assert bench.crossval_oracle({"steady": steady}, labels) == 50.0
+    best = np.ones(8, bool)
+    assert bench.crossval_oracle({"best": best, "lucky": lucky}, labels) == 100.0
+    # Ties go to the first candidate: on the even half lucky ties with best, and then scores 0 on the odd.
+    assert bench.crossval_oracle({"lucky": lucky, "best": best}, labels) == 50.0
+
+
+def test_mixture_fitter_raises_the_support_log_likelihood_and_returns_a_mixture(load_script, tmp_path):
+    import torch
+
+    from sdk.preprocessing import Preprocessing
+    from trainer.basis_bank import BasisBank
+    from trainer.checkpoints import save_state
+    from trainer.grouped_forward import GroupedForward
+    from trainer.models import ResNet18, ResNetConfig
+
+    bench = load_script("bench_fewshot")
+    config = ResNetConfig(num_classes=6, stem="small", width=0.25, input_size=16)
+    torch.manual_seed(0)
+    bank = BasisBank.from_state_dicts(config, [ResNet18(config).state_dict() for _ in range(3)])
+    save_state(tmp_path / "stage3" / "model.safetensors", {f"bank.{k}": v for k, v in bank.state_dict().items()})
+    preprocessing = Preprocessing(16)
+    fitter = bench.MixtureFitter(tmp_path, config, 3, preprocessing, steps=15, lr=0.2)
+    images = np.random.default_rng(3).integers(0, 256, (12, 16, 16, 3), dtype=np.uint8)
+    labels = np.repeat(np.arange(3), 4)
+    start = np.full((4, 3), 1 / 3, np.float32)
+
+    def objective(alpha):
+        x = torch.from_numpy(preprocessing.normalize(images))[None]
+        with torch.no_grad():
+            feats = GroupedForward(fitter.bank.mix(torch.from_numpy(alpha)[None]), 1, False).features(config, x)[:, 0]
+        return float(bench.loo_prototype_log_likelihood(feats, torch.from_numpy(labels), 3).mean())
+
+    alpha = fitter.fit(start, images, labels)
+    assert alpha.shape == (4, 3) and np.allclose(alpha.sum(1), 1) and (alpha > 0).all()
+    assert not np.allclose(alpha, start)
+    assert objective(alpha) > objective(start)

@@ -8,7 +8,10 @@ import torch
 
 from trainer.evaluate import Evaluator
 from trainer.headroom import (
+    alternate_halves,
     best_single_basis,
+    best_single_basis_crossval,
+    crossval_correct,
     majority_shard,
     majority_shard_alpha,
     one_hot_members,
@@ -69,6 +72,24 @@ def test_specialist_margin_and_oracle_pick_on_known_predictions():
     assert specialist_margins(evaluator, logits, logits[1], members, tasks[:1])[1] is None
 
 
+def test_crossval_oracle_does_not_credit_a_basis_for_luck_on_the_images_it_was_picked_on():
+    labels = np.repeat(np.arange(2), 4)
+    assert alternate_halves(labels).tolist() == [True, False, True, False] * 2
+    evaluator = toy_evaluator(labels, 2)
+    wrong = 1 - labels
+    steady = np.where(np.arange(8) % 4 < 2, labels, wrong)     # right on one image of each half per class
+    lucky = np.where(np.arange(8) % 2 == 0, labels, wrong)     # right on the even half only
+    logits = [one_hot_logits(b, 2) for b in (steady, lucky)]
+    tasks = [np.array([0, 1])]
+    assert best_single_basis(evaluator, logits, tasks) == 50.0  # both are 4 of 8 right
+    # Picked on the even half, lucky scores 0 of 4 on the odd half; picked on the odd half, steady scores
+    # 2 of 4 on the even half.
+    assert best_single_basis_crossval(evaluator, logits, tasks) == 25.0
+    assert best_single_basis_crossval(evaluator, logits[:1], tasks) == 50.0  # one basis: no selection, no bias
+    hits = np.array([[1, 1, 1, 1], [0, 0, 0, 0]], bool)
+    assert crossval_correct(hits, np.array([1, 0, 1, 0], bool)) == 4
+
+
 def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path):
     from trainer.report import evaluate_bases
     from trainer.run import run
@@ -81,6 +102,7 @@ def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path):
     assert "taper" not in acc
     assert result["reference"] == "classifier_selection"  # the tiny run's baseline was reused
     assert acc["best_single_basis"] >= acc["shard_basis"]
+    assert acc["best_single_basis"] >= acc["best_single_basis_crossval"]
     assert len(result["specialist_margin_per_basis"]) == 3
     assert set(result["task_shard_alignment"]) == {"shards_touched", "majority_share"}
     run(out, progress=False)  # resumes: stage 3, its mixer first fitted to the router

@@ -53,6 +53,12 @@ class GroupedForward:
         return torch.relu(out + shortcut)
 
     def __call__(self, config: ResNetConfig, x: torch.Tensor) -> torch.Tensor:
+        features = self.features(config, x)  # [B, G, C]
+        logits = torch.einsum("bgc,gkc->gbk", features, self.w["fc.weight"])
+        return logits + self.w["fc.bias"][:, None, :]
+
+    def features(self, config: ResNetConfig, x: torch.Tensor) -> torch.Tensor:
+        """Penultimate features [B, G, C] of x [G, B, 3, H, W] (no classifier weights needed)."""
         g, b = x.shape[:2]
         h = x.transpose(0, 1).reshape(b, g * x.shape[2], *x.shape[3:])  # [B, G*3, H, W]
         net = topology(config.stem, config.width)
@@ -61,9 +67,7 @@ class GroupedForward:
             h = F.max_pool2d(h, 3, 2, 1)
         for spec in net.blocks:
             h = self.block(h, spec)
-        features = h.mean((2, 3)).view(b, g, -1)  # [B, G, C]
-        logits = torch.einsum("bgc,gkc->gbk", features, self.w["fc.weight"])
-        return logits + self.w["fc.bias"][:, None, :]
+        return h.mean((2, 3)).view(b, g, -1)
 
 
 def grouped_forward(config: ResNetConfig, weights: dict[str, torch.Tensor], x: torch.Tensor,

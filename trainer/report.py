@@ -24,6 +24,7 @@ from .data.tasks import TaskSampler
 from .evaluate import Evaluator, pairwise_similarity_correlation
 from .headroom import (
     best_single_basis,
+    best_single_basis_crossval,
     majority_shard_accuracy,
     mean_margin,
     shard_router_alpha,
@@ -36,7 +37,8 @@ from .run import NOT_TRAINING, STAGE3_VARIANTS, load_model, load_stage3, make_co
 from .task_embedding import TaskEmbedder
 
 ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "shard_basis", "best_single_basis",
-             "uniform_average", "shard_router", "fixed_uniform", "taper", "bow", "single_mixer", "taper_no_selection"]
+             "best_single_basis_crossval", "uniform_average", "shard_router", "fixed_uniform", "taper", "bow",
+             "single_mixer", "taper_no_selection"]
 
 
 def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path] = ()) -> dict:
@@ -82,6 +84,7 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
             add("stage1_selection", evaluator.static(stage1_logits, tasks)[0])
             add("shard_basis", majority_shard_accuracy(evaluator, shard_logits, members, tasks))
             add("best_single_basis", best_single_basis(evaluator, shard_logits, tasks))
+            add("best_single_basis_crossval", best_single_basis_crossval(evaluator, shard_logits, tasks))
             if protocol == "neighbourhood":
                 margins.append(specialist_margins(evaluator, shard_logits, baseline_logits, members, tasks))
             for name, model in variants.items():
@@ -293,6 +296,8 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
         for name, value in (("reference", evaluator.static(reference_logits, tasks)[0]),
                             ("shard_basis", majority_shard_accuracy(evaluator, basis_logits, members, tasks)),
                             ("best_single_basis", best_single_basis(evaluator, basis_logits, tasks)),
+                            ("best_single_basis_crossval", best_single_basis_crossval(evaluator, basis_logits,
+                                                                                      tasks)),
                             ("uniform_average", evaluator.static(uniform_logits, tasks)[0]),
                             ("shard_router", _router_accuracy(evaluator, bank, members, tasks))):
             rows.setdefault(name, []).append(value)

@@ -15,6 +15,8 @@ ROW_LABELS = {
     "naive": "3. TAPER, naive training (stage 3 only)",
     "shard_basis": "4. stage-2 basis of the task's majority shard + selection",
     "best_single_basis": "(oracle) best single stage-2 basis per task + selection",
+    "best_single_basis_crossval": "(oracle, unbiased) the same pick made on half of each task's val images, "
+                                  "scored on the other half",
     "uniform_average": "5. uniform average of the bases (no mixer)",
     "shard_router": "parameter-free shard router over the final bases (alpha = task's class share per shard)",
     "fixed_uniform": "6. bases fine-tuned with a fixed uniform mixer",
