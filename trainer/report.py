@@ -145,6 +145,7 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
         "wall_time_method_s": round(sum(v for k, v in metrics.get("wall_time_s", {}).items()
                                         if not k.startswith("stage3_") or k == "stage3_taper"), 1),
         "wall_time_per_stage_s": metrics.get("wall_time_s", {}),
+        "reused": metrics.get("reused", {}),  # stages copied from another run (the report says so)
         "eval_time_s": round(time.perf_counter() - start, 1),
         "config": config.to_dict(),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
