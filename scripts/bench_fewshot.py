@@ -134,8 +134,6 @@ class MixtureFitter:
     mixed running statistics (as the SDK folds them)."""
 
     def __init__(self, run: Path, model_config, num_bases: int, preprocessing, steps: int = 25, lr: float = 0.05):
-        import torch
-
         from trainer.basis_bank import BasisBank
         from trainer.checkpoints import load_state
 
@@ -144,11 +142,12 @@ class MixtureFitter:
         self.bank.load_state_dict({k[len("bank."):]: v for k, v in state.items() if k.startswith("bank.")})
         self.bank.requires_grad_(False)
         self.config, self.preprocessing, self.steps, self.lr = model_config, preprocessing, steps, lr
-        self.torch = torch
         self.seconds: list[float] = []  # per fit
 
     def fit(self, alpha: np.ndarray, images: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        torch = self.torch
+        """alpha [4, Q] (rows sum to 1) fitted to the support images [N, S, S, 3] with class labels [N]."""
+        import torch
+
         from trainer.grouped_forward import GroupedForward
 
         start = time.perf_counter()
@@ -282,8 +281,9 @@ def unseen_tasks(features: Features, bundle, data, held: list[str], k: int, task
             rows.setdefault("oracle_selected", []).append(max(acc[n] for n in order))
             rows.setdefault("oracle_crossval", []).append(crossval_oracle({n: hits[n] for n in order}, val_labels))
             if shots >= 2 and fitter is not None:
-                alpha = fitter.fit(mixer_alpha, train_images[t_train][pick], labels)
-                fitted = features.of_alpha(alpha, np.concatenate([train_images[t_train][pick], val_images[t_val]]))
+                support_images = train_images[t_train[pick]]
+                alpha = fitter.fit(mixer_alpha, support_images, labels)
+                fitted = features.of_alpha(alpha, np.concatenate([support_images, val_images[t_val]]))
                 rows.setdefault("fitted_mixture", []).append(
                     proto_accuracy(fitted[:len(pick)], labels, fitted[len(pick):], val_labels, len(task)))
             if shots >= 2:

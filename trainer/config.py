@@ -155,12 +155,13 @@ SPECIALIST_STAGE2 = {"stage2_shard_size": 60, "stage2_general_fraction": 0.0, "s
 
 # Issue 12's capacity-limited bench (experiments.md, "A capacity-limited bench: width 0.125" and the
 # sections after it): at width 0.125 one network fits the 200 classes worse (stage-1 selection 57.60
-# against 64.77 at 0.25), and 20 bases on overlapping shards of 60 classes, each trained 2 passes at lr
-# 0.01 on its shard alone, beat the stage-1 network on their own tasks (+1.22). Stage 3's task training
-# pulled them back together, so the mixer is only fitted to the task's majority shard and no weights
-# train in stage 3. The baseline continues stage 1 for the same 40 epochs at stage 2's lr (stage 3 is at
-# lr 0); it gains 0.87 on its own, and TAPER ends +0.32 / +0.38 over its classifier selection (-0.46 on
-# super-category tasks, +1.10 over the bases' average): docs/results/bench_narrow.md.
+# against 64.77 at 0.25), and 20 bases on overlapping shards of 60 classes, each trained for 2 epochs'
+# worth of steps (about 6.7 passes over its shard) at lr 0.01 on its shard alone, beat the stage-1
+# network on their own tasks (+1.22). Stage 3's task training pulled them back together, so the mixer
+# is only fitted to the task's majority shard and no weights train in stage 3. The baseline continues
+# stage 1 for the same 40 epochs at stage 2's lr (stage 3 is at lr 0); it gains 0.87 on its own, and
+# TAPER ends +0.32 / +0.38 over its classifier selection (-0.46 on super-category tasks, +1.10 over the
+# bases' average): docs/results/bench_narrow.md.
 NARROW_SPECIALISTS = {
     "width": 0.125, "num_bases": 20, "stage2_shard_size": 60, "stage2_general_fraction": 0.0, "stage2_lr": 0.01,
     "stage2_epochs": 40, "stage3_lr": 0.0, "stage3_epochs": 0.01, "stage3_mixer_init": "majority",

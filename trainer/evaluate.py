@@ -44,11 +44,15 @@ class Evaluator:
     def task_index(self, task: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.flatnonzero(np.isin(self.labels.numpy(), task)))
 
-    def correct(self, logits: torch.Tensor, labels: torch.Tensor, task: np.ndarray) -> tuple[int, int]:
-        """(correct with classifier selection, correct over all classes)."""
+    def selected_hits(self, logits: torch.Tensor, labels: torch.Tensor, task: np.ndarray) -> torch.Tensor:
+        """[N] bool: right with classifier selection (the argmax over the task's classes only)."""
         mask = torch.full((self.num_classes,), float("-inf"))
         mask[torch.as_tensor(task)] = 0
-        return (int(((logits + mask).argmax(1) == labels).sum()), int((logits.argmax(1) == labels).sum()))
+        return (logits + mask).argmax(1) == labels
+
+    def correct(self, logits: torch.Tensor, labels: torch.Tensor, task: np.ndarray) -> tuple[int, int]:
+        """(correct with classifier selection, correct over all classes)."""
+        return int(self.selected_hits(logits, labels, task).sum()), int((logits.argmax(1) == labels).sum())
 
     def static(self, logits: torch.Tensor, tasks: list[np.ndarray]) -> tuple[float, float]:
         """(accuracy with selection, without) of one task-independent network over all tasks, from its

@@ -112,9 +112,7 @@ def best_single_basis_crossval(evaluator: Evaluator, basis_logits: list[torch.Te
     for task in tasks:
         idx = evaluator.task_index(task)
         labels = evaluator.labels[idx]
-        mask = torch.full((evaluator.num_classes,), float("-inf"))
-        mask[torch.as_tensor(task)] = 0
-        hits = torch.stack([(logits[idx] + mask).argmax(1) == labels for logits in basis_logits]).numpy()
+        hits = torch.stack([evaluator.selected_hits(logits[idx], labels, task) for logits in basis_logits]).numpy()
         correct += crossval_correct(hits, alternate_halves(labels.numpy()))
         total += len(idx)
     return 100.0 * correct / total

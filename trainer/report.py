@@ -33,6 +33,7 @@ from .headroom import (
 )
 from .mixer import MixerPredictor
 from .models import NUM_BLOCKS
+from .results import run_wall_times
 from .run import NOT_TRAINING, STAGE3_VARIANTS, load_model, load_stage3, make_context, read_shards, stage3_dir
 from .task_embedding import TaskEmbedder
 
@@ -128,7 +129,6 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
             fresh = MixerPredictor(task_emb.shape[1], config.num_bases, config.mixer_hidden)
             torch.nn.init.normal_(fresh.head.weight, std=0.1)  # the zero-initialised head would give constant mixers
             untrained = pairwise_similarity_correlation(task_emb, fresh.eval()(task_emb))
-    metrics = json.loads((run_dir / "metrics.json").read_text()) if (run_dir / "metrics.json").exists() else {}
     primary = per_protocol["neighbourhood"]
     result = {
         "accuracy": {k: round(float(np.mean(v)), 2) for k, v in _ordered(primary)},
@@ -141,11 +141,7 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
         "specialist_margin_per_basis": [_rounded(m) for m in _per_basis_mean(margins)],
         "mixer_task_pearson_r": _rounded(pearson),
         "mixer_task_pearson_r_untrained": _rounded(untrained),
-        "wall_time_s": round(sum(metrics.get("wall_time_s", {}).values()), 1),
-        "wall_time_method_s": round(sum(v for k, v in metrics.get("wall_time_s", {}).items()
-                                        if not k.startswith("stage3_") or k == "stage3_taper"), 1),
-        "wall_time_per_stage_s": metrics.get("wall_time_s", {}),
-        "reused": metrics.get("reused", {}),  # stages copied from another run (the report says so)
+        **run_wall_times(run_dir),
         "eval_time_s": round(time.perf_counter() - start, 1),
         "config": config.to_dict(),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",

@@ -28,14 +28,22 @@ ROW_LABELS = {
 }
 
 
+def run_wall_times(run_dir: Path) -> dict:
+    """A run's training wall times from its metrics.json: the total, the method's (stages 1-3 and the
+    baseline, not the ablation variants), per stage, and which stages were reused from another run."""
+    path = run_dir / "metrics.json"
+    metrics = json.loads(path.read_text()) if path.exists() else {}
+    per_stage = metrics.get("wall_time_s", {})
+    return {"wall_time_s": round(sum(per_stage.values()), 1),
+            "wall_time_method_s": round(sum(v for k, v in per_stage.items()
+                                            if not k.startswith("stage3_") or k == "stage3_taper"), 1),
+            "wall_time_per_stage_s": per_stage, "reused": metrics.get("reused", {})}
+
+
 def refresh_wall_times(result: dict, run_dir: Path) -> dict:
     """Wall times as the run's metrics.json has them now (reused stages included)."""
-    path = run_dir / "metrics.json"
-    if path.exists():
-        metrics = json.loads(path.read_text())
-        result["wall_time_per_stage_s"] = metrics.get("wall_time_s", {})
-        result["wall_time_s"] = round(sum(result["wall_time_per_stage_s"].values()), 1)
-        result["reused"] = metrics.get("reused", {})
+    if (run_dir / "metrics.json").exists():
+        result.update(run_wall_times(run_dir))
     return result
 
 
