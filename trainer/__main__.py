@@ -1,6 +1,7 @@
 """Trainer CLI.
 
     python -m trainer run --preset bench --data ../shared/data/tiny-imagenet-200.tar.gz --out runs/bench
+    python -m trainer run --preset paper --out runs/paper --device cuda      # on a GPU (trainer/device.py)
     python -m trainer run --preset tiny --out runs/tiny --set stage1_epochs=5
     python -m trainer eval runs/bench
     python -m trainer run --preset bench --out runs/s2 --reuse-from runs/bench --set stage2_epochs=10 --until stage2
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from .config import PRESETS
 from .data.errors import DataError
+from .device import TrainDevice
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="override a config field (value parsed as JSON when it can be)")
     train.add_argument("--until", choices=("stage1", "stage2", "stage3"), default="stage3",
                        help="stop after this stage (e.g. stage2 to judge a stage-2 recipe with `bases`)")
+    train.add_argument("--device", default="cpu", help="cpu (default) or cuda: training set on the GPU, bf16 autocast")
     bases = sub.add_parser("bases", help="stage-2 diagnostics: specialist margins, best single basis, shard router")
     bases.add_argument("run_dir", type=Path)
     bases.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
@@ -58,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                           help="runs made with --reuse-from RUN_DIR --set stage3_seed=N (for stage3_seed_std)")
     evaluate.add_argument("--report", type=Path, default=None,
                           help="also write <REPORT>.json, <REPORT>.md and SVG plots (e.g. docs/results/bench)")
+    evaluate.add_argument("--device", default="cpu", help="where the networks run: cpu (default) or cuda (float32)")
     report = sub.add_parser("report", help="write docs from an evaluated run's eval.json (no re-evaluation)")
     report.add_argument("run_dir", type=Path)
     report.add_argument("--out", type=Path, required=True, help="e.g. docs/results/bench")
@@ -69,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     speed.add_argument("--steps", type=int, default=8)
     speed.add_argument("--stage3", action="store_true", help="also time a stage-3 step against a stage-1 step")
     speed.add_argument("--tasks-per-batch", type=int, nargs="+", default=[PRESETS["bench"].tasks_per_batch])
+    speed.add_argument("--device", default="cpu", help="cpu (default) or cuda (bf16 autocast, channels-last)")
     args = parser.parse_args(argv)
 
     try:
@@ -87,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                 overrides["data"] = args.data
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / "command.txt").write_text(" ".join(["python -m trainer", *(argv or sys.argv[1:])]) + "\n")
-            out = run(args.out, args.preset, overrides, reuse_from=args.reuse_from, until=args.until)
+            out = run(args.out, args.preset, overrides, reuse_from=args.reuse_from, until=args.until,
+                      device=TrainDevice.parse(args.device))
             print(f"run directory: {out}")
         elif args.command in ("bases", "oracle"):
             if args.command == "bases":
@@ -110,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             from .report import evaluate_run
             from .results import write_report
 
-            result = evaluate_run(args.run_dir, seed_runs=args.seed_runs)
+            result = evaluate_run(args.run_dir, seed_runs=args.seed_runs, device=TrainDevice.parse(args.device).device)
             print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
             if args.report:
                 for path in write_report(result, args.report, _run_command(args.run_dir)):
@@ -124,15 +130,16 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "throughput":
             from .throughput import measure_training_throughput
 
+            device = TrainDevice.parse(args.device)
             for width in args.width:
-                print(json.dumps(measure_training_throughput(width, args.stem, args.size, args.batch, args.steps)),
-                      flush=True)
+                print(json.dumps(measure_training_throughput(width, args.stem, args.size, args.batch, args.steps,
+                                                             device=device)), flush=True)
                 if args.stage3:
                     from .throughput import measure_stage3_ratio
 
                     for groups in args.tasks_per_batch:
                         print(json.dumps(measure_stage3_ratio(width, args.stem, args.size, args.batch, groups,
-                                                              steps=args.steps)), flush=True)
+                                                              steps=args.steps, device=device)), flush=True)
     except (DataError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -72,6 +72,7 @@ class BasisBank(nn.Module):
         (trainer.layer_gates.LayerGates) each basis's rows as its gates make them."""
         if alpha.dim() != 3 or alpha.shape[1:] != (NUM_BLOCKS, self.num_bases):
             raise ValueError(f"alpha must be [G, {NUM_BLOCKS}, {self.num_bases}], got {tuple(alpha.shape)}")
+        alpha = alpha.to(self.params(0).device)   # the bank may live on a GPU; callers' alphas on the CPU
         weights = {}
         for b in range(NUM_BLOCKS):
             params = self.params(b) if gates is None else gates.gated(b, "params", self.params(b))

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .data.cache import Split
+from .data.cache import DeviceSplit, Split
 from .data.tasks import TaskSampler
 
 
-def plain_batches(split: Split, batch_size: int, rng: np.random.Generator, num_batches: int | None = None,
+def plain_batches(split: Split | DeviceSplit, batch_size: int, rng: np.random.Generator, num_batches: int | None = None,
                   classes: np.ndarray | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Shuffled (uint8 images [B, H, W, 3], labels [B]); restricted to `classes` if given."""
+    """Shuffled (uint8 images [B, H, W, 3], labels [B]) on the split's device; restricted to `classes` if given."""
     pool = np.arange(len(split)) if classes is None else np.flatnonzero(np.isin(split.labels, classes))
     num_batches = num_batches if num_batches is not None else len(pool) // batch_size
     order = np.empty(0, np.int64)
@@ -28,7 +28,7 @@ def plain_batches(split: Split, batch_size: int, rng: np.random.Generator, num_b
         if len(order) < batch_size:
             order = np.concatenate([order, rng.permutation(pool)])
         index, order = np.sort(order[:batch_size]), order[batch_size:]
-        yield torch.from_numpy(np.ascontiguousarray(split.images[index])), torch.from_numpy(split.labels[index])
+        yield split.take(index)
 
 
 @dataclass
@@ -53,8 +53,8 @@ class ClassQueues:
         return int(head)
 
 
-def task_batches(split: Split, sampler: TaskSampler, batch_size: int, groups: int, rng: np.random.Generator,
-                 num_batches: int | None = None) -> Iterator[TaskBatch]:
+def task_batches(split: Split | DeviceSplit, sampler: TaskSampler, batch_size: int, groups: int,
+                 rng: np.random.Generator, num_batches: int | None = None) -> Iterator[TaskBatch]:
     per_group = batch_size // groups
     queues = ClassQueues(split.labels, rng)
     anchors = rng.permutation(len(split))
@@ -67,7 +67,5 @@ def task_batches(split: Split, sampler: TaskSampler, batch_size: int, groups: in
             members = [anchor] + [queues.take(int(c)) for c in rng.choice(task, per_group - 1)]
             tasks.append(task)
             index.append(members)
-        flat = np.asarray(index).reshape(-1)
-        images = torch.from_numpy(np.ascontiguousarray(split.images[flat]))
-        labels = torch.from_numpy(split.labels[flat])
+        images, labels = split.take(np.asarray(index).reshape(-1))
         yield TaskBatch(images.view(groups, per_group, *images.shape[1:]), labels.view(groups, per_group), tasks)

@@ -24,22 +24,26 @@ from .models import ResNet18, ResNetConfig, functional_forward
 
 class Evaluator:
     def __init__(self, data: DecodedDataset, model_config: ResNetConfig, preprocessing: Preprocessing,
-                 images_per_class: int = 0, batch_size: int = 500):
-        self.template = ResNet18(model_config).eval()
+                 images_per_class: int = 0, batch_size: int = 500, device: torch.device | str = "cpu"):
+        """Networks run on `device` (float32); logits come back on the CPU, where tasks are scored."""
+        self.device = torch.device(device)
+        self.template = ResNet18(model_config).eval().to(self.device)
         labels = data.val.labels
         keep = np.arange(len(labels))
         if images_per_class:
             keep = np.concatenate([np.flatnonzero(labels == c)[:images_per_class] for c in range(data.num_classes)])
         self.labels = torch.from_numpy(labels[keep])
-        self.x = to_normalized_tensor(torch.from_numpy(np.ascontiguousarray(data.val.images[keep])), preprocessing)
+        self.x = to_normalized_tensor(torch.from_numpy(np.ascontiguousarray(data.val.images[keep])),
+                                      preprocessing).to(self.device)
         self.batch_size = batch_size
         self.num_classes = data.num_classes
 
     @torch.no_grad()
     def logits(self, state: dict[str, torch.Tensor], index: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.x if index is None else self.x[index]
+        x = self.x if index is None else self.x[index.to(self.device)]
+        state = {name: t.to(self.device) for name, t in state.items()}
         return torch.cat([functional_forward(self.template, state, x[i:i + self.batch_size])
-                          for i in range(0, len(x), self.batch_size)])
+                          for i in range(0, len(x), self.batch_size)]).float().cpu()
 
     def task_index(self, task: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.flatnonzero(np.isin(self.labels.numpy(), task)))
@@ -79,7 +83,7 @@ def pairwise_similarity_correlation(embeddings: torch.Tensor, alphas: torch.Tens
     None when the mixer gives (numerically) the same alpha for every task: no correlation is defined."""
     def offdiag_cos(v: torch.Tensor) -> np.ndarray:
         v = torch.nn.functional.normalize(v.reshape(len(v), -1), dim=1)
-        sim = (v @ v.T).numpy()
+        sim = (v @ v.T).cpu().numpy()
         return sim[~np.eye(len(sim), dtype=bool)]
     a, b = offdiag_cos(embeddings), offdiag_cos(alphas)
     if a.std() < 1e-6 or b.std() < 1e-6:

@@ -41,7 +41,9 @@ class GroupedForward:
             return F.batch_norm(x, mean, var, weight, bias, False, 0.0, BN_EPS)
         # With momentum 1.0 batch_norm overwrites these scratch buffers with the batch mean and the
         # unbiased batch variance: the statistics come for free instead of a second reduction.
-        mean, var = x.new_zeros(x.shape[1]), x.new_ones(x.shape[1])
+        # float32 whatever x is: under bf16 autocast batch norm keeps float32 statistics and affine weights.
+        mean = x.new_zeros(x.shape[1], dtype=torch.float32)
+        var = x.new_ones(x.shape[1], dtype=torch.float32)
         out = F.batch_norm(x, mean, var, weight, bias, True, 1.0, BN_EPS)
         self.batch_stats[prefix + ".running_mean"] = mean.view(self.g, -1)
         self.batch_stats[prefix + ".running_var"] = var.view(self.g, -1)

@@ -43,6 +43,11 @@ def epoch_rng(config: TrainConfig, stage: str, epoch: int) -> np.random.Generato
     return np.random.default_rng([config.stage_seed(stage), stage_id, epoch])
 
 
+def _number(value):
+    """A step's metric for the log: steps return tensors so that only logged steps wait for the device."""
+    return round(value.item(), 6) if isinstance(value, torch.Tensor) else value
+
+
 def run_epochs(stage_dir: Path, stage: str, config: TrainConfig, epochs: float, steps_per_epoch: int,
                make_batches: Callable[[np.random.Generator, int], Iterable],
                train_step: Callable[[object], dict], optimizer: torch.optim.Optimizer,
@@ -58,7 +63,7 @@ def run_epochs(stage_dir: Path, stage: str, config: TrainConfig, epochs: float, 
     checkpoint = stage_dir / "checkpoint.pt"
     start_epoch = 0
     if checkpoint.exists():
-        state = torch.load(checkpoint, weights_only=True)
+        state = torch.load(checkpoint, weights_only=True, map_location="cpu")  # load_state_dict moves it back
         for name, obj in stateful.items():
             obj.load_state_dict(state[name])
         optimizer.load_state_dict(state["optimizer"])
@@ -80,6 +85,7 @@ def run_epochs(stage_dir: Path, stage: str, config: TrainConfig, epochs: float, 
             seen += metrics.pop("images", 0)
             bar.update()
             if step % config.log_every == 0 or step == total:
+                metrics = {k: _number(v) for k, v in metrics.items()}
                 bar.set_postfix(loss=f"{metrics['loss']:.3f}")
                 log.write(solo=not data_parallel, stage=stage, step=step, epoch=epoch, lr=base_lrs[0] * scale,
                           **metrics)

@@ -42,21 +42,24 @@ ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "s
              "single_mixer", "taper_no_selection"]
 
 
-def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path] = ()) -> dict:
+def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path] = (),
+                 device: torch.device | str = "cpu") -> dict:
     """Every method of a finished run on the fixed task sets. `seed_runs`: runs made from this one with
-    `--reuse-from` and only another `stage3_seed`; their TAPER on the same tasks gives `stage3_seed_std`."""
+    `--reuse-from` and only another `stage3_seed`; their TAPER on the same tasks gives `stage3_seed_std`.
+    `device`: where the networks run and the bases are mixed (the scoring stays on the CPU)."""
     config = TrainConfig.load(run_dir / "config.json")
     seed_configs = [_check_seed_run(config, path) for path in seed_runs]
     if not config.baseline:
         raise DataError(f"{run_dir} was trained with baseline=false: the report's baseline rows need it")
     ctx = make_context(run_dir, config, progress)
-    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class)
+    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class,
+                          device=device)
     embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
     baseline = load_model(ctx.model_config, run_dir / "baseline" / "model.safetensors").state_dict()
     stage1 = load_model(ctx.model_config, run_dir / "stage1" / "model.safetensors").state_dict()
     bases = [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)]
     members = read_shards(run_dir, config.num_bases)
-    variants = {v: load_stage3(ctx, run_dir, v, TaskEmbedder(STAGE3_VARIANTS[v][0], embeddings).dim)
+    variants = {v: load_stage3(ctx, run_dir, v, TaskEmbedder(STAGE3_VARIANTS[v][0], embeddings).dim).to(device)
                 for v in ("taper", *config.ablations) if (run_dir / stage3_dir(v) / "model.safetensors").exists()}
     uniform = torch.full((NUM_BLOCKS, config.num_bases), 1.0 / config.num_bases)
 
@@ -144,7 +147,8 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
         **run_wall_times(run_dir),
         "eval_time_s": round(time.perf_counter() - start, 1),
         "config": config.to_dict(),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+                   + (f", {torch.cuda.get_device_name(evaluator.device)}" if evaluator.device.type == "cuda" else ""),
         "protocol": {"tasks_per_seed": len(tasks0), "seeds": list(config.eval_seeds), "k": config.task_k},
     }
     oracle = run_dir / "oracle.json"  # written by `python -m trainer oracle` (costs training; run separately)
@@ -198,7 +202,7 @@ def _seed_spread(ctx, evaluator: Evaluator, embeddings: np.ndarray, sampler: Tas
     embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
     values = [taper]
     for run in seed_runs:
-        model = load_stage3(ctx, run, "taper", embedder.dim)
+        model = load_stage3(ctx, run, "taper", embedder.dim).to(evaluator.device)
         per_seed = []
         for seed in config.eval_seeds:
             tasks = sampler.evaluation_tasks(seed)

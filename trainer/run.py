@@ -14,6 +14,7 @@ off mid-way resumes from its last epoch checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -29,10 +30,11 @@ from . import distributed
 from .basis_bank import BasisBank
 from .checkpoints import load_state, save_state
 from .config import PRESETS, TrainConfig
-from .data.cache import DecodedDataset, load_dataset
+from .data.cache import DecodedDataset, DeviceSplit, load_dataset
 from .data.holdout import held_out_classes, without_classes
 from .data.synthetic import make_synthetic_dataset
 from .data.tasks import TaskSampler
+from .device import CPU, TrainDevice
 from .headroom import ROUTING_PRIORS, one_hot_members
 from .layer_gates import LayerGates
 from .loop import JsonLog
@@ -99,10 +101,14 @@ def network_config(config: TrainConfig, num_classes: int) -> ResNetConfig:
     return ResNetConfig(config.stem, config.width, num_classes, config.input_size)
 
 
-def make_context(run_dir: Path, config: TrainConfig, progress: bool = True) -> StageContext:
+def make_context(run_dir: Path, config: TrainConfig, progress: bool = True, device: TrainDevice = CPU) -> StageContext:
+    """The stages' shared inputs; on a GPU the training split is copied there once (`DeviceSplit`)."""
     data = open_data(config, progress)
+    if device.data_on_device:
+        data = dataclasses.replace(data, train=DeviceSplit.of(data.train, device.device))
     model_config = network_config(config, data.num_classes)
-    return StageContext(config, data, model_config, Preprocessing(config.input_size), JsonLog(run_dir / "log.jsonl"))
+    return StageContext(config, data, model_config, Preprocessing(config.input_size), JsonLog(run_dir / "log.jsonl"),
+                        device)
 
 
 def load_model(model_config: ResNetConfig, path: Path) -> ResNet18:
@@ -181,9 +187,9 @@ STAGES = ("stage1", "stage2", "stage3")
 
 
 def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None, progress: bool = True,
-        reuse_from: Path | None = None, until: str = "stage3") -> Path:
-    """Train (or resume) a run; `until` stops after that stage (the baseline belongs to stage 1's side:
-    it is trained with stage 1 unless `baseline` is false)."""
+        reuse_from: Path | None = None, until: str = "stage3", device: TrainDevice = CPU) -> Path:
+    """Train (or resume) a run on `device`; `until` stops after that stage (the baseline belongs to stage
+    1's side: it is trained with stage 1 unless `baseline` is false)."""
     if until not in STAGES:
         raise ValueError(f"until must be one of {STAGES}, got {until!r}")
     distributed.init()
@@ -200,6 +206,9 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
         config.save(run_dir / "config.json")
     metrics_path = run_dir / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {"wall_time_s": {}}
+    metrics.setdefault("devices", [])
+    if device.describe() not in metrics["devices"]:   # a run resumed elsewhere lists both
+        metrics["devices"].append(device.describe())
 
     def timed(name: str, fn):
         start = time.perf_counter()
@@ -209,7 +218,7 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
             metrics_path.write_text(json.dumps(metrics, indent=1))
         return result
 
-    ctx = timed("data", lambda: make_context(run_dir, config, progress))
+    ctx = timed("data", lambda: make_context(run_dir, config, progress, device))
     embeddings = timed("class_embeddings", lambda: class_embeddings(run_dir, ctx.data.names))
     stage1 = timed("stage1", lambda: _cached_model(ctx, run_dir / "stage1", lambda d: train_stage1(ctx, d)))
     if config.baseline:

@@ -29,6 +29,7 @@ from .config import TrainConfig
 from .data.cache import DecodedDataset
 from .data.tasks import TaskSampler
 from .data.transforms import random_crop_flip, to_normalized_tensor
+from .device import CPU, TrainDevice, host_to
 from .grouped_forward import grouped_forward
 from .layer_gates import LayerGates, NetworkGates
 from .loop import JsonLog, run_epochs
@@ -44,6 +45,7 @@ class StageContext:
     model_config: ResNetConfig
     preprocessing: Preprocessing
     log: JsonLog
+    device: TrainDevice = CPU   # data.train is a DeviceSplit on it when it is not the CPU (run.make_context)
 
     def augment(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         x = to_normalized_tensor(images, self.preprocessing)
@@ -76,22 +78,23 @@ def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.opti
     def step(batch) -> dict:
         images, labels = ctx.rank_slice(*batch) if data_parallel else batch
         x = ctx.augment(images, generator).contiguous(memory_format=torch.channels_last)
-        logits = model(x)
-        # Logit adjustment (Menon et al., 2021): training on logits + log prior makes the raw logits
-        # estimate the class-balanced posterior, so the basis does not learn the batch's skewed prior.
-        loss = F.cross_entropy(logits if log_prior is None else logits + log_prior, labels)
-        if teacher is not None and distill > 0:
-            with torch.no_grad():
-                soft = F.log_softmax(teacher(x) / DISTILL_TEMPERATURE, dim=1)
-            kl = F.kl_div(F.log_softmax(logits / DISTILL_TEMPERATURE, dim=1), soft, log_target=True,
-                          reduction="batchmean")
-            loss = (1 - distill) * loss + distill * DISTILL_TEMPERATURE ** 2 * kl
+        with ctx.device.autocast():
+            logits = model(x)
+            # Logit adjustment (Menon et al., 2021): training on logits + log prior makes the raw logits
+            # estimate the class-balanced posterior, so the basis does not learn the batch's skewed prior.
+            loss = F.cross_entropy(logits if log_prior is None else logits + log_prior, labels)
+            if teacher is not None and distill > 0:
+                with torch.no_grad():
+                    soft = F.log_softmax(teacher(x) / DISTILL_TEMPERATURE, dim=1)
+                kl = F.kl_div(F.log_softmax(logits / DISTILL_TEMPERATURE, dim=1), soft, log_target=True,
+                              reduction="batchmean")
+                loss = (1 - distill) * loss + distill * DISTILL_TEMPERATURE ** 2 * kl
         penalty = torch.zeros(()) if gates is None else gates.next_penalty(total_steps)
         optimizer.zero_grad(set_to_none=True)
         (loss + penalty).backward()
         optimizer.step()
-        record = {"loss": loss.item(), "acc": (logits.argmax(1) == labels).float().mean().item(),
-                  "images": len(labels)}
+        # Tensors, not floats: the loop reads them only at its log steps (a GPU is not synchronised every step).
+        record = {"loss": loss.detach(), "acc": (logits.argmax(1) == labels).float().mean(), "images": len(labels)}
         if gates is not None:
             record.update(gates.log_fields(penalty))
         return record
@@ -108,7 +111,11 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
     (attached to `model`) add their penalty and are baked in at the end (their summary in gates.json).
     data_parallel=False: this rank trains it alone."""
     cfg = ctx.config
-    model = model.to(memory_format=torch.channels_last).train()
+    model = model.to(ctx.device.device, memory_format=torch.channels_last).train()
+    if gates is not None:
+        gates.to(ctx.device.device)
+    if teacher is not None:
+        teacher = teacher.to(ctx.device.device, memory_format=torch.channels_last).eval()
     wrapped = distributed.wrap(model) if data_parallel else model
     groups = [{"params": model.parameters(), "lr": lr}]
     if gates is not None:
@@ -129,11 +136,11 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
 
     log_prior = None
     if logit_adjust and classes_for_half is not None:
-        log_prior = stage2_class_prior(ctx.data.num_classes, classes_for_half, general_fraction).log()
+        prior = stage2_class_prior(ctx.data.num_classes, classes_for_half, general_fraction)
+        log_prior = prior.log().to(ctx.device.device)
     total_steps = max(1, round(epochs * steps_per_epoch))   # as run_epochs counts them
     run_epochs(stage_dir, stage, cfg, epochs, steps_per_epoch, make_batches,
-               _plain_step(ctx, wrapped, optimizer, generator, data_parallel, log_prior,
-                           None if teacher is None else teacher.to(memory_format=torch.channels_last).eval(), distill,
+               _plain_step(ctx, wrapped, optimizer, generator, data_parallel, log_prior, teacher, distill,
                            gates, total_steps),
                optimizer,
                {"model": model} if gates is None else {"model": model, "gates": gates}, ctx.log,
@@ -141,7 +148,7 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
     if gates is not None:
         gates.bake(model)
         (stage_dir / "gates.json").write_text(json.dumps(gates.summary(), indent=1))
-    return model.to(memory_format=torch.contiguous_format).eval()
+    return model.to("cpu", memory_format=torch.contiguous_format).eval()
 
 
 def train_stage1(ctx: StageContext, stage_dir: Path) -> ResNet18:
@@ -183,17 +190,20 @@ class Stage3Model(torch.nn.Module):
         self.bank, self.mixer, self.frozen_bn, self.gates = bank, mixer, frozen_bn, gates
 
     def alpha(self, task_embedding: torch.Tensor) -> torch.Tensor:
+        device = self.bank.params(0).device
         if self.mixer is None:  # fixed uniform mixer (ablation: no task description)
-            return torch.full((len(task_embedding), 4, self.bank.num_bases), 1.0 / self.bank.num_bases)
-        return self.mixer(task_embedding)
+            return torch.full((len(task_embedding), 4, self.bank.num_bases), 1.0 / self.bank.num_bases, device=device)
+        return self.mixer(host_to(task_embedding, device))
 
     def forward(self, x: torch.Tensor, task_embedding: torch.Tensor):
-        alpha = self.alpha(task_embedding)
+        # Mixer and mixing in float32 even under bf16 autocast: a bf16 matmul would round the mixed
+        # weights and batch-norm statistics themselves (convolutions still run in bf16).
+        with torch.autocast(x.device.type, enabled=False):
+            alpha = self.alpha(task_embedding)
+            weights = self.bank.mix(alpha, with_stats=self.frozen_bn, gates=self.gates)
         if self.frozen_bn:  # normalise with the mixed running statistics: training sees what deployment sees
-            weights = self.bank.mix(alpha, with_stats=True, gates=self.gates)
             logits, _ = grouped_forward(self.bank.config, weights, x, training=False)
             return logits, alpha, {}
-        weights = self.bank.mix(alpha, with_stats=False, gates=self.gates)
         logits, stats = grouped_forward(self.bank.config, weights, x, training=True)
         return logits, alpha, stats
 
@@ -214,7 +224,10 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
     gates: TAPS gates (config gate_*); at the end they are baked into the bank (closed layers = W_0) and
     their summary written to stage_dir/gates.json, and the model returned has none."""
     cfg = ctx.config
-    model = Stage3Model(bank, mixer, frozen_bn=cfg.stage3_bn == "frozen" and not from_scratch, gates=gates).train()
+    model = Stage3Model(bank, mixer, frozen_bn=cfg.stage3_bn == "frozen" and not from_scratch, gates=gates)
+    model = model.to(ctx.device.device).train()
+    if gates is not None:
+        gates.to(ctx.device.device)
     wrapped = distributed.wrap(model)
     groups = [{"params": bank.parameters(), "lr": cfg.lr if from_scratch else cfg.stage3_lr}]
     if mixer is not None:
@@ -234,18 +247,19 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         images, labels = ctx.rank_slice(batch.images.transpose(0, 1), batch.labels.T)  # split along B
         images, labels = images.transpose(0, 1), labels.T
         x = ctx.augment(images.reshape(-1, *images.shape[2:]), generator).view(g, -1, 3, *images.shape[2:4])
-        logits, alpha, stats = wrapped(x, embedder(batch.tasks))
-        masked = logits + task_mask(batch.tasks, logits.shape[-1])[:, None, :]
-        loss = F.cross_entropy(masked.reshape(-1, masked.shape[-1]), labels.reshape(-1))
+        with ctx.device.autocast():
+            logits, alpha, stats = wrapped(x, embedder(batch.tasks))
+            masked = logits + host_to(task_mask(batch.tasks, logits.shape[-1]), logits.device)[:, None, :]
+            loss = F.cross_entropy(masked.reshape(-1, masked.shape[-1]), labels.reshape(-1))
         penalty = torch.zeros(()) if gates is None else gates.next_penalty(total_steps)
         optimizer.zero_grad(set_to_none=True)
         (loss + penalty).backward()
         optimizer.step()
         if stats:
             bank.update_running_stats(alpha, stats)
-        entropy = -(alpha * alpha.clamp(min=1e-12).log()).sum(-1).mean().item()
-        record = {"loss": loss.item(), "acc": (masked.argmax(-1) == labels).float().mean().item(),
-                  "mixer_entropy": round(entropy, 4), "images": labels.numel()}
+        entropy = -(alpha * alpha.clamp(min=1e-12).log()).sum(-1).mean()
+        record = {"loss": loss.detach(), "acc": (masked.argmax(-1) == labels).float().mean(),
+                  "mixer_entropy": entropy.detach(), "images": labels.numel()}
         if gates is not None:
             record.update(gates.log_fields(penalty))
         return record
@@ -257,4 +271,4 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         if distributed.is_main():
             (stage_dir / "gates.json").write_text(json.dumps(gates.summary(), indent=1))
         model.gates = None
-    return model.eval()
+    return model.to("cpu").eval()

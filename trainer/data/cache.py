@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
 from sdk.cache import atomic_directory, cache_root
 from sdk.errors import ImageError
 from sdk.images import decode_image, fit_to_square
 
+from ..device import host_to
 from .errors import DataError
 from .hierarchy import HIERARCHY_FILE, ClassHierarchy
 from .sources import LabelledImages, open_source
@@ -41,6 +43,36 @@ class Split:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def take(self, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """(uint8 images [len(index), S, S, 3], int64 labels) on the CPU."""
+        return torch.from_numpy(np.ascontiguousarray(self.images[index])), torch.from_numpy(self.labels[index])
+
+
+@dataclass
+class DeviceSplit:
+    """A split copied to a device once (the CUDA path), gathered there batch by batch. `labels` stays a
+    numpy array, as in `Split`: the batch samplers draw their indices from it on the CPU."""
+    images: torch.Tensor   # uint8 [N, S, S, 3] on the device
+    labels: np.ndarray     # int64 [N]
+    device_labels: torch.Tensor
+
+    @classmethod
+    def of(cls, split: Split, device: torch.device) -> DeviceSplit:
+        images = torch.empty(split.images.shape, dtype=torch.uint8, device=device)
+        for start in range(0, len(split), 8192):  # in chunks: the memory map is never read whole into RAM
+            chunk = np.array(split.images[start:start + 8192])  # a writable copy of the mapped rows
+            images[start:start + len(chunk)] = torch.from_numpy(chunk).to(device)
+        labels = np.asarray(split.labels)
+        return cls(images, labels, torch.from_numpy(labels).to(device))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def take(self, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """(uint8 images, int64 labels) of `index`, on the device."""
+        rows = host_to(torch.from_numpy(np.asarray(index, dtype=np.int64)), self.images.device)
+        return self.images[rows], self.device_labels[rows]
 
 
 @dataclass

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Train and evaluate a prepared run directory on the lent GPU machine (issue 12's "On a GPU" part).
+#
+#   bash scripts/device_run.sh NAME TRAIN_SECONDS
+#
+# Expects, on that machine: the data set's three parts (split -n 3 of ../shared/data/tiny-imagenet-200.tar.gz,
+# each under the 64 MiB a call may carry) in /root/parts/ or .gpu/, and .gpu/NAME/ holding the run's
+# config.json and classes.safetensors (made on the CPU machine: the text encoder is not on the GPU one).
+# Training stops after TRAIN_SECONDS (it resumes from its checkpoints in a later call on the same machine);
+# a finished run is evaluated on the GPU and its report, eval.json, metrics and log land in $OUT/NAME/.
+set -euo pipefail
+name=$1
+budget=$2
+data=../shared/data/tiny-imagenet-200.tar.gz
+sha=373810002cccd58cc4de79415e73072e6afd14a896072c9d268ad6854156ac35   # ../shared/data/README.md
+export PYTHONUNBUFFERED=1
+
+if [ ! -f "$data" ]; then
+  mkdir -p ../shared/data /root/parts
+  cp .gpu/ti.part* /root/parts/ 2>/dev/null || true
+  cat /root/parts/ti.part0 /root/parts/ti.part1 /root/parts/ti.part2 > "$data.tmp"
+  echo "$sha  $data.tmp" | sha256sum -c --quiet
+  mv "$data.tmp" "$data"
+fi
+mkdir -p /root/runs "$OUT/$name"
+[ -d "/root/runs/$name" ] || cp -r ".gpu/$name" "/root/runs/$name"
+python3 -m trainer cache --data "$data"
+set +e
+timeout "$budget" python3 -m trainer run --out "/root/runs/$name" --device cuda > "/root/runs/$name.out" 2>&1
+rc=$?
+set -e
+tail -c 4000 "/root/runs/$name.out" | tr '\r' '\n' | grep -v 'step/s' | tail -n 25 || true
+cp "/root/runs/$name/metrics.json" "/root/runs/$name/log.jsonl" "$OUT/$name/"
+if [ "$rc" != 0 ]; then
+  echo "training stopped (rc $rc); checkpoints are in /root/runs/$name"
+  exit 0
+fi
+python3 -m trainer eval "/root/runs/$name" --device cuda --report "$OUT/$name/report" | tail -n 40
+cp "/root/runs/$name/eval.json" "$OUT/$name/"
