@@ -66,6 +66,6 @@ def host_to(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A small CPU tensor (batch indices, augmentation draws, a task mask) on `device`. To a GPU it goes
     from pinned memory without blocking: a plain copy from pageable memory waits for the GPU's queue,
     so the CPU could not prepare the next step while the GPU runs this one."""
-    if device.type != "cuda":
+    if device.type != "cuda" or tensor.device.type == "cuda":
         return tensor.to(device)
     return tensor.pin_memory().to(device, non_blocking=True)
