@@ -49,12 +49,22 @@ def test_device_split_copies_in_chunks_larger_splits_whole():
 def test_parse_refuses_unknown_devices_and_a_missing_gpu(monkeypatch):
     import pytest
 
-    assert TrainDevice.parse("cpu") == CPU
-    with pytest.raises(ValueError, match="cpu or cuda"):
-        TrainDevice.parse("mps")
+    assert TrainDevice.parse("cpu") == CPU and CPU.distributed_backend == "gloo"
+    for name in ("mps", "gpu"):
+        with pytest.raises(ValueError, match="cpu or cuda"):
+            TrainDevice.parse(name)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="no CUDA GPU"):
         TrainDevice.parse("cuda")
+
+
+def test_cuda_under_torchrun_is_the_process_own_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    device = TrainDevice.parse("cuda")
+    assert device.device == torch.device("cuda", 1) and device.bf16 and device.data_on_device
+    assert device.distributed_backend == "nccl"
+    assert TrainDevice.parse("cuda:0").device == torch.device("cuda", 0)  # an explicit index is kept
 
 
 def test_cuda_path_trains_stage1_exactly_as_the_cpu_path(tmp_path):

@@ -7,13 +7,14 @@ bf16 autocast (weights, optimizer state and checkpoints stay float32). Batches a
 come from the same CPU generators on both devices, so a CUDA run sees the same images in the same order
 as a CPU run of its recipe.
 
->>> TrainDevice.parse("cpu").autocast_enabled
+>>> TrainDevice.parse("cpu").bf16
 False
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 
 import torch
@@ -28,12 +29,18 @@ class TrainDevice:
 
     @classmethod
     def parse(cls, name: str = "cpu", bf16: bool | None = None) -> TrainDevice:
-        """'cpu', 'cuda' or 'cuda:N'; bf16 defaults to on for CUDA, off for the CPU."""
-        device = torch.device(name)
+        """'cpu', 'cuda' or 'cuda:N'; bf16 defaults to on for CUDA, off for the CPU. Under torchrun,
+        'cuda' is the process's own GPU (cuda:LOCAL_RANK)."""
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            raise ValueError(f"device must be cpu or cuda, got {name!r}") from None
         if device.type not in ("cpu", "cuda"):
             raise ValueError(f"device must be cpu or cuda, got {name!r}")
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("--device cuda: torch sees no CUDA GPU on this machine")
+        if device.type == "cuda" and device.index is None and "LOCAL_RANK" in os.environ:
+            device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         if device.type == "cuda":
             torch.backends.cudnn.benchmark = True    # fixed input shapes: pick the fastest conv algorithms once
             torch.backends.cuda.matmul.allow_tf32 = True
@@ -46,8 +53,9 @@ class TrainDevice:
         return self.device.type == "cuda"
 
     @property
-    def autocast_enabled(self) -> bool:
-        return self.bf16
+    def distributed_backend(self) -> str:
+        """torch.distributed's backend for ranks training on this kind of device."""
+        return "nccl" if self.is_cuda else "gloo"
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """bf16 autocast for a forward pass and its loss (a no-op context when bf16 is off)."""

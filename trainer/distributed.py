@@ -1,6 +1,7 @@
 """Distributed training through the standard engine: `torchrun` + DistributedDataParallel.
 
-gloo on CPU, nccl on GPUs. Without torchrun (no WORLD_SIZE) everything runs in one process.
+gloo on CPU, nccl on GPUs (one per process: `--device cuda` is cuda:LOCAL_RANK). Without torchrun (no
+WORLD_SIZE) everything runs in one process.
 
     torchrun --nproc-per-node 2 -m trainer run --preset tiny --out runs/tiny
 """
@@ -13,9 +14,11 @@ import torch
 import torch.distributed as dist
 
 
-def init() -> None:
+def init(backend: str = "gloo") -> None:
+    """Join the torchrun group (no-op alone): gloo for CPU training, nccl for GPU training
+    (`TrainDevice.distributed_backend`); a machine with a GPU can still train on its CPU."""
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        dist.init_process_group(backend)
 
 
 def world_size() -> int:
