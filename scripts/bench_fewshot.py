@@ -50,6 +50,7 @@ from sdk.fewshot import (  # noqa: E402
     best,
     candidate_features,
     candidates,
+    choose_head,
     fixed_candidates,
     most_accurate,
     score,
@@ -57,7 +58,7 @@ from sdk.fewshot import (  # noqa: E402
 from sdk.prototypes import (  # noqa: E402
     DEFAULT_TEMPERATURE,
     CosineHead,
-    l2_normalize,
+    leave_one_out_prototype_similarities,
     prototype_rows,
 )
 from sdk.text_encoder import primary_name  # noqa: E402
@@ -112,19 +113,6 @@ class Features:
         return np.concatenate(out)
 
 
-def loo_prototype_similarities(features: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
-    """[N, K] cosine of each example to each class prototype, its own class's prototype made without it."""
-    unit = l2_normalize(features.astype(np.float64))
-    sums = np.zeros((k, unit.shape[1]))
-    np.add.at(sums, labels, unit)
-    sims = unit @ l2_normalize(sums).T
-    own = sums[labels]  # [N, C]
-    dot = np.einsum("nc,nc->n", unit, own) - 1.0  # u_i . (S_y - u_i), unit rows
-    norm = np.sqrt(np.maximum(np.einsum("nc,nc->n", own, own) - 2 * (dot + 1.0) + 1.0, 1e-12))
-    sims[np.arange(len(labels)), labels] = dot / norm
-    return sims
-
-
 class MixtureFitter:
     """An experiment beyond selection: fit one task's mixture alpha [4, Q] to its support images by
     gradient descent on the leave-one-out prototype log-likelihood (the continuous proxy of
@@ -168,7 +156,8 @@ class MixtureFitter:
 
 def loo_prototype_log_likelihood(features, labels, k: int):
     """torch: [N] log-probability of each example's class under the cosine prototype head (temperature
-    DEFAULT_TEMPERATURE) with its own class's prototype made without it (`loo_prototype_similarities`)."""
+    DEFAULT_TEMPERATURE) with its own class's prototype made without it
+    (`sdk.prototypes.leave_one_out_prototype_similarities`)."""
     import torch
 
     unit = torch.nn.functional.normalize(features, dim=1)
@@ -209,7 +198,7 @@ def proxy_picks(support: dict[str, np.ndarray], labels: np.ndarray, order: list[
     out = {"sdk": order[best(scored)], "most_accurate_1nn": order[most_accurate(scored)]}
     soft, hard = {}, {}
     for name in order:
-        logits = loo_prototype_similarities(support[name], labels, k) * DEFAULT_TEMPERATURE
+        logits = leave_one_out_prototype_similarities(support[name], labels, k) * DEFAULT_TEMPERATURE
         top = logits.max(1, keepdims=True)
         log_p = logits - top - np.log(np.exp(logits - top).sum(1, keepdims=True))
         soft[name] = float(log_p[np.arange(len(labels)), labels].mean())
@@ -335,6 +324,7 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
         s_index = np.concatenate([np.arange(c * shots, (c + 1) * shots) for c in task])
         s_labels = np.repeat(np.arange(len(task)), shots)
         mixer = candidates(bundle, names, None)[0]
+        alphas = {mixer.name: mixer.alpha, **{c.name: c.alpha for c in pool}}
         both = features.of_alpha(mixer.alpha, np.concatenate([support_images[s_index], val_images[query]]))
         s_mixer, q_mixer = both[:len(s_index)], both[len(s_index):]  # one fusion for support and query
         feats = {mixer.name: (s_mixer, q_mixer), **{n: (f[0][s_index], f[1][query]) for n, f in static.items()}}
@@ -344,6 +334,16 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
         picks[chosen] = picks.get(chosen, 0) + 1
         acc = {n: proto_accuracy(feats[n][0], s_labels, feats[n][1], q_labels, len(task)) for n in order}
         rows.setdefault("proxy_selected", []).append(acc[chosen])
+        # What enrollment returns for these names (all the bundle's): the proxy's candidate with its
+        # trained rows or the prototypes, whichever gets more of the support right (`choose_head`).
+        head = choose_head(bundle, alphas[chosen], feats[chosen][0], s_labels, np.asarray(task))
+        if head.trained:
+            fc_weight, fc_bias = bundle.bundle.bases.mixed_head(alphas[chosen])
+            enrolled = feats[chosen][1] @ fc_weight[task].T + fc_bias[task]
+            rows.setdefault("sdk_enroll", []).append(100.0 * float(np.mean(enrolled.argmax(1) == q_labels)))
+        else:
+            rows.setdefault("sdk_enroll", []).append(acc[chosen])
+        picks["head: trained rows"] = picks.get("head: trained rows", 0) + int(head.trained)
         by_proxy.setdefault("random_candidate", []).append(float(np.mean(list(acc.values()))))
         for proxy, name in proxies.items():
             by_proxy.setdefault(proxy, []).append(acc[name])
@@ -518,7 +518,13 @@ def report(r: dict) -> str:
     lines += [f"## Seen classes: {r['run_config']['task_k']}-way, 5-shot, {r['seen_tasks']} tasks", "",
               "| row | accuracy |", "|---|---|"]
     lines += [f"| {row} | {cell('seen_5shot', row)} |" for row in r["seen_5shot"]]
-    lines += ["", f"Candidates picked: {r['picks']['seen_5shot']}", ""]
+    lines += ["", "proxy_selected: the proxy's candidate with the prototype head; sdk_enroll: what "
+              "`sdk.personalize(bundle, examples=...)` returns for these names, which are all the bundle's: that "
+              "candidate with its trained rows of the classes or with the prototypes, whichever classifies more "
+              "of the support images right (the prototypes leaving each image out; `sdk.fewshot.choose_head`); "
+              "classifier_selection: the stage-1 network's trained rows; taper_classifier: the mixer's network "
+              "from the names with its trained rows.", "",
+              f"Candidates picked (and in how many tasks the trained rows were kept): {r['picks']['seen_5shot']}", ""]
     lines += proxy_section(r.get("proxy_comparison", {}).get("seen_5shot"), "5-shot, seen classes")
     lines += ["## Selection time (`sdk.personalize(bundle, examples=...)`, 5 shots x "
               f"{r.get('unseen_way', len(r['held_out_classes']))} classes, median ms)", ""]

@@ -65,6 +65,28 @@ def prototype_rows(features: np.ndarray, labels: np.ndarray, num_classes: int, t
     return (temperature * l2_normalize(sums)).astype(np.float32)
 
 
+def leave_one_out_prototype_similarities(features: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
+    """[N, K] cosine of each example to each class prototype, its own class's prototype made without it
+    (one pass: u_i . (S_y - u_i) / |S_y - u_i| with S_y the sum of class y's unit features). An example
+    alone in its class gets -1 for its own class (no prototype is left)."""
+    unit = l2_normalize(features.astype(np.float64))
+    sums = np.zeros((num_classes, unit.shape[1]))
+    np.add.at(sums, labels, unit)
+    sims = unit @ l2_normalize(sums).T
+    own = sums[labels]
+    dot = np.einsum("nc,nc->n", unit, own) - np.einsum("nc,nc->n", unit, unit)
+    rest = own - unit
+    norm = np.linalg.norm(rest, axis=1)
+    sims[np.arange(len(labels)), labels] = np.where(norm > 1e-9, dot / np.maximum(norm, 1e-12), -1.0)
+    return sims
+
+
+def leave_one_out_prototype_hits(features: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
+    """[N] bool: whether the prototype head made without each example classifies it right (an estimate
+    of the prototype head's accuracy on new images, from one shot fewer than it will have)."""
+    return leave_one_out_prototype_similarities(features, labels, num_classes).argmax(1) == labels
+
+
 @dataclass
 class CosineHead:
     """logits = weight @ normalize(features); `weight` from `prototype_rows` (its norm is the temperature)."""

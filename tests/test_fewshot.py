@@ -114,8 +114,10 @@ def test_the_exported_network_computes_the_cosine_head(tiny_sdk, tiny_data, tmp_
 
     from export.personalized import PersonalizedNetwork
 
-    examples = {w: images_of(tiny_data, "train", w, 3) for w in tiny_data.wnids[:4]}
+    # names the bundle does not know: the prototype head (known names may keep the trained rows)
+    examples = {f"mine {i}": images_of(tiny_data, "train", w, 3) for i, w in enumerate(tiny_data.wnids[:4])}
     model = sdk.personalize(tiny_sdk, examples=examples, temperature=5.0)
+    assert model.head == "cosine"
     val = np.concatenate([images_of(tiny_data, "val", w, 2) for w in tiny_data.wnids[:4]])
     with torch.no_grad():
         torch_logits = PersonalizedNetwork.of(model)(torch.from_numpy(model.preprocessing.normalize(val))).numpy()
@@ -155,3 +157,54 @@ def test_bad_examples_raise_typed_errors(tiny_sdk, tiny_data, monkeypatch):
     monkeypatch.setattr("sdk.fewshot.MAX_EXAMPLES", 5)
     with pytest.raises(ExamplesError, match="at most 5"):
         sdk.personalize(tiny_sdk, examples={"a": a, "b": b})
+
+
+def known_class_examples(tiny_sdk, tiny_data, classes, swap=False, n=6):
+    """{bundle class name: training images of that class} (with swap: of the next class in `classes`)."""
+    sources = classes[1:] + classes[:1] if swap else classes
+    return {tiny_sdk.classes[c]: images_of(tiny_data, "train", tiny_data.wnids[s], n)
+            for c, s in zip(classes, sources, strict=True)}
+
+
+def test_known_classes_keep_the_trained_rows_when_they_fit_the_examples_as_well(tiny_sdk, tiny_data, tmp_path):
+    from sdk.stopwatch import Stopwatch
+
+    classes = [0, 1, 2, 3]
+    model = sdk.personalize(tiny_sdk, examples=known_class_examples(tiny_sdk, tiny_data, classes))
+    head_line = [line for line in model.resolution if line.startswith("head:")]
+    assert len(head_line) == 1 and head_line[0].startswith("head: the bundle's trained rows"), model.resolution
+    assert model.head == "linear" and model.class_indices.tolist() == classes
+    assert model.classes == [tiny_sdk.classes[c] for c in classes]
+    # the named path's network with the selected mixture: the same logits
+    named = tiny_sdk._model(np.array(classes), model.alpha, [], Stopwatch())
+    images = np.concatenate([images_of(tiny_data, "val", tiny_data.wnids[c], 4) for c in classes])
+    np.testing.assert_allclose(model.logits(images), named.logits(images), atol=1e-4)
+    session = ort.InferenceSession(str(model.export(tmp_path / "known.onnx")), providers=["CPUExecutionProvider"])
+    (onnx_logits,) = session.run(None, {"image": model.preprocessing.normalize(images)})
+    np.testing.assert_allclose(onnx_logits, model.logits(images), atol=1e-4)
+
+
+def test_known_names_on_other_photos_keep_the_prototypes(tiny_sdk, tiny_data):
+    """Each class named after another bundle class: its trained rows get the examples wrong."""
+    classes = [0, 1, 2, 3]
+    model = sdk.personalize(tiny_sdk, examples=known_class_examples(tiny_sdk, tiny_data, classes, swap=True))
+    assert model.head == "cosine" and model.class_indices.tolist() == classes
+    assert any(line.startswith("head: prototypes") for line in model.resolution), model.resolution
+
+
+def test_choose_head_compares_trained_rows_with_leave_one_out_prototypes(tiny_sdk, tiny_data):
+    from sdk.fewshot import candidate_features, choose_head
+    from sdk.prototypes import leave_one_out_prototype_hits
+
+    classes = np.array([0, 1, 2])
+    images = np.concatenate([images_of(tiny_data, "train", tiny_data.wnids[c], 5) for c in classes])
+    labels = np.repeat(np.arange(3), 5)
+    alpha = candidates(tiny_sdk, [tiny_sdk.classes[c] for c in classes], None)[0].alpha
+    _, features = candidate_features(tiny_sdk, alpha, images)
+    choice = choose_head(tiny_sdk, alpha, features, labels, classes)
+    weight, bias = tiny_sdk.bundle.bases.mixed_head(alpha)
+    expected = np.mean((features @ weight[classes].T + bias[classes]).argmax(1) == labels)
+    assert choice.trained_accuracy == pytest.approx(expected)
+    assert choice.prototype_accuracy == pytest.approx(np.mean(leave_one_out_prototype_hits(features, labels, 3)))
+    assert choice.trained == (choice.trained_accuracy >= choice.prototype_accuracy)
+    assert choose_head(tiny_sdk, alpha, features, labels, np.array([0, -1, 2])) is None  # a new class
