@@ -233,7 +233,9 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
             class names (`bundle.classes`). With `examples`, optional: it adds the mixer's prediction for
             it to the candidates (`sdk.fewshot`).
         examples: {class name: two or more images (paths, PIL images or arrays)}: few-shot enrollment of
-            any classes, seen by the bundle or not; the head is built from class prototypes.
+            any classes, seen by the bundle or not; the head is built from class prototypes, or, when
+            every name is one of the bundle's classes, is its trained rows if they classify the examples
+            at least as well (`sdk.fewshot.choose_head`).
         temperature: the cosine head's scale (examples only; the probabilities, never the argmax).
         stream: batches of unlabelled images and no description: start from `bundle.generic()` and
             `adapt` to each batch in turn (`sdk.adapt`; options: min_count, max_classes, min_classes,
