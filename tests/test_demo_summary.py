@@ -16,6 +16,9 @@ def test_losing_demo_says_so_and_shows_the_bench_figures(load_script):
     bench = json.loads((ROOT / "docs/results/bench.json").read_text())["accuracy"]
     assert any(f"TAPER {bench['taper']:.2f}, classifier selection {bench['classifier_selection']:.2f}" in line
                for line in lines)
+    full = json.loads((ROOT / "docs/results/bench_w1_h200.json").read_text())["accuracy"]
+    assert any(line.startswith("bench preset at full width") and f"stage-1 network {full['stage1_selection']:.2f}"
+               in line for line in lines)
 
 
 def test_winning_demo_does_not_print_the_warning(load_script):
