@@ -5,7 +5,8 @@
 #
 # Expects, on that machine: the data set's three parts (split -n 3 of ../shared/data/tiny-imagenet-200.tar.gz,
 # each under the 64 MiB a call may carry) in /root/parts/ or .gpu/, and .gpu/NAME/ holding the run's
-# config.json and classes.safetensors (made on the CPU machine: the text encoder is not on the GPU one).
+# config.json and classes.safetensors, made on the CPU machine (the text encoder is not on the GPU one):
+#   python -m trainer prepare --preset paper-b512 --out .gpu/NAME
 # Training stops after TRAIN_SECONDS (it resumes from its checkpoints in a later call on the same machine);
 # a finished run is evaluated on the GPU and its report, eval.json, metrics and log land in $OUT/NAME/.
 set -euo pipefail

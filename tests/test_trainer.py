@@ -319,3 +319,40 @@ def test_one_task_per_batch_is_rejected_up_front():
 
     with pytest.raises(ValueError, match="tasks_per_batch"):
         TrainConfig(tasks_per_batch=1)  # the mixer's batch norm would fail at the first stage-3 step
+
+
+def test_lr_warms_up_linearly_then_follows_the_schedule():
+    from trainer.loop import lr_scale
+
+    step_cfg = PRESETS["paper"]
+    assert lr_scale(step_cfg, 0.0, 0, step=0, warmup_steps=4) == pytest.approx(0.25)
+    assert lr_scale(step_cfg, 0.0, 0, step=3, warmup_steps=4) == pytest.approx(1.0)
+    assert lr_scale(step_cfg, 0.5, 30, step=100, warmup_steps=4) == pytest.approx(0.1)
+    assert lr_scale(step_cfg, 0.0, 0, step=0) == 1.0  # no warm-up
+    cosine = PRESETS["bench"]
+    assert lr_scale(cosine, 0.5, 20, step=1, warmup_steps=4) == pytest.approx(0.5 * 0.5)
+
+
+def test_paper_b512_is_the_paper_recipe_at_batch_512_with_scaled_rates():
+    paper, big = PRESETS["paper"].to_dict(), PRESETS["paper-b512"].to_dict()
+    changed = {k for k in paper if paper[k] != big[k]}
+    assert changed == {"batch_size", "lr", "stage2_lr", "stage3_lr", "warmup_epochs", "ablations"}
+    assert big["lr"] / paper["lr"] == big["stage2_lr"] / paper["stage2_lr"] == big["batch_size"] / paper["batch_size"]
+
+
+def test_prepare_writes_what_a_gpu_run_needs_and_run_resumes_it(tmp_path):
+    from trainer.__main__ import main
+
+    out = tmp_path / "run"
+    assert main(["prepare", "--preset", "tiny", "--out", str(out), "--set", "stage1_epochs=2",
+                 "--set", "warmup_epochs=1", "--set", "baseline=false"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["classes.safetensors", "command.txt", "config.json"]
+    stamp = (out / "classes.safetensors").stat().st_mtime_ns
+    assert main(["run", "--out", str(out), "--until", "stage1"]) == 0
+    assert (out / "classes.safetensors").stat().st_mtime_ns == stamp  # not recomputed
+    assert (out / "command.txt").read_text().startswith("python -m trainer prepare --preset tiny")
+    lrs = [r["lr"] for r in map(json.loads, (out / "log.jsonl").read_text().splitlines())
+           if r.get("stage") == "stage1" and "lr" in r]
+    # warm-up over the first epoch, then the cosine decay
+    base = PRESETS["tiny"].lr
+    assert lrs[0] < lrs[1] < base and max(lrs) <= base and lrs[-1] < max(lrs)

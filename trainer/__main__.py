@@ -2,6 +2,7 @@
 
     python -m trainer run --preset bench --data ../shared/data/tiny-imagenet-200.tar.gz --out runs/bench
     python -m trainer run --preset paper --out runs/paper --device cuda      # on a GPU (trainer/device.py)
+    python -m trainer prepare --preset paper-b512 --out runs/paper-b512      # config + class embeddings only
     python -m trainer run --preset tiny --out runs/tiny --set stage1_epochs=5
     python -m trainer eval runs/bench
     python -m trainer run --preset bench --out runs/s2 --reuse-from runs/bench --set stage2_epochs=10 --until stage2
@@ -43,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--until", choices=("stage1", "stage2", "stage3"), default="stage3",
                        help="stop after this stage (e.g. stage2 to judge a stage-2 recipe with `bases`)")
     train.add_argument("--device", default="cpu", help="cpu (default) or cuda: training set on the GPU, bf16 autocast")
+    prepare = sub.add_parser("prepare", help="write a run directory's configuration and class embeddings, no "
+                             "training (for a machine without the text encoder; then `run --out` there)")
+    prepare.add_argument("--preset", required=True)
+    prepare.add_argument("--data", default=None, help="data path (overrides the preset's)")
+    prepare.add_argument("--out", required=True, type=Path, help="run directory")
+    prepare.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     bases = sub.add_parser("bases", help="stage-2 diagnostics: specialist margins, best single basis, shard router")
     bases.add_argument("run_dir", type=Path)
     bases.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
@@ -84,16 +91,21 @@ def main(argv: list[str] | None = None) -> int:
             data = load_dataset(args.data, args.size)
             print(json.dumps({"cache": str(data.folder), "classes": data.num_classes, "train": len(data.train),
                               "val": len(data.val), "seconds": round(time.perf_counter() - start, 1)}))
-        elif args.command == "run":
-            from .run import run
+        elif args.command in ("run", "prepare"):
+            from .run import prepare, run
 
             overrides = dict(_parse_override(item) for item in args.set)
             if args.data:
                 overrides["data"] = args.data
             args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "command.txt").write_text(" ".join(["python -m trainer", *(argv or sys.argv[1:])]) + "\n")
-            out = run(args.out, args.preset, overrides, reuse_from=args.reuse_from, until=args.until,
-                      device=TrainDevice.parse(args.device))
+            command = args.out / "command.txt"
+            if not command.exists():  # the command that made the run; resuming it does not replace that
+                command.write_text(" ".join(["python -m trainer", *(argv or sys.argv[1:])]) + "\n")
+            if args.command == "prepare":
+                out = prepare(args.out, args.preset, overrides)
+            else:
+                out = run(args.out, args.preset, overrides, reuse_from=args.reuse_from, until=args.until,
+                          device=TrainDevice.parse(args.device))
             print(f"run directory: {out}")
         elif args.command in ("bases", "oracle"):
             if args.command == "bases":

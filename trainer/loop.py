@@ -32,10 +32,13 @@ class JsonLog:
                 f.write(json.dumps({"time": round(time.time(), 1), **record}) + "\n")
 
 
-def lr_scale(config: TrainConfig, progress: float, epoch: int) -> float:
+def lr_scale(config: TrainConfig, progress: float, epoch: int, step: int = 0, warmup_steps: int = 0) -> float:
+    """The schedule's factor at `progress` (share of the stage's steps done) in `epoch`, times a linear
+    warm-up over the first `warmup_steps` steps (step counts from 0)."""
+    warmup = min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
     if config.schedule == "step":
-        return 0.1 ** (epoch // config.step_every)
-    return 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+        return warmup * 0.1 ** (epoch // config.step_every)
+    return warmup * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 
 
 def epoch_rng(config: TrainConfig, stage: str, epoch: int) -> np.random.Generator:
@@ -51,8 +54,10 @@ def _number(value):
 def run_epochs(stage_dir: Path, stage: str, config: TrainConfig, epochs: float, steps_per_epoch: int,
                make_batches: Callable[[np.random.Generator, int], Iterable],
                train_step: Callable[[object], dict], optimizer: torch.optim.Optimizer,
-               stateful: dict[str, object], log: JsonLog, data_parallel: bool = True) -> None:
-    """Run round(epochs * steps_per_epoch) steps of `train_step`, resuming from stage_dir/checkpoint.pt.
+               stateful: dict[str, object], log: JsonLog, data_parallel: bool = True,
+               warmup_epochs: float = 0.0) -> None:
+    """Run round(epochs * steps_per_epoch) steps of `train_step`, resuming from stage_dir/checkpoint.pt;
+    the learning rate follows `lr_scale`, warmed up over `warmup_epochs`.
 
     data_parallel=False: this rank trains alone (a stage-2 basis): it shows progress, writes its own
     checkpoints and never waits for the other ranks.
@@ -60,6 +65,7 @@ def run_epochs(stage_dir: Path, stage: str, config: TrainConfig, epochs: float, 
     owner = distributed.is_main() or not data_parallel
     stage_dir.mkdir(parents=True, exist_ok=True)
     total = max(1, round(epochs * steps_per_epoch))
+    warmup_steps = round(warmup_epochs * steps_per_epoch)
     checkpoint = stage_dir / "checkpoint.pt"
     start_epoch = 0
     if checkpoint.exists():
@@ -77,7 +83,7 @@ def run_epochs(stage_dir: Path, stage: str, config: TrainConfig, epochs: float, 
         n = min(steps_per_epoch, total - step)
         started, seen = time.perf_counter(), 0
         for batch in make_batches(epoch_rng(config, stage, epoch), n):
-            scale = lr_scale(config, step / total, epoch)
+            scale = lr_scale(config, step / total, epoch, step, warmup_steps)
             for group, base in zip(optimizer.param_groups, base_lrs, strict=True):
                 group["lr"] = base * scale
             metrics = train_step(batch)

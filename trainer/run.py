@@ -131,7 +131,7 @@ def load_stage3(ctx: StageContext, run_dir: Path, variant: str, embed_dim: int):
 
 
 STAGE1_FIELDS = ("data", "stem", "width", "input_size", "batch_size", "lr", "momentum", "weight_decay", "schedule",
-                 "step_every", "stage1_epochs", "aug_pad", "seed", "synthetic", "holdout_classes")
+                 "step_every", "warmup_epochs", "stage1_epochs", "aug_pad", "seed", "synthetic", "holdout_classes")
 REUSABLE = {  # output -> the config fields it depends on
     "classes.safetensors": ("data", "synthetic", "holdout_classes"),
     "stage1": STAGE1_FIELDS,
@@ -184,6 +184,16 @@ def stage3_dir(variant: str) -> str:
 
 
 STAGES = ("stage1", "stage2", "stage3")
+
+
+def prepare(run_dir: Path, preset: str, overrides: dict | None = None) -> Path:
+    """A run directory with its configuration and class embeddings and nothing trained: what a machine
+    without the text encoder (a lent GPU) needs to `run` it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config = resolve_config(run_dir, preset, overrides or {})
+    config.save(run_dir / "config.json")
+    class_embeddings(run_dir, open_data(config, progress=False).names)
+    return run_dir
 
 
 def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None, progress: bool = True,

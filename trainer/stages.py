@@ -104,12 +104,13 @@ def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.opti
 def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18, epochs: float, lr: float,
                 classes_for_half: np.ndarray | None = None, general_fraction: float = 1.0,
                 data_parallel: bool = True, logit_adjust: bool = False, teacher: ResNet18 | None = None,
-                distill: float = 0.0, gates: NetworkGates | None = None, gate_lr: float = 0.0) -> ResNet18:
+                distill: float = 0.0, gates: NetworkGates | None = None, gate_lr: float = 0.0,
+                warmup_epochs: float = 0.0) -> ResNet18:
     """Cross-entropy training of one network; with `classes_for_half`, a (1 - general_fraction) share of
     every batch comes from those classes only (stage 2), and `logit_adjust` corrects the loss for that
     skewed class prior; `distill` > 0 adds a KL term to a frozen `teacher`'s predictions; `gates`
-    (attached to `model`) add their penalty and are baked in at the end (their summary in gates.json).
-    data_parallel=False: this rank trains it alone."""
+    (attached to `model`) add their penalty and are baked in at the end (their summary in gates.json);
+    `warmup_epochs`: a linear learning-rate warm-up (stage 1). data_parallel=False: this rank trains it alone."""
     cfg = ctx.config
     model = model.to(ctx.device.device, memory_format=torch.channels_last).train()
     if gates is not None:
@@ -144,7 +145,7 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
                            gates, total_steps),
                optimizer,
                {"model": model} if gates is None else {"model": model, "gates": gates}, ctx.log,
-               data_parallel=data_parallel)
+               data_parallel=data_parallel, warmup_epochs=warmup_epochs)
     if gates is not None:
         gates.bake(model)
         (stage_dir / "gates.json").write_text(json.dumps(gates.summary(), indent=1))
@@ -153,7 +154,8 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
 
 def train_stage1(ctx: StageContext, stage_dir: Path) -> ResNet18:
     torch.manual_seed(ctx.config.seed)
-    return train_plain(ctx, stage_dir, "stage1", ResNet18(ctx.model_config), ctx.config.stage1_epochs, ctx.config.lr)
+    return train_plain(ctx, stage_dir, "stage1", ResNet18(ctx.model_config), ctx.config.stage1_epochs, ctx.config.lr,
+                       warmup_epochs=ctx.config.warmup_epochs)
 
 
 def train_continuation(ctx: StageContext, stage_dir: Path, stage1: ResNet18) -> ResNet18:
@@ -265,7 +267,7 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         return record
 
     run_epochs(stage_dir, stage_dir.name, cfg, epochs, steps_per_epoch, make_batches, step, optimizer,
-               {"model": model}, ctx.log)
+               {"model": model}, ctx.log, warmup_epochs=cfg.warmup_epochs if from_scratch else 0.0)
     if gates is not None:
         gates.bake(bank)
         if distributed.is_main():
