@@ -16,7 +16,8 @@
 - `paper-b512`: the same epochs and schedule at batch 512, learning rates x4 (linear scaling) and a
   5-epoch warm-up: an H200 ran batch-128 steps at 14,400 images/s, bound by launching kernels, and batch
   512 at 45,000 (docs/results/experiments.md), so this is the paper's recipe in about 7 minutes of
-  training there instead of 20; without the ablations (the naive one alone would double it). Not run yet.
+  training there instead of 20 (if a stage-3 step still costs 2.06 plain ones, as measured at batch 128
+  only); without the ablations (the naive one alone would double it). Not run yet.
 """
 
 from __future__ import annotations
