@@ -356,3 +356,11 @@ def test_prepare_writes_what_a_gpu_run_needs_and_run_resumes_it(tmp_path):
     # warm-up over the first epoch, then the cosine decay
     base = PRESETS["tiny"].lr
     assert lrs[0] < lrs[1] < base and max(lrs) <= base and lrs[-1] < max(lrs)
+
+
+def test_stage1_accuracy_script_scores_the_stage1_network(tiny_run, tiny_data, load_script):
+    result = load_script("stage1_accuracy").stage1_accuracy(tiny_run)
+    assert len(result["classifier_selection_per_seed"]) == len(PRESETS["tiny"].eval_seeds)
+    assert result["classifier_selection"] == pytest.approx(np.mean(result["classifier_selection_per_seed"]), abs=0.01)
+    assert 100 / tiny_data.num_classes < result["top1_all_classes"] <= 100  # above chance
+    assert 100 / PRESETS["tiny"].task_k < result["classifier_selection"] <= 100
