@@ -239,8 +239,9 @@ def choose_head(bundle: TaperBundle, alpha: np.ndarray, features: np.ndarray, la
                 known: np.ndarray) -> HeadChoice | None:
     """For classes that are all the bundle's (`known` [K], no -1): whether its trained classifier rows,
     mixed with `alpha`, classify the examples' `features` at least as well as the prototypes; None when
-    a class is new."""
-    if np.any(known < 0):
+    a class is new, or when two names are one class of the bundle ("boa constrictor" and its id): its
+    rows could not tell them apart."""
+    if np.any(known < 0) or len(np.unique(known)) < len(known):
         return None
     weight, bias = bundle.bundle.bases.mixed_head(alpha)
     trained = float(np.mean((features @ weight[known].T + bias[known]).argmax(1) == labels))

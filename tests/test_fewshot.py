@@ -208,3 +208,11 @@ def test_choose_head_compares_trained_rows_with_leave_one_out_prototypes(tiny_sd
     assert choice.prototype_accuracy == pytest.approx(np.mean(leave_one_out_prototype_hits(features, labels, 3)))
     assert choice.trained == (choice.trained_accuracy >= choice.prototype_accuracy)
     assert choose_head(tiny_sdk, alpha, features, labels, np.array([0, -1, 2])) is None  # a new class
+    assert choose_head(tiny_sdk, alpha, features, labels, np.array([0, 2, 2])) is None  # two names, one class
+
+
+def test_two_names_of_one_bundle_class_keep_the_prototypes(tiny_sdk, tiny_data):
+    examples = {tiny_sdk.classes[0]: images_of(tiny_data, "train", tiny_data.wnids[0], 4),
+                tiny_data.wnids[0]: images_of(tiny_data, "train", tiny_data.wnids[0], 8)[4:]}
+    model = sdk.personalize(tiny_sdk, examples=examples)
+    assert model.head == "cosine" and model.class_indices.tolist() == [0, 0]
