@@ -102,15 +102,19 @@ class Features:
         return candidate_features(self.bundle, alpha, images)[1]
 
     def of_stage1(self, images: np.ndarray, logits: bool = False) -> np.ndarray:
-        import torch
+        return stage1_features(self.stage1, self.preprocessing, images, logits)
 
-        out = []
-        with torch.no_grad():
-            for i in range(0, len(images), 500):
-                x = torch.from_numpy(self.preprocessing.normalize(images[i:i + 500]))
-                f = self.stage1.features(x)
-                out.append((self.stage1.fc(f) if logits else f).numpy())
-        return np.concatenate(out)
+
+def stage1_features(stage1, preprocessing, images: np.ndarray, logits: bool = False) -> np.ndarray:
+    """Penultimate features (or logits) of the trainer's ResNet18 `stage1` for uint8 images [N, S, S, 3]."""
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(images), 500):
+            f = stage1.features(torch.from_numpy(preprocessing.normalize(images[i:i + 500])))
+            out.append((stage1.fc(f) if logits else f).numpy())
+    return np.concatenate(out)
 
 
 class MixtureFitter:

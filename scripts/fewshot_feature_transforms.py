@@ -17,9 +17,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_fewshot import stage1_features  # noqa: E402
 
 from sdk.preprocessing import Preprocessing  # noqa: E402
 from sdk.prototypes import DEFAULT_TEMPERATURE, CosineHead, l2_normalize, prototype_rows  # noqa: E402
@@ -55,10 +57,7 @@ def main() -> None:
     preprocessing = Preprocessing(config.input_size)
 
     def features(rows: np.ndarray, split=data.train) -> np.ndarray:
-        images = np.asarray(split.images[rows])
-        with torch.no_grad():
-            return np.concatenate([model.features(torch.from_numpy(preprocessing.normalize(images[i:i + 500])))
-                                   .numpy() for i in range(0, len(images), 500)]).astype(np.float64)
+        return stage1_features(model, preprocessing, np.asarray(split.images[rows])).astype(np.float64)
 
     ids = [data.wnids.index(w) for w in sorted(held, key=data.wnids.index)]
     support_pool = [features(np.flatnonzero(data.train.labels == c)) for c in ids]

@@ -21,9 +21,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_fewshot import stage1_features  # noqa: E402
 
 from sdk.preprocessing import Preprocessing  # noqa: E402
 from sdk.prototypes import DEFAULT_TEMPERATURE, l2_normalize, prototype_rows  # noqa: E402
@@ -45,9 +47,7 @@ def main() -> None:
     preprocessing = Preprocessing(config.input_size)
 
     def features(images: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return np.concatenate([model.features(torch.from_numpy(preprocessing.normalize(images[i:i + 500])))
-                                   .numpy() for i in range(0, len(images), 500)]).astype(np.float64)
+        return stage1_features(model, preprocessing, images).astype(np.float64)
 
     weight = model.fc.weight.detach().numpy().astype(np.float64)
     bias = model.fc.bias.detach().numpy().astype(np.float64)
