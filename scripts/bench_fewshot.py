@@ -54,6 +54,7 @@ from sdk.fewshot import (  # noqa: E402
     fixed_candidates,
     most_accurate,
     score,
+    score_rows,
 )
 from sdk.prototypes import (  # noqa: E402
     DEFAULT_TEMPERATURE,
@@ -338,16 +339,21 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
         picks[chosen] = picks.get(chosen, 0) + 1
         acc = {n: proto_accuracy(feats[n][0], s_labels, feats[n][1], q_labels, len(task)) for n in order}
         rows.setdefault("proxy_selected", []).append(acc[chosen])
-        # What enrollment returns for these names (all the bundle's): the proxy's candidate with its
-        # trained rows or the prototypes, whichever gets more of the support right (`choose_head`).
-        head = choose_head(bundle, alphas[chosen], feats[chosen][0], s_labels, np.asarray(task))
+        # What enrollment returns for these names (all the bundle's, `sdk.fewshot.enroll`): the head is
+        # decided on the mixer's candidate; with the trained rows, the candidates are scored by their own
+        # rows on the support (same guard), else the 1-NN proxy's pick keeps the prototypes.
+        head = choose_head(bundle, mixer.alpha, s_mixer, s_labels, np.asarray(task))
         if head.trained:
-            fc_weight, fc_bias = bundle.bundle.bases.mixed_head(alphas[chosen])
-            enrolled = feats[chosen][1] @ fc_weight[task].T + fc_bias[task]
+            by_rows = [score_rows(bundle, Candidate(n, alphas[n]), feats[n][0], s_labels, np.asarray(task))
+                       for n in order]
+            enrolled_pick = order[best(by_rows)]
+            fc_weight, fc_bias = bundle.bundle.bases.mixed_head(alphas[enrolled_pick])
+            enrolled = feats[enrolled_pick][1] @ fc_weight[task].T + fc_bias[task]
             rows.setdefault("sdk_enroll", []).append(100.0 * float(np.mean(enrolled.argmax(1) == q_labels)))
+            picks[f"rows: {enrolled_pick}"] = picks.get(f"rows: {enrolled_pick}", 0) + 1
         else:
             rows.setdefault("sdk_enroll", []).append(acc[chosen])
-        picks["head: trained rows"] = picks.get("head: trained rows", 0) + int(head.trained)
+            picks["prototypes kept"] = picks.get("prototypes kept", 0) + 1
         by_proxy.setdefault("random_candidate", []).append(float(np.mean(list(acc.values()))))
         for proxy, name in proxies.items():
             by_proxy.setdefault(proxy, []).append(acc[name])
@@ -532,13 +538,15 @@ def report(r: dict) -> str:
     lines += [f"## Seen classes: {r['run_config']['task_k']}-way, 5-shot, {r['seen_tasks']} tasks", "",
               "| row | accuracy |", "|---|---|"]
     lines += [f"| {row} | {cell('seen_5shot', row)} |" for row in r["seen_5shot"]]
-    lines += ["", "proxy_selected: the proxy's candidate with the prototype head; sdk_enroll: what "
-              "`sdk.personalize(bundle, examples=...)` returns for these names, which are all the bundle's: that "
-              "candidate with its trained rows of the classes or with the prototypes, whichever classifies more "
-              "of the support images right (the prototypes leaving each image out; `sdk.fewshot.choose_head`); "
+    lines += ["", "proxy_selected: the 1-NN proxy's candidate with the prototype head. sdk_enroll: what "
+              "`sdk.personalize(bundle, examples=...)` returns for these names, which are all the bundle's: the head "
+              "is decided on the mixer's candidate (its trained rows if they get at least as much of the support "
+              "right as the prototypes do leaving each image out, `sdk.fewshot.choose_head`); with the trained "
+              "rows, the candidate is then picked by what its own rows get right on the support (the same guard). "
               "classifier_selection: the stage-1 network's trained rows; taper_classifier: the mixer's network "
               "from the names with its trained rows.", "",
-              f"Candidates picked (and in how many tasks the trained rows were kept): {r['picks']['seen_5shot']}", ""]
+              f"Candidates picked by the 1-NN proxy, and by enrollment (`rows: ...`, or the tasks where the "
+              f"prototypes were kept): {r['picks']['seen_5shot']}", ""]
     lines += proxy_section(r.get("proxy_comparison", {}).get("seen_5shot"), "5-shot, seen classes")
     lines += ["## Selection time (`sdk.personalize(bundle, examples=...)`, 5 shots x "
               f"{r.get('unseen_way', len(r['held_out_classes']))} classes, median ms)", ""]

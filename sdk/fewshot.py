@@ -19,11 +19,13 @@ mixer's prediction); the guarded rule gives 39.95 (40.31 on seen classes, agains
 
 Which head: class prototypes (mean of L2-normalised features) with a cosine classifier, so classes the
 bundle never saw work. When every class name is one the bundle was trained on, its trained classifier
-rows are the other choice: they are kept if they classify the examples at least as well as the
-prototypes do with each example left out of its own prototype (both are estimates of accuracy on new images; the
-trained rows never saw the examples). On 5-shot tasks of trained classes that is 55 against 40
-(docs/results/fewshot.md); photos that do not look like the bundle's idea of those classes keep the
-prototypes. A description only adds its candidate: the task's classes are the examples'.
+rows are the other choice, decided on the first candidate: they are kept if they classify the examples
+at least as well as the prototypes do with each example left out of its own prototype (both estimate
+accuracy on new images; the trained rows never saw the examples). Then the candidates are scored by
+what their own trained rows get right on the examples, with the same guard, instead of by the 1-NN
+proxy. On 5-shot tasks of trained classes that is 55 against 40 (docs/results/fewshot.md); photos that
+do not look like the bundle's idea of those classes keep the prototypes. A description only adds its
+candidate: the task's classes are the examples'.
 
 >>> model = sdk.personalize(bundle, examples={"cat": cats, "dog": dogs})     # doctest: +SKIP
 >>> model.resolution                                                          # doctest: +SKIP
@@ -192,6 +194,18 @@ def score(candidate: Candidate, features: np.ndarray, labels: np.ndarray) -> Sco
     return Scored(candidate, float(np.mean(hits)), leave_one_out_margin(features, labels), hits)
 
 
+def score_rows(bundle: TaperBundle, candidate: Candidate, features: np.ndarray, labels: np.ndarray,
+               known: np.ndarray) -> Scored:
+    """A candidate scored by its own trained rows of the bundle's classes `known` [K] on the examples'
+    features (they never saw the examples); margin: mean of the own-class logit minus the best other."""
+    weight, bias = bundle.bundle.bases.mixed_head(candidate.alpha)
+    logits = features @ weight[known].T + bias[known]
+    hits = logits.argmax(1) == labels
+    own = logits[np.arange(len(labels)), labels]
+    other = np.where(np.arange(len(known))[None, :] == labels[:, None], -np.inf, logits).max(1)
+    return Scored(candidate, float(np.mean(hits)), float(np.mean(own - other)), hits)
+
+
 def most_accurate(scored: list[Scored]) -> int:
     """Index of the highest accuracy; ties: the higher margin, then the earlier candidate."""
     return max(range(len(scored)), key=lambda i: (scored[i].accuracy, scored[i].margin, -i))
@@ -243,8 +257,7 @@ def choose_head(bundle: TaperBundle, alpha: np.ndarray, features: np.ndarray, la
     rows could not tell them apart."""
     if np.any(known < 0) or len(np.unique(known)) < len(known):
         return None
-    weight, bias = bundle.bundle.bases.mixed_head(alpha)
-    trained = float(np.mean((features @ weight[known].T + bias[known]).argmax(1) == labels))
+    trained = score_rows(bundle, Candidate("", alpha), features, labels, known).accuracy
     prototypes = float(np.mean(leave_one_out_prototype_hits(features, labels, len(known))))
     # A tie goes to the trained rows: 500 images per class made them, against the few examples here.
     return HeadChoice(trained >= prototypes, trained, prototypes)
@@ -264,23 +277,25 @@ def enroll(bundle: TaperBundle, examples: Mapping, description: str | None = Non
     watch.lap("candidates")
     if bundle.compile_engine():
         watch.lap("compile")  # once per bundle, unless warm_up() did it
-    scored, kept, kept_features = [], None, None
-    for candidate in pool:
+    known = np.array([bundle.resolver.by_name.get(normalize_name(n), -1) for n in data.names], np.int64)
+    scored, kept, kept_features, choice, rows = [], None, None, None, False
+    for i, candidate in enumerate(pool):
         network, features = candidate_features(bundle, candidate.alpha, data.images, watch)
-        scored.append(score(candidate, features, data.labels))
+        if i == 0:  # the head is decided on the first candidate; the proxy then follows the head
+            choice = choose_head(bundle, candidate.alpha, features, data.labels, known)
+            rows = choice is not None and choice.trained
+        scored.append(score_rows(bundle, candidate, features, data.labels, known) if rows
+                      else score(candidate, features, data.labels))
         if best(scored) == len(scored) - 1:  # keep only the best network so far (one weight buffer)
             kept, kept_features = network, features
         watch.lap("score")
     winner = scored[best(scored)]
+    proxy = "trained rows' accuracy" if rows else "leave-one-out 1-NN accuracy"
     resolution = [f"{len(data.names)} classes from {len(data.labels)} example images",
-                  *(f"{s.candidate.name}: leave-one-out 1-NN accuracy {s.accuracy:.3f}, margin {s.margin:.3f}"
-                    for s in scored),
+                  *([f"{choice.describe()}, on {pool[0].name!r}"] if choice is not None else []),
+                  *(f"{s.candidate.name}: {proxy} {s.accuracy:.3f}, margin {s.margin:.3f}" for s in scored),
                   f"selected {winner.candidate.name!r}"]
-    known = np.array([bundle.resolver.by_name.get(normalize_name(n), -1) for n in data.names], np.int64)
-    choice = choose_head(bundle, winner.candidate.alpha, kept_features, data.labels, known)
-    if choice is not None:
-        resolution.append(choice.describe())
-    if choice is not None and choice.trained:
+    if rows:
         kept = None  # its weight buffer goes back to the pool before the winner is fused with its head
         model = bundle._model(known, winner.candidate.alpha, resolution, watch)
         return replace(model, classes=data.names)  # the user's names for the bundle's classes

@@ -175,6 +175,9 @@ def test_known_classes_keep_the_trained_rows_when_they_fit_the_examples_as_well(
     assert len(head_line) == 1 and head_line[0].startswith("head: the bundle's trained rows"), model.resolution
     assert model.head == "linear" and model.class_indices.tolist() == classes
     assert model.classes == [tiny_sdk.classes[c] for c in classes]
+    # the candidates were scored by their own trained rows, not by the 1-NN proxy
+    scored = [line for line in model.resolution if ": trained rows' accuracy" in line]
+    assert len(scored) == 2 + tiny_sdk.num_bases and not any("1-NN" in line for line in model.resolution)
     # the named path's network with the selected mixture: the same logits
     named = tiny_sdk._model(np.array(classes), model.alpha, [], Stopwatch())
     images = np.concatenate([images_of(tiny_data, "val", tiny_data.wnids[c], 4) for c in classes])
@@ -190,6 +193,23 @@ def test_known_names_on_other_photos_keep_the_prototypes(tiny_sdk, tiny_data):
     model = sdk.personalize(tiny_sdk, examples=known_class_examples(tiny_sdk, tiny_data, classes, swap=True))
     assert model.head == "cosine" and model.class_indices.tolist() == classes
     assert any(line.startswith("head: prototypes") for line in model.resolution), model.resolution
+    assert sum("leave-one-out 1-NN accuracy" in line for line in model.resolution) == 2 + tiny_sdk.num_bases
+
+
+def test_score_rows_counts_what_each_candidate_s_own_rows_get_right(tiny_sdk, tiny_data):
+    from sdk.fewshot import candidate_features, fixed_candidates, score_rows
+
+    classes = np.array([1, 3])
+    images = np.concatenate([images_of(tiny_data, "train", tiny_data.wnids[c], 4) for c in classes])
+    labels = np.repeat(np.arange(2), 4)
+    for candidate in fixed_candidates(tiny_sdk.num_bases)[:3]:
+        _, features = candidate_features(tiny_sdk, candidate.alpha, images)
+        scored = score_rows(tiny_sdk, candidate, features, labels, classes)
+        weight, bias = tiny_sdk.bundle.bases.mixed_head(candidate.alpha)
+        logits = features @ weight[classes].T + bias[classes]
+        np.testing.assert_array_equal(scored.hits, logits.argmax(1) == labels)
+        own, other = logits[np.arange(8), labels], logits[np.arange(8), 1 - labels]
+        assert scored.margin == pytest.approx(np.mean(own - other), rel=1e-5)
 
 
 def test_choose_head_compares_trained_rows_with_leave_one_out_prototypes(tiny_sdk, tiny_data):
