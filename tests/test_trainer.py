@@ -344,6 +344,7 @@ def test_prepare_writes_what_a_gpu_run_needs_and_run_resumes_it(tmp_path):
     from trainer.__main__ import main
 
     out = tmp_path / "run"
+    assert main(["prepare", "--preset", "tinyy", "--out", str(out)]) == 2  # a typo fails; the next command is kept
     assert main(["prepare", "--preset", "tiny", "--out", str(out), "--set", "stage1_epochs=2",
                  "--set", "warmup_epochs=1", "--set", "baseline=false"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["classes.safetensors", "command.txt", "config.json"]

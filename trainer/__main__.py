@@ -98,9 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.data:
                 overrides["data"] = args.data
             args.out.mkdir(parents=True, exist_ok=True)
-            command = args.out / "command.txt"
-            if not command.exists():  # the command that made the run; resuming it does not replace that
-                command.write_text(" ".join(["python -m trainer", *(argv or sys.argv[1:])]) + "\n")
+            if not (args.out / "config.json").exists():  # the command that made the run, not one resuming it
+                (args.out / "command.txt").write_text(" ".join(["python -m trainer", *(argv or sys.argv[1:])]) + "\n")
             if args.command == "prepare":
                 out = prepare(args.out, args.preset, overrides)
             else:
