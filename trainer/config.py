@@ -17,8 +17,9 @@
   5-epoch warm-up: an H200 ran batch-128 steps at 14,400 images/s, bound by launching kernels, and batch
   512 at 45,000 (docs/results/experiments.md), so this is the paper's recipe in about 7 minutes of
   training there instead of 20 (if a stage-3 step still costs 2.06 plain ones, as measured at batch 128
-  only); without the ablations (the naive one alone would double it). Not run yet. At an 8-epoch stage 1
-  on the CPU (width 0.25) this scaling lost 1.1 points of classifier selection against batch 128.
+  only); without the ablations (the naive one alone would double it). Not run yet. On the CPU (width
+  0.25) this scaling lost 1.1 points of classifier selection against batch 128 at an 8-epoch stage 1,
+  0.5 at a 20-epoch one.
 """
 
 from __future__ import annotations
