@@ -347,9 +347,9 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
             by_rows = [score_rows(bundle, Candidate(n, alphas[n]), feats[n][0], s_labels, np.asarray(task))
                        for n in order]
             enrolled_pick = order[best(by_rows)]
-            fc_weight, fc_bias = bundle.bundle.bases.mixed_head(alphas[enrolled_pick])
-            enrolled = feats[enrolled_pick][1] @ fc_weight[task].T + fc_bias[task]
-            rows.setdefault("sdk_enroll", []).append(100.0 * float(np.mean(enrolled.argmax(1) == q_labels)))
+            rows.setdefault("sdk_enroll", []).append(
+                100.0 * score_rows(bundle, Candidate(enrolled_pick, alphas[enrolled_pick]), feats[enrolled_pick][1],
+                                   q_labels, np.asarray(task)).accuracy)
             picks[f"rows: {enrolled_pick}"] = picks.get(f"rows: {enrolled_pick}", 0) + 1
         else:
             rows.setdefault("sdk_enroll", []).append(acc[chosen])
@@ -360,9 +360,8 @@ def seen_tasks(features: Features, bundle, data, config, tasks: int, shots: int,
         by_proxy.setdefault("oracle_selected", []).append(max(acc.values()))
         rows.setdefault("classifier_selection", []).append(
             100.0 * float(np.mean(stage1_logits[query][:, task].argmax(1) == q_labels)))
-        fc_weight, fc_bias = bundle.bundle.bases.mixed_head(mixer.alpha)
-        logits = q_mixer @ fc_weight[task].T + fc_bias[task]
-        rows.setdefault("taper_classifier", []).append(100.0 * float(np.mean(logits.argmax(1) == q_labels)))
+        rows.setdefault("taper_classifier", []).append(
+            100.0 * score_rows(bundle, mixer, q_mixer, q_labels, np.asarray(task)).accuracy)
         if t % 20 == 0:
             print(f"[seen] task {t}: " + ", ".join(f"{k} {np.mean(v):.2f}" for k, v in rows.items()), flush=True)
     return {k: interval(v) for k, v in rows.items()}, picks, {k: interval(v) for k, v in by_proxy.items()}

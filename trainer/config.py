@@ -14,9 +14,10 @@
   baseline: what `make demo` builds once.
 - `paper`: full-width ResNet-18 with the paper's recipe (100/5/20 epochs, lr 0.1 step decay), for a GPU.
 - `paper-b512`: the same epochs and schedule at batch 512, learning rates x4 (linear scaling) and a
-  5-epoch warm-up: an H200 ran batch-128 steps at 14,400 images/s, bound by launching kernels, and batch
-  512 at 45,000 (docs/results/experiments.md), so this is the paper's recipe in about 7 minutes of
-  training there instead of 20 (if a stage-3 step still costs 2.06 plain ones, as measured at batch 128
+  5-epoch warm-up: an H200 ran batch-128 steps at 14,400 images/s and batch-512 steps at 45,000 (four
+  times the images for 1.25x the time: per-step overhead, not arithmetic; docs/results/experiments.md).
+  At that rate this is the paper's recipe in about 6.3 minutes of training there instead of about 19
+  (130 plain epochs x 2.2 s + 20 stage-3 epochs x 2.2 s x 2.06, the stage-3 cost measured at batch 128
   only); without the ablations (the naive one alone would double it). Not run yet. On the CPU (width
   0.25) this scaling lost 1.1 points of classifier selection against batch 128 at an 8-epoch stage 1,
   0.5 at a 20-epoch one.

@@ -63,11 +63,15 @@ class TrainDevice:
 
     def describe(self) -> str:
         """For reports: 'cpu' or 'cuda (NVIDIA H200), bf16 autocast'."""
-        name = f"cuda ({torch.cuda.get_device_name(self.device)})" if self.is_cuda else "cpu"
-        return name + (", bf16 autocast" if self.bf16 else "")
+        return device_name(self.device) + (", bf16 autocast" if self.bf16 else "")
 
 
 CPU = TrainDevice(torch.device("cpu"))
+
+
+def device_name(device: torch.device) -> str:
+    """'cpu', or 'cuda (NVIDIA H200)' with the GPU's own name."""
+    return f"cuda ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else device.type
 
 
 def host_to(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

@@ -21,6 +21,7 @@ from .config import TrainConfig
 from .data.errors import DataError
 from .data.glosses import read_glosses
 from .data.tasks import TaskSampler
+from .device import device_name
 from .evaluate import Evaluator, pairwise_similarity_correlation
 from .headroom import (
     best_single_basis,
@@ -147,8 +148,8 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
         **run_wall_times(run_dir),
         "eval_time_s": round(time.perf_counter() - start, 1),
         "config": config.to_dict(),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}"
-                   + (f", {torch.cuda.get_device_name(evaluator.device)}" if evaluator.device.type == "cuda" else ""),
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+                   f"{device_name(evaluator.device)}",
         "protocol": {"tasks_per_seed": len(tasks0), "seeds": list(config.eval_seeds), "k": config.task_k},
     }
     oracle = run_dir / "oracle.json"  # written by `python -m trainer oracle` (costs training; run separately)
