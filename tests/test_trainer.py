@@ -80,6 +80,55 @@ def test_stage3_gradients_reach_bases_and_mixer():
     assert set(stats) == {n for names in bank.stat_names for n in names}
 
 
+def _sgd_steps_on_the_bank(bank: BasisBank, steps: int, weight_decay: float) -> None:
+    optimizer = torch.optim.SGD(bank.parameters(), lr=0.05, momentum=0.9, weight_decay=weight_decay)
+    x, labels = torch.randn(2, 4, 3, 16, 16), torch.tensor([[0, 1, 2, 3], [4, 5, 0, 1]])
+    for step in range(steps):
+        alpha = torch.softmax(torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(step)), -1)
+        logits, _ = grouped_forward(CONFIG, bank.mix(alpha), x)
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(logits.reshape(-1, 6), labels.reshape(-1)).backward()
+        optimizer.step()
+
+
+def test_shared_updates_move_every_basis_alike_and_keep_their_differences():
+    bases = random_bases(3)
+    moved, each = BasisBank.from_state_dicts(CONFIG, bases), BasisBank.from_state_dicts(CONFIG, bases)
+    before = [moved.params(b).detach().clone() for b in range(4)]
+    handles = moved.share_updates(weight_decay=5e-4)
+    _sgd_steps_on_the_bank(moved, steps=3, weight_decay=0.0)
+    _sgd_steps_on_the_bank(each, steps=3, weight_decay=5e-4)
+    for b in range(4):
+        step = moved.params(b).detach() - before[b]
+        assert step.abs().max() > 1e-4                                  # W_0 trained
+        assert torch.allclose(step, step[:1].expand_as(step), atol=1e-6)  # the same step for every basis
+        own = each.params(b).detach() - before[b]                        # without: the differences move
+        assert not torch.allclose(own, own[:1].expand_as(own), atol=1e-4)
+    for handle in handles:
+        handle.remove()
+    _sgd_steps_on_the_bank(moved, steps=1, weight_decay=0.0)             # hooks removed: own gradients again
+    step = moved.params(3).detach()
+    assert not torch.allclose(step - step[:1], before[3] - before[3][:1], atol=1e-6)
+
+
+def test_shared_stage3_keeps_the_stage2_bases_differences(tiny_run, tmp_path):
+    from trainer.checkpoints import load_state
+    from trainer.config import TrainConfig
+    from trainer.run import make_context, run
+
+    out = run(tmp_path / "shared", "tiny", {"stage3_bases": "shared", "baseline": False}, progress=False,
+              reuse_from=tiny_run)
+    config = TrainConfig.load(out / "config.json")
+    ctx = make_context(tmp_path / "ctx", config, progress=False)
+    stage2 = BasisBank.from_state_dicts(
+        ctx.model_config, [load_state(out / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)])
+    stage3 = load_state(out / "stage3" / "model.safetensors")
+    for b in range(4):
+        step = stage3[f"bank.params{b}"] - stage2.params(b).detach()
+        assert step.abs().max() > 1e-5                                    # W_0 trained
+        assert torch.allclose(step, step[:1].expand_as(step), atol=1e-5)  # the deltas did not move
+
+
 def test_running_stats_move_toward_tasks_in_proportion_to_their_weight():
     bank = BasisBank.from_state_dicts(CONFIG, random_bases(2))
     before = bank.stats(0).clone()

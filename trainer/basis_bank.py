@@ -94,6 +94,22 @@ class BasisBank(nn.Module):
         one_hot[:, q] = 1
         return {n: t.detach().clone() for n, t in self.state_dict_for(one_hot).items()}
 
+    def share_updates(self, weight_decay: float) -> list:
+        """Train the bank as W_q = W_0 + D_q with the deltas D_q frozen (config `stage3_bases="shared"`).
+
+        Every basis gets the gradient summed over the bases, which is dL/dW_0 because each task's alpha rows
+        sum to 1, plus weight decay on the bases' mean W_0 only. SGD (with momentum) then moves every basis
+        by the same step, so neither the task loss nor the decay changes W_q - W_r: with each basis on its
+        own gradient, stage 3 pulled the width-0.125 specialists together (the shard router on its bases
+        fell 1.06 points, experiments.md). The bank's optimizer group must have weight_decay 0.
+        Returns the hook handles (`.remove()` to undo).
+        """
+        def shared(grad: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+            step = grad.sum(0, keepdim=True) + weight_decay * param.detach().mean(0, keepdim=True)
+            return step.expand_as(grad).clone()
+
+        return [self.params(b).register_hook(lambda g, p=self.params(b): shared(g, p)) for b in range(NUM_BLOCKS)]
+
     @torch.no_grad()
     def update_running_stats(self, alpha: torch.Tensor, batch_stats: dict[str, torch.Tensor],
                              momentum: float = 0.1) -> None:

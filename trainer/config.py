@@ -32,6 +32,7 @@ from pathlib import Path
 # stage3_mixer_init: "uniform" (zero head) or a key of trainer.headroom.ROUTING_PRIORS (kept apart so the
 # config imports no torch; tests/test_headroom.py checks the two agree).
 MIXER_INITS = ("uniform", "router", "majority")
+STAGE3_BASES = ("each", "shared")
 
 
 def check_tasks_per_batch(groups: int, batch_size: int) -> None:
@@ -75,6 +76,10 @@ class TrainConfig:
                                             # basis's own loss gives them a far larger gradient than stage 3's
     stage3_epochs: float = 6
     stage3_lr: float = 0.01
+    stage3_bases: str = "each"              # "each": every basis follows its own gradient (the paper);
+                                            # "shared": W_q = W_0 + D_q with the deltas D_q frozen, so stage 3
+                                            # trains W_0 only and cannot pull the specialists together
+                                            # (BasisBank.share_updates)
     mixer_lr: float = 1.0
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
@@ -117,6 +122,8 @@ class TrainConfig:
             raise ValueError(f"stage3_bn must be 'batch' or 'frozen', got {self.stage3_bn!r}")
         if self.stage3_mixer_init not in MIXER_INITS:
             raise ValueError(f"stage3_mixer_init must be one of {MIXER_INITS}, got {self.stage3_mixer_init!r}")
+        if self.stage3_bases not in STAGE3_BASES:
+            raise ValueError(f"stage3_bases must be one of {STAGE3_BASES}, got {self.stage3_bases!r}")
         check_tasks_per_batch(self.tasks_per_batch, self.batch_size)
 
     def stage_seed(self, stage: str) -> int:

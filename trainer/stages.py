@@ -232,6 +232,10 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         gates.to(ctx.device.device)
     wrapped = distributed.wrap(model)
     groups = [{"params": bank.parameters(), "lr": cfg.lr if from_scratch else cfg.stage3_lr}]
+    hooks = []
+    if cfg.stage3_bases == "shared" and not from_scratch:   # the naive ablation's random bases have no deltas
+        hooks = bank.share_updates(cfg.weight_decay)
+        groups[0]["weight_decay"] = 0.0   # the hooks decay W_0; the optimizer's decay would shrink the deltas
     if mixer is not None:
         groups.append({"params": mixer.parameters(), "lr": cfg.mixer_lr})
     if gates is not None:
@@ -268,6 +272,8 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
 
     run_epochs(stage_dir, stage_dir.name, cfg, epochs, steps_per_epoch, make_batches, step, optimizer,
                {"model": model}, ctx.log, warmup_epochs=cfg.warmup_epochs if from_scratch else 0.0)
+    for hook in hooks:
+        hook.remove()
     if gates is not None:
         gates.bake(bank)
         if distributed.is_main():
