@@ -99,16 +99,18 @@ class BasisBank(nn.Module):
 
         Every basis gets the gradient summed over the bases, which is dL/dW_0 because each task's alpha rows
         sum to 1, plus weight decay on the bases' mean W_0 only. SGD (with momentum) then moves every basis
-        by the same step, so neither the task loss nor the decay changes W_q - W_r: with each basis on its
-        own gradient, stage 3 pulled the width-0.125 specialists together (the shard router on its bases
-        fell 1.06 points, experiments.md). The bank's optimizer group must have weight_decay 0.
+        by the same step, so neither the task loss nor the decay changes W_q - W_r. The bank's optimizer
+        group must have weight_decay 0. On bench-narrow's specialists this stage 3 lost 0.99 points to no
+        stage-3 training, as the ordinary one did (experiments.md, "Stage 3 with shared updates").
         Returns the hook handles (`.remove()` to undo).
         """
-        def shared(grad: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
-            step = grad.sum(0, keepdim=True) + weight_decay * param.detach().mean(0, keepdim=True)
-            return step.expand_as(grad).clone()
+        def shared_step(param: nn.Parameter):
+            def hook(grad: torch.Tensor) -> torch.Tensor:
+                step = grad.sum(0, keepdim=True) + weight_decay * param.detach().mean(0, keepdim=True)
+                return step.expand_as(grad).clone()
+            return hook
 
-        return [self.params(b).register_hook(lambda g, p=self.params(b): shared(g, p)) for b in range(NUM_BLOCKS)]
+        return [self.params(b).register_hook(shared_step(self.params(b))) for b in range(NUM_BLOCKS)]
 
     @torch.no_grad()
     def update_running_stats(self, alpha: torch.Tensor, batch_stats: dict[str, torch.Tensor],

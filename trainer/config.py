@@ -78,8 +78,8 @@ class TrainConfig:
     stage3_lr: float = 0.01
     stage3_bases: str = "each"              # "each": every basis follows its own gradient (the paper);
                                             # "shared": W_q = W_0 + D_q with the deltas D_q frozen, so stage 3
-                                            # trains W_0 only and cannot pull the specialists together
-                                            # (BasisBank.share_updates)
+                                            # trains W_0 only (BasisBank.share_updates). On bench-narrow it
+                                            # lost 0.99 points to no stage-3 training (experiments.md)
     mixer_lr: float = 1.0
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
@@ -174,8 +174,9 @@ SPECIALIST_STAGE2 = {"stage2_shard_size": 60, "stage2_general_fraction": 0.0, "s
 # sections after it): at width 0.125 one network fits the 200 classes worse (stage-1 selection 57.60
 # against 64.77 at 0.25), and 20 bases on overlapping shards of 60 classes, each trained for 2 epochs'
 # worth of steps (about 6.7 passes over its shard) at lr 0.01 on its shard alone, beat the stage-1
-# network on their own tasks (+1.22). Stage 3's task training pulled them back together, so the mixer
-# is only fitted to the task's majority shard and no weights train in stage 3. The baseline continues
+# network on their own tasks (+1.22). Every stage-3 training of the weights tried lost accuracy (the
+# common movement of the bases, not a collapse of their differences: "Stage 3 with shared updates"), so
+# the mixer is only fitted to the task's majority shard and no weights train in stage 3. The baseline continues
 # stage 1 for the same 40 epochs at stage 2's lr (stage 3 is at lr 0); it gains 0.87 on its own, and
 # TAPER ends +0.32 / +0.38 over its classifier selection (-0.46 on super-category tasks, +1.10 over the
 # bases' average): docs/results/bench_narrow.md.
