@@ -80,6 +80,8 @@ class TrainConfig:
                                             # "shared": W_q = W_0 + D_q with the deltas D_q frozen, so stage 3
                                             # trains W_0 only (BasisBank.share_updates). On bench-narrow it
                                             # lost 0.99 points to no stage-3 training (experiments.md)
+    stage3_weight_decay: float | None = None  # the bases' decay in stage 3; None: `weight_decay`. 0 did not
+                                            # help on bench-narrow (57.42 against 57.80, experiments.md)
     mixer_lr: float = 1.0
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router

@@ -231,10 +231,11 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
     if gates is not None:
         gates.to(ctx.device.device)
     wrapped = distributed.wrap(model)
-    groups = [{"params": bank.parameters(), "lr": cfg.lr if from_scratch else cfg.stage3_lr}]
+    decay = cfg.weight_decay if from_scratch or cfg.stage3_weight_decay is None else cfg.stage3_weight_decay
+    groups = [{"params": bank.parameters(), "lr": cfg.lr if from_scratch else cfg.stage3_lr, "weight_decay": decay}]
     hooks = []
     if cfg.stage3_bases == "shared" and not from_scratch:   # the naive ablation's random bases have no deltas
-        hooks = bank.share_updates(cfg.weight_decay)
+        hooks = bank.share_updates(decay)
         groups[0]["weight_decay"] = 0.0   # the hooks decay W_0; the optimizer's decay would shrink the deltas
     if mixer is not None:
         groups.append({"params": mixer.parameters(), "lr": cfg.mixer_lr})
