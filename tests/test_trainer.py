@@ -129,6 +129,23 @@ def test_shared_stage3_keeps_the_stage2_bases_differences(tiny_run, tmp_path):
         assert torch.allclose(step, step[:1].expand_as(step), atol=1e-5)  # the deltas did not move
 
 
+@pytest.mark.parametrize(("bases", "decay", "expected"), [("each", None, 5e-4), ("each", 0.0, 0.0),
+                                                           ("shared", 1e-3, 0.0)])
+def test_the_bases_stage3_decay(tiny_run, tmp_path, monkeypatch, bases, decay, expected):
+    """The optimizer decays the bases by `stage3_weight_decay` when it is set, and not at all with shared
+    updates (their hooks decay W_0)."""
+    from trainer import stages
+    from trainer.run import run
+
+    decays = []
+    real_sgd = stages.StageContext.sgd
+    monkeypatch.setattr(stages.StageContext, "sgd",
+                        lambda self, groups: decays.append(groups[0]["weight_decay"]) or real_sgd(self, groups))
+    run(tmp_path / "run", "tiny", {"stage3_bases": bases, "stage3_weight_decay": decay, "stage3_epochs": 0.1,
+                                   "baseline": False}, progress=False, reuse_from=tiny_run)
+    assert decays == [expected]
+
+
 def test_running_stats_move_toward_tasks_in_proportion_to_their_weight():
     bank = BasisBank.from_state_dicts(CONFIG, random_bases(2))
     before = bank.stats(0).clone()
