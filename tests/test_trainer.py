@@ -146,6 +146,16 @@ def test_the_bases_stage3_decay(tiny_run, tmp_path, monkeypatch, bases, decay, e
     assert decays == [expected]
 
 
+def test_stage3_loss_is_over_the_task_classes_or_all_of_them():
+    from trainer.stages import stage3_logits
+
+    logits, tasks = torch.randn(2, 3, 6), [np.array([0, 1]), np.array([2, 5])]
+    task = stage3_logits(logits, tasks, "task")
+    assert torch.isinf(task[0, :, 2:]).all() and torch.equal(task[0, :, :2], logits[0, :, :2])
+    assert torch.isinf(task[1, :, [0, 1, 3, 4]]).all() and torch.equal(task[1, :, [2, 5]], logits[1, :, [2, 5]])
+    assert torch.equal(stage3_logits(logits, tasks, "all"), logits)
+
+
 def test_running_stats_move_toward_tasks_in_proportion_to_their_weight():
     bank = BasisBank.from_state_dicts(CONFIG, random_bases(2))
     before = bank.stats(0).clone()

@@ -218,6 +218,14 @@ def task_mask(tasks: list[np.ndarray], num_classes: int) -> torch.Tensor:
     return mask
 
 
+def stage3_logits(logits: torch.Tensor, tasks: list[np.ndarray], loss: str) -> torch.Tensor:
+    """The logits stage 3's cross-entropy sees: [G, B, classes], each task's own classes only for
+    loss "task" (classifier selection, as the paper trains), all of them for "all"."""
+    if loss == "all":
+        return logits
+    return logits + host_to(task_mask(tasks, logits.shape[-1]), logits.device)[:, None, :]
+
+
 def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: MixerPredictor | None,
                  embedder: TaskEmbedder, sampler: TaskSampler, epochs: float, from_scratch: bool = False,
                  gates: LayerGates | None = None) -> Stage3Model:
@@ -256,7 +264,7 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         x = ctx.augment(images.reshape(-1, *images.shape[2:]), generator).view(g, -1, 3, *images.shape[2:4])
         with ctx.device.autocast():
             logits, alpha, stats = wrapped(x, embedder(batch.tasks))
-            masked = logits + host_to(task_mask(batch.tasks, logits.shape[-1]), logits.device)[:, None, :]
+            masked = stage3_logits(logits, batch.tasks, cfg.stage3_loss)
             loss = F.cross_entropy(masked.reshape(-1, masked.shape[-1]), labels.reshape(-1))
         penalty = torch.zeros(()) if gates is None else gates.next_penalty(total_steps)
         optimizer.zero_grad(set_to_none=True)
