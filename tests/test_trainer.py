@@ -156,6 +156,18 @@ def test_stage3_loss_is_over_the_task_classes_or_all_of_them():
     assert torch.equal(stage3_logits(logits, tasks, "all"), logits)
 
 
+def test_stage3_warms_up_over_its_own_epochs(tiny_run, tmp_path, monkeypatch):
+    from trainer import stages
+    from trainer.run import run
+
+    warmups = []
+    real = stages.run_epochs
+    monkeypatch.setattr(stages, "run_epochs", lambda *a, **k: warmups.append(k["warmup_epochs"]) or real(*a, **k))
+    run(tmp_path / "run", "tiny", {"stage3_warmup_epochs": 0.5, "warmup_epochs": 0, "baseline": False},
+        progress=False, reuse_from=tiny_run)
+    assert warmups == [0.5]   # stage 1 and 2 reused; the stage-1 warm-up is not stage 3's
+
+
 def test_running_stats_move_toward_tasks_in_proportion_to_their_weight():
     bank = BasisBank.from_state_dicts(CONFIG, random_bases(2))
     before = bank.stats(0).clone()

@@ -82,6 +82,7 @@ class TrainConfig:
                                             # lost 0.99 points to no stage-3 training (experiments.md)
     stage3_weight_decay: float | None = None  # the bases' decay in stage 3; None: `weight_decay`. 0 did not
                                             # help on bench-narrow (57.42 against 57.80, experiments.md)
+    stage3_warmup_epochs: float = 0         # linear lr warm-up of stage 3 (trained from stage 2)
     stage3_loss: str = "task"               # "task": cross-entropy over each task's classes (classifier
                                             # selection, as the paper trains); "all": over every class
     mixer_lr: float = 1.0

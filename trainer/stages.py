@@ -280,7 +280,8 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         return record
 
     run_epochs(stage_dir, stage_dir.name, cfg, epochs, steps_per_epoch, make_batches, step, optimizer,
-               {"model": model}, ctx.log, warmup_epochs=cfg.warmup_epochs if from_scratch else 0.0)
+               {"model": model}, ctx.log,
+               warmup_epochs=cfg.warmup_epochs if from_scratch else cfg.stage3_warmup_epochs)
     for hook in hooks:
         hook.remove()
     if gates is not None:
