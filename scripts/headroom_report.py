@@ -33,7 +33,16 @@ def stage2_recipe(config: dict) -> str:
             f"mixer init {config.get('stage3_mixer_init', 'uniform')}"
             + (f", stage-3 seed {config['stage3_seed']}" if config.get("stage3_seed") is not None else "")
             + (f", stage-3 lr {config['stage3_lr']:g}" if config.get("stage3_lr", 0.01) != 0.01 else "")
-            + (f", stage-3 epochs {config['stage3_epochs']:g}" if config.get("stage3_epochs", 6) != 6 else ""))
+            + (f", stage-3 epochs {config['stage3_epochs']:g}" if config.get("stage3_epochs", 6) != 6 else "")
+            + "".join(f", {label} {config[key]}" for key, default, label in STAGE3_LEVERS
+                      if config.get(key, default) != default))
+
+
+# Stage-3 levers named in a row when a run sets them: (config key, value of the runs before it, label).
+STAGE3_LEVERS = [("stage3_bases", "each", "stage-3 bases"), ("stage3_loss", "task", "stage-3 loss"),
+                 ("stage3_weight_decay", None, "stage-3 decay"), ("stage3_warmup_epochs", 0, "stage-3 warm-up"),
+                 ("stage3_bn", "frozen", "stage-3 BN"), ("tasks_per_batch", 2, "tasks per batch"),
+                 ("mixer_lr", 0.1, "mixer lr")]
 
 
 def seed_spread(bases: dict[str, dict], names: list[str]) -> dict:
