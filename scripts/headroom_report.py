@@ -24,6 +24,13 @@ COLUMNS = [("reference", "CS (reference)"), ("shard_basis", "majority-shard basi
            ("stage3_shard_router", "stage-3 router")]
 
 
+# Stage-3 levers named in a row when a run sets them: (config key, value of the runs before it, label).
+STAGE3_LEVERS = [("stage3_bases", "each", "stage-3 bases"), ("stage3_loss", "task", "stage-3 loss"),
+                 ("stage3_weight_decay", None, "stage-3 decay"), ("stage3_warmup_epochs", 0, "stage-3 warm-up"),
+                 ("stage3_bn", "frozen", "stage-3 BN"), ("tasks_per_batch", 2, "tasks per batch"),
+                 ("mixer_lr", 0.1, "mixer lr")]
+
+
 def stage2_recipe(config: dict) -> str:
     shards = f"shards of {config['stage2_shard_size']}" if config.get("stage2_shard_size") else "partition shards"
     width = f"width {config['width']:g}, " if config.get("width", 0.25) != 0.25 else ""
@@ -36,13 +43,6 @@ def stage2_recipe(config: dict) -> str:
             + (f", stage-3 epochs {config['stage3_epochs']:g}" if config.get("stage3_epochs", 6) != 6 else "")
             + "".join(f", {label} {config[key]}" for key, default, label in STAGE3_LEVERS
                       if config.get(key, default) != default))
-
-
-# Stage-3 levers named in a row when a run sets them: (config key, value of the runs before it, label).
-STAGE3_LEVERS = [("stage3_bases", "each", "stage-3 bases"), ("stage3_loss", "task", "stage-3 loss"),
-                 ("stage3_weight_decay", None, "stage-3 decay"), ("stage3_warmup_epochs", 0, "stage-3 warm-up"),
-                 ("stage3_bn", "frozen", "stage-3 BN"), ("tasks_per_batch", 2, "tasks per batch"),
-                 ("mixer_lr", 0.1, "mixer lr")]
 
 
 def seed_spread(bases: dict[str, dict], names: list[str]) -> dict:
