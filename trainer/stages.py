@@ -239,12 +239,14 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
     if gates is not None:
         gates.to(ctx.device.device)
     wrapped = distributed.wrap(model)
-    decay = cfg.weight_decay if from_scratch or cfg.stage3_weight_decay is None else cfg.stage3_weight_decay
-    groups = [{"params": bank.parameters(), "lr": cfg.lr if from_scratch else cfg.stage3_lr, "weight_decay": decay}]
-    hooks = []
-    if cfg.stage3_bases == "shared" and not from_scratch:   # the naive ablation's random bases have no deltas
-        hooks = bank.share_updates(decay)
-        groups[0]["weight_decay"] = 0.0   # the hooks decay W_0; the optimizer's decay would shrink the deltas
+    if from_scratch:   # the naive ablation's random bases train like stage 1 (and have no deltas to keep)
+        lr, decay, warmup, shared = cfg.lr, cfg.weight_decay, cfg.warmup_epochs, False
+    else:
+        lr, warmup, shared = cfg.stage3_lr, cfg.stage3_warmup_epochs, cfg.stage3_bases == "shared"
+        decay = cfg.weight_decay if cfg.stage3_weight_decay is None else cfg.stage3_weight_decay
+    # Shared updates decay W_0 in their hooks; the optimizer's decay would shrink the deltas too.
+    hooks = bank.share_updates(decay) if shared else []
+    groups = [{"params": bank.parameters(), "lr": lr, "weight_decay": 0.0 if shared else decay}]
     if mixer is not None:
         groups.append({"params": mixer.parameters(), "lr": cfg.mixer_lr})
     if gates is not None:
@@ -280,8 +282,7 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         return record
 
     run_epochs(stage_dir, stage_dir.name, cfg, epochs, steps_per_epoch, make_batches, step, optimizer,
-               {"model": model}, ctx.log,
-               warmup_epochs=cfg.warmup_epochs if from_scratch else cfg.stage3_warmup_epochs)
+               {"model": model}, ctx.log, warmup_epochs=warmup)
     for hook in hooks:
         hook.remove()
     if gates is not None:
