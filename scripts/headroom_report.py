@@ -38,6 +38,7 @@ def stage2_recipe(config: dict) -> str:
             f"{config['stage2_epochs']:g} epochs, lr {config['stage2_lr']:g}, "
             f"general {config['stage2_general_fraction']:g}, distill {config.get('stage2_distill', 0):g}, "
             f"mixer init {config.get('stage3_mixer_init', 'uniform')}"
+            + (f", stage-2 seed {config['stage2_seed']}" if config.get("stage2_seed") is not None else "")
             + (f", stage-3 seed {config['stage3_seed']}" if config.get("stage3_seed") is not None else "")
             + (f", stage-3 lr {config['stage3_lr']:g}" if config.get("stage3_lr", 0.01) != 0.01 else "")
             + (f", stage-3 epochs {config['stage3_epochs']:g}" if config.get("stage3_epochs", 6) != 6 else "")

@@ -276,6 +276,8 @@ def test_seed_spread_reports_both_target_margins(load_script):
     assert "stage 1 40 epochs; Q=2, shards of 60" in table_row and "[0, 1, 2] super-category" in table_row
     assert "stage-3 lr" not in table_row
     assert report.stage2_recipe(row["config"] | {"stage3_lr": 0}).endswith(", stage-3 lr 0")
+    assert "stage-2 seed" not in table_row
+    assert ", stage-2 seed 1" in report.stage2_recipe(row["config"] | {"stage2_seed": 1})
 
     spread = report.seed_spread({"a": run(57.5, 57.0), "b": run(58.5, 57.0)}, ["a", "b"])
     assert spread["task_seeds"] == [0, 1, 2]

@@ -325,6 +325,9 @@ def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_p
     (tmp_path / "e").mkdir()  # a second stage-3 seed retrains stage 3 only
     copied = reuse_outputs(tiny_run, tmp_path / "e", config.with_overrides(stage3_seed=1))
     assert set(copied) == {"classes.safetensors", "stage1", "baseline", "stage2"}
+    (tmp_path / "g").mkdir()  # a second stage-2 seed retrains stages 2 and 3
+    copied = reuse_outputs(tiny_run, tmp_path / "g", config.with_overrides(stage2_seed=1))
+    assert set(copied) == {"classes.safetensors", "stage1", "baseline"}
 
 
 def test_baseline_lr_defaults_to_stage3s_and_a_frozen_stage3_recipe_names_its_own():
@@ -376,6 +379,35 @@ def test_stage3_seed_changes_only_stage3_batches():
     for stage in ("stage3", "stage3_bow"):
         assert draw(base, stage) != draw(other, stage)
     assert draw(TrainConfig(stage3_seed=0), "stage3") == draw(base, "stage3")  # None means `seed`
+
+
+def test_stage2_seed_changes_only_stage2_batches():
+    from trainer.config import TrainConfig
+    from trainer.loop import epoch_rng
+
+    base, other = TrainConfig(), TrainConfig(stage2_seed=1)
+    draw = lambda config, stage: epoch_rng(config, stage, 0).integers(1 << 30, size=4).tolist()  # noqa: E731
+    for stage in ("stage1", "baseline", "stage3"):
+        assert draw(base, stage) == draw(other, stage)
+    for stage in ("stage2.basis0", "stage2.basis3"):
+        assert draw(base, stage) != draw(other, stage)
+    assert draw(TrainConfig(stage2_seed=0), "stage2.basis3") == draw(base, "stage2.basis3")  # None means `seed`
+
+
+def test_a_stage2_seed_retrains_the_bases_from_the_same_stage1(tiny_run, tmp_path):
+    from trainer.checkpoints import load_state
+    from trainer.run import run
+
+    def bases(run_dir):
+        return [load_state(path) for path in sorted((run_dir / "stage2").glob("basis*.safetensors"))]
+
+    same = run(tmp_path / "s0", "tiny", {"stage2_seed": 0}, reuse_from=tiny_run, progress=False, until="stage2")
+    other = run(tmp_path / "s1", "tiny", {"stage2_seed": 1}, reuse_from=tiny_run, progress=False, until="stage2")
+    ours, theirs, seed1 = bases(tiny_run), bases(same), bases(other)
+    assert len(ours) == len(seed1) > 0
+    for a, b, c in zip(ours, theirs, seed1, strict=True):  # seed 0 named trains as `seed` does, bit for bit
+        assert all(torch.equal(a[k], b[k]) for k in a)
+        assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
 def test_frozen_bn_stage3_trains_exactly_the_deployed_network():

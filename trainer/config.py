@@ -118,6 +118,9 @@ class TrainConfig:
     holdout_classes: int = 0                # classes left out of training, spread over the hierarchy
                                             # (trainer/data/holdout.py): the few-shot benchmark's unseen classes
     seed: int = 0
+    stage2_seed: int | None = None          # stage 2's own seed (batch order, augmentation; the shards stay
+                                            # `seed`'s); None: `seed`. Reuses stage 1 and the baseline, so a
+                                            # second stage-2 seed measures the bases' training noise
     stage3_seed: int | None = None          # stage 3's own seed (mixer init, task batches, augmentation);
                                             # None: `seed`. Not a stage-1/2 field, so a second stage-3 seed
                                             # reuses a run's stages 1 and 2 (stage3_seed_std)
@@ -140,6 +143,8 @@ class TrainConfig:
         """The seed of `stage` (the stage names of trainer.loop: "stage1", "stage2.basis3", "stage3_bow", ...)."""
         if stage.startswith("stage3") and self.stage3_seed is not None:
             return self.stage3_seed
+        if stage.startswith("stage2") and self.stage2_seed is not None:
+            return self.stage2_seed
         return self.seed
 
     @property

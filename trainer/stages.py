@@ -122,7 +122,7 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
     if gates is not None:
         groups.append({"params": [gates.scores], "lr": gate_lr, "weight_decay": 0.0})
     optimizer = ctx.sgd(groups)
-    generator = torch.Generator().manual_seed(cfg.seed)
+    generator = torch.Generator().manual_seed(cfg.stage_seed(stage))  # augmentation
     steps_per_epoch = max(1, len(ctx.data.train) // cfg.batch_size)
 
     def make_batches(rng, n):
