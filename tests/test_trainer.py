@@ -368,30 +368,21 @@ def test_eval_reads_stage3_seed_runs_and_refuses_other_runs(tiny_run, tmp_path):
         evaluate_run(tiny_run, progress=False, seed_runs=[tiny_run])
 
 
-def test_stage3_seed_changes_only_stage3_batches():
+@pytest.mark.parametrize("field, own, others", [
+    ("stage3_seed", ("stage3", "stage3_bow"), ("stage1", "stage2.basis3", "baseline")),
+    ("stage2_seed", ("stage2.basis0", "stage2.basis3"), ("stage1", "baseline", "stage3")),
+])
+def test_a_stage_seed_changes_only_its_stages_batches(field, own, others):
     from trainer.config import TrainConfig
     from trainer.loop import epoch_rng
 
-    base, other = TrainConfig(), TrainConfig(stage3_seed=1)
+    base, other = TrainConfig(), TrainConfig(**{field: 1})
     draw = lambda config, stage: epoch_rng(config, stage, 0).integers(1 << 30, size=4).tolist()  # noqa: E731
-    for stage in ("stage1", "stage2.basis3", "baseline"):
+    for stage in others:
         assert draw(base, stage) == draw(other, stage)
-    for stage in ("stage3", "stage3_bow"):
+    for stage in own:
         assert draw(base, stage) != draw(other, stage)
-    assert draw(TrainConfig(stage3_seed=0), "stage3") == draw(base, "stage3")  # None means `seed`
-
-
-def test_stage2_seed_changes_only_stage2_batches():
-    from trainer.config import TrainConfig
-    from trainer.loop import epoch_rng
-
-    base, other = TrainConfig(), TrainConfig(stage2_seed=1)
-    draw = lambda config, stage: epoch_rng(config, stage, 0).integers(1 << 30, size=4).tolist()  # noqa: E731
-    for stage in ("stage1", "baseline", "stage3"):
-        assert draw(base, stage) == draw(other, stage)
-    for stage in ("stage2.basis0", "stage2.basis3"):
-        assert draw(base, stage) != draw(other, stage)
-    assert draw(TrainConfig(stage2_seed=0), "stage2.basis3") == draw(base, "stage2.basis3")  # None means `seed`
+    assert draw(TrainConfig(**{field: 0}), own[0]) == draw(base, own[0])  # None means `seed`
 
 
 def test_a_stage2_seed_retrains_the_bases_from_the_same_stage1(tiny_run, tmp_path):
