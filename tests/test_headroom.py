@@ -333,3 +333,13 @@ def test_headroom_report_extends_an_earlier_report_without_its_run_files(load_sc
     with pytest.raises(SystemExit, match="already in the report"):
         main("--extend", str(tmp_path / "second.json"), "--bases", f"old={tmp_path / 'new.json'}",
              "--out", str(tmp_path / "third"))
+
+
+def test_smoothed_majority_routing_runs_from_the_majority_basis_to_the_uniform_average(load_script):
+    smoothing = load_script("routing_smoothing")
+    members = np.array([[1, 1, 0, 0], [0, 1, 1, 1], [0, 0, 0, 1]])  # [Q, classes]: shard 1 holds most of the task
+    task = np.array([1, 2, 3])
+    assert smoothing.smoothed_alpha(members, task, 0.0)[0].tolist() == [0.0, 1.0, 0.0]
+    assert np.allclose(smoothing.smoothed_alpha(members, task, 1.0).numpy(), 1 / 3)
+    alpha = smoothing.smoothed_alpha(members, task, 0.3)
+    assert alpha.shape == (4, 3) and np.allclose(alpha.sum(1).numpy(), 1.0) and alpha[0].argmax() == 1
