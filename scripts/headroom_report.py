@@ -24,11 +24,14 @@ COLUMNS = [("reference", "CS (reference)"), ("shard_basis", "majority-shard basi
            ("stage3_shard_router", "stage-3 router")]
 
 
-# Stage-3 levers named in a row when a run sets them: (config key, value of the runs before it, label).
-STAGE3_LEVERS = [("stage3_bases", "each", "stage-3 bases"), ("stage3_loss", "task", "stage-3 loss"),
-                 ("stage3_weight_decay", None, "stage-3 decay"), ("stage3_warmup_epochs", 0, "stage-3 warm-up"),
-                 ("stage3_bn", "frozen", "stage-3 BN"), ("tasks_per_batch", 2, "tasks per batch"),
-                 ("mixer_lr", 0.1, "mixer lr")]
+# The parts of a run's recipe named in its row only when the run sets them, in this order:
+# (config key, value of the runs before the key existed, label).
+RECIPE_OPTIONS = [("stage2_seed", None, "stage-2 seed"), ("stage3_seed", None, "stage-3 seed"),
+                  ("stage3_lr", 0.01, "stage-3 lr"), ("stage3_epochs", 6, "stage-3 epochs"),
+                  ("stage3_bases", "each", "stage-3 bases"), ("stage3_loss", "task", "stage-3 loss"),
+                  ("stage3_weight_decay", None, "stage-3 decay"), ("stage3_warmup_epochs", 0, "stage-3 warm-up"),
+                  ("stage3_bn", "frozen", "stage-3 BN"), ("tasks_per_batch", 2, "tasks per batch"),
+                  ("mixer_lr", 0.1, "mixer lr")]
 
 
 def stage2_recipe(config: dict) -> str:
@@ -38,12 +41,13 @@ def stage2_recipe(config: dict) -> str:
             f"{config['stage2_epochs']:g} epochs, lr {config['stage2_lr']:g}, "
             f"general {config['stage2_general_fraction']:g}, distill {config.get('stage2_distill', 0):g}, "
             f"mixer init {config.get('stage3_mixer_init', 'uniform')}"
-            + (f", stage-2 seed {config['stage2_seed']}" if config.get("stage2_seed") is not None else "")
-            + (f", stage-3 seed {config['stage3_seed']}" if config.get("stage3_seed") is not None else "")
-            + (f", stage-3 lr {config['stage3_lr']:g}" if config.get("stage3_lr", 0.01) != 0.01 else "")
-            + (f", stage-3 epochs {config['stage3_epochs']:g}" if config.get("stage3_epochs", 6) != 6 else "")
-            + "".join(f", {label} {config[key]}" for key, default, label in STAGE3_LEVERS
+            + "".join(f", {label} {_number(config[key])}" for key, default, label in RECIPE_OPTIONS
                       if config.get(key, default) != default))
+
+
+def _number(value):
+    """Floats as the table has always written the learning rate and epochs (0.01, 6, 0); others as they are."""
+    return f"{value:g}" if isinstance(value, float) else value
 
 
 def seed_spread(bases: dict[str, dict], names: list[str]) -> dict:

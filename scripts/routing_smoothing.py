@@ -1,8 +1,9 @@
 """Issue 12 experiment: is a softer majority-shard routing better than the sharp pick?
 
 The `bench-narrow` mixer is fitted to the task's majority shard smoothed 0.05 toward uniform. This
-scores alpha = (1 - s) * one-hot(majority shard) + s * uniform, every block, for several smoothings s,
-on a run's stage-2 bases and the same tasks `trainer bases` uses (classifier selection, val images):
+scores alpha = (1 - s) * one-hot(majority shard) + s * uniform (`smooth_toward_uniform`), every block,
+for several smoothings s, on a run's stage-2 bases and the same tasks `trainer bases` uses
+(classifier selection, val images):
 
     python scripts/routing_smoothing.py --run runs/narrow --smoothing 0 0.1 0.25 0.5 1 \
         --out docs/results/routing_smoothing.json
@@ -26,6 +27,7 @@ from trainer.config import TrainConfig
 from trainer.data.tasks import TaskSampler
 from trainer.evaluate import Evaluator
 from trainer.headroom import majority_shard_alpha
+from trainer.mixer import smooth_toward_uniform
 from trainer.models import NUM_BLOCKS
 from trainer.run import make_context, read_shards
 
@@ -36,8 +38,7 @@ def smoothed_alpha(members: np.ndarray, task: np.ndarray, smoothing: float) -> t
     >>> smoothed_alpha(np.eye(2), np.array([1]), 0.5)[0].tolist()
     [0.25, 0.75]
     """
-    sharp = majority_shard_alpha(members, task)
-    alpha = (1 - smoothing) * sharp + smoothing / len(sharp)
+    alpha = smooth_toward_uniform(majority_shard_alpha(members, task), smoothing)
     return torch.from_numpy(alpha).float().expand(NUM_BLOCKS, -1)
 
 

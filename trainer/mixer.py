@@ -45,6 +45,16 @@ class MixerPredictor(nn.Module):
         return alpha.expand(-1, NUM_BLOCKS, -1) if self.blocks == 1 else alpha
 
 
+def smooth_toward_uniform(alpha, smoothing: float):
+    """Routing weights (numpy or torch, bases on the last axis) moved `smoothing` of the way to uniform:
+    the mixer's fit to a routing prior uses 0.05 so that no basis starts at zero weight.
+
+    >>> smooth_toward_uniform(np.array([0.0, 1.0]), 0.5).tolist()
+    [0.25, 0.75]
+    """
+    return (1 - smoothing) * alpha + smoothing / alpha.shape[-1]
+
+
 def fit_to_router(mixer: MixerPredictor, embed: Callable[[list[np.ndarray]], torch.Tensor],
                   sample_task: Callable[[np.random.Generator], np.ndarray],
                   router: Callable[[np.ndarray], np.ndarray], steps: int = 300, batch: int = 64,
@@ -60,7 +70,7 @@ def fit_to_router(mixer: MixerPredictor, embed: Callable[[list[np.ndarray]], tor
     for _ in range(steps):
         tasks = [sample_task(rng) for _ in range(batch)]
         target = torch.from_numpy(np.stack([router(t) for t in tasks])).float()
-        target = (1 - smoothing) * target + smoothing / mixer.num_bases
+        target = smooth_toward_uniform(target, smoothing)
         log_alpha = torch.log_softmax(mixer.logits(embed(tasks)) / mixer.temperature, dim=-1)  # [G, blocks, Q]
         kl = (target[:, None] * (target[:, None].log() - log_alpha)).sum(-1).mean()
         optimizer.zero_grad(set_to_none=True)
