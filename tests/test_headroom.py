@@ -163,6 +163,55 @@ def test_distillation_keeps_a_basis_closer_to_the_generic_network(tiny_run, tmp_
     assert drift[0.9] < 0.5 * drift[0.0]
 
 
+def test_dustbin_loss_is_cross_entropy_in_the_shard_and_blind_to_which_outside_class():
+    from trainer.stages import dustbin_cross_entropy
+
+    torch.manual_seed(0)
+    logits, outside = torch.randn(6, 5), torch.tensor([False, False, True, True, True])
+    inside_labels = torch.tensor([0, 1, 1, 0, 0, 1])
+    assert torch.allclose(dustbin_cross_entropy(logits, inside_labels, outside),
+                          torch.nn.functional.cross_entropy(logits, inside_labels))
+    expected = -logits.softmax(1)[:, 2:].sum(1).log().mean()
+    for label in (2, 3, 4):  # any outside class is the same target
+        labels = torch.full((6,), label)
+        assert torch.allclose(dustbin_cross_entropy(logits, labels, outside), expected)
+
+
+def _basis_with_outside_labels_shifted(tiny_run, tmp_path, name: str, shift: int, **overrides):
+    """A stage-2 basis on shard 0..3 (half of each batch from all classes), trained after the labels of
+    out-of-shard images were rotated by `shift` among the out-of-shard classes (same images, same batches)."""
+    from trainer.config import TrainConfig
+    from trainer.data.cache import Split
+    from trainer.run import load_model, make_context
+    from trainer.stages import train_stage2_basis
+
+    config = TrainConfig.load(tiny_run / "config.json").with_overrides(
+        stage2_epochs=3, stage2_general_fraction=0.5, stage2_logit_adjust=True, **overrides)
+    ctx = make_context(tmp_path, config, progress=False)
+    labels = np.array(ctx.data.train.labels)
+    out = labels >= 4
+    labels[out] = 4 + (labels[out] - 4 + shift) % (ctx.data.num_classes - 4)
+    ctx.data.train = Split(ctx.data.train.images, labels)
+    stage1 = load_model(ctx.model_config, tiny_run / "stage1" / "model.safetensors")
+    torch.manual_seed(0)
+    return train_stage2_basis(ctx, tmp_path / name, stage1, np.arange(4), q=0).state_dict()
+
+
+@pytest.mark.parametrize("other_class", [True, False])
+def test_an_other_class_basis_learns_the_shard_but_not_which_outside_class(tiny_run, tmp_path, other_class):
+    a = _basis_with_outside_labels_shifted(tiny_run, tmp_path, "a", 0, stage2_other_class=other_class)
+    b = _basis_with_outside_labels_shifted(tiny_run, tmp_path, "b", 1, stage2_other_class=other_class)
+    same = all(torch.allclose(a[k].float(), b[k].float(), atol=1e-6) for k in a)
+    assert same == other_class  # the control (plain cross-entropy) does learn the outside labels
+
+
+def test_an_other_class_needs_images_from_outside_the_shard():
+    from trainer.config import TrainConfig
+
+    with pytest.raises(ValueError, match="stage2_general_fraction"):
+        TrainConfig(stage2_other_class=True, stage2_general_fraction=0.0)
+
+
 def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_run):
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig

@@ -328,6 +328,9 @@ def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_p
     (tmp_path / "g").mkdir()  # a second stage-2 seed retrains stages 2 and 3
     copied = reuse_outputs(tiny_run, tmp_path / "g", config.with_overrides(stage2_seed=1))
     assert set(copied) == {"classes.safetensors", "stage1", "baseline"}
+    (tmp_path / "h").mkdir()  # the "other" class is a stage-2 recipe
+    copied = reuse_outputs(tiny_run, tmp_path / "h", config.with_overrides(stage2_other_class=True))
+    assert set(copied) == {"classes.safetensors", "stage1", "baseline"}
 
 
 def test_baseline_lr_defaults_to_stage3s_and_a_frozen_stage3_recipe_names_its_own():

@@ -70,6 +70,9 @@ class TrainConfig:
                                             # the N classes nearest its shard (overlapping; trainer.shards)
     stage2_distill: float = 0.0             # weight of a KL term to the stage-1 network's predictions over
                                             # all classes (limits forgetting outside the shard; Hinton et al.)
+    stage2_other_class: bool = False        # Hinton et al.'s dustbin: an out-of-shard image's target is "any
+                                            # class outside the shard" (trainer.stages.dustbin_cross_entropy);
+                                            # needs stage2_general_fraction > 0 (else no image is out of shard)
     stage2_gate_penalty: float = 0.0        # TAPS gates on each stage-2 basis (trainer.layer_gates.NetworkGates):
     stage2_gate_lr: float = 0.1             # lambda, the scores' learning rate and the penalty's warm-up share;
     stage2_gate_warmup: float = 0.1         # penalty 0: no gates. At lr 1.0 the scores random-walked from 1 to
@@ -137,6 +140,9 @@ class TrainConfig:
             raise ValueError(f"stage3_loss must be one of {STAGE3_LOSSES}, got {self.stage3_loss!r}")
         if self.stage3_bases not in STAGE3_BASES:
             raise ValueError(f"stage3_bases must be one of {STAGE3_BASES}, got {self.stage3_bases!r}")
+        if self.stage2_other_class and self.stage2_general_fraction <= 0:
+            raise ValueError("stage2_other_class needs stage2_general_fraction > 0: with shard-only batches no "
+                             "image is outside the shard")
         check_tasks_per_batch(self.tasks_per_batch, self.batch_size)
 
     def stage_seed(self, stage: str) -> int:

@@ -137,8 +137,8 @@ REUSABLE = {  # output -> the config fields it depends on
     "stage1": STAGE1_FIELDS,
     "baseline": STAGE1_FIELDS + ("stage2_epochs", "stage3_epochs", "stage3_lr", "baseline_lr"),
     "stage2": STAGE1_FIELDS + ("stage2_seed", "num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction",
-                                "stage2_logit_adjust", "stage2_distill", "stage2_shard_size", "stage2_gate_penalty",
-                                "stage2_gate_lr", "stage2_gate_warmup"),
+                                "stage2_logit_adjust", "stage2_distill", "stage2_other_class", "stage2_shard_size",
+                                "stage2_gate_penalty", "stage2_gate_lr", "stage2_gate_warmup"),
 }
 
 

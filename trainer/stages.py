@@ -68,13 +68,28 @@ def stage2_class_prior(num_classes: int, shard_classes: np.ndarray, general_frac
     return torch.from_numpy(prior).float()
 
 
+def dustbin_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, outside: torch.Tensor) -> torch.Tensor:
+    """Hinton et al.'s specialist loss with the head's rows kept: an image of a class outside the shard
+    (`outside`, bool [classes]) has one target, "any outside class", so its loss is minus the log of the
+    summed probability of the outside classes; an in-shard image's loss is the usual cross-entropy.
+
+    >>> logits, outside = torch.tensor([[2.0, 0.0, 0.0]]), torch.tensor([False, True, True])
+    >>> round(dustbin_cross_entropy(logits, torch.tensor([1]), outside).item(), 4)  # -log(p1 + p2)
+    1.5464
+    """
+    log_p = logits.float().log_softmax(1)
+    own = log_p.gather(1, labels[:, None])[:, 0]
+    other = log_p.masked_fill(~outside, float("-inf")).logsumexp(1)
+    return -torch.where(outside[labels], other, own).mean()
+
+
 DISTILL_TEMPERATURE = 2.0  # Hinton et al.'s soft targets; the KL term is scaled by T^2 to keep its gradient size
 
 
 def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                 generator: torch.Generator, data_parallel: bool, log_prior: torch.Tensor | None = None,
                 teacher: torch.nn.Module | None = None, distill: float = 0.0,
-                gates: NetworkGates | None = None, total_steps: int = 1):
+                gates: NetworkGates | None = None, total_steps: int = 1, outside: torch.Tensor | None = None):
     def step(batch) -> dict:
         images, labels = ctx.rank_slice(*batch) if data_parallel else batch
         x = ctx.augment(images, generator).contiguous(memory_format=torch.channels_last)
@@ -82,7 +97,9 @@ def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.opti
             logits = model(x)
             # Logit adjustment (Menon et al., 2021): training on logits + log prior makes the raw logits
             # estimate the class-balanced posterior, so the basis does not learn the batch's skewed prior.
-            loss = F.cross_entropy(logits if log_prior is None else logits + log_prior, labels)
+            adjusted = logits if log_prior is None else logits + log_prior
+            loss = (F.cross_entropy(adjusted, labels) if outside is None
+                    else dustbin_cross_entropy(adjusted, labels, outside))
             if teacher is not None and distill > 0:
                 with torch.no_grad():
                     soft = F.log_softmax(teacher(x) / DISTILL_TEMPERATURE, dim=1)
@@ -105,12 +122,14 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
                 classes_for_half: np.ndarray | None = None, general_fraction: float = 1.0,
                 data_parallel: bool = True, logit_adjust: bool = False, teacher: ResNet18 | None = None,
                 distill: float = 0.0, gates: NetworkGates | None = None, gate_lr: float = 0.0,
-                warmup_epochs: float = 0.0) -> ResNet18:
+                warmup_epochs: float = 0.0, other_class: bool = False) -> ResNet18:
     """Cross-entropy training of one network; with `classes_for_half`, a (1 - general_fraction) share of
     every batch comes from those classes only (stage 2), and `logit_adjust` corrects the loss for that
     skewed class prior; `distill` > 0 adds a KL term to a frozen `teacher`'s predictions; `gates`
     (attached to `model`) add their penalty and are baked in at the end (their summary in gates.json);
-    `warmup_epochs`: a linear learning-rate warm-up (stage 1). data_parallel=False: this rank trains it alone."""
+    `warmup_epochs`: a linear learning-rate warm-up (stage 1); `other_class`: images outside
+    `classes_for_half` are trained toward "any other class" (dustbin_cross_entropy).
+    data_parallel=False: this rank trains it alone."""
     cfg = ctx.config
     model = model.to(ctx.device.device, memory_format=torch.channels_last).train()
     if gates is not None:
@@ -139,10 +158,15 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
     if logit_adjust and classes_for_half is not None:
         prior = stage2_class_prior(ctx.data.num_classes, classes_for_half, general_fraction)
         log_prior = prior.log().to(ctx.device.device)
+    outside = None
+    if other_class and classes_for_half is not None:
+        outside = torch.ones(ctx.data.num_classes, dtype=torch.bool)
+        outside[torch.as_tensor(classes_for_half)] = False
+        outside = outside.to(ctx.device.device)
     total_steps = max(1, round(epochs * steps_per_epoch))   # as run_epochs counts them
     run_epochs(stage_dir, stage, cfg, epochs, steps_per_epoch, make_batches,
                _plain_step(ctx, wrapped, optimizer, generator, data_parallel, log_prior, teacher, distill,
-                           gates, total_steps),
+                           gates, total_steps, outside),
                optimizer,
                {"model": model} if gates is None else {"model": model, "gates": gates}, ctx.log,
                data_parallel=data_parallel, warmup_epochs=warmup_epochs)
@@ -179,7 +203,7 @@ def train_stage2_basis(ctx: StageContext, stage_dir: Path, stage1: ResNet18, sha
                        classes_for_half=shard_classes, general_fraction=cfg.stage2_general_fraction,
                        data_parallel=False, logit_adjust=cfg.stage2_logit_adjust,
                        teacher=stage1 if cfg.stage2_distill else None, distill=cfg.stage2_distill,
-                       gates=gates, gate_lr=cfg.stage2_gate_lr)
+                       gates=gates, gate_lr=cfg.stage2_gate_lr, other_class=cfg.stage2_other_class)
 
 
 class Stage3Model(torch.nn.Module):
