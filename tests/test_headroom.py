@@ -126,13 +126,18 @@ def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path):
         evaluate_bases(out, progress=False, task_mode="mixed")
 
 
-def _stage2_basis(tiny_run, tmp_path, name: str, **overrides):
+def _stage2_basis(tiny_run, tmp_path, name: str, train_labels=None, **overrides):
+    """A stage-2 basis on shard 0..3 of the tiny run; `train_labels` (array -> array) relabels the
+    training images first (same images, same batches)."""
     from trainer.config import TrainConfig
+    from trainer.data.cache import Split
     from trainer.run import load_model, make_context
     from trainer.stages import train_stage2_basis
 
     config = TrainConfig.load(tiny_run / "config.json").with_overrides(stage2_epochs=3, **overrides)
     ctx = make_context(tmp_path, config, progress=False)
+    if train_labels is not None:
+        ctx.data.train = Split(ctx.data.train.images, train_labels(np.array(ctx.data.train.labels)))
     stage1 = load_model(ctx.model_config, tiny_run / "stage1" / "model.safetensors")
     torch.manual_seed(0)
     return ctx, stage1, train_stage2_basis(ctx, tmp_path / name, stage1, np.arange(4), q=0)
@@ -177,30 +182,20 @@ def test_dustbin_loss_is_cross_entropy_in_the_shard_and_blind_to_which_outside_c
         assert torch.allclose(dustbin_cross_entropy(logits, labels, outside), expected)
 
 
-def _basis_with_outside_labels_shifted(tiny_run, tmp_path, name: str, shift: int, **overrides):
-    """A stage-2 basis on shard 0..3 (half of each batch from all classes), trained after the labels of
-    out-of-shard images were rotated by `shift` among the out-of-shard classes (same images, same batches)."""
-    from trainer.config import TrainConfig
-    from trainer.data.cache import Split
-    from trainer.run import load_model, make_context
-    from trainer.stages import train_stage2_basis
-
-    config = TrainConfig.load(tiny_run / "config.json").with_overrides(
-        stage2_epochs=3, stage2_general_fraction=0.5, stage2_logit_adjust=True, **overrides)
-    ctx = make_context(tmp_path, config, progress=False)
-    labels = np.array(ctx.data.train.labels)
-    out = labels >= 4
-    labels[out] = 4 + (labels[out] - 4 + shift) % (ctx.data.num_classes - 4)
-    ctx.data.train = Split(ctx.data.train.images, labels)
-    stage1 = load_model(ctx.model_config, tiny_run / "stage1" / "model.safetensors")
-    torch.manual_seed(0)
-    return train_stage2_basis(ctx, tmp_path / name, stage1, np.arange(4), q=0).state_dict()
+def _rotate_outside_labels(shift: int):
+    """Labels of out-of-shard images (classes 4..) rotated by `shift` among the out-of-shard classes."""
+    def relabel(labels: np.ndarray) -> np.ndarray:
+        out = labels >= 4
+        labels[out] = 4 + (labels[out] - 4 + shift) % (labels.max() - 3)
+        return labels
+    return relabel
 
 
 @pytest.mark.parametrize("other_class", [True, False])
 def test_an_other_class_basis_learns_the_shard_but_not_which_outside_class(tiny_run, tmp_path, other_class):
-    a = _basis_with_outside_labels_shifted(tiny_run, tmp_path, "a", 0, stage2_other_class=other_class)
-    b = _basis_with_outside_labels_shifted(tiny_run, tmp_path, "b", 1, stage2_other_class=other_class)
+    a, b = (_stage2_basis(tiny_run, tmp_path, name, _rotate_outside_labels(shift), stage2_other_class=other_class,
+                          stage2_general_fraction=0.5, stage2_logit_adjust=True)[2].state_dict()
+            for name, shift in (("a", 0), ("b", 1)))
     same = all(torch.allclose(a[k].float(), b[k].float(), atol=1e-6) for k in a)
     assert same == other_class  # the control (plain cross-entropy) does learn the outside labels
 
@@ -327,6 +322,8 @@ def test_seed_spread_reports_both_target_margins(load_script):
     assert report.stage2_recipe(row["config"] | {"stage3_lr": 0}).endswith(", stage-3 lr 0")
     assert "stage-2 seed" not in table_row
     assert ", stage-2 seed 1" in report.stage2_recipe(row["config"] | {"stage2_seed": 1})
+    assert "other class" not in table_row
+    assert ", other class True" in report.stage2_recipe(row["config"] | {"stage2_other_class": True})
 
     spread = report.seed_spread({"a": run(57.5, 57.0), "b": run(58.5, 57.0)}, ["a", "b"])
     assert spread["task_seeds"] == [0, 1, 2]

@@ -404,7 +404,6 @@ def test_a_stage2_seed_retrains_the_bases_from_the_same_stage1(tiny_run, tmp_pat
         assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
-
 def test_stage2_augments_with_its_own_seed(tiny_run, tmp_path, monkeypatch):
     from trainer import stages
     from trainer.run import run
@@ -416,6 +415,7 @@ def test_stage2_augments_with_its_own_seed(tiny_run, tmp_path, monkeypatch):
                                                                                                    generator))
     run(tmp_path / "s7", "tiny", {"stage2_seed": 7}, reuse_from=tiny_run, progress=False, until="stage2")
     assert seeds == {7}   # stage 1 and the baseline reused; every basis's crops and flips follow stage2_seed
+
 
 def test_frozen_bn_stage3_trains_exactly_the_deployed_network():
     bank = BasisBank.from_state_dicts(CONFIG, random_bases(3))
