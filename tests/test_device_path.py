@@ -67,6 +67,25 @@ def test_cuda_under_torchrun_is_the_process_own_gpu(monkeypatch):
     assert TrainDevice.parse("cuda:0").device == torch.device("cuda", 0)  # an explicit index is kept
 
 
+def test_only_a_numbered_gpu_is_made_current(monkeypatch):
+    # torch 2.11 (the lent GPU machines) raises on set_device(torch.device("cuda")); the H100 run failed there.
+    def set_device(device):
+        if torch.device(device).index is None:
+            raise RuntimeError("Expected a torch.device with a specified index or an integer, but got:cuda")
+        chosen.append(device)
+
+    chosen: list = []
+    monkeypatch.setattr(torch.cuda, "set_device", set_device)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    TrainDevice.parse("cuda").make_current()
+    CPU.make_current()
+    assert chosen == []
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    TrainDevice.parse("cuda").make_current()
+    assert chosen == [torch.device("cuda", 1)]
+
+
 def test_cuda_path_trains_stage1_exactly_as_the_cpu_path(tmp_path):
     """Same batches, same augmentation draws, same network: the device-held split changes nothing."""
     from sdk.tensorfile import load_tensors

@@ -57,6 +57,13 @@ class TrainDevice:
         """torch.distributed's backend for ranks training on this kind of device."""
         return "nccl" if self.is_cuda else "gloo"
 
+    def make_current(self) -> None:
+        """Make a numbered GPU (a torchrun rank's cuda:LOCAL_RANK) the process's current one. A bare
+        'cuda' is left alone: torch 2.11 refuses torch.cuda.set_device on it (the H100 run of
+        2026-11-26 stopped there), and it already means the current GPU."""
+        if self.is_cuda and self.device.index is not None:
+            torch.cuda.set_device(self.device)
+
     def autocast(self) -> contextlib.AbstractContextManager:
         """bf16 autocast for a forward pass and its loss (a no-op context when bf16 is off)."""
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)

@@ -203,8 +203,7 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
     if until not in STAGES:
         raise ValueError(f"until must be one of {STAGES}, got {until!r}")
     distributed.init(device.distributed_backend)
-    if device.is_cuda:
-        torch.cuda.set_device(device.device)
+    device.make_current()
     run_dir.mkdir(parents=True, exist_ok=True)
     config = resolve_config(run_dir, preset, overrides or {})
     if reuse_from is not None and distributed.is_main():
