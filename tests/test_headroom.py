@@ -90,7 +90,8 @@ def test_crossval_oracle_does_not_credit_a_basis_for_luck_on_the_images_it_was_p
     assert crossval_correct(hits, np.array([1, 0, 1, 0], bool)) == 4
 
 
-def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path):
+def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path, monkeypatch, capsys):
+    from trainer.__main__ import main
     from trainer.report import evaluate_bases
     from trainer.run import run
 
@@ -98,6 +99,11 @@ def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path):
     out = run(tmp_path / "s2", "tiny", overrides, progress=False, reuse_from=tiny_run, until="stage2")
     assert (out / "stage2" / "basis0.safetensors").exists() and not (out / "stage3").exists()
     result = evaluate_bases(out, progress=False)
+    assert main(["bases", str(out), "--device", "cpu", "--out", str(tmp_path / "bases.json")]) == 0
+    assert json.loads((tmp_path / "bases.json").read_text())["accuracy"] == result["accuracy"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["bases", str(out), "--device", "cuda"]) == 2  # a clear error, not torch's
+    assert "no CUDA GPU" in capsys.readouterr().err
     acc = result["accuracy"]
     assert "taper" not in acc
     assert result["reference"] == "classifier_selection"  # the tiny run's baseline was reused

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     bases.add_argument("--seeds", type=int, nargs="+", default=None, help="task seeds (default: the run's)")
     bases.add_argument("--tasks", choices=("neighbourhood", "supercategory"), default="neighbourhood",
                        help="task protocol (default: neighbourhood, the paper's)")
+    bases.add_argument("--device", default="cpu", help="where the networks run: cpu (default) or cuda (float32)")
     oracle = sub.add_parser("oracle", help="per-task fine-tuning oracle vs classifier selection (issue 12)")
     oracle.add_argument("run_dir", type=Path)
     oracle.add_argument("--tasks", type=int, default=20, help="tasks, anchored at classes spread over the hierarchy")
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "bases":
                 from .report import evaluate_bases
 
-                result = evaluate_bases(args.run_dir, seeds=args.seeds, task_mode=args.tasks)
+                result = evaluate_bases(args.run_dir, seeds=args.seeds, task_mode=args.tasks,
+                                        device=TrainDevice.parse(args.device).device)
             else:
                 from .finetune_oracle import LEARNING_RATES, evaluate_oracle
 

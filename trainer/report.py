@@ -257,17 +257,19 @@ def _per_basis_mean(margins: list[list[float | None]]) -> list[float | None]:
 
 
 def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None = None,
-                   task_mode: str = "neighbourhood") -> dict:
+                   task_mode: str = "neighbourhood", device: torch.device | str = "cpu") -> dict:
     """Stage-2 diagnostics of a run that needs neither stage 3 nor the baseline (issue 12's part 2):
     each basis's specialist margin, the best single basis, and the uniform average and shard router
     of the stage-2 bases, against classifier selection with the baseline (or, without one, with the
     stage-1 network: the bench measured them 0.08 apart), on the tasks of every seed: neighbourhood
     tasks (the paper protocol) or, with `task_mode="supercategory"`, super-category tasks (the issue's
     "not below classifier selection" check, which the full report needs a baseline for).
-    With a finished stage 3 also TAPER and the uniform average and shard router of its bases."""
+    With a finished stage 3 also TAPER and the uniform average and shard router of its bases.
+    The networks run on `device` (float32); the bases are mixed on the CPU."""
     config = TrainConfig.load(run_dir / "config.json")
     ctx = make_context(run_dir, config, progress)
-    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class)
+    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class,
+                          device=device)
     has_baseline = (run_dir / "baseline" / "model.safetensors").exists()
     reference = load_model(ctx.model_config, run_dir / ("baseline" if has_baseline else "stage1") / "model.safetensors")
     bases = [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)]
