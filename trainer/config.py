@@ -18,7 +18,8 @@
   times the images for 1.25x the time: per-step overhead, not arithmetic; docs/results/experiments.md).
   At that rate this is the paper's recipe in about 6.3 minutes of training there instead of about 19
   (130 plain epochs x 2.2 s + 20 stage-3 epochs x 2.2 s x 2.06, the stage-3 cost measured at batch 128
-  only); without the ablations (the naive one alone would double it). Not run yet. On the CPU (width
+  only); without the ablations (the naive one alone would double it). Run on an H100: 7.2 min of training
+  (docs/results/paper_b512_h100.md; TAPER 1.8-3.2 below classifier selection). On the CPU (width
   0.25) this scaling lost 1.1 points of classifier selection against batch 128 at an 8-epoch stage 1,
   0.5 at a 20-epoch one.
 """
