@@ -331,6 +331,9 @@ def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_p
     (tmp_path / "h").mkdir()  # the "other" class is a stage-2 recipe
     copied = reuse_outputs(tiny_run, tmp_path / "h", config.with_overrides(stage2_other_class=True))
     assert set(copied) == {"classes.safetensors", "stage1", "baseline"}
+    (tmp_path / "i").mkdir()  # the augmentation is every stage's, stage 1's first
+    copied = reuse_outputs(tiny_run, tmp_path / "i", config.with_overrides(aug_crop_scale=0.08))
+    assert set(copied) == {"classes.safetensors"}
 
 
 def test_baseline_lr_defaults_to_stage3s_and_a_frozen_stage3_recipe_names_its_own():
@@ -492,3 +495,15 @@ def test_stage1_accuracy_script_scores_the_stage1_network(tiny_run, tiny_data, l
     assert result["classifier_selection"] == pytest.approx(np.mean(result["classifier_selection_per_seed"]), abs=0.01)
     assert 100 / tiny_data.num_classes < result["top1_all_classes"] <= 100  # above chance
     assert 100 / PRESETS["tiny"].task_k < result["classifier_selection"] <= 100
+
+
+def test_random_resized_crops_train_stage1_on_other_images_than_pad_crops(tiny_run, tmp_path):
+    from trainer.checkpoints import load_state
+    from trainer.run import run
+
+    out = run(tmp_path / "rrc", "tiny", {"aug_crop_scale": 0.5}, progress=False, until="stage1")
+    ours = load_state(out / "stage1" / "model.safetensors")
+    pad_crop = load_state(tiny_run / "stage1" / "model.safetensors")
+    assert ours.keys() == pad_crop.keys()
+    assert all(torch.isfinite(t).all() for t in ours.values())
+    assert not torch.equal(ours["fc.weight"], pad_crop["fc.weight"])  # the same recipe but for the crops

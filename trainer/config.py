@@ -110,7 +110,13 @@ class TrainConfig:
                                             # "frozen": the bases' mixed running statistics, as deployed
                                             # (the presets use "frozen": +2.8 points, docs/results/experiments.md;
                                             # the default stays "batch" so older run configs load unchanged)
-    aug_pad: int = 8
+    aug_pad: int = 8                        # pad-crop augmentation: zero padding each side, then a crop
+    aug_crop_scale: float = 0.0             # > 0: random-resized crops instead (the standard ImageNet
+                                            # augmentation the TAPER paper trains with; torchvision's
+                                            # default is 0.08), their area share drawn from [this, 1];
+                                            # aug_pad is then unused. 0: pad-crop. The full-width paper
+                                            # recipe with pad-crop memorises Tiny ImageNet's training set
+                                            # (99.8-100% from epoch 60, docs/results/paper_b512_h100.md)
     eval_seeds: tuple[int, ...] = (0, 1, 2)
     eval_images_per_class: int = 0          # 0: all val images of each task's classes
     ablations: tuple[str, ...] = ()         # extra stage-3 runs: "naive", "fixed_uniform", "bow", "single_mixer"
@@ -144,6 +150,9 @@ class TrainConfig:
         if self.stage2_other_class and self.stage2_general_fraction <= 0:
             raise ValueError("stage2_other_class needs stage2_general_fraction > 0: with shard-only batches no "
                              "image is outside the shard")
+        if not 0 <= self.aug_crop_scale <= 1:
+            raise ValueError(f"aug_crop_scale must be 0 (pad-crop) or an area share in (0, 1], "
+                             f"got {self.aug_crop_scale!r}")
         check_tasks_per_batch(self.tasks_per_batch, self.batch_size)
 
     def stage_seed(self, stage: str) -> int:

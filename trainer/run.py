@@ -131,7 +131,8 @@ def load_stage3(ctx: StageContext, run_dir: Path, variant: str, embed_dim: int):
 
 
 STAGE1_FIELDS = ("data", "stem", "width", "input_size", "batch_size", "lr", "momentum", "weight_decay", "schedule",
-                 "step_every", "warmup_epochs", "stage1_epochs", "aug_pad", "seed", "synthetic", "holdout_classes")
+                 "step_every", "warmup_epochs", "stage1_epochs", "aug_pad", "aug_crop_scale", "seed", "synthetic",
+                 "holdout_classes")
 REUSABLE = {  # output -> the config fields it depends on
     "classes.safetensors": ("data", "synthetic", "holdout_classes"),
     "stage1": STAGE1_FIELDS,

@@ -28,7 +28,7 @@ from .batches import plain_batches, task_batches
 from .config import TrainConfig
 from .data.cache import DecodedDataset
 from .data.tasks import TaskSampler
-from .data.transforms import random_crop_flip, to_normalized_tensor
+from .data.transforms import random_crop_flip, random_resized_crop_flip, to_normalized_tensor
 from .device import CPU, TrainDevice, host_to
 from .grouped_forward import grouped_forward
 from .layer_gates import LayerGates, NetworkGates
@@ -49,6 +49,8 @@ class StageContext:
 
     def augment(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         x = to_normalized_tensor(images, self.preprocessing)
+        if self.config.aug_crop_scale > 0:
+            return random_resized_crop_flip(x, self.config.aug_crop_scale, generator)
         return random_crop_flip(x, self.config.aug_pad, generator)
 
     def rank_slice(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
