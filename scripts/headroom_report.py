@@ -26,7 +26,8 @@ COLUMNS = [("reference", "CS (reference)"), ("shard_basis", "majority-shard basi
 
 # The parts of a run's recipe named in its row only when the run sets them, in this order:
 # (config key, value of the runs before the key existed, label).
-RECIPE_OPTIONS = [("stage2_seed", None, "stage-2 seed"), ("stage2_other_class", False, "other class"),
+RECIPE_OPTIONS = [("aug_crop_scale", 0.0, "random-resized crops from area"),
+                  ("stage2_seed", None, "stage-2 seed"), ("stage2_other_class", False, "other class"),
                   ("stage3_seed", None, "stage-3 seed"),
                   ("stage3_lr", 0.01, "stage-3 lr"), ("stage3_epochs", 6, "stage-3 epochs"),
                   ("stage3_bases", "each", "stage-3 bases"), ("stage3_loss", "task", "stage-3 loss"),

@@ -330,6 +330,8 @@ def test_seed_spread_reports_both_target_margins(load_script):
     assert ", stage-2 seed 1" in report.stage2_recipe(row["config"] | {"stage2_seed": 1})
     assert "other class" not in table_row
     assert ", other class True" in report.stage2_recipe(row["config"] | {"stage2_other_class": True})
+    assert "random-resized" not in table_row
+    assert ", random-resized crops from area 0.08" in report.stage2_recipe(row["config"] | {"aug_crop_scale": 0.08})
 
     spread = report.seed_spread({"a": run(57.5, 57.0), "b": run(58.5, 57.0)}, ["a", "b"])
     assert spread["task_seeds"] == [0, 1, 2]
