@@ -43,12 +43,9 @@ if [ "$rc" != 0 ]; then
 fi
 seed_runs=()
 if [ -n "$stage3_seed" ]; then
-  seed_run="/root/runs/$name-s3seed$stage3_seed"
-  mkdir -p "$seed_run"   # the run's own configuration with another stage-3 seed; stages 1-2 are reused
-  python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["stage3_seed"] = int(sys.argv[2]);
-json.dump(c, open(sys.argv[3], "w"), indent=1)' "/root/runs/$name/config.json" "$stage3_seed" "$seed_run/config.json"
-  cp "/root/runs/$name/classes.safetensors" "$seed_run/"
-  python3 -m trainer run --out "$seed_run" --reuse-from "/root/runs/$name" --device cuda > "$seed_run.out" 2>&1 \
+  seed_run="/root/runs/$name-s3seed$stage3_seed"   # the run's configuration, another stage-3 seed; stages 1-2 reused
+  python3 -m trainer run --out "$seed_run" --reuse-from "/root/runs/$name" --set "stage3_seed=$stage3_seed" \
+    --device cuda > "$seed_run.out" 2>&1 \
     && seed_runs=(--seed-runs "$seed_run") || { echo "stage-3 seed run failed:"; tail -n 5 "$seed_run.out"; }
 fi
 python3 -m trainer eval "/root/runs/$name" --device cuda "${seed_runs[@]}" --report "$OUT/$name/report" | tail -n 40

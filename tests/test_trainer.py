@@ -352,7 +352,10 @@ def test_eval_reads_stage3_seed_runs_and_refuses_other_runs(tiny_run, tmp_path):
     from trainer.results import markdown
     from trainer.run import run
 
-    seed1 = run(tmp_path / "seed1", "tiny", {"stage3_seed": 1}, reuse_from=tiny_run, progress=False)
+    # No preset named: the new run takes the configuration of the run it reuses (device_run.sh's seed run).
+    seed1 = run(tmp_path / "seed1", None, {"stage3_seed": 1}, reuse_from=tiny_run, progress=False)
+    assert TrainConfig.load(seed1 / "config.json") == TrainConfig.load(tiny_run / "config.json").with_overrides(
+        stage3_seed=1)
     result = evaluate_run(tiny_run, progress=False, seed_runs=[seed1])
     spread = result["stage3_seeds"]
     assert spread["stage3_seed"] == [0, 1] and spread["taper"][0] == result["accuracy"]["taper"]

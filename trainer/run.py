@@ -53,13 +53,17 @@ STAGE3_VARIANTS = {  # name -> (description kind, mixer blocks, uses a mixer, ba
 }
 
 
-def resolve_config(run_dir: Path, preset: str | None, overrides: dict) -> TrainConfig:
+def resolve_config(run_dir: Path, preset: str | None, overrides: dict, reuse_from: Path | None = None) -> TrainConfig:
+    """The run's saved configuration; for a new run, the preset's (or, with no preset, the configuration of
+    the run it reuses, so `--reuse-from old --set stage3_seed=1` needs no preset name) with `overrides`."""
     saved = run_dir / "config.json"
     if saved.exists():
         config = TrainConfig.load(saved)
         if overrides and config.with_overrides(**overrides) != config:
             raise ValueError(f"{run_dir} exists with another configuration; use a new --out to change it")
         return config
+    if preset is None and reuse_from is not None and (reuse_from / "config.json").exists():
+        return TrainConfig.load(reuse_from / "config.json").with_overrides(**overrides)
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
     return PRESETS[preset].with_overrides(**overrides)
@@ -206,7 +210,7 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
     distributed.init(device.distributed_backend)
     device.make_current()
     run_dir.mkdir(parents=True, exist_ok=True)
-    config = resolve_config(run_dir, preset, overrides or {})
+    config = resolve_config(run_dir, preset, overrides or {}, reuse_from)
     if reuse_from is not None and distributed.is_main():
         copied = reuse_outputs(reuse_from, run_dir, config)
         record_reused_wall_times(reuse_from, run_dir, copied)
