@@ -397,3 +397,27 @@ def test_smoothed_majority_routing_runs_from_the_majority_basis_to_the_uniform_a
     assert np.allclose(smoothing.smoothed_alpha(members, task, 1.0).numpy(), 1 / 3)
     alpha = smoothing.smoothed_alpha(members, task, 0.3)
     assert alpha.shape == (4, 3) and np.allclose(alpha.sum(1).numpy(), 1.0) and alpha[0].argmax() == 1
+
+
+def test_recomputed_batch_norm_statistics_are_those_of_the_images_under_the_weights(tiny_run, load_script):
+    from trainer.checkpoints import load_state
+    from trainer.config import TrainConfig
+    from trainer.models import ResNet18
+    from trainer.run import network_config
+
+    recalibrated = load_script("bn_recalibration").recalibrated
+    config = TrainConfig.load(tiny_run / "config.json")
+    state = load_state(tiny_run / "stage1" / "model.safetensors")
+    model = ResNet18(network_config(config, len(state["fc.bias"])))
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    seen = {}
+    for i in (0, len(norms) - 1):  # the stem's and the last block's
+        norms[i].register_forward_hook(lambda m, args, out, i=i: seen.setdefault(i, args[0].detach().clone()))
+    x = torch.randn(24, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    names = [n for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    new = recalibrated(model, state, x)
+    for i in seen:
+        assert torch.allclose(new[f"{names[i]}.running_mean"], seen[i].mean((0, 2, 3)), atol=1e-5)
+        assert torch.allclose(new[f"{names[i]}.running_var"], seen[i].var((0, 2, 3)), rtol=1e-4, atol=1e-6)
+        assert not torch.allclose(new[f"{names[i]}.running_mean"], state[f"{names[i]}.running_mean"])
+    assert all(torch.equal(new[k], state[k]) for k in state if "running" not in k and "num_batches" not in k)
