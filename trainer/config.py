@@ -116,7 +116,7 @@ class TrainConfig:
                                             # default is 0.08), their area share drawn from [this, 1];
                                             # aug_pad is then unused. 0: pad-crop. The full-width paper
                                             # recipe with pad-crop memorises Tiny ImageNet's training set
-                                            # (99.8-100% from epoch 60, docs/results/paper_b512_h100.md)
+                                            # (a median 99.7% from epoch 60, experiments.md)
     eval_seeds: tuple[int, ...] = (0, 1, 2)
     eval_images_per_class: int = 0          # 0: all val images of each task's classes
     ablations: tuple[str, ...] = ()         # extra stage-3 runs: "naive", "fixed_uniform", "bow", "single_mixer"
