@@ -5,6 +5,7 @@ import tarfile
 
 import numpy as np
 import pytest
+import torch
 from conftest import write_tiny_imagenet_layout
 from PIL import Image
 
@@ -175,3 +176,37 @@ def test_concepts_take_every_ancestor_named_in_words_txt_and_survive_the_cache(s
     assert "a1\tround thing, roundel" in names and "a2" not in names
     # "a0" holds all 24 classes and "a9" has no name: neither is a concept.
     assert data.hierarchy.concepts() == [{"id": "a1", "names": ["round thing", "roundel"], "members": list(range(8))}]
+
+
+def test_first_images_of_each_class_are_taken_in_stored_order():
+    from trainer.data.image_subsets import first_rows_per_class
+
+    labels = np.array([2, 0, 0, 1, 2, 0, 2, 1])
+    assert first_rows_per_class(labels, count=2).tolist() == [0, 1, 2, 3, 4, 7]
+    assert first_rows_per_class(labels, count=9).tolist() == list(range(8))  # a smaller class keeps all it has
+    assert first_rows_per_class(labels, share=0.5).tolist() == [0, 1, 2, 3, 4]  # ceil(1.5) = 2 of 3, 1 of 2
+    assert first_rows_per_class(labels, share=0.01).tolist() == [0, 1, 3]  # every class keeps one
+    assert first_rows_per_class(labels, share=1.0).tolist() == list(range(8))
+    for bad in ({"count": 0}, {"share": 0.0}, {"share": 1.5}):
+        with pytest.raises(DataError):
+            first_rows_per_class(labels, **bad)
+    with pytest.raises(ValueError, match="exactly one"):
+        first_rows_per_class(labels, count=2, share=0.5)
+
+
+def test_fewer_training_images_per_class_keep_the_first_ones_and_every_val_image(synthetic_root, tmp_path):
+    from trainer.data.cache import DeviceSplit
+    from trainer.data.image_subsets import first_rows_per_class, with_train_images_per_class
+
+    data = load_dataset(synthetic_root, image_size=32, cache_dir=tmp_path, progress=False)
+    fewer = with_train_images_per_class(data, 4)
+    assert np.bincount(fewer.train.labels).tolist() == [4] * data.num_classes
+    rows = first_rows_per_class(data.train.labels, count=4)
+    np.testing.assert_array_equal(fewer.train.images, data.train.images[rows])
+    np.testing.assert_array_equal(fewer.val.labels, data.val.labels)
+    # the GPU path's split gathers the same rows on its device
+    on_device = DeviceSplit.of(data.train, torch.device("cpu")).subset(rows)
+    images, labels = on_device.take(np.arange(len(rows)))
+    np.testing.assert_array_equal(images.numpy(), fewer.train.images)
+    np.testing.assert_array_equal(labels.numpy(), fewer.train.labels)
+    np.testing.assert_array_equal(on_device.labels, fewer.train.labels)

@@ -334,6 +334,10 @@ def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_p
     (tmp_path / "i").mkdir()  # the augmentation is every stage's, stage 1's first
     copied = reuse_outputs(tiny_run, tmp_path / "i", config.with_overrides(aug_crop_scale=0.08))
     assert set(copied) == {"classes.safetensors"}
+    for key, field in enumerate(({"stage1_image_fraction": 0.5}, {"train_images_per_class": 8})):
+        (tmp_path / f"j{key}").mkdir()  # stage 1's images, and with them everything after it
+        copied = reuse_outputs(tiny_run, tmp_path / f"j{key}", config.with_overrides(**field))
+        assert set(copied) == {"classes.safetensors"}
 
 
 def test_baseline_lr_defaults_to_stage3s_and_a_frozen_stage3_recipe_names_its_own():
@@ -510,3 +514,47 @@ def test_random_resized_crops_train_stage1_on_other_images_than_pad_crops(tiny_r
     assert ours.keys() == pad_crop.keys()
     assert all(torch.isfinite(t).all() for t in ours.values())
     assert not torch.equal(ours["fc.weight"], pad_crop["fc.weight"])  # the same recipe but for the crops
+
+
+def test_stage1_trains_on_its_share_of_each_class_and_the_later_stages_on_all(tmp_path, monkeypatch):
+    import trainer.stages as stages
+    from trainer.config import TrainConfig
+    from trainer.run import open_data, run
+
+    seen = {}
+    train_plain = stages.train_plain
+
+    def recording(ctx, stage_dir, stage, *args, **kwargs):
+        seen[stage] = np.bincount(ctx.data.train.labels, minlength=ctx.data.num_classes)
+        return train_plain(ctx, stage_dir, stage, *args, **kwargs)
+
+    monkeypatch.setattr(stages, "train_plain", recording)
+    out = run(tmp_path / "half", "tiny", {"train_images_per_class": 10, "stage1_image_fraction": 0.25},
+              progress=False, until="stage2")
+    data = open_data(TrainConfig.load(out / "config.json"), progress=False)
+    assert np.bincount(data.train.labels).tolist() == [10] * data.num_classes
+    assert seen["stage1"].tolist() == [3] * data.num_classes     # ceil(0.25 x 10) of each class
+    assert seen["baseline"].tolist() == [10] * data.num_classes  # the continuation sees every image
+    assert all(seen[f"stage2.basis{q}"].tolist() == [10] * data.num_classes for q in range(3))
+
+
+@pytest.mark.parametrize("field", [{"stage1_image_fraction": 0.0}, {"stage1_image_fraction": 1.5},
+                                   {"train_images_per_class": -1}])
+def test_image_shares_outside_their_range_are_refused(field):
+    with pytest.raises(ValueError, match=next(iter(field))):
+        PRESETS["tiny"].with_overrides(**field)
+
+
+def test_training_signal_reads_each_stage_from_the_log(tiny_run, load_script):
+    result = load_script("training_signal").training_signal(tiny_run)
+    records = [json.loads(line) for line in (tiny_run / "log.jsonl").read_text().splitlines()]
+    first = {}
+    for r in records:
+        if "loss" in r and "step" in r:
+            first.setdefault(r["stage"], r["loss"])
+    assert result["stage1"]["first_loss"] == pytest.approx(first["stage1"], abs=1e-4)
+    assert result["stage3"]["first_loss"] == pytest.approx(first["stage3"], abs=1e-4)
+    assert result["stage2_first_loss_per_basis"]["n"] == PRESETS["tiny"].num_bases
+    assert result["stage2_first_loss_per_basis"]["min"] == pytest.approx(
+        min(v for k, v in first.items() if k.startswith("stage2.basis")), abs=1e-4)
+    assert 0 <= result["stage1"]["end_acc"]["min"] <= result["stage1"]["end_acc"]["median"] <= 100

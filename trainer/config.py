@@ -127,6 +127,11 @@ class TrainConfig:
                                             # None: stage3_lr (a recipe whose stage 3 trains at lr 0 names it)
     holdout_classes: int = 0                # classes left out of training, spread over the hierarchy
                                             # (trainer/data/holdout.py): the few-shot benchmark's unseen classes
+    train_images_per_class: int = 0         # > 0: the run trains on the first N training images of each
+                                            # class only (trainer/data/image_subsets.py); 0: all of them
+    stage1_image_fraction: float = 1.0      # < 1: stage 1 trains on the first share of each class's
+                                            # images; stages 2, 3 and the baseline's continuation on all,
+                                            # so they also see images stage 1 never fitted
     seed: int = 0
     stage2_seed: int | None = None          # stage 2's own seed (batch order, augmentation; the shards stay
                                             # `seed`'s); None: `seed`. Reuses stage 1 and the baseline, so a
@@ -153,6 +158,10 @@ class TrainConfig:
         if not 0 <= self.aug_crop_scale <= 1:
             raise ValueError(f"aug_crop_scale must be 0 (pad-crop) or an area share in (0, 1], "
                              f"got {self.aug_crop_scale!r}")
+        if not 0 < self.stage1_image_fraction <= 1:
+            raise ValueError(f"stage1_image_fraction must be in (0, 1], got {self.stage1_image_fraction!r}")
+        if self.train_images_per_class < 0:
+            raise ValueError(f"train_images_per_class must be 0 (all) or positive, got {self.train_images_per_class!r}")
         check_tasks_per_batch(self.tasks_per_batch, self.batch_size)
 
     def stage_seed(self, stage: str) -> int:

@@ -32,6 +32,7 @@ from .checkpoints import load_state, save_state
 from .config import PRESETS, TrainConfig
 from .data.cache import DecodedDataset, DeviceSplit, load_dataset
 from .data.holdout import held_out_classes, without_classes
+from .data.image_subsets import with_train_images_per_class
 from .data.synthetic import make_synthetic_dataset
 from .data.tasks import TaskSampler
 from .device import CPU, TrainDevice
@@ -82,10 +83,13 @@ def open_all_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
 
 
 def open_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
-    """The classes the run trains on (all but `config.holdout_classes` held-out ones)."""
+    """The classes the run trains on (all but `config.holdout_classes` held-out ones), with the first
+    `config.train_images_per_class` training images of each where that is set."""
     data = open_all_data(config, progress)
     if config.holdout_classes:
         data = without_classes(data, held_out_classes(data.hierarchy, config.holdout_classes))
+    if config.train_images_per_class:
+        data = with_train_images_per_class(data, config.train_images_per_class)
     return data
 
 
@@ -136,7 +140,7 @@ def load_stage3(ctx: StageContext, run_dir: Path, variant: str, embed_dim: int):
 
 STAGE1_FIELDS = ("data", "stem", "width", "input_size", "batch_size", "lr", "momentum", "weight_decay", "schedule",
                  "step_every", "warmup_epochs", "stage1_epochs", "aug_pad", "aug_crop_scale", "seed", "synthetic",
-                 "holdout_classes")
+                 "holdout_classes", "train_images_per_class", "stage1_image_fraction")
 REUSABLE = {  # output -> the config fields it depends on
     "classes.safetensors": ("data", "synthetic", "holdout_classes"),
     "stage1": STAGE1_FIELDS,

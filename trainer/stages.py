@@ -1,6 +1,7 @@
 """The three TAPER stages and the baseline, each a function from inputs to a saved result.
 
-1. `train_stage1`: one ResNet-18 on all classes, cross-entropy.
+1. `train_stage1`: one ResNet-18 on all classes, cross-entropy (on a share of each class's images when
+   `stage1_image_fraction` < 1).
 2. `train_stage2`: Q copies of it, each fine-tuned gently on one hierarchy shard: full head, low
    learning rate, half of each batch from all classes (a basis is a specialist that still knows the
    rest: the pilot's lever 2).
@@ -13,7 +14,7 @@ the baseline and TAPER see the same total epochs.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ from .basis_bank import BasisBank
 from .batches import plain_batches, task_batches
 from .config import TrainConfig
 from .data.cache import DecodedDataset
+from .data.image_subsets import first_rows_per_class
 from .data.tasks import TaskSampler
 from .data.transforms import random_crop_flip, random_resized_crop_flip, to_normalized_tensor
 from .device import CPU, TrainDevice, host_to
@@ -60,6 +62,15 @@ class StageContext:
 
     def sgd(self, groups: list[dict]) -> torch.optim.SGD:
         return torch.optim.SGD(groups, momentum=self.config.momentum, weight_decay=self.config.weight_decay)
+
+    def stage1_view(self) -> StageContext:
+        """The context stage 1 trains in: the first `stage1_image_fraction` of each class's training
+        images (all of them at 1.0). Its epochs are passes over that share."""
+        share = self.config.stage1_image_fraction
+        if share >= 1:
+            return self
+        rows = first_rows_per_class(self.data.train.labels, share=share)
+        return replace(self, data=replace(self.data, train=self.data.train.subset(rows)))
 
 
 def stage2_class_prior(num_classes: int, shard_classes: np.ndarray, general_fraction: float) -> torch.Tensor:
@@ -180,7 +191,8 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
 
 def train_stage1(ctx: StageContext, stage_dir: Path) -> ResNet18:
     torch.manual_seed(ctx.config.seed)
-    return train_plain(ctx, stage_dir, "stage1", ResNet18(ctx.model_config), ctx.config.stage1_epochs, ctx.config.lr,
+    return train_plain(ctx.stage1_view(), stage_dir, "stage1", ResNet18(ctx.model_config), ctx.config.stage1_epochs,
+                       ctx.config.lr,
                        warmup_epochs=ctx.config.warmup_epochs)
 
 

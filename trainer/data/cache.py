@@ -48,6 +48,10 @@ class Split:
         """(uint8 images [len(index), S, S, 3], int64 labels) on the CPU."""
         return torch.from_numpy(np.ascontiguousarray(self.images[index])), torch.from_numpy(self.labels[index])
 
+    def subset(self, rows: np.ndarray) -> Split:
+        """The split's `rows` (sorted indices), copied into memory."""
+        return Split(np.asarray(self.images[rows]), np.asarray(self.labels[rows]))
+
 
 @dataclass
 class DeviceSplit:
@@ -73,6 +77,11 @@ class DeviceSplit:
         """(uint8 images, int64 labels) of `index`, on the device."""
         rows = host_to(torch.from_numpy(np.asarray(index, dtype=np.int64)), self.images.device)
         return self.images[rows], self.device_labels[rows]
+
+    def subset(self, rows: np.ndarray) -> DeviceSplit:
+        """The split's `rows` (sorted indices), gathered on its device."""
+        index = host_to(torch.from_numpy(np.asarray(rows, dtype=np.int64)), self.images.device)
+        return DeviceSplit(self.images[index], np.asarray(self.labels[rows]), self.device_labels[index])
 
 
 @dataclass
