@@ -19,29 +19,30 @@ def _summary(values: list[float], scale: float = 1.0) -> dict:
             "max": round(scale * max(values), 4), "n": len(values)}
 
 
+def _last_tenth(steps: list[dict]) -> list[dict]:
+    return steps[-max(1, len(steps) // 10):]
+
+
 def training_signal(run_dir: Path) -> dict:
     """Per stage of `run_dir`'s log: training accuracy (%) and loss where the stage ends or starts."""
-    steps = [r for r in map(json.loads, (run_dir / "log.jsonl").read_text().splitlines())
-             if "loss" in r and "step" in r]
     by_stage: dict[str, list[dict]] = {}
-    for record in steps:
-        by_stage.setdefault(record["stage"], []).append(record)
+    for record in map(json.loads, (run_dir / "log.jsonl").read_text().splitlines()):
+        if "loss" in record and "step" in record:   # logged steps, not epoch or stage events
+            by_stage.setdefault(record["stage"], []).append(record)
     result = {"run": str(run_dir)}
     for stage in ("stage1", "baseline"):
-        records = by_stage.get(stage, [])
-        if records:
-            tail = records[-max(1, len(records) // 10):]
-            result[stage] = {"first_loss": round(records[0]["loss"], 4),
-                             "end_acc": _summary([r["acc"] for r in tail], 100.0),
-                             "end_loss": _summary([r["loss"] for r in tail])}
-    bases = [records[0]["loss"] for stage, records in by_stage.items() if stage.startswith("stage2.basis")]
-    if bases:
-        result["stage2_first_loss_per_basis"] = _summary(bases)
-    stage3 = by_stage.get("stage3", [])
-    if stage3:
-        first_epoch = [r["loss"] for r in stage3 if r["epoch"] == stage3[0]["epoch"]]
-        result["stage3"] = {"first_loss": round(stage3[0]["loss"], 4), "first_epoch_loss": _summary(first_epoch),
-                            "end_loss": _summary([r["loss"] for r in stage3[-max(1, len(stage3) // 10):]])}
+        if steps := by_stage.get(stage):
+            end = _last_tenth(steps)
+            result[stage] = {"first_loss": round(steps[0]["loss"], 4),
+                             "end_acc": _summary([r["acc"] for r in end], 100.0),
+                             "end_loss": _summary([r["loss"] for r in end])}
+    first_losses = [steps[0]["loss"] for stage, steps in by_stage.items() if stage.startswith("stage2.basis")]
+    if first_losses:
+        result["stage2_first_loss_per_basis"] = _summary(first_losses)
+    if steps := by_stage.get("stage3"):
+        first_epoch = [r["loss"] for r in steps if r["epoch"] == steps[0]["epoch"]]
+        result["stage3"] = {"first_loss": round(steps[0]["loss"], 4), "first_epoch_loss": _summary(first_epoch),
+                            "end_loss": _summary([r["loss"] for r in _last_tenth(steps)])}
     return result
 
 

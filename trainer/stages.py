@@ -191,9 +191,9 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
 
 def train_stage1(ctx: StageContext, stage_dir: Path) -> ResNet18:
     torch.manual_seed(ctx.config.seed)
-    return train_plain(ctx.stage1_view(), stage_dir, "stage1", ResNet18(ctx.model_config), ctx.config.stage1_epochs,
-                       ctx.config.lr,
-                       warmup_epochs=ctx.config.warmup_epochs)
+    cfg = ctx.config
+    return train_plain(ctx.stage1_view(), stage_dir, "stage1", ResNet18(ctx.model_config), cfg.stage1_epochs, cfg.lr,
+                       warmup_epochs=cfg.warmup_epochs)
 
 
 def train_continuation(ctx: StageContext, stage_dir: Path, stage1: ResNet18) -> ResNet18:

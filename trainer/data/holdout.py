@@ -41,8 +41,8 @@ def without_classes(data: DecodedDataset, held_out: list[str]) -> DecodedDataset
     new_label[[data.wnids.index(w) for w in kept]] = np.arange(len(kept))
 
     def split(s: Split) -> Split:
-        rows = np.flatnonzero(new_label[s.labels] >= 0)
-        return Split(np.asarray(s.images[rows]), new_label[s.labels[rows]])
+        kept_rows = s.subset(np.flatnonzero(new_label[s.labels] >= 0))
+        return Split(kept_rows.images, new_label[kept_rows.labels])
 
     names = [data.names[data.wnids.index(w)] for w in kept]
     return replace(data, wnids=kept, names=names, hierarchy=data.hierarchy.subset(kept),

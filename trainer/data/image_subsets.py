@@ -3,8 +3,9 @@
 Two uses, both deterministic (the same rows on every machine and in every run):
 - `train_images_per_class`: a run on fewer images per class, where a small network fits more of its
   training set (width 0.25, the paper recipe: 81% training accuracy on 100 images a class, 87% on 50,
-  against 49.5% for the bench on all 500). Not the full-width network's 99.8% on the GPU, though
-  (experiments.md, "The full-width failure on this CPU?").
+  against 50% for the bench on all 500; medians over the last tenth of stage 1's logged steps,
+  scripts/training_signal.py). Not the full-width network's 99.8% on the GPU, though (experiments.md,
+  "The full-width failure on this CPU?").
 - `stage1_image_fraction`: stage 1 trains on a share of each class's images, so that stages 2 and 3
   (and the baseline's continuation) also see images that stage 1 never fitted.
 
