@@ -42,7 +42,9 @@ def training_signal(run_dir: Path) -> dict:
     if steps := by_stage.get("stage3"):
         first_epoch = [r["loss"] for r in steps if r["epoch"] == steps[0]["epoch"]]
         result["stage3"] = {"first_loss": round(steps[0]["loss"], 4), "first_epoch_loss": _summary(first_epoch),
-                            "end_loss": _summary([r["loss"] for r in _last_tenth(steps)])}
+                            "end_loss": _summary([r["loss"] for r in _last_tenth(steps)]),
+                            # nats; log Q for uniform routing (2.30 at Q=10)
+                            "end_mixer_entropy": _summary([r["mixer_entropy"] for r in _last_tenth(steps)])}
     return result
 
 

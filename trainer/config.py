@@ -92,6 +92,10 @@ class TrainConfig:
     stage3_loss: str = "task"               # "task": cross-entropy over each task's classes (classifier
                                             # selection, as the paper trains); "all": over every class
                                             # (55.24 on bench-narrow: a batch holds ~40 of the 200 classes)
+    stage3_route_entropy: float = 0.0       # lambda of a penalty lambda * H(alpha) / log Q on the mixer's
+                                            # entropy (trainer.stages.routing_entropy): sharp routing, so each
+                                            # task trains mostly a few bases and near-copies can move apart
+                                            # (issue 12's fixed point); 0: none (the paper)
     mixer_lr: float = 1.0
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
@@ -155,6 +159,8 @@ class TrainConfig:
         if self.stage2_other_class and self.stage2_general_fraction <= 0:
             raise ValueError("stage2_other_class needs stage2_general_fraction > 0: with shard-only batches no "
                              "image is outside the shard")
+        if self.stage3_route_entropy < 0:
+            raise ValueError(f"stage3_route_entropy must be >= 0 (0: no penalty), got {self.stage3_route_entropy!r}")
         if not 0 <= self.aug_crop_scale <= 1:
             raise ValueError(f"aug_crop_scale must be 0 (pad-crop) or an area share in (0, 1], "
                              f"got {self.aug_crop_scale!r}")

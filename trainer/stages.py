@@ -14,6 +14,7 @@ the baseline and TAPER see the same total epochs.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -264,6 +265,13 @@ def stage3_logits(logits: torch.Tensor, tasks: list[np.ndarray], loss: str) -> t
     return logits + host_to(task_mask(tasks, logits.shape[-1]), logits.device)[:, None, :]
 
 
+def routing_entropy(alpha: torch.Tensor) -> torch.Tensor:
+    """Mean entropy of the mixer's rows, alpha [G, 4, Q], over log Q: 1 for uniform routing, 0 for one
+    basis per block. Stage 3's `stage3_route_entropy` penalises it."""
+    entropy = -(alpha * alpha.clamp(min=1e-12).log()).sum(-1).mean()
+    return entropy / math.log(alpha.shape[-1])
+
+
 def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: MixerPredictor | None,
                  embedder: TaskEmbedder, sampler: TaskSampler, epochs: float, from_scratch: bool = False,
                  gates: LayerGates | None = None) -> Stage3Model:
@@ -307,14 +315,15 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
             masked = stage3_logits(logits, batch.tasks, cfg.stage3_loss)
             loss = F.cross_entropy(masked.reshape(-1, masked.shape[-1]), labels.reshape(-1))
         penalty = torch.zeros(()) if gates is None else gates.next_penalty(total_steps)
+        routing = routing_entropy(alpha)
+        sharpen = cfg.stage3_route_entropy * routing if mixer is not None else torch.zeros(())
         optimizer.zero_grad(set_to_none=True)
-        (loss + penalty).backward()
+        (loss + penalty + sharpen).backward()
         optimizer.step()
         if stats:
             bank.update_running_stats(alpha, stats)
-        entropy = -(alpha * alpha.clamp(min=1e-12).log()).sum(-1).mean()
         record = {"loss": loss.detach(), "acc": (masked.argmax(-1) == labels).float().mean(),
-                  "mixer_entropy": entropy.detach(), "images": labels.numel()}
+                  "mixer_entropy": routing.detach() * math.log(alpha.shape[-1]), "images": labels.numel()}
         if gates is not None:
             record.update(gates.log_fields(penalty))
         return record
