@@ -585,3 +585,22 @@ def test_a_routing_entropy_penalty_sharpens_stage3s_mixer(tiny_run, tmp_path, lo
     assert signal(sharp)["stage3"]["end_mixer_entropy"]["median"] < plain - 0.05
     with pytest.raises(ValueError, match="stage3_route_entropy"):
         TrainConfig(stage3_route_entropy=-0.1)
+
+
+def test_routing_balance_is_the_entropy_of_the_tasks_mean_routing():
+    from trainer.stages import routing_balance, routing_entropy
+
+    apart, together = torch.zeros(2, 4, 4), torch.zeros(2, 4, 4)
+    apart[0, :, 0] = apart[1, :, 1] = 1          # two tasks, each sharp, on different bases
+    together[:, :, 2] = 1                        # both on one basis: what the entropy penalty alone led to
+    assert routing_entropy(apart).item() == pytest.approx(0.0, abs=1e-6)
+    assert routing_balance(apart).item() == pytest.approx(np.log(2) / np.log(4))
+    assert routing_balance(together).item() == pytest.approx(0.0, abs=1e-6)
+    assert routing_balance(torch.full((3, 4, 4), 0.25)).item() == pytest.approx(1.0)
+
+
+def test_route_balance_below_zero_is_refused():
+    from trainer.config import TrainConfig
+
+    with pytest.raises(ValueError, match="stage3_route_balance"):
+        TrainConfig(stage3_route_balance=-1.0)

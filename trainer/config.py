@@ -96,6 +96,10 @@ class TrainConfig:
                                             # entropy (trainer.stages.routing_entropy): sharp routing, so each
                                             # task trains mostly a few bases and near-copies can move apart
                                             # (issue 12's fixed point); 0: none (the paper)
+    stage3_route_balance: float = 0.0       # mu of a term -mu * H(mean alpha over a batch's tasks) / log Q:
+                                            # the tasks of a batch spread over the bases (a mixture of experts'
+                                            # load balancing). With the entropy penalty alone every task went
+                                            # to one basis per block on the bench (experiments.md, "Sharp routing")
     mixer_lr: float = 1.0
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
@@ -161,6 +165,8 @@ class TrainConfig:
                              "image is outside the shard")
         if self.stage3_route_entropy < 0:
             raise ValueError(f"stage3_route_entropy must be >= 0 (0: no penalty), got {self.stage3_route_entropy!r}")
+        if self.stage3_route_balance < 0:
+            raise ValueError(f"stage3_route_balance must be >= 0 (0: no term), got {self.stage3_route_balance!r}")
         if not 0 <= self.aug_crop_scale <= 1:
             raise ValueError(f"aug_crop_scale must be 0 (pad-crop) or an area share in (0, 1], "
                              f"got {self.aug_crop_scale!r}")

@@ -265,11 +265,21 @@ def stage3_logits(logits: torch.Tensor, tasks: list[np.ndarray], loss: str) -> t
     return logits + host_to(task_mask(tasks, logits.shape[-1]), logits.device)[:, None, :]
 
 
+def _entropy(p: torch.Tensor) -> torch.Tensor:
+    return -(p * p.clamp(min=1e-12).log()).sum(-1)
+
+
 def routing_entropy(alpha: torch.Tensor) -> torch.Tensor:
     """Mean entropy of the mixer's rows, alpha [G, 4, Q], over log Q: 1 for uniform routing, 0 for one
     basis per block. Stage 3's `stage3_route_entropy` penalises it."""
-    entropy = -(alpha * alpha.clamp(min=1e-12).log()).sum(-1).mean()
-    return entropy / math.log(alpha.shape[-1])
+    return _entropy(alpha).mean() / math.log(alpha.shape[-1])
+
+
+def routing_balance(alpha: torch.Tensor) -> torch.Tensor:
+    """Entropy of the tasks' mean routing, alpha [G, 4, Q] -> mean over blocks of H(mean_g alpha) / log Q:
+    high when a batch's tasks use different bases. Stage 3's `stage3_route_balance` rewards it, so that
+    sharp routing does not send every task to one basis."""
+    return _entropy(alpha.mean(0)).mean() / math.log(alpha.shape[-1])
 
 
 def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: MixerPredictor | None,
@@ -316,7 +326,9 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
             loss = F.cross_entropy(masked.reshape(-1, masked.shape[-1]), labels.reshape(-1))
         penalty = torch.zeros(()) if gates is None else gates.next_penalty(total_steps)
         routing = routing_entropy(alpha)
-        sharpen = cfg.stage3_route_entropy * routing if mixer is not None else torch.zeros(())
+        sharpen = torch.zeros(())
+        if mixer is not None and (cfg.stage3_route_entropy or cfg.stage3_route_balance):
+            sharpen = cfg.stage3_route_entropy * routing - cfg.stage3_route_balance * routing_balance(alpha)
         optimizer.zero_grad(set_to_none=True)
         (loss + penalty + sharpen).backward()
         optimizer.step()

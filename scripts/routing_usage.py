@@ -1,0 +1,72 @@
+"""Where a run's trained mixer sends the evaluation tasks: per mixer block, how many tasks put their
+largest weight on each basis, the mean of that largest weight, and how often it is the basis of the
+task's majority shard. A sharp mixer that sends every task to one basis is one network, not a router
+(issue 12: `stage3_route_entropy`).
+
+    python scripts/routing_usage.py /root/taper-runs/bench /root/taper-runs/bench-route1 --seed 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from trainer.checkpoints import load_state
+from trainer.config import TrainConfig
+from trainer.data.tasks import TaskSampler
+from trainer.headroom import majority_shard
+from trainer.mixer import MixerPredictor
+from trainer.models import NUM_BLOCKS
+from trainer.run import STAGE3_VARIANTS, open_data, read_shards
+from trainer.task_embedding import TaskEmbedder
+
+
+def load_mixer(run_dir: Path, config: TrainConfig, embed_dim: int) -> MixerPredictor:
+    """The TAPER mixer of a finished stage 3 (its `mixer.*` weights in stage3/model.safetensors)."""
+    _, blocks, _, _ = STAGE3_VARIANTS["taper"]
+    mixer = MixerPredictor(embed_dim, config.num_bases, config.mixer_hidden, blocks=blocks)
+    state = load_state(run_dir / "stage3" / "model.safetensors")
+    mixer.load_state_dict({k.removeprefix("mixer."): v for k, v in state.items() if k.startswith("mixer.")})
+    return mixer.eval()
+
+
+def routing_usage(alpha: np.ndarray, majority: np.ndarray) -> list[dict]:
+    """alpha [T, 4, Q], majority [T] (each task's majority-shard basis) -> one summary per block."""
+    top = alpha.argmax(-1)
+    return [{"tasks_per_basis": np.bincount(top[:, b], minlength=alpha.shape[-1]).tolist(),
+             "bases_used": int(np.count_nonzero(np.bincount(top[:, b]))),
+             "mean_top_weight": round(float(alpha[:, b].max(-1).mean()), 3),
+             "top_is_majority_shard": round(float((top[:, b] == majority).mean()), 3)} for b in range(NUM_BLOCKS)]
+
+
+def run_usage(run_dir: Path, seed: int) -> dict:
+    config = TrainConfig.load(run_dir / "config.json")
+    embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
+    embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
+    mixer = load_mixer(run_dir, config, embedder.dim)
+    tasks = TaskSampler(open_data(config, progress=False).hierarchy, k=config.task_k).evaluation_tasks(seed)
+    members = read_shards(run_dir, config.num_bases)
+    with torch.no_grad():
+        alpha = mixer(embedder(tasks)).numpy()
+    majority = np.array([majority_shard(members, t) for t in tasks])
+    return {"run": str(run_dir), "seed": seed, "tasks": len(tasks), "blocks": routing_usage(alpha, majority)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--seed", type=int, default=0, help="evaluation task seed")
+    parser.add_argument("--out", type=Path, help="write the list of results here as JSON")
+    args = parser.parse_args()
+    text = json.dumps([run_usage(run_dir, args.seed) for run_dir in args.runs], indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
