@@ -604,3 +604,18 @@ def test_route_balance_below_zero_is_refused():
 
     with pytest.raises(ValueError, match="stage3_route_balance"):
         TrainConfig(stage3_route_balance=-1.0)
+
+
+def test_routing_usage_counts_where_the_mixer_sends_each_task(tiny_run, load_script):
+    script = load_script("routing_usage")
+    alpha = np.zeros((3, 4, 5))
+    alpha[:, :, 1] = 0.6
+    alpha[:, :, 4] = 0.4
+    alpha[2, :, 1], alpha[2, :, 3] = 0.1, 0.5     # the third task goes to basis 3
+    blocks = script.routing_usage(alpha, majority=np.array([1, 0, 3]))
+    assert blocks[0] == {"tasks_per_basis": [0, 2, 0, 1, 0], "bases_used": 2,
+                         "mean_top_weight": pytest.approx(0.567, abs=1e-3),
+                         "top_is_majority_shard": pytest.approx(0.667, abs=1e-3)}
+    run = script.run_usage(tiny_run, seed=0)   # the tiny run's own mixer, on its evaluation tasks
+    assert all(sum(b["tasks_per_basis"]) == run["tasks"] > 0 for b in run["blocks"])
+    assert all(1 / PRESETS["tiny"].num_bases <= b["mean_top_weight"] <= 1 for b in run["blocks"])
