@@ -95,11 +95,13 @@ class TrainConfig:
     stage3_route_entropy: float = 0.0       # lambda of a penalty lambda * H(alpha) / log Q on the mixer's
                                             # entropy (trainer.stages.routing_entropy): sharp routing, so each
                                             # task trains mostly a few bases and near-copies can move apart
-                                            # (issue 12's fixed point); 0: none (the paper)
+                                            # (issue 12's fixed point); 0: none (the paper). At 1.0 on the bench
+                                            # every task went to one basis per block and TAPER fell to 1.09
+                                            # under classifier selection (experiments.md, "Sharp routing")
     stage3_route_balance: float = 0.0       # mu of a term -mu * H(mean alpha over a batch's tasks) / log Q:
                                             # the tasks of a batch spread over the bases (a mixture of experts'
-                                            # load balancing). With the entropy penalty alone every task went
-                                            # to one basis per block on the bench (experiments.md, "Sharp routing")
+                                            # load balancing). With 2 tasks a batch it spread the bench's tasks
+                                            # over 2-4 bases a block; TAPER -0.17 against the bench's -0.15
     mixer_lr: float = 1.0
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
