@@ -19,19 +19,9 @@ from trainer.checkpoints import load_state
 from trainer.config import TrainConfig
 from trainer.data.tasks import TaskSampler
 from trainer.headroom import majority_shard
-from trainer.mixer import MixerPredictor
 from trainer.models import NUM_BLOCKS
-from trainer.run import STAGE3_VARIANTS, open_data, read_shards
+from trainer.run import STAGE3_VARIANTS, load_stage3, make_context, read_shards
 from trainer.task_embedding import TaskEmbedder
-
-
-def load_mixer(run_dir: Path, config: TrainConfig, embed_dim: int) -> MixerPredictor:
-    """The TAPER mixer of a finished stage 3 (its `mixer.*` weights in stage3/model.safetensors)."""
-    _, blocks, _, _ = STAGE3_VARIANTS["taper"]
-    mixer = MixerPredictor(embed_dim, config.num_bases, config.mixer_hidden, blocks=blocks)
-    state = load_state(run_dir / "stage3" / "model.safetensors")
-    mixer.load_state_dict({k.removeprefix("mixer."): v for k, v in state.items() if k.startswith("mixer.")})
-    return mixer.eval()
 
 
 def routing_usage(alpha: np.ndarray, majority: np.ndarray) -> list[dict]:
@@ -47,8 +37,9 @@ def run_usage(run_dir: Path, seed: int) -> dict:
     config = TrainConfig.load(run_dir / "config.json")
     embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
     embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
-    mixer = load_mixer(run_dir, config, embedder.dim)
-    tasks = TaskSampler(open_data(config, progress=False).hierarchy, k=config.task_k).evaluation_tasks(seed)
+    ctx = make_context(run_dir, config, progress=False)
+    mixer = load_stage3(ctx, run_dir, "taper", embedder.dim).mixer
+    tasks = TaskSampler(ctx.data.hierarchy, k=config.task_k).evaluation_tasks(seed)
     members = read_shards(run_dir, config.num_bases)
     with torch.no_grad():
         alpha = mixer(embedder(tasks)).numpy()

@@ -326,11 +326,11 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
             loss = F.cross_entropy(masked.reshape(-1, masked.shape[-1]), labels.reshape(-1))
         penalty = torch.zeros(()) if gates is None else gates.next_penalty(total_steps)
         routing = routing_entropy(alpha)
-        sharpen = torch.zeros(())
+        routing_terms = torch.zeros(())   # sharp routing, balanced over the batch's tasks
         if mixer is not None and (cfg.stage3_route_entropy or cfg.stage3_route_balance):
-            sharpen = cfg.stage3_route_entropy * routing - cfg.stage3_route_balance * routing_balance(alpha)
+            routing_terms = cfg.stage3_route_entropy * routing - cfg.stage3_route_balance * routing_balance(alpha)
         optimizer.zero_grad(set_to_none=True)
-        (loss + penalty + sharpen).backward()
+        (loss + penalty + routing_terms).backward()
         optimizer.step()
         if stats:
             bank.update_running_stats(alpha, stats)
