@@ -604,6 +604,52 @@ def test_route_balance_below_zero_is_refused():
 
     with pytest.raises(ValueError, match="stage3_route_balance"):
         TrainConfig(stage3_route_balance=-1.0)
+    for momentum in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="stage3_route_balance_momentum"):
+            TrainConfig(stage3_route_balance_momentum=momentum)
+
+
+def test_running_balance_has_the_gradient_of_the_running_means_entropy():
+    """With a running mean, the balance term moves a batch's routing as the entropy of the running mean
+    (this batch folded in) would, scaled back up by 1 / (1 - momentum); equal to it in value when the
+    batch's mean is the running mean."""
+    from trainer.stages import RunningRouting, _entropy, routing_balance
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 4, 5, generator=gen, requires_grad=True)
+    earlier = torch.softmax(3 * torch.randn(4, 5, generator=gen), -1)   # earlier batches' routing, skewed
+    running = RunningRouting(4, 5, momentum=0.9)
+    running.load_state_dict({"mean": earlier})
+    alpha = torch.softmax(logits, -1)
+    mean = running.update(alpha)
+    (grad,) = torch.autograd.grad(routing_balance(alpha, mean), logits)
+
+    logits_ref = logits.detach().clone().requires_grad_(True)
+    mixed = 0.9 * earlier + 0.1 * torch.softmax(logits_ref, -1).mean(0)
+    (_entropy(mixed).mean() / np.log(5) / 0.1).backward()
+    assert torch.allclose(mean, mixed.detach(), atol=1e-6)
+    assert torch.allclose(grad, logits_ref.grad, atol=1e-5)
+    # From uniform routing, the term pulls each task hardest towards the basis the earlier batches used least.
+    flat = torch.zeros(2, 4, 5, requires_grad=True)
+    alpha = torch.softmax(flat, -1)
+    mean = running.update(alpha)
+    (grad,) = torch.autograd.grad(-routing_balance(alpha, mean), flat)   # the loss's sign: -mu * balance
+    assert (grad.argmin(-1) == mean.argmin(-1)).all()     # gradient descent raises the least used basis
+    steady = torch.softmax(torch.randn(3, 4, 5, generator=gen), -1)
+    assert routing_balance(steady, steady.mean(0)).item() == pytest.approx(routing_balance(steady).item())
+
+
+def test_stage3_keeps_the_running_routing_in_its_checkpoint(tmp_path, tiny_run):
+    """A resumed stage 3 must not restart its running mean from uniform: it is a stateful object of the
+    stage's checkpoint, and after training it holds a routing (rows on the simplex), not the start."""
+    from trainer.run import run
+
+    out = run(tmp_path / "running", "tiny", {"stage3_route_balance": 1.0, "stage3_route_balance_momentum": 0.9,
+                                             "baseline": False}, progress=False, reuse_from=tiny_run)
+    mean = torch.load(out / "stage3" / "checkpoint.pt", weights_only=True)["routing"]["mean"]
+    assert mean.shape == (4, 3)
+    assert torch.allclose(mean.sum(-1), torch.ones(4), atol=1e-5)
+    assert not torch.allclose(mean, torch.full((4, 3), 1 / 3), atol=1e-4)
 
 
 def test_routing_usage_counts_where_the_mixer_sends_each_task(tiny_run, load_script):

@@ -102,6 +102,9 @@ class TrainConfig:
                                             # the tasks of a batch spread over the bases (a mixture of experts'
                                             # load balancing). With 2 tasks a batch it spread the bench's tasks
                                             # over 2-4 bases a block; TAPER -0.17 against the bench's -0.15
+    stage3_route_balance_momentum: float = 0.0  # 0: balance the tasks of each batch; in (0, 1): the entropy
+                                            # of a running mean of the routing (trainer.stages.RunningRouting),
+                                            # so that 2 tasks a batch can still spread over all Q bases
     mixer_lr: float = 1.0
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
@@ -169,6 +172,9 @@ class TrainConfig:
             raise ValueError(f"stage3_route_entropy must be >= 0 (0: no penalty), got {self.stage3_route_entropy!r}")
         if self.stage3_route_balance < 0:
             raise ValueError(f"stage3_route_balance must be >= 0 (0: no term), got {self.stage3_route_balance!r}")
+        if not 0 <= self.stage3_route_balance_momentum < 1:
+            raise ValueError("stage3_route_balance_momentum must be in [0, 1) (0: each batch alone), "
+                             f"got {self.stage3_route_balance_momentum!r}")
         if not 0 <= self.aug_crop_scale <= 1:
             raise ValueError(f"aug_crop_scale must be 0 (pad-crop) or an area share in (0, 1], "
                              f"got {self.aug_crop_scale!r}")

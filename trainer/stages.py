@@ -37,7 +37,7 @@ from .grouped_forward import grouped_forward
 from .layer_gates import LayerGates, NetworkGates
 from .loop import JsonLog, run_epochs
 from .mixer import MixerPredictor
-from .models import ResNet18, ResNetConfig
+from .models import NUM_BLOCKS, ResNet18, ResNetConfig
 from .task_embedding import TaskEmbedder
 
 
@@ -275,11 +275,41 @@ def routing_entropy(alpha: torch.Tensor) -> torch.Tensor:
     return _entropy(alpha).mean() / math.log(alpha.shape[-1])
 
 
-def routing_balance(alpha: torch.Tensor) -> torch.Tensor:
+def routing_balance(alpha: torch.Tensor, running: torch.Tensor | None = None) -> torch.Tensor:
     """Entropy of the tasks' mean routing, alpha [G, 4, Q] -> mean over blocks of H(mean_g alpha) / log Q:
     high when a batch's tasks use different bases. Stage 3's `stage3_route_balance` rewards it, so that
-    sharp routing does not send every task to one basis."""
-    return _entropy(alpha.mean(0)).mean() / math.log(alpha.shape[-1])
+    sharp routing does not send every task to one basis.
+
+    running [4, Q] (a RunningRouting's mean, this batch folded in): the entropy of that mean instead,
+    through its first-order term -sum(mean_g alpha * log running). Its value is H(running) when the
+    batch's mean is the running mean; its gradient moves the batch's mean as d H(running) / d running
+    says (the -1 of d H / d p cancels on the simplex), not scaled down by 1 - momentum. A batch of 2 tasks
+    is then pushed towards the bases that the earlier batches left unused."""
+    mean = alpha.mean(0)
+    if running is None:
+        return _entropy(mean).mean() / math.log(alpha.shape[-1])
+    return -(mean * running.detach().clamp(min=1e-12).log()).sum(-1).mean() / math.log(alpha.shape[-1])
+
+
+class RunningRouting:
+    """Exponential moving average of the batches' mean routing, [blocks, Q], from uniform; a stage-3 stateful
+    object, so a resumed stage 3 keeps it. momentum 0.99 averages about the last 100 batches."""
+
+    def __init__(self, blocks: int, num_bases: int, momentum: float):
+        self.momentum = momentum
+        self.mean = torch.full((blocks, num_bases), 1.0 / num_bases)
+
+    def update(self, alpha: torch.Tensor) -> torch.Tensor:
+        """Fold in alpha [G, 4, Q]'s mean over tasks; returns the new running mean."""
+        batch = alpha.detach().mean(0).to(self.mean.device, torch.float32)
+        self.mean = self.momentum * self.mean + (1 - self.momentum) * batch
+        return self.mean
+
+    def state_dict(self) -> dict:
+        return {"mean": self.mean.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.mean = state["mean"].clone()
 
 
 def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: MixerPredictor | None,
@@ -312,6 +342,11 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
     steps_per_epoch = max(1, len(ctx.data.train) // cfg.batch_size)
     total_steps = max(1, round(epochs * steps_per_epoch))   # as run_epochs counts them
 
+    stateful: dict[str, object] = {"model": model}
+    running = None
+    if mixer is not None and cfg.stage3_route_balance_momentum:
+        running = stateful["routing"] = RunningRouting(NUM_BLOCKS, bank.num_bases, cfg.stage3_route_balance_momentum)
+
     def make_batches(rng, n):
         return task_batches(ctx.data.train, sampler, cfg.batch_size, cfg.tasks_per_batch, rng, n)
 
@@ -326,9 +361,11 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
             loss = F.cross_entropy(masked.reshape(-1, masked.shape[-1]), labels.reshape(-1))
         penalty = torch.zeros(()) if gates is None else gates.next_penalty(total_steps)
         routing = routing_entropy(alpha)
-        routing_terms = torch.zeros(())   # sharp routing, balanced over the batch's tasks
+        routing_terms = torch.zeros(())   # sharp routing, balanced over the batch's (or the running) tasks
         if mixer is not None and (cfg.stage3_route_entropy or cfg.stage3_route_balance):
-            routing_terms = cfg.stage3_route_entropy * routing - cfg.stage3_route_balance * routing_balance(alpha)
+            mean = running.update(alpha).to(alpha.device) if running is not None else None
+            routing_terms = (cfg.stage3_route_entropy * routing
+                             - cfg.stage3_route_balance * routing_balance(alpha, mean))
         optimizer.zero_grad(set_to_none=True)
         (loss + penalty + routing_terms).backward()
         optimizer.step()
@@ -341,7 +378,7 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         return record
 
     run_epochs(stage_dir, stage_dir.name, cfg, epochs, steps_per_epoch, make_batches, step, optimizer,
-               {"model": model}, ctx.log, warmup_epochs=warmup)
+               stateful, ctx.log, warmup_epochs=warmup)
     for hook in hooks:
         hook.remove()
     if gates is not None:
