@@ -1,7 +1,7 @@
 """Where a run's trained mixer sends the evaluation tasks: per mixer block, how many tasks put their
 largest weight on each basis, the mean of that largest weight, and how often it is the basis of the
 task's majority shard. A sharp mixer that sends every task to one basis is one network, not a router
-(issue 12: `stage3_route_entropy`).
+(issue 12: `stage3_route_entropy`). Also, per block, how far apart the final bases are (`basis_spread`).
 
     python scripts/routing_usage.py /root/taper-runs/bench /root/taper-runs/bench-route1 --seed 0
 """
@@ -33,18 +33,30 @@ def routing_usage(alpha: np.ndarray, majority: np.ndarray) -> list[dict]:
              "top_is_majority_shard": round(float((top[:, b] == majority).mean()), 3)} for b in range(NUM_BLOCKS)]
 
 
+def basis_spread(params: np.ndarray) -> float:
+    """params [Q, P], one block of the bank -> mean over bases of ||W_q - W_mean|| / ||W_mean||:
+    0 for copies; the bench's stage 3 leaves 0.02-0.05."""
+    params = params.astype(np.float64)
+    mean = params.mean(0)
+    return float(np.linalg.norm(params - mean, axis=1).mean() / np.linalg.norm(mean))
+
+
 def run_usage(run_dir: Path, seed: int) -> dict:
     config = TrainConfig.load(run_dir / "config.json")
     embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
     embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
     ctx = make_context(run_dir, config, progress=False)
-    mixer = load_stage3(ctx, run_dir, "taper", embedder.dim).mixer
+    model = load_stage3(ctx, run_dir, "taper", embedder.dim)
+    mixer = model.mixer
     tasks = TaskSampler(ctx.data.hierarchy, k=config.task_k).evaluation_tasks(seed)
     members = read_shards(run_dir, config.num_bases)
     with torch.no_grad():
         alpha = mixer(embedder(tasks)).numpy()
     majority = np.array([majority_shard(members, t) for t in tasks])
-    return {"run": str(run_dir), "seed": seed, "tasks": len(tasks), "blocks": routing_usage(alpha, majority)}
+    blocks = routing_usage(alpha, majority)
+    for b, block in enumerate(blocks):
+        block["basis_spread"] = round(basis_spread(model.bank.params(b).detach().numpy()), 4)
+    return {"run": str(run_dir), "seed": seed, "tasks": len(tasks), "blocks": blocks}
 
 
 def main() -> None:

@@ -666,3 +666,7 @@ def test_routing_usage_counts_where_the_mixer_sends_each_task(tiny_run, load_scr
     assert all(sum(b["tasks_per_basis"]) == run["tasks"] > 0 for b in run["blocks"])
     assert len(run["blocks"]) == 4 and all(len(b["tasks_per_basis"]) == PRESETS["tiny"].num_bases
                                            for b in run["blocks"])
+    assert all(b["basis_spread"] > 0 for b in run["blocks"])   # stages 2-3 moved the bases apart a little
+    mean, delta = np.array([3.0, 4.0]), np.array([[0.3, 0.0], [-0.3, 0.0]])
+    assert script.basis_spread(mean + delta) == pytest.approx(0.3 / 5)
+    assert script.basis_spread(np.tile(mean, (4, 1))) == 0.0
