@@ -301,8 +301,8 @@ class RunningRouting:
 
     def update(self, alpha: torch.Tensor) -> torch.Tensor:
         """Fold in alpha [G, 4, Q]'s mean over tasks; returns the new running mean."""
-        batch = alpha.detach().mean(0).to(self.mean.device, torch.float32)
-        self.mean = self.momentum * self.mean + (1 - self.momentum) * batch
+        batch = alpha.detach().float().mean(0)   # on alpha's device: no host sync per step on a GPU
+        self.mean = self.momentum * self.mean.to(batch.device) + (1 - self.momentum) * batch
         return self.mean
 
     def state_dict(self) -> dict:
@@ -363,7 +363,7 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         routing = routing_entropy(alpha)
         routing_terms = torch.zeros(())   # sharp routing, balanced over the batch's (or the running) tasks
         if mixer is not None and (cfg.stage3_route_entropy or cfg.stage3_route_balance):
-            mean = running.update(alpha).to(alpha.device) if running is not None else None
+            mean = running.update(alpha) if running is not None else None
             routing_terms = (cfg.stage3_route_entropy * routing
                              - cfg.stage3_route_balance * routing_balance(alpha, mean))
         optimizer.zero_grad(set_to_none=True)
