@@ -101,10 +101,13 @@ class TrainConfig:
     stage3_route_balance: float = 0.0       # mu of a term -mu * H(mean alpha over a batch's tasks) / log Q:
                                             # the tasks of a batch spread over the bases (a mixture of experts'
                                             # load balancing). With 2 tasks a batch it spread the bench's tasks
-                                            # over 2-4 bases a block; TAPER -0.17 against the bench's -0.15
+                                            # over 2-4 bases a block; TAPER -0.17 against the bench's -0.15;
+                                            # with 8 tasks a batch over 8-10 bases, TAPER -0.67
     stage3_route_balance_momentum: float = 0.0  # 0: balance the tasks of each batch; in (0, 1): the entropy
                                             # of a running mean of the routing (trainer.stages.RunningRouting),
-                                            # so that 2 tasks a batch can still spread over all Q bases
+                                            # meant to spread 2 tasks a batch over all Q bases. At 0.99 with
+                                            # the entropy penalty 1.0 it did not: the mixer saturated within
+                                            # 50 steps, 2-3 bases a block, TAPER -0.83 (experiments.md)
     mixer_lr: float = 1.0
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
