@@ -7,6 +7,7 @@ statistics recomputed under its own weights on training images without augmentat
 task-independent network; per task, the task's classes' first 50 training images each).
 
     python scripts/bn_recalibration.py /root/taper-runs/narrow-e80 --out docs/results/bn_recalibration.json
+    python scripts/bn_recalibration.py /root/taper-runs/bench-route1 --bases stage3   # the bases after stage 3
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from trainer.data.transforms import to_normalized_tensor  # noqa: E402
 from trainer.evaluate import Evaluator  # noqa: E402
 from trainer.headroom import majority_shard, shard_router_alpha  # noqa: E402
 from trainer.models import ResNet18  # noqa: E402
-from trainer.run import make_context, read_shards  # noqa: E402
+from trainer.run import STAGE3_VARIANTS, load_stage3, make_context, read_shards  # noqa: E402
+from trainer.task_embedding import TaskEmbedder  # noqa: E402
 
 
 @torch.no_grad()
@@ -53,13 +55,24 @@ def per_class_images(split, classes, per_class: int, preprocessing) -> torch.Ten
     return to_normalized_tensor(split.take(index)[0], preprocessing)
 
 
-def measure(run_dir: Path, seeds: list[int], per_class_all: int, per_class_task: int) -> dict:
+def load_bases(ctx, run_dir: Path, stage: str) -> list[dict[str, torch.Tensor]]:
+    """The run's Q bases as plain ResNet18 state dicts: as stage 2 wrote them, or as stage 3 left them."""
+    if stage == "stage2":
+        return [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(ctx.config.num_bases)]
+    embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
+    embed_dim = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings).dim
+    bank = load_stage3(ctx, run_dir, "taper", embed_dim).bank
+    return [bank.basis_state_dict(q) for q in range(bank.num_bases)]
+
+
+def measure(run_dir: Path, seeds: list[int], per_class_all: int, per_class_task: int,
+            stage: str = "stage2") -> dict:
     config = TrainConfig.load(run_dir / "config.json")
     ctx = make_context(run_dir, config, progress=False)
     data, cfg = ctx.data, ctx.model_config
     evaluator = Evaluator(data, cfg, ctx.preprocessing)
     model = ResNet18(cfg)
-    bases = [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)]
+    bases = load_bases(ctx, run_dir, stage)
     bank = BasisBank.from_state_dicts(cfg, bases)
     members = read_shards(run_dir, config.num_bases)
     has_baseline = (run_dir / "baseline" / "model.safetensors").exists()
@@ -107,7 +120,7 @@ def measure(run_dir: Path, seeds: list[int], per_class_all: int, per_class_task:
                                                                         tasks)[0])
         add("shard router | recomputed, task images", evaluator.per_task(on_task_images(router_state), tasks)[0])
         print(f"[{run_dir.name}] seed {seed}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rows.items()), flush=True)
-    return {"run": str(run_dir), "seeds": seeds, "images_per_class_all": per_class_all,
+    return {"run": str(run_dir), "bases": stage, "seeds": seeds, "images_per_class_all": per_class_all,
             "images_per_class_task": per_class_task, "seconds": round(time.perf_counter() - start, 1),
             "accuracy": {k: round(float(np.mean(v)), 2) for k, v in rows.items()},
             "accuracy_per_seed": {k: [round(x, 2) for x in v] for k, v in rows.items()}}
@@ -119,10 +132,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--per-class-all", type=int, default=10)
     parser.add_argument("--per-class-task", type=int, default=50)
+    parser.add_argument("--bases", choices=("stage2", "stage3"), default="stage2",
+                        help="the bases as stage 2 wrote them (default) or as stage 3 left them")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(2)
-    results = [measure(r, args.seeds, args.per_class_all, args.per_class_task) for r in args.runs]
+    results = [measure(r, args.seeds, args.per_class_all, args.per_class_task, args.bases) for r in args.runs]
     text = json.dumps({"command": " ".join(["python scripts/bn_recalibration.py", *sys.argv[1:]]),
                        "runs": results}, indent=1)
     print(text)

@@ -421,3 +421,21 @@ def test_recomputed_batch_norm_statistics_are_those_of_the_images_under_the_weig
         assert torch.allclose(new[f"{names[i]}.running_var"], seen[i].var((0, 2, 3)), rtol=1e-4, atol=1e-6)
         assert not torch.allclose(new[f"{names[i]}.running_mean"], state[f"{names[i]}.running_mean"])
     assert all(torch.equal(new[k], state[k]) for k in state if "running" not in k and "num_batches" not in k)
+
+
+def test_bn_recalibration_loads_the_bases_stage_3_left(tiny_run, load_script):
+    """`--bases stage3` must measure the bases the run's TAPER mixes (stage 3 trains them), not stage 2's."""
+    from trainer.basis_bank import NUM_BLOCKS, BasisBank
+    from trainer.checkpoints import load_state
+    from trainer.config import TrainConfig
+    from trainer.run import make_context
+
+    script = load_script("bn_recalibration")
+    config = TrainConfig.load(tiny_run / "config.json")
+    ctx = make_context(tiny_run, config, progress=False)
+    after = BasisBank.from_state_dicts(ctx.model_config, script.load_bases(ctx, tiny_run, "stage3"))
+    before = BasisBank.from_state_dicts(ctx.model_config, script.load_bases(ctx, tiny_run, "stage2"))
+    trained = load_state(tiny_run / "stage3" / "model.safetensors")
+    for b in range(NUM_BLOCKS):
+        assert torch.equal(after.params(b), trained[f"bank.params{b}"])
+        assert not torch.equal(before.params(b), trained[f"bank.params{b}"])   # stage 3 moved them
