@@ -66,7 +66,9 @@ def load_bases(ctx, run_dir: Path, stage: str) -> list[dict[str, torch.Tensor]]:
 
 
 def measure(run_dir: Path, seeds: list[int], per_class_all: int, per_class_task: int,
-            stage: str = "stage2") -> dict:
+            stage: str = "stage2", static_only: bool = False) -> dict:
+    """static_only: only the task-independent rows (the networks that are the same for every task: stored
+    and recomputed statistics), minutes where the per-task rows take a quarter of an hour a run here."""
     config = TrainConfig.load(run_dir / "config.json")
     ctx = make_context(run_dir, config, progress=False)
     data, cfg = ctx.data, ctx.model_config
@@ -97,7 +99,7 @@ def measure(run_dir: Path, seeds: list[int], per_class_all: int, per_class_task:
     static = {"reference_cs": reference, "stage1": stage1, "uniform": uniform}
     static_logits = {k: evaluator.logits(v) for k, v in static.items()}
     static_recal = {k: evaluator.logits(recal_all(v)) for k, v in static.items() if k != "reference_cs"}
-    basis_logits = [evaluator.logits(b) for b in bases]
+    basis_logits = [] if static_only else [evaluator.logits(b) for b in bases]
     rows: dict[str, list[float]] = {}
 
     def add(name, value):
@@ -110,17 +112,19 @@ def measure(run_dir: Path, seeds: list[int], per_class_all: int, per_class_task:
             add(f"{k}", evaluator.static(logits, tasks)[0])
         for k, logits in static_recal.items():
             add(f"{k} | recomputed, all classes", evaluator.static(logits, tasks)[0])
-        add("majority basis", evaluator.accumulate(
-            tasks, lambda i, t, idx: basis_logits[majority_shard(members, t)][idx])[0])
-        add("majority basis | recomputed, task images", evaluator.per_task(
-            on_task_images(lambda t: bases[majority_shard(members, t)]), tasks)[0])
-        add("stage1 | recomputed, task images", evaluator.per_task(on_task_images(lambda t: stage1), tasks)[0])
-        add("shard router", evaluator.per_task(lambda i, t: router_state(t), tasks)[0])
-        add("shard router | recomputed, all classes", evaluator.per_task(lambda i, t: recal_all(router_state(t)),
-                                                                        tasks)[0])
-        add("shard router | recomputed, task images", evaluator.per_task(on_task_images(router_state), tasks)[0])
+        if not static_only:
+            add("majority basis", evaluator.accumulate(
+                tasks, lambda i, t, idx: basis_logits[majority_shard(members, t)][idx])[0])
+            add("majority basis | recomputed, task images", evaluator.per_task(
+                on_task_images(lambda t: bases[majority_shard(members, t)]), tasks)[0])
+            add("stage1 | recomputed, task images", evaluator.per_task(on_task_images(lambda t: stage1), tasks)[0])
+            add("shard router", evaluator.per_task(lambda i, t: router_state(t), tasks)[0])
+            add("shard router | recomputed, all classes", evaluator.per_task(lambda i, t: recal_all(router_state(t)),
+                                                                            tasks)[0])
+            add("shard router | recomputed, task images", evaluator.per_task(on_task_images(router_state), tasks)[0])
         print(f"[{run_dir.name}] seed {seed}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rows.items()), flush=True)
-    return {"run": str(run_dir), "bases": stage, "seeds": seeds, "images_per_class_all": per_class_all,
+    return {"run": str(run_dir), "bases": stage, "static_only": static_only, "seeds": seeds,
+            "images_per_class_all": per_class_all,
             "images_per_class_task": per_class_task, "seconds": round(time.perf_counter() - start, 1),
             "accuracy": {k: round(float(np.mean(v)), 2) for k, v in rows.items()},
             "accuracy_per_seed": {k: [round(x, 2) for x in v] for k, v in rows.items()}}
@@ -134,10 +138,13 @@ def main() -> None:
     parser.add_argument("--per-class-task", type=int, default=50)
     parser.add_argument("--bases", choices=("stage2", "stage3"), default="stage2",
                         help="the bases as stage 2 wrote them (default) or as stage 3 left them")
+    parser.add_argument("--static-only", action="store_true",
+                        help="only the stage-1 network and the uniform average (no per-task rows)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(2)
-    results = [measure(r, args.seeds, args.per_class_all, args.per_class_task, args.bases) for r in args.runs]
+    results = [measure(r, args.seeds, args.per_class_all, args.per_class_task, args.bases,
+                       args.static_only) for r in args.runs]
     text = json.dumps({"command": " ".join(["python scripts/bn_recalibration.py", *sys.argv[1:]]),
                        "runs": results}, indent=1)
     print(text)

@@ -439,3 +439,11 @@ def test_bn_recalibration_loads_the_bases_stage_3_left(tiny_run, load_script):
     for b in range(NUM_BLOCKS):
         assert torch.equal(after.params(b), trained[f"bank.params{b}"])
         assert not torch.equal(before.params(b), trained[f"bank.params{b}"])   # stage 3 moved them
+
+
+def test_bn_recalibration_static_only_measures_the_task_independent_networks(tiny_run, load_script):
+    result = load_script("bn_recalibration").measure(tiny_run, [0], 2, 2, "stage3", static_only=True)
+    assert result["bases"] == "stage3" and result["static_only"]
+    assert set(result["accuracy"]) == {"reference_cs", "stage1", "uniform", "stage1 | recomputed, all classes",
+                                       "uniform | recomputed, all classes"}
+    assert all(0 <= v <= 100 for v in result["accuracy"].values())
