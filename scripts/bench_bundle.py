@@ -51,19 +51,15 @@ def evaluate(run_dir: Path, bases_by_mode: dict, seeds: list[int] | None) -> dic
     """{"cs": accuracy, mode: accuracy}: mean over seeds of the paper protocol (see the module doc)."""
     import torch
 
-    from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
     from trainer.data.tasks import TaskSampler
     from trainer.evaluate import Evaluator
-    from trainer.run import load_model, load_stage3, make_context
-    from trainer.task_embedding import TaskEmbedder
+    from trainer.run import load_model, load_taper, make_context
 
     config = TrainConfig.load(run_dir / "config.json")
     ctx = make_context(run_dir, config, progress=False)
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class)
-    embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
-    embedder = TaskEmbedder("text", embeddings)
-    model = load_stage3(ctx, run_dir, "taper", embedder.dim)
+    model, embedder = load_taper(ctx, run_dir)
     cs_net = "baseline" if (run_dir / "baseline" / "model.safetensors").exists() else "stage1"
     cs_logits = evaluator.logits(load_model(ctx.model_config, run_dir / cs_net / "model.safetensors").state_dict())
     sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)

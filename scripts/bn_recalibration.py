@@ -31,8 +31,7 @@ from trainer.data.transforms import to_normalized_tensor  # noqa: E402
 from trainer.evaluate import Evaluator  # noqa: E402
 from trainer.headroom import majority_shard, shard_router_alpha  # noqa: E402
 from trainer.models import ResNet18  # noqa: E402
-from trainer.run import STAGE3_VARIANTS, load_stage3, make_context, read_shards  # noqa: E402
-from trainer.task_embedding import TaskEmbedder  # noqa: E402
+from trainer.run import load_taper, make_context, read_shards  # noqa: E402
 
 
 @torch.no_grad()
@@ -59,9 +58,7 @@ def load_bases(ctx, run_dir: Path, stage: str) -> list[dict[str, torch.Tensor]]:
     """The run's Q bases as plain ResNet18 state dicts: as stage 2 wrote them, or as stage 3 left them."""
     if stage == "stage2":
         return [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(ctx.config.num_bases)]
-    embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
-    embed_dim = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings).dim
-    bank = load_stage3(ctx, run_dir, "taper", embed_dim).bank
+    bank = load_taper(ctx, run_dir)[0].bank
     return [bank.basis_state_dict(q) for q in range(bank.num_bases)]
 
 

@@ -15,13 +15,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from trainer.checkpoints import load_state
 from trainer.config import TrainConfig
 from trainer.data.tasks import TaskSampler
 from trainer.headroom import majority_shard
 from trainer.models import NUM_BLOCKS
-from trainer.run import STAGE3_VARIANTS, load_stage3, make_context, read_shards
-from trainer.task_embedding import TaskEmbedder
+from trainer.run import load_taper, make_context, read_shards
 
 
 def routing_usage(alpha: np.ndarray, majority: np.ndarray) -> list[dict]:
@@ -43,15 +41,12 @@ def basis_spread(params: np.ndarray) -> float:
 
 def run_usage(run_dir: Path, seed: int) -> dict:
     config = TrainConfig.load(run_dir / "config.json")
-    embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
-    embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
     ctx = make_context(run_dir, config, progress=False)
-    model = load_stage3(ctx, run_dir, "taper", embedder.dim)
-    mixer = model.mixer
+    model, embedder = load_taper(ctx, run_dir)
     tasks = TaskSampler(ctx.data.hierarchy, k=config.task_k).evaluation_tasks(seed)
     members = read_shards(run_dir, config.num_bases)
     with torch.no_grad():
-        alpha = mixer(embedder(tasks)).numpy()
+        alpha = model.mixer(embedder(tasks)).numpy()
     majority = np.array([majority_shard(members, t) for t in tasks])
     blocks = routing_usage(alpha, majority)
     for b, block in enumerate(blocks):

@@ -35,7 +35,16 @@ from .headroom import (
 from .mixer import MixerPredictor
 from .models import NUM_BLOCKS
 from .results import run_wall_times
-from .run import NOT_TRAINING, STAGE3_VARIANTS, load_model, load_stage3, make_context, read_shards, stage3_dir
+from .run import (
+    NOT_TRAINING,
+    STAGE3_VARIANTS,
+    load_model,
+    load_stage3,
+    load_taper,
+    make_context,
+    read_shards,
+    stage3_dir,
+)
 from .task_embedding import TaskEmbedder
 
 ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "shard_basis", "best_single_basis",
@@ -288,9 +297,7 @@ def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None
     uniform_logits = evaluator.logits(bank.state_dict_for(uniform))
     taper = None  # with a finished stage 3: TAPER, and the uniform average and router of its bases
     if (run_dir / "stage3" / "model.safetensors").exists():
-        embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
-        embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
-        taper = load_stage3(ctx, run_dir, "taper", embedder.dim)
+        taper, embedder = load_taper(ctx, run_dir)
         taper_uniform_logits = evaluator.logits(taper.bank.state_dict_for(uniform))
     rows: dict[str, list[float]] = {}
     margins, alignment = [], []

@@ -138,6 +138,14 @@ def load_stage3(ctx: StageContext, run_dir: Path, variant: str, embed_dim: int):
     return model.eval()
 
 
+def load_taper(ctx: StageContext, run_dir: Path):
+    """A finished run's TAPER (stage-3 model, eval mode) and the text embedder of its class names, the
+    pair every script that routes tasks through the trained mixer needs: `model.mixer(embedder(tasks))`."""
+    embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
+    embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
+    return load_stage3(ctx, run_dir, "taper", embedder.dim), embedder
+
+
 STAGE1_FIELDS = ("data", "stem", "width", "input_size", "batch_size", "lr", "momentum", "weight_decay", "schedule",
                  "step_every", "warmup_epochs", "stage1_epochs", "aug_pad", "aug_crop_scale", "seed", "synthetic",
                  "holdout_classes", "train_images_per_class", "stage1_image_fraction")

@@ -344,7 +344,7 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
 
     stateful: dict[str, object] = {"model": model}
     running = None
-    if mixer is not None and cfg.stage3_route_balance_momentum:
+    if mixer is not None and cfg.stage3_route_balance and cfg.stage3_route_balance_momentum:
         running = stateful["routing"] = RunningRouting(NUM_BLOCKS, bank.num_bases, cfg.stage3_route_balance_momentum)
 
     def make_batches(rng, n):
