@@ -447,3 +447,33 @@ def test_bn_recalibration_static_only_measures_the_task_independent_networks(tin
     assert set(result["accuracy"]) == {"reference_cs", "stage1", "uniform", "stage1 | recomputed, all classes",
                                        "uniform | recomputed, all classes"}
     assert all(0 <= v <= 100 for v in result["accuracy"].values())
+
+
+@pytest.mark.parametrize("bn", ["train", "frozen"])
+def test_finetune_oracle_with_frozen_batch_norm_keeps_stage1_statistics(tiny_run, bn):
+    from trainer.checkpoints import load_state
+    from trainer.config import TrainConfig
+    from trainer.finetune_oracle import TaskData, finetune, task_data, task_network
+    from trainer.run import make_context
+
+    config = TrainConfig.load(tiny_run / "config.json")
+    ctx = make_context(tiny_run, config, progress=False)
+    state = load_state(tiny_run / "stage1" / "model.safetensors")
+    task = np.array([0, 2, 5])
+    data: TaskData = task_data(ctx.data.train, ctx.data.val, task, seed=0)
+    model = finetune(task_network(state, ctx.model_config, task), data.train, 0.05, 1, ctx, seed=0, bn=bn)
+    after = model.state_dict()
+    stats = [k for k in after if k.endswith(("running_mean", "running_var"))]
+    affine = [k[: -len("running_mean")] + "weight" for k in stats if k.endswith("running_mean")]
+    assert stats and affine
+    same_stats = all(torch.equal(after[k], state[k]) for k in stats)
+    assert same_stats == (bn == "frozen")  # training mode moves them; frozen keeps stage 1's exactly
+    assert not all(torch.equal(after[k], state[k]) for k in affine)  # the scale still trains in both modes
+    assert not model.training
+
+
+def test_finetune_oracle_refuses_an_unknown_batch_norm_mode(tiny_run):
+    from trainer.finetune_oracle import evaluate_oracle
+
+    with pytest.raises(ValueError, match="bn must be"):
+        evaluate_oracle(tiny_run, num_tasks=1, progress=False, bn="batch")

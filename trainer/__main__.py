@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     oracle.add_argument("--tasks", type=int, default=20, help="tasks, anchored at classes spread over the hierarchy")
     oracle.add_argument("--lr", type=float, nargs="+", default=None,
                         help="learning rates of the grid (default: trainer.finetune_oracle.LEARNING_RATES)")
+    oracle.add_argument("--bn", choices=("train", "frozen"), default="train",
+                        help="batch norm while fine-tuning: train (statistics follow the task) or frozen (stage 1's)")
     oracle.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     evaluate = sub.add_parser("eval", help="evaluate a finished run; writes <run>/eval.json")
     evaluate.add_argument("run_dir", type=Path)
@@ -116,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 from .finetune_oracle import LEARNING_RATES, evaluate_oracle
 
-                result = evaluate_oracle(args.run_dir, args.tasks, learning_rates=args.lr or LEARNING_RATES)
-                args.out = args.out or args.run_dir / "oracle.json"  # the bench report picks it up there
+                result = evaluate_oracle(args.run_dir, args.tasks, learning_rates=args.lr or LEARNING_RATES, bn=args.bn)
+                # The bench report picks up oracle.json: the default mode's, as it always was.
+                args.out = args.out or args.run_dir / ("oracle.json" if args.bn == "train" else f"oracle_bn_{args.bn}.json")
             result["command"] = " ".join(["python -m trainer", *(argv or sys.argv[1:])])
             result["run_command"] = _run_command(args.run_dir)
             text = json.dumps(result, indent=1)

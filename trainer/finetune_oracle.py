@@ -8,7 +8,13 @@ learning rate and the number of epochs are chosen on the held-out tenth of the t
 val images, beside classifier selection with the reference network on the same images. No val image
 is used to choose.
 
+Batch norm (`bn`): "train" (the default) fine-tunes in training mode, so the running statistics drift to
+the task's 20 classes within the first epoch; "frozen" keeps stage 1's statistics (batch-norm layers in
+evaluation mode; their scale and shift still train), as stage 3 does (`stage3_bn=frozen`). Statistics of
+a task's own classes cost the stage-1 network 4.9 points before any weight moves (bn_recalibration.json).
+
     python -m trainer oracle runs/bench --tasks 20 --out docs/results/finetune_oracle.json
+    python -m trainer oracle runs/bench --tasks 20 --bn frozen
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from .stages import StageContext
 LEARNING_RATES = (0.01, 0.03)
 MAX_EPOCHS = 2                        # cosine over 2 epochs; the choice may stop after 1 (~90 s a task here)
 SELECTION_SHARE = 0.1                 # of each class's training images, held out to choose lr and epochs
+BATCH_NORM_MODES = ("train", "frozen")
 
 
 @dataclass
@@ -89,17 +96,28 @@ def accuracy(model: ResNet18, split: Split, preprocessing, batch_size: int = 500
     return 100.0 * correct / len(split)
 
 
+def train_mode(model: torch.nn.Module, bn: str) -> torch.nn.Module:
+    """`model.train()`, with the batch-norm layers left in evaluation mode when `bn` is "frozen": they then
+    normalise with their running statistics and never update them (their affine weights still train)."""
+    model.train()
+    if bn == "frozen":
+        for module in model.modules():
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                module.eval()
+    return model
+
+
 def finetune(model: ResNet18, data: Split, lr: float, epochs: int, ctx: StageContext, seed: int,
-             after_epoch=None) -> ResNet18:
+             after_epoch=None, bn: str = "train") -> ResNet18:
     """SGD with the run's momentum and weight decay, cosine over MAX_EPOCHS (stopping after `epochs`);
-    `after_epoch(e, model)` is called after each epoch."""
+    `after_epoch(e, model)` is called after each epoch; `bn` as in the module's docstring."""
     generator = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     optimizer = ctx.sgd([{"params": list(model.parameters()), "lr": lr}])
     steps_per_epoch = max(1, len(data) // ctx.config.batch_size)
     total, step = MAX_EPOCHS * steps_per_epoch, 0
     for epoch in range(epochs):
-        model.train()
+        train_mode(model, bn)
         for images, labels in plain_batches(data, ctx.config.batch_size, rng, steps_per_epoch):  # one permutation
             for group in optimizer.param_groups:
                 group["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / total))
@@ -114,7 +132,7 @@ def finetune(model: ResNet18, data: Split, lr: float, epochs: int, ctx: StageCon
 
 
 def oracle_task(stage1_state: dict, reference_state: dict, ctx: StageContext, data: TaskData, task: np.ndarray,
-                seed: int, learning_rates: tuple[float, ...] = LEARNING_RATES) -> dict:
+                seed: int, learning_rates: tuple[float, ...] = LEARNING_RATES, bn: str = "train") -> dict:
     """Fine-tune with each learning rate for MAX_EPOCHS on nine tenths of the task's training images; the
     (lr, epoch) snapshot with the best accuracy on the held-out tenth is the oracle. Every snapshot is also
     scored on val (800 forward passes, no refit needed), but only the selection split chooses."""
@@ -125,7 +143,7 @@ def oracle_task(stage1_state: dict, reference_state: dict, ctx: StageContext, da
             select[(lr, epoch)] = accuracy(model, data.select, ctx.preprocessing)
             val[(lr, epoch)] = accuracy(model, data.val, ctx.preprocessing)
         finetune(task_network(stage1_state, ctx.model_config, task), data.train, lr, MAX_EPOCHS, ctx, seed,
-                 after_epoch=record)
+                 after_epoch=record, bn=bn)
     (lr, epochs), best = max(select.items(), key=lambda kv: (kv[1], -kv[0][1], -kv[0][0]))
     start_select = accuracy(task_network(stage1_state, ctx.model_config, task), data.select, ctx.preprocessing)
     return {"task": task.tolist(), "lr": lr, "epochs": epochs, "selection_accuracy": round(best, 2),
@@ -138,7 +156,7 @@ def oracle_task(stage1_state: dict, reference_state: dict, ctx: StageContext, da
 
 
 def evaluate_oracle(run_dir: Path, num_tasks: int = 20, progress: bool = True,
-                    learning_rates: tuple[float, ...] = LEARNING_RATES) -> dict:
+                    learning_rates: tuple[float, ...] = LEARNING_RATES, bn: str = "train") -> dict:
     """Per-task fine-tuning oracle vs classifier selection on `num_tasks` tasks spread over the hierarchy.
     The reference is the run's baseline network when it has one, else its stage-1 network. `grid_edges`
     counts the tasks whose choice sits at an edge of the grid (lowest or highest lr, last epoch): many
@@ -146,6 +164,8 @@ def evaluate_oracle(run_dir: Path, num_tasks: int = 20, progress: bool = True,
     learning_rates = tuple(sorted(float(lr) for lr in learning_rates))
     if not learning_rates or min(learning_rates) <= 0:
         raise ValueError(f"learning rates must be positive, got {learning_rates}")
+    if bn not in BATCH_NORM_MODES:
+        raise ValueError(f"bn must be one of {BATCH_NORM_MODES}, got {bn!r}")
     config = TrainConfig.load(run_dir / "config.json")
     ctx = make_context(run_dir, config, progress)
     stage1 = load_state(run_dir / "stage1" / "model.safetensors")
@@ -157,7 +177,7 @@ def evaluate_oracle(run_dir: Path, num_tasks: int = 20, progress: bool = True,
     for n, anchor in enumerate(anchors):
         task = tasks_seed0[anchor]
         data = task_data(ctx.data.train, ctx.data.val, task, seed=config.seed + anchor)
-        row = oracle_task(stage1, reference, ctx, data, task, config.seed, learning_rates)
+        row = oracle_task(stage1, reference, ctx, data, task, config.seed, learning_rates, bn)
         rows.append({"anchor": ctx.data.names[anchor], **row})
         if progress:
             print(f"[oracle] {n + 1}/{len(anchors)} {ctx.data.names[anchor][:30]}: fine-tuned {row['finetuned']:.2f} "
@@ -173,6 +193,7 @@ def evaluate_oracle(run_dir: Path, num_tasks: int = 20, progress: bool = True,
                                                  for r in rows])), 2),
         "grid": {"learning_rates": list(learning_rates), "max_epochs": MAX_EPOCHS,
                  "selection_share": SELECTION_SHARE},
+        "bn": bn,
         "grid_edges": {"lowest_lr": sum(r["lr"] == learning_rates[0] for r in rows),
                        "highest_lr": sum(r["lr"] == learning_rates[-1] for r in rows),
                        "last_epoch": sum(r["epochs"] == MAX_EPOCHS for r in rows)},
