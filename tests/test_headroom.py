@@ -217,7 +217,7 @@ def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
     from trainer.data.transforms import to_normalized_tensor
-    from trainer.finetune_oracle import LEARNING_RATES, MAX_EPOCHS, evaluate_oracle, task_network
+    from trainer.finetune_oracle import LEARNING_RATES, MAX_EPOCHS, FinetuneGrid, evaluate_oracle, task_network
     from trainer.run import load_model, make_context
 
     config = TrainConfig.load(tiny_run / "config.json")
@@ -239,7 +239,7 @@ def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_
     assert edges["lowest_lr"] == sum(r["lr"] == min(LEARNING_RATES) for r in result["tasks"])
     assert edges["last_epoch"] == sum(r["epochs"] == MAX_EPOCHS for r in result["tasks"])
     with pytest.raises(ValueError, match="positive"):
-        evaluate_oracle(tiny_run, num_tasks=1, progress=False, learning_rates=(0.0,))
+        FinetuneGrid(learning_rates=(0.0,))
     gains = [r["finetuned"] - r["classifier_selection"] for r in result["tasks"]]
     assert result["gain"]["mean"] == pytest.approx(float(np.mean(gains)), abs=0.01)
 
@@ -472,8 +472,16 @@ def test_finetune_oracle_with_frozen_batch_norm_keeps_stage1_statistics(tiny_run
     assert not model.training
 
 
-def test_finetune_oracle_refuses_an_unknown_batch_norm_mode(tiny_run):
-    from trainer.finetune_oracle import evaluate_oracle
+def test_finetune_oracle_grid_of_epochs_and_batch_norm(tiny_run):
+    from trainer.finetune_oracle import FinetuneGrid, evaluate_oracle
 
     with pytest.raises(ValueError, match="bn must be"):
-        evaluate_oracle(tiny_run, num_tasks=1, progress=False, bn="batch")
+        FinetuneGrid(bn="batch")
+    with pytest.raises(ValueError, match="max_epochs"):
+        FinetuneGrid(max_epochs=0)
+    assert FinetuneGrid(learning_rates=(0.03, 0.01)).learning_rates == (0.01, 0.03)
+    grid = FinetuneGrid(learning_rates=(0.05,), max_epochs=3, bn="frozen")
+    result = evaluate_oracle(tiny_run, num_tasks=2, progress=False, grid=grid)
+    assert result["grid"]["max_epochs"] == 3 and result["bn"] == "frozen"
+    assert all(1 <= r["epochs"] <= 3 for r in result["tasks"])
+    assert result["grid_edges"]["last_epoch"] == sum(r["epochs"] == 3 for r in result["tasks"])

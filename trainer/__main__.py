@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     oracle.add_argument("--tasks", type=int, default=20, help="tasks, anchored at classes spread over the hierarchy")
     oracle.add_argument("--lr", type=float, nargs="+", default=None,
                         help="learning rates of the grid (default: trainer.finetune_oracle.LEARNING_RATES)")
+    oracle.add_argument("--epochs", type=int, default=None,
+                        help="cosine over this many epochs, a snapshot after each "
+                             "(default: trainer.finetune_oracle.MAX_EPOCHS)")
     oracle.add_argument("--bn", choices=("train", "frozen"), default="train",
                         help="batch norm while fine-tuning: train (statistics follow the task) or frozen (stage 1's)")
     oracle.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
@@ -116,11 +119,12 @@ def main(argv: list[str] | None = None) -> int:
                 result = evaluate_bases(args.run_dir, seeds=args.seeds, task_mode=args.tasks,
                                         device=TrainDevice.parse(args.device).device)
             else:
-                from .finetune_oracle import LEARNING_RATES, evaluate_oracle
+                from .finetune_oracle import LEARNING_RATES, MAX_EPOCHS, FinetuneGrid, evaluate_oracle
 
-                result = evaluate_oracle(args.run_dir, args.tasks, learning_rates=args.lr or LEARNING_RATES, bn=args.bn)
-                # The bench report picks up oracle.json: the default mode's, as it always was.
-                args.out = args.out or args.run_dir / ("oracle.json" if args.bn == "train" else f"oracle_bn_{args.bn}.json")
+                grid = FinetuneGrid(tuple(args.lr or LEARNING_RATES), args.epochs or MAX_EPOCHS, args.bn)
+                result = evaluate_oracle(args.run_dir, args.tasks, grid=grid)
+                # The bench report picks up oracle.json; another grid does not replace it unless --out says so.
+                args.out = args.out or args.run_dir / ("oracle.json" if grid == FinetuneGrid() else "oracle_grid.json")
             result["command"] = " ".join(["python -m trainer", *(argv or sys.argv[1:])])
             result["run_command"] = _run_command(args.run_dir)
             text = json.dumps(result, indent=1)

@@ -15,6 +15,7 @@ a task's own classes cost the stage-1 network 4.9 points before any weight moves
 
     python -m trainer oracle runs/bench --tasks 20 --out docs/results/finetune_oracle.json
     python -m trainer oracle runs/bench --tasks 20 --bn frozen
+    python -m trainer oracle runs/bench --tasks 20 --lr 0.003 0.01 --epochs 8
 """
 
 from __future__ import annotations
@@ -46,6 +47,25 @@ LEARNING_RATES = (0.01, 0.03)
 MAX_EPOCHS = 2                        # cosine over 2 epochs; the choice may stop after 1 (~90 s a task here)
 SELECTION_SHARE = 0.1                 # of each class's training images, held out to choose lr and epochs
 BATCH_NORM_MODES = ("train", "frozen")
+
+
+@dataclass(frozen=True)
+class FinetuneGrid:
+    """What the oracle tries per task: each learning rate, cosine over `max_epochs` with a snapshot after
+    every epoch, batch norm as `bn` (module docstring). `--lr`, `--epochs` and `--bn` on the command line."""
+    learning_rates: tuple[float, ...] = LEARNING_RATES
+    max_epochs: int = MAX_EPOCHS
+    bn: str = "train"
+
+    def __post_init__(self):
+        rates = tuple(sorted(float(lr) for lr in self.learning_rates))
+        if not rates or min(rates) <= 0:
+            raise ValueError(f"learning rates must be positive, got {self.learning_rates}")
+        if self.max_epochs < 1:
+            raise ValueError(f"max_epochs must be at least 1, got {self.max_epochs}")
+        if self.bn not in BATCH_NORM_MODES:
+            raise ValueError(f"bn must be one of {BATCH_NORM_MODES}, got {self.bn!r}")
+        object.__setattr__(self, "learning_rates", rates)
 
 
 @dataclass
@@ -108,14 +128,14 @@ def train_mode(model: torch.nn.Module, bn: str) -> torch.nn.Module:
 
 
 def finetune(model: ResNet18, data: Split, lr: float, epochs: int, ctx: StageContext, seed: int,
-             after_epoch=None, bn: str = "train") -> ResNet18:
-    """SGD with the run's momentum and weight decay, cosine over MAX_EPOCHS (stopping after `epochs`);
+             after_epoch=None, bn: str = "train", max_epochs: int = MAX_EPOCHS) -> ResNet18:
+    """SGD with the run's momentum and weight decay, cosine over `max_epochs` (stopping after `epochs`);
     `after_epoch(e, model)` is called after each epoch; `bn` as in the module's docstring."""
     generator = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     optimizer = ctx.sgd([{"params": list(model.parameters()), "lr": lr}])
     steps_per_epoch = max(1, len(data) // ctx.config.batch_size)
-    total, step = MAX_EPOCHS * steps_per_epoch, 0
+    total, step = max_epochs * steps_per_epoch, 0
     for epoch in range(epochs):
         train_mode(model, bn)
         for images, labels in plain_batches(data, ctx.config.batch_size, rng, steps_per_epoch):  # one permutation
@@ -132,18 +152,18 @@ def finetune(model: ResNet18, data: Split, lr: float, epochs: int, ctx: StageCon
 
 
 def oracle_task(stage1_state: dict, reference_state: dict, ctx: StageContext, data: TaskData, task: np.ndarray,
-                seed: int, learning_rates: tuple[float, ...] = LEARNING_RATES, bn: str = "train") -> dict:
-    """Fine-tune with each learning rate for MAX_EPOCHS on nine tenths of the task's training images; the
+                seed: int, grid: FinetuneGrid = FinetuneGrid()) -> dict:
+    """Fine-tune with each learning rate of `grid` on nine tenths of the task's training images; the
     (lr, epoch) snapshot with the best accuracy on the held-out tenth is the oracle. Every snapshot is also
     scored on val (800 forward passes, no refit needed), but only the selection split chooses."""
     select: dict[tuple[float, int], float] = {}
     val: dict[tuple[float, int], float] = {}
-    for lr in learning_rates:
+    for lr in grid.learning_rates:
         def record(epoch, model, lr=lr):
             select[(lr, epoch)] = accuracy(model, data.select, ctx.preprocessing)
             val[(lr, epoch)] = accuracy(model, data.val, ctx.preprocessing)
-        finetune(task_network(stage1_state, ctx.model_config, task), data.train, lr, MAX_EPOCHS, ctx, seed,
-                 after_epoch=record, bn=bn)
+        finetune(task_network(stage1_state, ctx.model_config, task), data.train, lr, grid.max_epochs, ctx, seed,
+                 after_epoch=record, bn=grid.bn, max_epochs=grid.max_epochs)
     (lr, epochs), best = max(select.items(), key=lambda kv: (kv[1], -kv[0][1], -kv[0][0]))
     start_select = accuracy(task_network(stage1_state, ctx.model_config, task), data.select, ctx.preprocessing)
     return {"task": task.tolist(), "lr": lr, "epochs": epochs, "selection_accuracy": round(best, 2),
@@ -156,16 +176,11 @@ def oracle_task(stage1_state: dict, reference_state: dict, ctx: StageContext, da
 
 
 def evaluate_oracle(run_dir: Path, num_tasks: int = 20, progress: bool = True,
-                    learning_rates: tuple[float, ...] = LEARNING_RATES, bn: str = "train") -> dict:
+                    grid: FinetuneGrid = FinetuneGrid()) -> dict:
     """Per-task fine-tuning oracle vs classifier selection on `num_tasks` tasks spread over the hierarchy.
     The reference is the run's baseline network when it has one, else its stage-1 network. `grid_edges`
     counts the tasks whose choice sits at an edge of the grid (lowest or highest lr, last epoch): many
     there mean the grid, not the network, bounds the oracle."""
-    learning_rates = tuple(sorted(float(lr) for lr in learning_rates))
-    if not learning_rates or min(learning_rates) <= 0:
-        raise ValueError(f"learning rates must be positive, got {learning_rates}")
-    if bn not in BATCH_NORM_MODES:
-        raise ValueError(f"bn must be one of {BATCH_NORM_MODES}, got {bn!r}")
     config = TrainConfig.load(run_dir / "config.json")
     ctx = make_context(run_dir, config, progress)
     stage1 = load_state(run_dir / "stage1" / "model.safetensors")
@@ -177,7 +192,7 @@ def evaluate_oracle(run_dir: Path, num_tasks: int = 20, progress: bool = True,
     for n, anchor in enumerate(anchors):
         task = tasks_seed0[anchor]
         data = task_data(ctx.data.train, ctx.data.val, task, seed=config.seed + anchor)
-        row = oracle_task(stage1, reference, ctx, data, task, config.seed, learning_rates, bn)
+        row = oracle_task(stage1, reference, ctx, data, task, config.seed, grid)
         rows.append({"anchor": ctx.data.names[anchor], **row})
         if progress:
             print(f"[oracle] {n + 1}/{len(anchors)} {ctx.data.names[anchor][:30]}: fine-tuned {row['finetuned']:.2f} "
@@ -191,12 +206,12 @@ def evaluate_oracle(run_dir: Path, num_tasks: int = 20, progress: bool = True,
                  "min": round(float(gains.min()), 2), "max": round(float(gains.max()), 2)},
         "gain_best_on_val": round(float(np.mean([r["finetuned_best_on_val"] - r["classifier_selection"]
                                                  for r in rows])), 2),
-        "grid": {"learning_rates": list(learning_rates), "max_epochs": MAX_EPOCHS,
+        "grid": {"learning_rates": list(grid.learning_rates), "max_epochs": grid.max_epochs,
                  "selection_share": SELECTION_SHARE},
-        "bn": bn,
-        "grid_edges": {"lowest_lr": sum(r["lr"] == learning_rates[0] for r in rows),
-                       "highest_lr": sum(r["lr"] == learning_rates[-1] for r in rows),
-                       "last_epoch": sum(r["epochs"] == MAX_EPOCHS for r in rows)},
+        "bn": grid.bn,
+        "grid_edges": {"lowest_lr": sum(r["lr"] == grid.learning_rates[0] for r in rows),
+                       "highest_lr": sum(r["lr"] == grid.learning_rates[-1] for r in rows),
+                       "last_epoch": sum(r["epochs"] == grid.max_epochs for r in rows)},
         "tasks": rows,
         "time_s": round(time.perf_counter() - start, 1),
     }
