@@ -65,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     oracle.add_argument("--epochs", type=int, default=None,
                         help="cosine over this many epochs, a snapshot after each "
                              "(default: trainer.finetune_oracle.MAX_EPOCHS)")
-    oracle.add_argument("--bn", choices=("train", "frozen"), default="train",
-                        help="batch norm while fine-tuning: train (statistics follow the task) or frozen (stage 1's)")
+    oracle.add_argument("--bn", default=None,
+                        help="batch norm while fine-tuning: train (default; statistics follow the task) or frozen "
+                             "(stage 1's)")
     oracle.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     evaluate = sub.add_parser("eval", help="evaluate a finished run; writes <run>/eval.json")
     evaluate.add_argument("run_dir", type=Path)
@@ -119,9 +120,10 @@ def main(argv: list[str] | None = None) -> int:
                 result = evaluate_bases(args.run_dir, seeds=args.seeds, task_mode=args.tasks,
                                         device=TrainDevice.parse(args.device).device)
             else:
-                from .finetune_oracle import LEARNING_RATES, MAX_EPOCHS, FinetuneGrid, evaluate_oracle
+                from .finetune_oracle import FinetuneGrid, evaluate_oracle
 
-                grid = FinetuneGrid(tuple(args.lr or LEARNING_RATES), args.epochs or MAX_EPOCHS, args.bn)
+                given = {"learning_rates": args.lr and tuple(args.lr), "max_epochs": args.epochs, "bn": args.bn}
+                grid = FinetuneGrid(**{k: v for k, v in given.items() if v is not None})  # validates
                 result = evaluate_oracle(args.run_dir, args.tasks, grid=grid)
                 # The bench report picks up oracle.json; another grid does not replace it unless --out says so.
                 args.out = args.out or args.run_dir / ("oracle.json" if grid == FinetuneGrid() else "oracle_grid.json")
