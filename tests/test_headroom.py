@@ -235,6 +235,7 @@ def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_
     for row in result["tasks"]:
         assert row["lr"] in LEARNING_RATES and 1 <= row["epochs"] <= MAX_EPOCHS
         assert row["finetuned_best_on_val"] >= row["finetuned"]  # the peek is an upper bound of the choice
+        assert row["finetuned_best_on_val"] >= row["finetuned_crossval"]  # and of the pick made on other images
     edges = result["grid_edges"]
     assert edges["lowest_lr"] == sum(r["lr"] == min(LEARNING_RATES) for r in result["tasks"])
     assert edges["last_epoch"] == sum(r["epochs"] == MAX_EPOCHS for r in result["tasks"])
@@ -242,6 +243,8 @@ def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_
         FinetuneGrid(learning_rates=(0.0,))
     gains = [r["finetuned"] - r["classifier_selection"] for r in result["tasks"]]
     assert result["gain"]["mean"] == pytest.approx(float(np.mean(gains)), abs=0.01)
+    cv = [r["finetuned_crossval"] - r["classifier_selection"] for r in result["tasks"]]
+    assert result["gain_crossval"] == pytest.approx(float(np.mean(cv)), abs=0.01)
 
 
 def test_every_mixer_init_but_uniform_is_a_routing_prior():
