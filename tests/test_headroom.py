@@ -235,7 +235,6 @@ def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_
     for row in result["tasks"]:
         assert row["lr"] in LEARNING_RATES and 1 <= row["epochs"] <= MAX_EPOCHS
         assert row["finetuned_best_on_val"] >= row["finetuned"]  # the peek is an upper bound of the choice
-        assert row["finetuned_best_on_val"] >= row["finetuned_crossval"]  # and of the pick made on other images
     edges = result["grid_edges"]
     assert edges["lowest_lr"] == sum(r["lr"] == min(LEARNING_RATES) for r in result["tasks"])
     assert edges["last_epoch"] == sum(r["epochs"] == MAX_EPOCHS for r in result["tasks"])
@@ -488,3 +487,6 @@ def test_finetune_oracle_grid_of_epochs_and_batch_norm(tiny_run):
     assert result["grid"]["max_epochs"] == 3 and result["bn"] == "frozen"
     assert all(1 <= r["epochs"] <= 3 for r in result["tasks"])
     assert result["grid_edges"]["last_epoch"] == sum(r["epochs"] == 3 for r in result["tasks"])
+    # With one snapshot there is nothing to pick: the cross-validated pick scores it on all of val.
+    (row,) = evaluate_oracle(tiny_run, num_tasks=1, progress=False, grid=FinetuneGrid((0.05,), 1))["tasks"]
+    assert row["finetuned_crossval"] == row["finetuned"] == row["finetuned_best_on_val"]
