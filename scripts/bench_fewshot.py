@@ -526,9 +526,11 @@ def report(r: dict) -> str:
     lines += [f"| {row} | {cell('unseen_5shot', row)} | {cell('unseen_1shot', row)} |" for row in rows5]
     u = r["unseen_5shot"]
     gap = u["oracle_selected"] - u["stage1_proto"]
-    share = (u["proxy_selected"] - u["stage1_proto"]) / gap if gap > 0 else float("nan")
+    # With the oracle at or below stage1_proto there is no way to go a share of: say so, not "nan".
+    share = (f"{(u['proxy_selected'] - u['stage1_proto']) / gap:.2f}" if gap > 0
+             else f"undefined, the oracle is not above stage1_proto ({gap:+.2f})")
     lines += ["", f"proxy_selected - stage1_proto: {u['proxy_selected'] - u['stage1_proto']:+.2f} points "
-              f"(target >= +2); share of the way from stage1_proto to the oracle: {share:.2f} (target >= 0.5).",
+              f"(target >= +2); share of the way from stage1_proto to the oracle: {share} (target >= 0.5).",
               "1-shot has no proxy row: leave-one-out needs two images per class (the SDK refuses one).",
               "oracle_crossval: the oracle without its selection bias (picked on half of each class's query "
               "images, scored on the other half, both ways).", *fitted_note(r), "",

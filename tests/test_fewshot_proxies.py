@@ -123,3 +123,20 @@ def test_mixture_fitter_raises_the_support_log_likelihood_and_returns_a_mixture(
     assert alpha.shape == (4, 3) and np.allclose(alpha.sum(1), 1) and (alpha > 0).all()
     assert not np.allclose(alpha, start)
     assert objective(alpha) > objective(start)
+
+
+def test_report_states_the_share_of_the_way_and_says_when_it_is_undefined(load_script):
+    import copy
+    import json
+    from pathlib import Path
+
+    bench = load_script("bench_fewshot")
+    result = json.loads((Path(__file__).parents[1] / "docs/results/fewshot.json").read_text())
+    unseen = result["unseen_5shot"]
+    unseen.update(stage1_proto=40.0, proxy_selected=41.0, oracle_selected=42.0)
+    assert "share of the way from stage1_proto to the oracle: 0.50 " in bench.report(result)
+    below = copy.deepcopy(result)
+    below["unseen_5shot"]["oracle_selected"] = 39.5  # the oracle under the stage-1 features: no way to go
+    text = bench.report(below)
+    assert "undefined, the oracle is not above stage1_proto (-0.50)" in text
+    assert "nan" not in text.split("share of the way")[1].splitlines()[0]
