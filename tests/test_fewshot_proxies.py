@@ -1,6 +1,10 @@
 """The proxy comparison of scripts/bench_fewshot.py (issue 14): the leave-one-out prototype scores and
 the guarded rule are what their docstrings say."""
 
+import copy
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -126,10 +130,6 @@ def test_mixture_fitter_raises_the_support_log_likelihood_and_returns_a_mixture(
 
 
 def test_report_states_the_share_of_the_way_and_says_when_it_is_undefined(load_script):
-    import copy
-    import json
-    from pathlib import Path
-
     bench = load_script("bench_fewshot")
     result = json.loads((Path(__file__).parents[1] / "docs/results/fewshot.json").read_text())
     unseen = result["unseen_5shot"]
