@@ -16,7 +16,7 @@ import onnx
 import torch
 from torch import nn
 
-from sdk.architecture import Conv, ResidualBlock, parameter_shapes, topology
+from sdk.architecture import Conv, MaxPool, ResidualBlock, parameter_shapes, topology
 from sdk.folding import BACKBONE_FILE, backbone_layout
 
 
@@ -37,14 +37,15 @@ class FoldedBlock(nn.Module):
 
 
 class FoldedStem(nn.Module):
-    def __init__(self, spec: Conv, pool: bool):
+    def __init__(self, spec: Conv, pool: MaxPool | None):
         super().__init__()
         self.pool = pool
         self.conv1 = folded_conv(spec)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.conv1(x))
-        return nn.functional.max_pool2d(x, 3, 2, 1) if self.pool else x
+        return x if self.pool is None else nn.functional.max_pool2d(x, self.pool.kernel, self.pool.stride,
+                                                                     self.pool.padding)
 
 
 class FoldedBackbone(nn.Module):

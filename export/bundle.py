@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk.architecture import parameter_shapes
+from sdk.architecture import NUM_BLOCKS, parameter_shapes
 from sdk.bases import CompactBases
 from sdk.bundle import bases_bytes, safetensors_bytes, write_bundle
 from sdk.manifest import Architecture, Manifest, MixerSpec, TextEncoderSpec
@@ -51,11 +51,14 @@ def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32
     facets: and, with them, the class facets (export/class_facets.json)."""
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
-    from trainer.run import STAGE3_VARIANTS, make_context, stage3_dir
+    from trainer.mixer import MIXER_LAYERS
+    from trainer.run import STAGE3_VARIANTS, make_context
+    from trainer.rundir import STAGE3_BANK_PARAMS, STAGE3_BANK_STATS, STAGE3_MIXER_PREFIX, RunDir
 
-    config = TrainConfig.load(run_dir / "config.json")
+    run = RunDir(run_dir)
+    config = TrainConfig.load(run.config)
     ctx = make_context(run_dir, config, progress=False)
-    state = {k: v.numpy() for k, v in load_state(run_dir / stage3_dir(variant) / "model.safetensors").items()}
+    state = {k: v.numpy() for k, v in load_state(run.stage3_model(variant)).items()}
     _, blocks, uses_mixer, _ = STAGE3_VARIANTS[variant]
     if not uses_mixer:
         raise ValueError(f"variant {variant!r} has no mixer predictor; bundle 'taper' or an ablation with one")
@@ -64,7 +67,7 @@ def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32
                            zip(hierarchy.wnids, hierarchy.names, hierarchy.paths, strict=True)],
                "supercategories": {g: [hierarchy.index(w) for w in ws] for g, ws in hierarchy.supercategories.items()},
                "concepts": hierarchy.concepts() + (everyday_concepts(hierarchy.wnids, facets) if collections else [])}
-    evaluation = json.loads((run_dir / "eval.json").read_text()) if (run_dir / "eval.json").exists() else {}
+    evaluation = json.loads(run.eval.read_text()) if run.eval.exists() else {}
     architecture = Architecture(config.stem, config.width, ctx.data.num_classes, config.input_size)
     dataset = dataset_name(config.data)
     provenance = {"run": run_dir.name, "variant": variant, "dataset": dataset,
@@ -72,21 +75,22 @@ def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32
                                "text_encoder": TEXT_ENCODER_LICENSE},
                   "accuracy": evaluation.get("accuracy", {})}
     shapes = parameter_shapes(architecture.stem, architecture.width, architecture.num_classes)
-    rows = [np.concatenate([state[f"bank.params{b}"], state[f"bank.stats{b}"]], axis=1) for b in range(4)]
+    rows = [np.concatenate([state[STAGE3_BANK_PARAMS.format(block=b)], state[STAGE3_BANK_STATS.format(block=b)]],
+                           axis=1) for b in range(NUM_BLOCKS)]
     mode = Mode.parse(mode) if isinstance(mode, str) else mode
     return assemble(
         architecture,
         bases=compress(CompactBases.full(rows, shapes), mode),
-        mixer={k[len("mixer."):]: v for k, v in state.items()
-               if k.startswith("mixer.") and not k.endswith("num_batches_tracked")},
-        mixer_hidden=config.mixer_hidden, mixer_blocks=blocks,
-        class_embeddings=load_state(run_dir / "classes.safetensors")["text"].numpy(),
+        mixer={k.removeprefix(STAGE3_MIXER_PREFIX): v for k, v in state.items()
+               if k.startswith(STAGE3_MIXER_PREFIX) and not k.endswith("num_batches_tracked")},
+        mixer_hidden=config.mixer_hidden, mixer_layers=MIXER_LAYERS, mixer_blocks=blocks,
+        class_embeddings=load_state(run.classes)["text"].numpy(),
         classes=classes, provenance={**provenance, "bases_mode": str(mode)})
 
 
 def assemble(architecture: Architecture, bases: CompactBases, mixer: dict[str, np.ndarray], mixer_hidden: int,
-             mixer_blocks: int, class_embeddings: np.ndarray, classes: dict, provenance: dict
-             ) -> tuple[Manifest, dict[str, bytes]]:
+             mixer_blocks: int, class_embeddings: np.ndarray, classes: dict, provenance: dict,
+             mixer_layers: int) -> tuple[Manifest, dict[str, bytes]]:
     """Manifest and members from the parts (`bases`: `CompactBases.full(rows, shapes)` for plain bases,
     or `export.compress.compress` of them). A non-empty `classes["concepts"]` (`ClassHierarchy.concepts`)
     is embedded here, each by its primary name with the class names' prompt ensemble (format version 5);
@@ -110,7 +114,7 @@ def assemble(architecture: Architecture, bases: CompactBases, mixer: dict[str, n
     }
     manifest = Manifest(
         architecture, Preprocessing(architecture.input_size), bases.num_bases,
-        MixerSpec(int(class_embeddings.shape[1]), mixer_hidden, 4, mixer_blocks),
+        MixerSpec(int(class_embeddings.shape[1]), mixer_hidden, mixer_layers, mixer_blocks),
         TextEncoderSpec(PROMPTS, MAX_TOKENS), bases.storage,
         {**provenance, "sdk_version": sdk.__version__, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return manifest, members

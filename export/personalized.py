@@ -53,7 +53,7 @@ def _example(model) -> torch.Tensor:
     return torch.zeros(1, 3, size, size)
 
 
-def _executorch(model, out: Path) -> list[Path]:
+def write_executorch(model, out: Path) -> list[Path]:
     from .executorch_program import lower_to_xnnpack
 
     program = lower_to_xnnpack(PersonalizedNetwork.of(model), model.preprocessing.input_size)
@@ -80,7 +80,7 @@ def coreml_network(model) -> nn.Module:
     return nn.Sequential(PixelNormalization(model.preprocessing), PersonalizedNetwork.of(model, softmax=True)).eval()
 
 
-def _coreml(model, out: Path) -> list[Path]:
+def write_coreml(model, out: Path) -> list[Path]:
     import coremltools as ct
 
     # An image input (Vision feeds camera frames and CGImages to it) with the normalisation built in: the
@@ -101,4 +101,3 @@ def _coreml(model, out: Path) -> list[Path]:
     return [out]
 
 
-WRITERS = {".pte": _executorch, ".mlpackage": _coreml}

@@ -27,17 +27,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import bench_runtime  # noqa: E402
-import onnxruntime as ort  # noqa: E402
-
-import sdk  # noqa: E402
-from export.bundle import bundle_run  # noqa: E402
-from export.compress import Mode, compress  # noqa: E402
-from sdk.architecture import is_mixed, parameter_shapes  # noqa: E402
+import sdk
+from export.bundle import bundle_run
+from export.compress import Mode, compress
+from scripts import bench_runtime
+from sdk.architecture import is_mixed, parameter_shapes
+from trainer.rundir import RunDir
 
 DEFAULT_MODES = ["fp32", "fp16", "delta+fp16", "int8", "int8+fp16", "lowrank:8", "lowrank:4+fp16",
                  "lowrank:2+fp16", "drop:0.05+int8+fp16"]
@@ -56,12 +53,12 @@ def evaluate(run_dir: Path, bases_by_mode: dict, seeds: list[int] | None) -> dic
     from trainer.evaluate import Evaluator
     from trainer.run import load_model, load_taper, make_context
 
-    config = TrainConfig.load(run_dir / "config.json")
+    config = TrainConfig.load(RunDir(run_dir).config)
     ctx = make_context(run_dir, config, progress=False)
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class)
     model, embedder = load_taper(ctx, run_dir)
-    cs_net = "baseline" if (run_dir / "baseline" / "model.safetensors").exists() else "stage1"
-    cs_logits = evaluator.logits(load_model(ctx.model_config, run_dir / cs_net / "model.safetensors").state_dict())
+    cs_net = "baseline" if RunDir(run_dir).model("baseline").exists() else "stage1"
+    cs_logits = evaluator.logits(load_model(ctx.model_config, RunDir(run_dir).model(cs_net)).state_dict())
     sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
     bank = model.bank
     out: dict[str, list[float]] = {}

@@ -25,10 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import sdk  # noqa: E402
-from scripts.bench_runtime import DESCRIPTIONS, personalize_times, random_bundle  # noqa: E402
+import sdk
+from scripts.bench_runtime import DESCRIPTIONS, personalize_times, random_bundle
 
 ENGINES = ("onnxruntime", "executorch")
 INFERENCE_SECONDS = 1.0

@@ -34,18 +34,14 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import sdk  # noqa: E402
-from sdk.fewshot import (  # noqa: E402
+import sdk
+from sdk.fewshot import (
     Candidate,
     best,
     candidate_features,
@@ -56,13 +52,14 @@ from sdk.fewshot import (  # noqa: E402
     score,
     score_rows,
 )
-from sdk.prototypes import (  # noqa: E402
+from sdk.prototypes import (
     DEFAULT_TEMPERATURE,
     CosineHead,
     leave_one_out_prototype_similarities,
     prototype_rows,
 )
-from sdk.text_encoder import primary_name  # noqa: E402
+from sdk.text_encoder import primary_name
+from trainer.rundir import STAGE3_BANK_PREFIX, RunDir
 
 
 def proto_hits(support: np.ndarray, support_labels: np.ndarray, query: np.ndarray, query_labels: np.ndarray,
@@ -131,8 +128,9 @@ class MixtureFitter:
         from trainer.checkpoints import load_state
 
         self.bank = BasisBank(model_config, num_bases)
-        state = load_state(run / "stage3" / "model.safetensors")
-        self.bank.load_state_dict({k[len("bank."):]: v for k, v in state.items() if k.startswith("bank.")})
+        state = load_state(RunDir(run).stage3_model())
+        self.bank.load_state_dict({k.removeprefix(STAGE3_BANK_PREFIX): v for k, v in state.items()
+                                   if k.startswith(STAGE3_BANK_PREFIX)})
         self.bank.requires_grad_(False)
         self.config, self.preprocessing, self.steps, self.lr = model_config, preprocessing, steps, lr
         self.seconds: list[float] = []  # per fit
@@ -395,7 +393,7 @@ def main() -> None:
     from trainer.data.holdout import held_out_classes, without_classes
     from trainer.run import load_model, network_config, open_all_data
 
-    config = TrainConfig.load(args.run / "config.json")
+    config = TrainConfig.load(RunDir(args.run).config)
     if not config.holdout_classes:
         raise SystemExit(f"{args.run} was trained on every class (holdout_classes=0): no unseen classes to test")
     all_data = open_all_data(config, progress=False)
@@ -410,7 +408,7 @@ def main() -> None:
         bundle = sdk.load(path).warm_up()
         if len(bundle.classes) != seen.num_classes:
             raise SystemExit(f"the bundle has {len(bundle.classes)} classes, the run trained {seen.num_classes}")
-        stage1 = load_model(network_config(config, seen.num_classes), args.run / "stage1" / "model.safetensors")
+        stage1 = load_model(network_config(config, seen.num_classes), RunDir(args.run).model("stage1"))
         features = Features(bundle, stage1, bundle.preprocessing)
         start = time.perf_counter()
         fitter = None

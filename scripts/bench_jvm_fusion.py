@@ -24,11 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import sdk  # noqa: E402
-from export.compress import Mode, compress  # noqa: E402
-from scripts.bench_runtime import personalize_times, random_bundle  # noqa: E402
+import sdk
+from export.compress import Mode, compress
+from scripts.bench_runtime import personalize_times, random_bundle
 
 CORE = Path(__file__).resolve().parents[1] / "android_demo" / "core"
 FULL_WIDTH_MODES = ("fp32", "int8", "subspace:16+fp16")

@@ -39,13 +39,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import sdk  # noqa: E402
-from export.everyday_collections import FACET_PREFIX  # noqa: E402
-from export.everyday_collections import ID_PREFIX as COLLECTION_PREFIX  # noqa: E402
-from sdk.errors import DescriptionError  # noqa: E402
-from sdk.tasks import TaskOptions, TaskResolver  # noqa: E402
+import sdk
+from export.everyday_collections import FACET_PREFIX
+from export.everyday_collections import ID_PREFIX as COLLECTION_PREFIX
+from sdk.errors import DescriptionError
+from sdk.tasks import TaskOptions, TaskResolver
 
 HERE = Path(__file__).parent
 PHRASING_SETS = {"phrasings": HERE / "retrieval_phrasings.json",

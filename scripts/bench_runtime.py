@@ -23,16 +23,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import onnxruntime as ort  # noqa: E402
-
-import sdk  # noqa: E402
-from export.bundle import assemble, write_bundle  # noqa: E402
-from sdk.architecture import block_layout, parameter_shapes  # noqa: E402
-from sdk.bases import CompactBases  # noqa: E402
-from sdk.manifest import Architecture  # noqa: E402
+import sdk
+from export.bundle import assemble, write_bundle
+from sdk.architecture import NUM_BLOCKS, block_layout, parameter_shapes
+from sdk.bases import CompactBases
+from sdk.manifest import Architecture
+from sdk.mixer import tensor_shapes as mixer_tensor_shapes
 
 INFERENCE_SECONDS = 2.0
 DESCRIPTIONS = ["insects", "kitchen appliances", "a drinking glass with a base and stem", "dogs", "vehicles"]
@@ -51,14 +49,12 @@ def random_bundle(path: Path, stem: str, width: float, num_classes: int, size: i
             parts.append(rng.uniform(low, high, (q, count)).astype(np.float32))
         bases.append(np.concatenate(parts, axis=1))
     dim, hidden = 384, 256
-    mixer = {}
-    for i, (a, b) in enumerate(zip([dim, hidden, hidden], [hidden] * 3, strict=True)):
-        mixer[f"body.{3 * i}.weight"] = rng.normal(0, 0.05, (b, a)).astype(np.float32)
-        mixer[f"body.{3 * i}.bias"] = np.zeros(b, np.float32)
-        for part, value in (("weight", 1.0), ("bias", 0.0), ("running_mean", 0.0), ("running_var", 1.0)):
-            mixer[f"body.{3 * i + 1}.{part}"] = np.full(b, value, np.float32)
-    mixer["head.weight"] = rng.normal(0, 0.05, (4 * q, hidden)).astype(np.float32)
-    mixer["head.bias"] = np.zeros(4 * q, np.float32)
+    layers = 4
+    mixer = {}   # random linear weights, identity batch norms
+    for name, shape in mixer_tensor_shapes(dim, hidden, layers, NUM_BLOCKS, q).items():
+        ones = name.endswith("running_var") or (name.endswith(".weight") and len(shape) == 1)
+        value = rng.normal(0, 0.05, shape) if len(shape) == 2 else np.full(shape, float(ones))
+        mixer[name] = value.astype(np.float32)
     words = ["insect", "dog", "vehicle", "kitchen appliance", "drinking glass", "tree", "bicycle", "cat"]
     names = [f"{words[i % len(words)]} {i}" for i in range(num_classes)]
     # Real text embeddings of the class names, so descriptions resolve as they would on a real bundle.
@@ -70,8 +66,8 @@ def random_bundle(path: Path, stem: str, width: float, num_classes: int, size: i
                "supercategories": {}}
     compact = CompactBases.full(bases, shapes)
     compact = store(compact) if store is not None else compact
-    manifest, members = assemble(Architecture(stem, width, num_classes, size), compact, mixer, hidden, 4, emb,
-                                 classes, {"run": "random weights (timing only)", "licenses": {}})
+    manifest, members = assemble(Architecture(stem, width, num_classes, size), compact, mixer, hidden, NUM_BLOCKS, emb,
+                                 classes, {"run": "random weights (timing only)", "licenses": {}}, layers)
     return write_bundle(path, manifest, members)
 
 

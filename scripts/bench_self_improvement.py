@@ -25,10 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import sdk  # noqa: E402
-from sdk.adapt import AdaptRule, adapt  # noqa: E402
+import sdk
+from sdk.adapt import AdaptRule, adapt
+from trainer.rundir import RunDir
 
 
 def accuracy(model: sdk.PersonalizedModel, images: np.ndarray, labels: np.ndarray) -> float:
@@ -54,7 +53,7 @@ def main() -> None:
     from trainer.data.tasks import TaskSampler
     from trainer.run import open_data
 
-    config = TrainConfig.load(args.run / "config.json")
+    config = TrainConfig.load(RunDir(args.run).config)
     data = open_data(config, progress=False)
     bundle = sdk.load(args.bundle).warm_up()
     if [c.id for c in bundle.bundle.classes] != data.wnids:

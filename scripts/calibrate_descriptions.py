@@ -18,10 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import sdk  # noqa: E402
-from sdk.tasks import TaskOptions, contrast  # noqa: E402
+import sdk
+from sdk.tasks import TaskOptions, contrast
 
 UNRELATED = ["democracy", "algebra", "tuesday", "happiness", "thunderstorm", "quantum chromodynamics", "tax return",
              "asdfgh", "xqzv", "lorem ipsum", "the", "a feeling of nostalgia", "jazz music", "cryptocurrency",

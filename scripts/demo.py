@@ -23,12 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import sdk  # noqa: E402
-from sdk.cache import cache_root  # noqa: E402
-from sdk.text_encoder import primary_name  # noqa: E402
-from trainer.data import DataError, load_dataset  # noqa: E402
+import sdk
+from sdk.cache import cache_root
+from sdk.text_encoder import primary_name
+from trainer.data import DataError, load_dataset
+from trainer.rundir import RunDir
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 DESCRIPTIONS = ["insects", "dogs", "a drinking glass with a base and stem", "vehicles", "bicycle, pedestrian, tree",
@@ -56,7 +55,7 @@ def build_demo_bundle(data: str, folder: Path) -> tuple[Path, Path]:
 def baseline_accuracy(run_dir: Path, images: np.ndarray, labels: np.ndarray, classes: np.ndarray) -> float | None:
     """Classifier selection: the run's baseline network (or, in a run without one such as the `demo`
     preset's, its stage-1 network, which the bench measured 0.08 points from it), argmax over the same classes."""
-    path = next((p for p in (run_dir / "baseline" / "model.safetensors", run_dir / "stage1" / "model.safetensors")
+    path = next((p for p in (RunDir(run_dir).model("baseline"), RunDir(run_dir).model("stage1"))
                  if p.exists()), None)
     if path is None:
         return None
@@ -67,7 +66,7 @@ def baseline_accuracy(run_dir: Path, images: np.ndarray, labels: np.ndarray, cla
     from trainer.models import ResNetConfig
     from trainer.run import load_model
 
-    config = TrainConfig.load(run_dir / "config.json")
+    config = TrainConfig.load(RunDir(run_dir).config)
     model = load_model(ResNetConfig(config.stem, config.width, _num_classes(run_dir), config.input_size), path)
     with torch.no_grad():
         logits = model(to_normalized_tensor(torch.from_numpy(images), sdk.Preprocessing(config.input_size)))
@@ -78,7 +77,7 @@ def baseline_accuracy(run_dir: Path, images: np.ndarray, labels: np.ndarray, cla
 def _num_classes(run_dir: Path) -> int:
     from trainer.checkpoints import load_state
 
-    return int(load_state(run_dir / "classes.safetensors")["text"].shape[0])
+    return int(load_state(RunDir(run_dir).classes)["text"].shape[0])
 
 
 def main() -> int:
@@ -130,7 +129,7 @@ def main() -> int:
 
 def _stage1_epochs(run_dir: Path) -> int | None:
     try:
-        return int(json.loads((run_dir / "config.json").read_text())["stage1_epochs"])
+        return int(json.loads(RunDir(run_dir).config.read_text())["stage1_epochs"])
     except (OSError, KeyError, ValueError, TypeError):
         return None
 

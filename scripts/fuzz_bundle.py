@@ -35,12 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
+from export.golden import HOSTILE_CONCEPTS, edited_json
+from scripts.bundle_edits import PAD, manifest_of, with_manifest, with_member, with_member_bytes
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from bundle_edits import PAD, manifest_of, with_manifest, with_member, with_member_bytes  # noqa: E402
-
-from export.golden import HOSTILE_CONCEPTS, edited_json  # noqa: E402
 
 DESCRIPTION = "blue, round shapes"  # "blue" is free text: the text encoder runs
 UNSIGNED = ("flip_header", "flip_manifest", "flip_member", "truncate")

@@ -85,11 +85,22 @@ class ResidualBlock:
 
 
 @dataclass(frozen=True)
+class MaxPool:
+    """A square max-pool (the imagenet stem's, after its conv, batch norm and relu)."""
+    kernel: int
+    stride: int
+    padding: int
+
+
+STEM_POOL = MaxPool(3, 2, 1)
+
+
+@dataclass(frozen=True)
 class Topology:
     """ResNet-18 as the one description every implementation builds from (trainer.models.ResNet18,
     trainer.grouped_forward, export.backbone, the shapes below; the Java mirror spells the same)."""
     stem: Conv                          # followed by batch norm `stem.bn1` and relu
-    stem_pool: bool                     # then a 3x3 stride-2 max-pool, padding 1
+    stem_pool: MaxPool | None           # then STEM_POOL for the imagenet stem, none for the small one
     stages: tuple[tuple[ResidualBlock, ...], ...]   # `layer1`..`layer4`
     features: int                       # channels into the classifier `fc` (after global average pooling)
 
@@ -130,7 +141,8 @@ def topology(stem: str, width: float) -> Topology:
                                         Conv(f"{p}.conv2", c[s], c[s], 3, 1, 1), shortcut))
             in_c = c[s]
         stages.append(tuple(blocks))
-    return Topology(Conv("stem.conv1", 3, c[0], kernel, stride, padding), stem == "imagenet", tuple(stages), in_c)
+    pool = STEM_POOL if stem == "imagenet" else None
+    return Topology(Conv("stem.conv1", 3, c[0], kernel, stride, padding), pool, tuple(stages), in_c)
 
 
 CONV_SUFFIXES = ("conv1", "conv2", "downsample.0")   # how every conv prefix ends

@@ -43,6 +43,7 @@ from .errors import BundleError, TensorFileError
 from .files import atomic_file
 from .folding import backbone_layout
 from .manifest import CONCEPTS_SINCE, MEMBERS, READ_VERSIONS, Manifest, MemberEntry, load_json
+from .mixer import tensor_shapes as mixer_tensor_shapes
 from .tensorfile import encode_header, read_tensors
 
 MAGIC = b"TAPERBDL"
@@ -186,15 +187,7 @@ class Bundle:
 
     def _mixer_shapes(self) -> dict[str, tuple[int, ...]]:
         spec = self.manifest.mixer
-        dims = [spec.embed_dim] + [spec.hidden] * (spec.layers - 1)
-        shapes = {}
-        for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
-            shapes[f"body.{3 * i}.weight"], shapes[f"body.{3 * i}.bias"] = (d_out, d_in), (d_out,)
-            for part in ("weight", "bias", "running_mean", "running_var"):
-                shapes[f"body.{3 * i + 1}.{part}"] = (d_out,)
-        shapes["head.weight"] = (spec.blocks * self.manifest.num_bases, dims[-1])
-        shapes["head.bias"] = (spec.blocks * self.manifest.num_bases,)
-        return shapes
+        return mixer_tensor_shapes(spec.embed_dim, spec.hidden, spec.layers, spec.blocks, self.manifest.num_bases)
 
     def _member_tensors(self, name: str) -> dict[str, np.ndarray]:
         try:

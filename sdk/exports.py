@@ -90,9 +90,19 @@ def _onnx(model, out: Path) -> list[Path]:
     return [out]
 
 
+# Writers that need torch live in the `export` package, which registers them under this entry-point group
+# (pyproject.toml), named by the suffix without its dot: the runtime never imports the exporter.
+WRITER_ENTRY_POINTS = "taper_sdk.model_writers"
+
+
 def _torch_writer(suffix: str):
+    from importlib.metadata import entry_points
+
+    needs = f"exporting {suffix} needs the export extra (pip install 'taper-sdk[export]')"
+    found = [ep for ep in entry_points(group=WRITER_ENTRY_POINTS) if ep.name == suffix.removeprefix(".")]
+    if not found:
+        raise SdkError(f"{needs}: no writer is registered for it")
     try:
-        from export.personalized import WRITERS
+        return found[0].load()
     except ImportError as e:
-        raise SdkError(f"exporting {suffix} needs the export extra (pip install 'taper-sdk[export]'): {e}") from None
-    return WRITERS[suffix]
+        raise SdkError(f"{needs}: {e}") from None

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from . import onnx_proto as pb
+from .architecture import STEM_POOL
 from .errors import BundleError
 from .folding import BACKBONE_FILE
 from .onnx_proto import ProtoError, encode_field, packed_ints, parse_fields, parse_initializer, text
@@ -194,8 +195,10 @@ def _check_backbone(graph: bytes, layout: dict[str, dict], input_size: int, what
             if len(node_inputs) != 3 or node_inputs[1] not in inits:
                 raise BundleError(f"{what}: a Conv must read one of the architecture's weights and a bias")
             _check_conv(attrs, inits[node_inputs[1]], what)
-        elif op == "MaxPool" and (attrs.get("kernel_shape") != [3, 3] or attrs.get("strides") != [2, 2]):
-            raise BundleError(f"{what}: MaxPool must be 3x3, stride 2")
+        elif op == "MaxPool" and (attrs.get("kernel_shape") != [STEM_POOL.kernel] * 2
+                                  or attrs.get("strides") != [STEM_POOL.stride] * 2):
+            k, s = STEM_POOL.kernel, STEM_POOL.stride
+            raise BundleError(f"{what}: MaxPool must be {k}x{k}, stride {s}")
         elif op == "Flatten" and attrs.get("axis", [1]) != [1]:
             raise BundleError(f"{what}: Flatten must keep the batch axis")
         known.update(node_outputs)

@@ -1,22 +1,9 @@
-import importlib.util
 import shutil
 from pathlib import Path
 
 import pytest
 
 from trainer.data.synthetic import make_synthetic_dataset
-
-
-@pytest.fixture(scope="session")
-def load_script():
-    """`load_script("demo")`: scripts/demo.py as a module (scripts/ is not a package)."""
-    def load(name: str):
-        path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    return load
 
 
 @pytest.fixture(scope="session")

@@ -4,11 +4,13 @@ measured figures (read from docs/results, not typed into the script) beside its 
 import json
 from pathlib import Path
 
+from scripts import demo as demo_module
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_losing_demo_says_so_and_shows_the_bench_figures(load_script):
-    demo = load_script("demo")
+def test_losing_demo_says_so_and_shows_the_bench_figures():
+    demo = demo_module
     lines = demo.summary([(50.0, 52.0), (40.0, 45.0), (61.0, 60.0)], 4)
     assert lines[0].startswith("personalized above classifier selection on 1 of 3 descriptions")
     assert "(mean difference -2.0 points)" in lines[0]
@@ -21,14 +23,14 @@ def test_losing_demo_says_so_and_shows_the_bench_figures(load_script):
                in line for line in lines)
 
 
-def test_winning_demo_does_not_print_the_warning(load_script):
-    lines = load_script("demo").summary([(60.0, 52.0), (50.0, 45.0), (59.0, 60.0)], 4)
+def test_winning_demo_does_not_print_the_warning():
+    lines = demo_module.summary([(60.0, 52.0), (50.0, 45.0), (59.0, 60.0)], 4)
     assert "2 of 3" in lines[0]
     assert not any("NOT" in line for line in lines)
 
 
-def test_bench_figures_are_read_from_the_results_folder(tmp_path, load_script):
-    demo = load_script("demo")
+def test_bench_figures_are_read_from_the_results_folder(tmp_path):
+    demo = demo_module
     assert demo.bench_figures(tmp_path) == []  # nothing measured there: nothing printed
     headroom = {"stage3_seeds": {"taper": [58.0, 58.2], "taper_minus_cs": [1.3, 1.5], "mean": 58.1}}
     (tmp_path / "headroom.json").write_text(json.dumps(headroom))

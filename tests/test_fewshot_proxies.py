@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scripts import bench_fewshot as bench_fewshot_module
 from sdk.prototypes import l2_normalize, leave_one_out_prototype_similarities
 
 
@@ -22,16 +23,16 @@ def test_leave_one_out_prototype_similarities_match_recomputing_each_prototype()
         np.testing.assert_allclose(fast[i], l2_normalize(protos) @ unit[i], atol=1e-9)
 
 
-def test_rank_correlation_uses_average_ranks(load_script):
-    bench = load_script("bench_fewshot")
+def test_rank_correlation_uses_average_ranks():
+    bench = bench_fewshot_module
     assert bench.rank_correlation([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
     assert bench.rank_correlation([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
     assert bench.rank_correlation([1, 1, 2], [1, 2, 3]) == pytest.approx(np.sqrt(3) / 2)  # ranks 1.5, 1.5, 3
     assert np.isnan(bench.rank_correlation([1, 1, 1], [1, 2, 3]))
 
 
-def test_proxy_picks_name_the_sdk_rule_and_the_plain_maximum(load_script):
-    bench = load_script("bench_fewshot")
+def test_proxy_picks_name_the_sdk_rule_and_the_plain_maximum():
+    bench = bench_fewshot_module
     rng = np.random.default_rng(1)
     labels = np.repeat(np.arange(5), 5)
     separated = np.eye(8)[labels] * 5 + 0.1 * rng.normal(size=(25, 8))
@@ -49,12 +50,12 @@ def test_proxy_picks_name_the_sdk_rule_and_the_plain_maximum(load_script):
     assert set(picks) == {"sdk", "most_accurate_1nn", "loo_prototype", "loo_prototype_nll"}
 
 
-def test_unseen_tasks_are_neighbourhoods_of_held_out_classes_when_more_are_held_out_than_a_task_holds(load_script):
+def test_unseen_tasks_are_neighbourhoods_of_held_out_classes_when_more_are_held_out_than_a_task_holds():
     from trainer.config import PRESETS
     from trainer.data.holdout import held_out_classes
     from trainer.run import open_data
 
-    bench = load_script("bench_fewshot")
+    bench = bench_fewshot_module
     hierarchy = open_data(PRESETS["tiny"], progress=False).hierarchy
     held = held_out_classes(hierarchy, 12)
     among = hierarchy.subset(held)
@@ -70,10 +71,10 @@ def test_unseen_tasks_are_neighbourhoods_of_held_out_classes_when_more_are_held_
     assert all(np.array_equal(s, np.arange(5)) for s in few)
 
 
-def test_torch_leave_one_out_log_likelihood_matches_the_numpy_similarities(load_script):
+def test_torch_leave_one_out_log_likelihood_matches_the_numpy_similarities():
     import torch
 
-    bench = load_script("bench_fewshot")
+    bench = bench_fewshot_module
     rng = np.random.default_rng(2)
     features, labels = rng.normal(size=(20, 6)), np.repeat(np.arange(4), 5)
     logits = leave_one_out_prototype_similarities(features, labels, 4) * bench.DEFAULT_TEMPERATURE
@@ -82,8 +83,8 @@ def test_torch_leave_one_out_log_likelihood_matches_the_numpy_similarities(load_
     np.testing.assert_allclose(got.numpy(), expected, atol=1e-9)
 
 
-def test_crossval_oracle_does_not_reward_a_candidate_that_is_only_lucky_on_one_half(load_script):
-    bench = load_script("bench_fewshot")
+def test_crossval_oracle_does_not_reward_a_candidate_that_is_only_lucky_on_one_half():
+    bench = bench_fewshot_module
     labels = np.repeat(np.arange(2), 4)  # per class, positions 0 and 2 are one half, 1 and 3 the other
     steady = np.array([1, 1, 0, 0, 1, 1, 0, 0], bool)  # 50% on both halves
     lucky = np.array([1, 0, 1, 0, 1, 0, 1, 0], bool)   # 100% on the even half, 0% on the odd half
@@ -97,7 +98,7 @@ def test_crossval_oracle_does_not_reward_a_candidate_that_is_only_lucky_on_one_h
     assert bench.crossval_oracle({"lucky": lucky, "best": best}, labels) == 50.0
 
 
-def test_mixture_fitter_raises_the_support_log_likelihood_and_returns_a_mixture(load_script, tmp_path):
+def test_mixture_fitter_raises_the_support_log_likelihood_and_returns_a_mixture(tmp_path):
     import torch
 
     from sdk.preprocessing import Preprocessing
@@ -106,7 +107,7 @@ def test_mixture_fitter_raises_the_support_log_likelihood_and_returns_a_mixture(
     from trainer.grouped_forward import GroupedForward
     from trainer.models import ResNet18, ResNetConfig
 
-    bench = load_script("bench_fewshot")
+    bench = bench_fewshot_module
     config = ResNetConfig(num_classes=6, stem="small", width=0.25, input_size=16)
     torch.manual_seed(0)
     bank = BasisBank.from_state_dicts(config, [ResNet18(config).state_dict() for _ in range(3)])
@@ -129,8 +130,8 @@ def test_mixture_fitter_raises_the_support_log_likelihood_and_returns_a_mixture(
     assert objective(alpha) > objective(start)
 
 
-def test_report_states_the_share_of_the_way_and_says_when_it_is_undefined(load_script):
-    bench = load_script("bench_fewshot")
+def test_report_states_the_share_of_the_way_and_says_when_it_is_undefined():
+    bench = bench_fewshot_module
     result = json.loads((Path(__file__).parents[1] / "docs/results/fewshot.json").read_text())
     unseen = result["unseen_5shot"]
     unseen.update(stage1_proto=40.0, proxy_selected=41.0, oracle_selected=42.0)

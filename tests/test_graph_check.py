@@ -1,20 +1,16 @@
 """Graphs and tokenizers in a bundle are untrusted: every hostile member the reliability suite builds is a
 BundleError at sdk.load, and the encoder the exporter writes has a structure the SDK knows."""
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from bundle_edits import with_member_bytes
 
 import sdk
 from export.golden import HOSTILE_CONCEPTS
+from scripts import fuzz_bundle
+from scripts.bundle_edits import with_member_bytes
 from sdk.errors import BundleError, EncoderError
 from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, encoder_structure
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
-import fuzz_bundle  # noqa: E402
 
 LOADS_BY_DESIGN = {"encoder_nan_weights"}  # weights may differ; a NaN embedding is caught when encoding
 

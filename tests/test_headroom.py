@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from lab import bn_recalibration as bn_recalibration_module
+from lab import headroom_report as headroom_report_module
+from lab import routing_smoothing as routing_smoothing_module
 from trainer.evaluate import Evaluator
 from trainer.headroom import (
     alternate_halves,
@@ -91,8 +94,8 @@ def test_crossval_oracle_does_not_credit_a_basis_for_luck_on_the_images_it_was_p
 
 
 def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path, monkeypatch, capsys):
-    from trainer.__main__ import main
-    from trainer.report import evaluate_bases
+    from lab.__main__ import main
+    from lab.bases import evaluate_bases
     from trainer.run import run
 
     overrides = {"stage2_general_fraction": 0.0, "stage3_mixer_init": "router"}
@@ -132,18 +135,14 @@ def test_bases_report_on_a_stage2_only_run(tiny_run, tmp_path, monkeypatch, caps
         evaluate_bases(out, progress=False, task_mode="mixed")
 
 
-def _stage2_basis(tiny_run, tmp_path, name: str, train_labels=None, **overrides):
-    """A stage-2 basis on shard 0..3 of the tiny run; `train_labels` (array -> array) relabels the
-    training images first (same images, same batches)."""
+def _stage2_basis(tiny_run, tmp_path, name: str, **overrides):
+    """A stage-2 basis on shard 0..3 of the tiny run."""
     from trainer.config import TrainConfig
-    from trainer.data.cache import Split
     from trainer.run import load_model, make_context
     from trainer.stages import train_stage2_basis
 
     config = TrainConfig.load(tiny_run / "config.json").with_overrides(stage2_epochs=3, **overrides)
     ctx = make_context(tmp_path, config, progress=False)
-    if train_labels is not None:
-        ctx.data.train = Split(ctx.data.train.images, train_labels(np.array(ctx.data.train.labels)))
     stage1 = load_model(ctx.model_config, tiny_run / "stage1" / "model.safetensors")
     torch.manual_seed(0)
     return ctx, stage1, train_stage2_basis(ctx, tmp_path / name, stage1, np.arange(4), q=0)
@@ -160,64 +159,11 @@ def test_shard_only_logit_adjusted_stage2_leaves_other_classes_rows_to_weight_de
     assert cos[:4].min() < 0.9999
 
 
-def test_distillation_keeps_a_basis_closer_to_the_generic_network(tiny_run, tmp_path):
-    from trainer.data.transforms import to_normalized_tensor
-
-    drift = {}
-    for weight in (0.0, 0.9):
-        ctx, stage1, basis = _stage2_basis(tiny_run, tmp_path, f"distill{weight}", stage2_general_fraction=0.0,
-                                           stage2_distill=weight)
-        x = to_normalized_tensor(torch.from_numpy(np.array(ctx.data.val.images)), ctx.preprocessing)
-        with torch.no_grad():
-            drift[weight] = torch.nn.functional.kl_div(basis(x).log_softmax(1), stage1.eval()(x).log_softmax(1),
-                                                       log_target=True, reduction="batchmean").item()
-    assert drift[0.9] < 0.5 * drift[0.0]
-
-
-def test_dustbin_loss_is_cross_entropy_in_the_shard_and_blind_to_which_outside_class():
-    from trainer.stages import dustbin_cross_entropy
-
-    torch.manual_seed(0)
-    logits, outside = torch.randn(6, 5), torch.tensor([False, False, True, True, True])
-    inside_labels = torch.tensor([0, 1, 1, 0, 0, 1])
-    assert torch.allclose(dustbin_cross_entropy(logits, inside_labels, outside),
-                          torch.nn.functional.cross_entropy(logits, inside_labels))
-    expected = -logits.softmax(1)[:, 2:].sum(1).log().mean()
-    for label in (2, 3, 4):  # any outside class is the same target
-        labels = torch.full((6,), label)
-        assert torch.allclose(dustbin_cross_entropy(logits, labels, outside), expected)
-
-
-def _rotate_outside_labels(shift: int):
-    """Labels of out-of-shard images (classes 4..) rotated by `shift` among the out-of-shard classes."""
-    def relabel(labels: np.ndarray) -> np.ndarray:
-        out = labels >= 4
-        labels[out] = 4 + (labels[out] - 4 + shift) % (labels.max() - 3)
-        return labels
-    return relabel
-
-
-@pytest.mark.parametrize("other_class", [True, False])
-def test_an_other_class_basis_learns_the_shard_but_not_which_outside_class(tiny_run, tmp_path, other_class):
-    a, b = (_stage2_basis(tiny_run, tmp_path, name, _rotate_outside_labels(shift), stage2_other_class=other_class,
-                          stage2_general_fraction=0.5, stage2_logit_adjust=True)[2].state_dict()
-            for name, shift in (("a", 0), ("b", 1)))
-    same = all(torch.allclose(a[k].float(), b[k].float(), atol=1e-6) for k in a)
-    assert same == other_class  # the control (plain cross-entropy) does learn the outside labels
-
-
-def test_an_other_class_needs_images_from_outside_the_shard():
-    from trainer.config import TrainConfig
-
-    with pytest.raises(ValueError, match="stage2_general_fraction"):
-        TrainConfig(stage2_other_class=True, stage2_general_fraction=0.0)
-
-
 def test_finetune_oracle_starts_at_classifier_selection_and_reports_a_gain(tiny_run):
+    from lab.finetune_oracle import LEARNING_RATES, MAX_EPOCHS, FinetuneGrid, evaluate_oracle, task_network
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
     from trainer.data.transforms import to_normalized_tensor
-    from trainer.finetune_oracle import LEARNING_RATES, MAX_EPOCHS, FinetuneGrid, evaluate_oracle, task_network
     from trainer.run import load_model, make_context
 
     config = TrainConfig.load(tiny_run / "config.json")
@@ -312,8 +258,8 @@ def test_expanded_shards_keep_their_own_classes_and_hold_whole_neighbourhood_tas
         expand_shards(distances, shard_of, size=0)
 
 
-def test_seed_spread_reports_both_target_margins(load_script):
-    report = load_script("headroom_report")
+def test_seed_spread_reports_both_target_margins():
+    report = headroom_report_module
 
     def run(taper, uniform):
         return {"accuracy": {"taper": taper, "reference": 56.0, "stage3_uniform_average": uniform},
@@ -341,8 +287,8 @@ def test_seed_spread_reports_both_target_margins(load_script):
     assert spread["mean"] == 58.0 and spread["stage3_seed_std"] == pytest.approx(0.71)
 
 
-def test_headroom_report_names_each_oracle_by_its_stage_one(load_script):
-    report = load_script("headroom_report")
+def test_headroom_report_names_each_oracle_by_its_stage_one():
+    report = headroom_report_module
 
     def oracle(gain, command):
         task = {"anchor": "king penguin, Aptenodytes", "lr": 0.01, "epochs": 2, "finetuned": 60.0 + gain,
@@ -361,10 +307,10 @@ def test_headroom_report_names_each_oracle_by_its_stage_one(load_script):
     assert text.index("run a") < text.index("run b") and "| king penguin | 0.01 | 2 | 60.25 | 60.00 | +0.25 |" in text
 
 
-def test_headroom_report_extends_an_earlier_report_without_its_run_files(load_script, tmp_path, monkeypatch):
+def test_headroom_report_extends_an_earlier_report_without_its_run_files(tmp_path, monkeypatch):
     """--extend keeps every earlier row, oracle and seed spread (their run directories may be gone), adds the
     new rows after them, refuses a name already used, and labels a width other than the bench's 0.25."""
-    report = load_script("headroom_report")
+    report = headroom_report_module
 
     def row(reference, width=0.25):
         return {"accuracy": {"reference": reference, "taper": reference + 1}, "specialist_margin": 0.5,
@@ -391,8 +337,8 @@ def test_headroom_report_extends_an_earlier_report_without_its_run_files(load_sc
              "--out", str(tmp_path / "third"))
 
 
-def test_smoothed_majority_routing_runs_from_the_majority_basis_to_the_uniform_average(load_script):
-    smoothing = load_script("routing_smoothing")
+def test_smoothed_majority_routing_runs_from_the_majority_basis_to_the_uniform_average():
+    smoothing = routing_smoothing_module
     members = np.array([[1, 1, 0, 0], [0, 1, 1, 1], [0, 0, 0, 1]])  # [Q, classes]: shard 1 holds most of the task
     task = np.array([1, 2, 3])
     assert smoothing.smoothed_alpha(members, task, 0.0)[0].tolist() == [0.0, 1.0, 0.0]
@@ -401,13 +347,13 @@ def test_smoothed_majority_routing_runs_from_the_majority_basis_to_the_uniform_a
     assert alpha.shape == (4, 3) and np.allclose(alpha.sum(1).numpy(), 1.0) and alpha[0].argmax() == 1
 
 
-def test_recomputed_batch_norm_statistics_are_those_of_the_images_under_the_weights(tiny_run, load_script):
+def test_recomputed_batch_norm_statistics_are_those_of_the_images_under_the_weights(tiny_run):
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
     from trainer.models import ResNet18
     from trainer.run import network_config
 
-    recalibrated = load_script("bn_recalibration").recalibrated
+    recalibrated = bn_recalibration_module.recalibrated
     config = TrainConfig.load(tiny_run / "config.json")
     state = load_state(tiny_run / "stage1" / "model.safetensors")
     model = ResNet18(network_config(config, len(state["fc.bias"])))
@@ -425,14 +371,14 @@ def test_recomputed_batch_norm_statistics_are_those_of_the_images_under_the_weig
     assert all(torch.equal(new[k], state[k]) for k in state if "running" not in k and "num_batches" not in k)
 
 
-def test_bn_recalibration_loads_the_bases_stage_3_left(tiny_run, load_script):
+def test_bn_recalibration_loads_the_bases_stage_3_left(tiny_run):
     """`--bases stage3` must measure the bases the run's TAPER mixes (stage 3 trains them), not stage 2's."""
     from trainer.basis_bank import NUM_BLOCKS, BasisBank
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
     from trainer.run import make_context
 
-    script = load_script("bn_recalibration")
+    script = bn_recalibration_module
     config = TrainConfig.load(tiny_run / "config.json")
     ctx = make_context(tiny_run, config, progress=False)
     after = BasisBank.from_state_dicts(ctx.model_config, script.load_bases(ctx, tiny_run, "stage3"))
@@ -443,8 +389,8 @@ def test_bn_recalibration_loads_the_bases_stage_3_left(tiny_run, load_script):
         assert not torch.equal(before.params(b), trained[f"bank.params{b}"])   # stage 3 moved them
 
 
-def test_bn_recalibration_static_only_measures_the_task_independent_networks(tiny_run, load_script):
-    result = load_script("bn_recalibration").measure(tiny_run, [0], 2, 2, "stage3", static_only=True)
+def test_bn_recalibration_static_only_measures_the_task_independent_networks(tiny_run):
+    result = bn_recalibration_module.measure(tiny_run, [0], 2, 2, "stage3", static_only=True)
     assert result["bases"] == "stage3" and result["static_only"]
     assert set(result["accuracy"]) == {"reference_cs", "stage1", "uniform", "stage1 | recomputed, all classes",
                                        "uniform | recomputed, all classes"}
@@ -453,9 +399,9 @@ def test_bn_recalibration_static_only_measures_the_task_independent_networks(tin
 
 @pytest.mark.parametrize("bn", ["train", "frozen"])
 def test_finetune_oracle_with_frozen_batch_norm_keeps_stage1_statistics(tiny_run, bn):
+    from lab.finetune_oracle import TaskData, finetune, task_data, task_network
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
-    from trainer.finetune_oracle import TaskData, finetune, task_data, task_network
     from trainer.run import make_context
 
     config = TrainConfig.load(tiny_run / "config.json")
@@ -475,7 +421,7 @@ def test_finetune_oracle_with_frozen_batch_norm_keeps_stage1_statistics(tiny_run
 
 
 def test_finetune_oracle_grid_of_epochs_and_batch_norm(tiny_run):
-    from trainer.finetune_oracle import FinetuneGrid, evaluate_oracle
+    from lab.finetune_oracle import FinetuneGrid, evaluate_oracle
 
     with pytest.raises(ValueError, match="bn must be"):
         FinetuneGrid(bn="batch")

@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from lab import routing_usage as routing_usage_module
+from lab import stage1_accuracy as stage1_accuracy_module
+from lab import training_signal as training_signal_module
 from trainer.basis_bank import BasisBank
 from trainer.config import PRESETS
 from trainer.grouped_forward import grouped_forward
@@ -80,92 +83,13 @@ def test_stage3_gradients_reach_bases_and_mixer():
     assert set(stats) == {n for names in bank.stat_names for n in names}
 
 
-def _sgd_steps_on_the_bank(bank: BasisBank, steps: int, weight_decay: float) -> None:
-    optimizer = torch.optim.SGD(bank.parameters(), lr=0.05, momentum=0.9, weight_decay=weight_decay)
-    x, labels = torch.randn(2, 4, 3, 16, 16), torch.tensor([[0, 1, 2, 3], [4, 5, 0, 1]])
-    for step in range(steps):
-        alpha = torch.softmax(torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(step)), -1)
-        logits, _ = grouped_forward(CONFIG, bank.mix(alpha), x)
-        optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(logits.reshape(-1, 6), labels.reshape(-1)).backward()
-        optimizer.step()
-
-
-def test_shared_updates_move_every_basis_alike_and_keep_their_differences():
-    bases = random_bases(3)
-    moved, each = BasisBank.from_state_dicts(CONFIG, bases), BasisBank.from_state_dicts(CONFIG, bases)
-    before = [moved.params(b).detach().clone() for b in range(4)]
-    handles = moved.share_updates(weight_decay=5e-4)
-    _sgd_steps_on_the_bank(moved, steps=3, weight_decay=0.0)
-    _sgd_steps_on_the_bank(each, steps=3, weight_decay=5e-4)
-    for b in range(4):
-        step = moved.params(b).detach() - before[b]
-        assert step.abs().max() > 1e-4                                  # W_0 trained
-        assert torch.allclose(step, step[:1].expand_as(step), atol=1e-6)  # the same step for every basis
-        own = each.params(b).detach() - before[b]                        # without: the differences move
-        assert not torch.allclose(own, own[:1].expand_as(own), atol=1e-4)
-    for handle in handles:
-        handle.remove()
-    _sgd_steps_on_the_bank(moved, steps=1, weight_decay=0.0)             # hooks removed: own gradients again
-    step = moved.params(3).detach()
-    assert not torch.allclose(step - step[:1], before[3] - before[3][:1], atol=1e-6)
-
-
-def test_shared_stage3_keeps_the_stage2_bases_differences(tiny_run, tmp_path):
-    from trainer.checkpoints import load_state
-    from trainer.config import TrainConfig
-    from trainer.run import make_context, run
-
-    out = run(tmp_path / "shared", "tiny", {"stage3_bases": "shared", "baseline": False}, progress=False,
-              reuse_from=tiny_run)
-    config = TrainConfig.load(out / "config.json")
-    ctx = make_context(tmp_path / "ctx", config, progress=False)
-    stage2 = BasisBank.from_state_dicts(
-        ctx.model_config, [load_state(out / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)])
-    stage3 = load_state(out / "stage3" / "model.safetensors")
-    for b in range(4):
-        step = stage3[f"bank.params{b}"] - stage2.params(b).detach()
-        assert step.abs().max() > 1e-5                                    # W_0 trained
-        assert torch.allclose(step, step[:1].expand_as(step), atol=1e-5)  # the deltas did not move
-
-
-@pytest.mark.parametrize(("bases", "decay", "expected"), [("each", None, 5e-4), ("each", 0.0, 0.0),
-                                                           ("shared", 1e-3, 0.0)])
-def test_the_bases_stage3_decay(tiny_run, tmp_path, monkeypatch, bases, decay, expected):
-    """The optimizer decays the bases by `stage3_weight_decay` when it is set, and not at all with shared
-    updates (their hooks decay W_0)."""
-    from trainer import stages
-    from trainer.run import run
-
-    decays = []
-    real_sgd = stages.StageContext.sgd
-    monkeypatch.setattr(stages.StageContext, "sgd",
-                        lambda self, groups: decays.append(groups[0]["weight_decay"]) or real_sgd(self, groups))
-    run(tmp_path / "run", "tiny", {"stage3_bases": bases, "stage3_weight_decay": decay, "stage3_epochs": 0.1,
-                                   "baseline": False}, progress=False, reuse_from=tiny_run)
-    assert decays == [expected]
-
-
-def test_stage3_loss_is_over_the_task_classes_or_all_of_them():
+def test_stage3_loss_is_over_the_task_classes():
     from trainer.stages import stage3_logits
 
     logits, tasks = torch.randn(2, 3, 6), [np.array([0, 1]), np.array([2, 5])]
-    task = stage3_logits(logits, tasks, "task")
+    task = stage3_logits(logits, tasks)
     assert torch.isinf(task[0, :, 2:]).all() and torch.equal(task[0, :, :2], logits[0, :, :2])
     assert torch.isinf(task[1, :, [0, 1, 3, 4]]).all() and torch.equal(task[1, :, [2, 5]], logits[1, :, [2, 5]])
-    assert torch.equal(stage3_logits(logits, tasks, "all"), logits)
-
-
-def test_stage3_warms_up_over_its_own_epochs(tiny_run, tmp_path, monkeypatch):
-    from trainer import stages
-    from trainer.run import run
-
-    warmups = []
-    real = stages.run_epochs
-    monkeypatch.setattr(stages, "run_epochs", lambda *a, **k: warmups.append(k["warmup_epochs"]) or real(*a, **k))
-    run(tmp_path / "run", "tiny", {"stage3_warmup_epochs": 0.5, "warmup_epochs": 0, "baseline": False},
-        progress=False, reuse_from=tiny_run)
-    assert warmups == [0.5]   # stage 1 and 2 reused; the stage-1 warm-up is not stage 3's
 
 
 def test_running_stats_move_toward_tasks_in_proportion_to_their_weight():
@@ -235,7 +159,7 @@ def test_tiny_preset_end_to_end_and_resume(tmp_path):
     assert len(result["specialist_margin_per_basis"]) == PRESETS["tiny"].num_bases
     assert result["wall_time_method_s"] == result["wall_time_s"]  # no ablation variants in this run
     assert "headroom" not in result
-    from trainer.__main__ import main
+    from lab.__main__ import main
 
     assert main(["oracle", str(out), "--tasks", "2"]) == 0  # writes <run>/oracle.json, which the report reads
     assert evaluate_run(out, progress=False)["headroom"]["tasks"] == 2
@@ -328,8 +252,8 @@ def test_reuse_copies_only_stages_the_new_config_does_not_change(tiny_run, tmp_p
     (tmp_path / "g").mkdir()  # a second stage-2 seed retrains stages 2 and 3
     copied = reuse_outputs(tiny_run, tmp_path / "g", config.with_overrides(stage2_seed=1))
     assert set(copied) == {"classes.safetensors", "stage1", "baseline"}
-    (tmp_path / "h").mkdir()  # the "other" class is a stage-2 recipe
-    copied = reuse_outputs(tiny_run, tmp_path / "h", config.with_overrides(stage2_other_class=True))
+    (tmp_path / "h").mkdir()  # the shards' size is a stage-2 recipe
+    copied = reuse_outputs(tiny_run, tmp_path / "h", config.with_overrides(stage2_shard_size=6))
     assert set(copied) == {"classes.safetensors", "stage1", "baseline"}
     (tmp_path / "i").mkdir()  # the augmentation is every stage's, stage 1's first
     copied = reuse_outputs(tiny_run, tmp_path / "i", config.with_overrides(aug_crop_scale=0.08))
@@ -496,8 +420,8 @@ def test_prepare_writes_what_a_gpu_run_needs_and_run_resumes_it(tmp_path):
     assert lrs[0] < lrs[1] < base and max(lrs) <= base and lrs[-1] < max(lrs)
 
 
-def test_stage1_accuracy_script_scores_the_stage1_network(tiny_run, tiny_data, load_script):
-    result = load_script("stage1_accuracy").stage1_accuracy(tiny_run)
+def test_stage1_accuracy_script_scores_the_stage1_network(tiny_run, tiny_data):
+    result = stage1_accuracy_module.stage1_accuracy(tiny_run)
     assert len(result["classifier_selection_per_seed"]) == len(PRESETS["tiny"].eval_seeds)
     assert result["classifier_selection"] == pytest.approx(np.mean(result["classifier_selection_per_seed"]), abs=0.01)
     assert 100 / tiny_data.num_classes < result["top1_all_classes"] <= 100  # above chance
@@ -545,8 +469,8 @@ def test_image_shares_outside_their_range_are_refused(field):
         PRESETS["tiny"].with_overrides(**field)
 
 
-def test_training_signal_reads_each_stage_from_the_log(tiny_run, load_script):
-    result = load_script("training_signal").training_signal(tiny_run)
+def test_training_signal_reads_each_stage_from_the_log(tiny_run):
+    result = training_signal_module.training_signal(tiny_run)
     records = [json.loads(line) for line in (tiny_run / "log.jsonl").read_text().splitlines()]
     first = {}
     for r in records:
@@ -572,88 +496,8 @@ def test_routing_entropy_is_one_for_uniform_rows_and_zero_for_one_basis():
     assert routing_entropy(half).item() == pytest.approx(0.5)
 
 
-def test_a_routing_entropy_penalty_sharpens_stage3s_mixer(tiny_run, tmp_path, load_script):
-    """Stage 3 with `stage3_route_entropy` ends with a lower mixer entropy than the same stage 3 without
-    it (same stages 1-2, seed and batches), and the penalty is refused below 0."""
-    from trainer.config import TrainConfig
-    from trainer.run import run
-
-    signal = load_script("training_signal").training_signal
-    sharp = run(tmp_path / "sharp", "tiny", {"stage3_route_entropy": 5.0, "baseline": False}, progress=False,
-                reuse_from=tiny_run)
-    plain = signal(tiny_run)["stage3"]["end_mixer_entropy"]["median"]
-    assert signal(sharp)["stage3"]["end_mixer_entropy"]["median"] < plain - 0.05
-    with pytest.raises(ValueError, match="stage3_route_entropy"):
-        TrainConfig(stage3_route_entropy=-0.1)
-
-
-def test_routing_balance_is_the_entropy_of_the_tasks_mean_routing():
-    from trainer.stages import routing_balance, routing_entropy
-
-    apart, together = torch.zeros(2, 4, 4), torch.zeros(2, 4, 4)
-    apart[0, :, 0] = apart[1, :, 1] = 1          # two tasks, each sharp, on different bases
-    together[:, :, 2] = 1                        # both on one basis: what the entropy penalty alone led to
-    assert routing_entropy(apart).item() == pytest.approx(0.0, abs=1e-6)
-    assert routing_balance(apart).item() == pytest.approx(np.log(2) / np.log(4))
-    assert routing_balance(together).item() == pytest.approx(0.0, abs=1e-6)
-    assert routing_balance(torch.full((3, 4, 4), 0.25)).item() == pytest.approx(1.0)
-
-
-def test_route_balance_below_zero_is_refused():
-    from trainer.config import TrainConfig
-
-    with pytest.raises(ValueError, match="stage3_route_balance"):
-        TrainConfig(stage3_route_balance=-1.0)
-    for momentum in (-0.1, 1.0):
-        with pytest.raises(ValueError, match="stage3_route_balance_momentum"):
-            TrainConfig(stage3_route_balance_momentum=momentum)
-
-
-def test_running_balance_has_the_gradient_of_the_running_means_entropy():
-    """With a running mean, the balance term moves a batch's routing as the entropy of the running mean
-    (this batch folded in) would, scaled back up by 1 / (1 - momentum); equal to it in value when the
-    batch's mean is the running mean."""
-    from trainer.stages import RunningRouting, _entropy, routing_balance
-
-    gen = torch.Generator().manual_seed(0)
-    logits = torch.randn(2, 4, 5, generator=gen, requires_grad=True)
-    earlier = torch.softmax(3 * torch.randn(4, 5, generator=gen), -1)   # earlier batches' routing, skewed
-    running = RunningRouting(4, 5, momentum=0.9)
-    running.load_state_dict({"mean": earlier})
-    alpha = torch.softmax(logits, -1)
-    mean = running.update(alpha)
-    (grad,) = torch.autograd.grad(routing_balance(alpha, mean), logits)
-
-    logits_ref = logits.detach().clone().requires_grad_(True)
-    mixed = 0.9 * earlier + 0.1 * torch.softmax(logits_ref, -1).mean(0)
-    (_entropy(mixed).mean() / np.log(5) / 0.1).backward()
-    assert torch.allclose(mean, mixed.detach(), atol=1e-6)
-    assert torch.allclose(grad, logits_ref.grad, atol=1e-5)
-    # From uniform routing, the term pulls each task hardest towards the basis the earlier batches used least.
-    flat = torch.zeros(2, 4, 5, requires_grad=True)
-    alpha = torch.softmax(flat, -1)
-    mean = running.update(alpha)
-    (grad,) = torch.autograd.grad(-routing_balance(alpha, mean), flat)   # the loss's sign: -mu * balance
-    assert (grad.argmin(-1) == mean.argmin(-1)).all()     # gradient descent raises the least used basis
-    steady = torch.softmax(torch.randn(3, 4, 5, generator=gen), -1)
-    assert routing_balance(steady, steady.mean(0)).item() == pytest.approx(routing_balance(steady).item())
-
-
-def test_stage3_keeps_the_running_routing_in_its_checkpoint(tmp_path, tiny_run):
-    """A resumed stage 3 must not restart its running mean from uniform: it is a stateful object of the
-    stage's checkpoint, and after training it holds a routing (rows on the simplex), not the start."""
-    from trainer.run import run
-
-    out = run(tmp_path / "running", "tiny", {"stage3_route_balance": 1.0, "stage3_route_balance_momentum": 0.9,
-                                             "baseline": False}, progress=False, reuse_from=tiny_run)
-    mean = torch.load(out / "stage3" / "checkpoint.pt", weights_only=True)["routing"]["mean"]
-    assert mean.shape == (4, 3)
-    assert torch.allclose(mean.sum(-1), torch.ones(4), atol=1e-5)
-    assert not torch.allclose(mean, torch.full((4, 3), 1 / 3), atol=1e-4)
-
-
-def test_routing_usage_counts_where_the_mixer_sends_each_task(tiny_run, load_script):
-    script = load_script("routing_usage")
+def test_routing_usage_counts_where_the_mixer_sends_each_task(tiny_run):
+    script = routing_usage_module
     alpha = np.zeros((3, 4, 5))
     alpha[:, :, 1] = 0.6
     alpha[:, :, 4] = 0.4

@@ -6,9 +6,6 @@
     python -m trainer run --preset tiny --out runs/tiny --set stage1_epochs=5
     python -m trainer eval runs/bench
     python -m trainer run --preset bench --out runs/s2 --reuse-from runs/bench --set stage2_epochs=10 --until stage2
-    python -m trainer bases runs/s2 --out docs/results/stage2_s2.json     # are the bases specialists?
-    python -m trainer bases runs/s2 --tasks supercategory                 # ... on super-category tasks
-    python -m trainer oracle runs/bench --tasks 20 --out docs/results/finetune_oracle.json
     python -m trainer cache --data ../shared/data/tiny-imagenet-200.tar.gz
     python -m trainer throughput --width 0.5 0.25 --size 64
 """
@@ -24,6 +21,7 @@ from pathlib import Path
 from .config import PRESETS
 from .data.errors import DataError
 from .device import TrainDevice
+from .rundir import RunDir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,25 +48,6 @@ def main(argv: list[str] | None = None) -> int:
     prepare.add_argument("--data", default=None, help="data path (overrides the preset's)")
     prepare.add_argument("--out", required=True, type=Path, help="run directory")
     prepare.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    bases = sub.add_parser("bases", help="stage-2 diagnostics: specialist margins, best single basis, shard router")
-    bases.add_argument("run_dir", type=Path)
-    bases.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
-    bases.add_argument("--seeds", type=int, nargs="+", default=None, help="task seeds (default: the run's)")
-    bases.add_argument("--tasks", choices=("neighbourhood", "supercategory"), default="neighbourhood",
-                       help="task protocol (default: neighbourhood, the paper's)")
-    bases.add_argument("--device", default="cpu", help="where the networks run: cpu (default) or cuda (float32)")
-    oracle = sub.add_parser("oracle", help="per-task fine-tuning oracle vs classifier selection (issue 12)")
-    oracle.add_argument("run_dir", type=Path)
-    oracle.add_argument("--tasks", type=int, default=20, help="tasks, anchored at classes spread over the hierarchy")
-    oracle.add_argument("--lr", type=float, nargs="+", default=None,
-                        help="learning rates of the grid (default: trainer.finetune_oracle.LEARNING_RATES)")
-    oracle.add_argument("--epochs", type=int, default=None,
-                        help="cosine over this many epochs, a snapshot after each "
-                             "(default: trainer.finetune_oracle.MAX_EPOCHS)")
-    oracle.add_argument("--bn", default=None,
-                        help="batch norm while fine-tuning: train (default; statistics follow the task) or frozen "
-                             "(stage 1's)")
-    oracle.add_argument("--out", type=Path, default=None, help="also write the result as JSON here")
     evaluate = sub.add_parser("eval", help="evaluate a finished run; writes <run>/eval.json")
     evaluate.add_argument("run_dir", type=Path)
     evaluate.add_argument("--seed-runs", type=Path, nargs="+", default=[], metavar="RUN",
@@ -105,35 +84,15 @@ def main(argv: list[str] | None = None) -> int:
             if args.data:
                 overrides["data"] = args.data
             args.out.mkdir(parents=True, exist_ok=True)
-            if not (args.out / "config.json").exists():  # the command that made the run, not one resuming it
-                (args.out / "command.txt").write_text(" ".join(["python -m trainer", *(argv or sys.argv[1:])]) + "\n")
+            run_dir = RunDir(args.out)
+            if not run_dir.config.exists():  # the command that made the run, not one resuming it
+                run_dir.command.write_text(" ".join(["python -m trainer", *(argv or sys.argv[1:])]) + "\n")
             if args.command == "prepare":
                 out = prepare(args.out, args.preset, overrides)
             else:
                 out = run(args.out, args.preset, overrides, reuse_from=args.reuse_from, until=args.until,
                           device=TrainDevice.parse(args.device))
             print(f"run directory: {out}")
-        elif args.command in ("bases", "oracle"):
-            if args.command == "bases":
-                from .report import evaluate_bases
-
-                result = evaluate_bases(args.run_dir, seeds=args.seeds, task_mode=args.tasks,
-                                        device=TrainDevice.parse(args.device).device)
-            else:
-                from .finetune_oracle import FinetuneGrid, evaluate_oracle
-
-                given = {"learning_rates": args.lr and tuple(args.lr), "max_epochs": args.epochs, "bn": args.bn}
-                grid = FinetuneGrid(**{k: v for k, v in given.items() if v is not None})  # validates
-                result = evaluate_oracle(args.run_dir, args.tasks, grid=grid)
-                # The bench report picks up oracle.json; another grid does not replace it unless --out says so.
-                args.out = args.out or args.run_dir / ("oracle.json" if grid == FinetuneGrid() else "oracle_grid.json")
-            result["command"] = " ".join(["python -m trainer", *(argv or sys.argv[1:])])
-            result["run_command"] = _run_command(args.run_dir)
-            text = json.dumps(result, indent=1)
-            print(text)
-            if args.out:
-                args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(text + "\n")
         elif args.command == "eval":
             from .report import evaluate_run
             from .results import write_report
@@ -141,13 +100,13 @@ def main(argv: list[str] | None = None) -> int:
             result = evaluate_run(args.run_dir, seed_runs=args.seed_runs, device=TrainDevice.parse(args.device).device)
             print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
             if args.report:
-                for path in write_report(result, args.report, _run_command(args.run_dir)):
+                for path in write_report(result, args.report, run_command(args.run_dir)):
                     print(f"wrote {path}")
         elif args.command == "report":
             from .results import refresh_wall_times, write_report
 
-            result = refresh_wall_times(json.loads((args.run_dir / "eval.json").read_text()), args.run_dir)
-            for path in write_report(result, args.out, _run_command(args.run_dir)):
+            result = refresh_wall_times(json.loads(RunDir(args.run_dir).eval.read_text()), args.run_dir)
+            for path in write_report(result, args.out, run_command(args.run_dir)):
                 print(f"wrote {path}")
         elif args.command == "throughput":
             from .throughput import measure_training_throughput
@@ -168,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run_command(run_dir: Path) -> str:
-    saved = run_dir / "command.txt"
+def run_command(run_dir: Path) -> str:
+    """The command that made a run (for reports), or one that resumes it."""
+    saved = RunDir(run_dir).command
     return saved.read_text().strip() if saved.exists() else f"python -m trainer run --out {run_dir}"
 
 

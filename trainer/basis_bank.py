@@ -67,19 +67,16 @@ class BasisBank(nn.Module):
             offset += size
         return out
 
-    def mix(self, alpha: torch.Tensor, with_stats: bool = True, gates=None) -> dict[str, torch.Tensor]:
-        """alpha [G, 4, Q] (rows sum to 1) -> weights {name: [G, *shape]} for G tasks; with `gates`
-        (trainer.layer_gates.LayerGates) each basis's rows as its gates make them."""
+    def mix(self, alpha: torch.Tensor, with_stats: bool = True) -> dict[str, torch.Tensor]:
+        """alpha [G, 4, Q] (rows sum to 1) -> weights {name: [G, *shape]} for G tasks."""
         if alpha.dim() != 3 or alpha.shape[1:] != (NUM_BLOCKS, self.num_bases):
             raise ValueError(f"alpha must be [G, {NUM_BLOCKS}, {self.num_bases}], got {tuple(alpha.shape)}")
         alpha = alpha.to(self.params(0).device)   # the bank may live on a GPU; callers' alphas on the CPU
         weights = {}
         for b in range(NUM_BLOCKS):
-            params = self.params(b) if gates is None else gates.gated(b, "params", self.params(b))
-            weights.update(self._unflatten(alpha[:, b] @ params, self.param_names[b]))
+            weights.update(self._unflatten(alpha[:, b] @ self.params(b), self.param_names[b]))
             if with_stats:
-                stats = self.stats(b) if gates is None else gates.gated(b, "stats", self.stats(b))
-                weights.update(self._unflatten(alpha[:, b].detach() @ stats, self.stat_names[b]))
+                weights.update(self._unflatten(alpha[:, b].detach() @ self.stats(b), self.stat_names[b]))
         return weights
 
     def state_dict_for(self, alpha: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -93,24 +90,6 @@ class BasisBank(nn.Module):
         one_hot = torch.zeros(NUM_BLOCKS, self.num_bases)
         one_hot[:, q] = 1
         return {n: t.detach().clone() for n, t in self.state_dict_for(one_hot).items()}
-
-    def share_updates(self, weight_decay: float) -> list:
-        """Train the bank as W_q = W_0 + D_q with the deltas D_q frozen (config `stage3_bases="shared"`).
-
-        Every basis gets the gradient summed over the bases, which is dL/dW_0 because each task's alpha rows
-        sum to 1, plus weight decay on the bases' mean W_0 only. SGD (with momentum) then moves every basis
-        by the same step, so neither the task loss nor the decay changes W_q - W_r. The bank's optimizer
-        group must have weight_decay 0. On bench-narrow's specialists this stage 3 lost 0.99 points to no
-        stage-3 training, as the ordinary one did (experiments.md, "Stage 3 with shared updates").
-        Returns the hook handles (`.remove()` to undo).
-        """
-        def shared_step(param: nn.Parameter):
-            def hook(grad: torch.Tensor) -> torch.Tensor:
-                step = grad.sum(0, keepdim=True) + weight_decay * param.detach().mean(0, keepdim=True)
-                return step.expand_as(grad).clone()
-            return hook
-
-        return [self.params(b).register_hook(shared_step(self.params(b))) for b in range(NUM_BLOCKS)]
 
     @torch.no_grad()
     def update_running_stats(self, alpha: torch.Tensor, batch_stats: dict[str, torch.Tensor],

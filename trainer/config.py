@@ -33,8 +33,6 @@ from pathlib import Path
 # stage3_mixer_init: "uniform" (zero head) or a key of trainer.headroom.ROUTING_PRIORS (kept apart so the
 # config imports no torch; tests/test_headroom.py checks the two agree).
 MIXER_INITS = ("uniform", "router", "majority")
-STAGE3_BASES = ("each", "shared")
-STAGE3_LOSSES = ("task", "all")
 
 
 def check_tasks_per_batch(groups: int, batch_size: int) -> None:
@@ -69,59 +67,13 @@ class TrainConfig:
                                             # (with general_fraction 0: the loss is over the shard's classes)
     stage2_shard_size: int = 0              # 0: the shards partition the classes; N: each basis trains on
                                             # the N classes nearest its shard (overlapping; trainer.shards)
-    stage2_distill: float = 0.0             # weight of a KL term to the stage-1 network's predictions over
-                                            # all classes (limits forgetting outside the shard; Hinton et al.)
-    stage2_other_class: bool = False        # Hinton et al.'s dustbin: an out-of-shard image's target is "any
-                                            # class outside the shard" (trainer.stages.dustbin_cross_entropy);
-                                            # needs stage2_general_fraction > 0 (else no image is out of shard)
-    stage2_gate_penalty: float = 0.0        # TAPS gates on each stage-2 basis (trainer.layer_gates.NetworkGates):
-    stage2_gate_lr: float = 0.1             # lambda, the scores' learning rate and the penalty's warm-up share;
-    stage2_gate_warmup: float = 0.1         # penalty 0: no gates. At lr 1.0 the scores random-walked from 1 to
-                                            # -4.6..6.3 in one bench-nb basis's 156 steps (run gated-005): a
-                                            # basis's own loss gives them a far larger gradient than stage 3's
     stage3_epochs: float = 6
     stage3_lr: float = 0.01
-    stage3_bases: str = "each"              # "each": every basis follows its own gradient (the paper);
-                                            # "shared": W_q = W_0 + D_q with the deltas D_q frozen, so stage 3
-                                            # trains W_0 only (BasisBank.share_updates). On bench-narrow it
-                                            # lost 0.99 points to no stage-3 training (experiments.md)
-    stage3_weight_decay: float | None = None  # the bases' decay in stage 3; None: `weight_decay`. 0 did not
-                                            # help on bench-narrow (57.42 against 57.80, experiments.md)
-    stage3_warmup_epochs: float = 0         # linear lr warm-up of stage 3 from stage 2's bases; 1 epoch did
-                                            # not help on bench-narrow (57.64 against 57.80)
-    stage3_loss: str = "task"               # "task": cross-entropy over each task's classes (classifier
-                                            # selection, as the paper trains); "all": over every class
-                                            # (55.24 on bench-narrow: a batch holds ~40 of the 200 classes)
-    stage3_route_entropy: float = 0.0       # lambda of a penalty lambda * H(alpha) / log Q on the mixer's
-                                            # entropy (trainer.stages.routing_entropy): sharp routing, so each
-                                            # task trains mostly a few bases and near-copies can move apart
-                                            # (issue 12's fixed point); 0: none (the paper). At 1.0 on the bench
-                                            # every task went to one basis per block and TAPER fell to 1.09
-                                            # under classifier selection (experiments.md, "Sharp routing")
-    stage3_route_balance: float = 0.0       # mu of a term -mu * H(mean alpha over a batch's tasks) / log Q:
-                                            # the tasks of a batch spread over the bases (a mixture of experts'
-                                            # load balancing). With 2 tasks a batch it spread the bench's tasks
-                                            # over 2-4 bases a block; TAPER -0.17 against the bench's -0.15;
-                                            # with 8 tasks a batch over 8-10 bases, TAPER -0.67
-    stage3_route_balance_momentum: float = 0.0  # 0: balance the tasks of each batch; in (0, 1): the entropy
-                                            # of a running mean of the routing (trainer.stages.RunningRouting),
-                                            # meant to spread 2 tasks a batch over all Q bases. At 0.99 with
-                                            # the entropy penalty 1.0 it did not: the mixer saturated within
-                                            # 50 steps, 2-3 bases a block, TAPER -0.83 (experiments.md)
     mixer_lr: float = 1.0
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
                                             # (trainer.mixer.fit_to_router); "majority": fitted to the
                                             # task's majority shard alone; "uniform": zero head
-    gate_penalty: float = 0.0               # TAPS gates in stage 3 (trainer.layer_gates): lambda of the L1 on
-                                            # the per-basis, per-layer scores; 0: no gates
-    gate_lr: float = 1.0                    # the scores' learning rate (no weight decay): at the start of
-                                            # stage 3 on bench-nb a score's task gradient is 0.4-4.1e-4 per
-                                            # layer (median over bases, mean of 8 batches), so at 0.01 a score
-                                            # moves < 0.1 in 3 epochs
-    gate_warmup: float = 0.1                # share of stage 3 over which the penalty ramps in
-    description: str = "text"               # task embedding: "text" (class-name embeddings) or "bow"
-    mixer_blocks: int = 4                   # 4 block-wise mixers, or 1 for the whole network
     stage3_bn: str = "batch"                # "batch": each task normalised with its batch statistics;
                                             # "frozen": the bases' mixed running statistics, as deployed
                                             # (the presets use "frozen": +2.8 points, docs/results/experiments.md;
@@ -164,20 +116,6 @@ class TrainConfig:
             raise ValueError(f"stage3_bn must be 'batch' or 'frozen', got {self.stage3_bn!r}")
         if self.stage3_mixer_init not in MIXER_INITS:
             raise ValueError(f"stage3_mixer_init must be one of {MIXER_INITS}, got {self.stage3_mixer_init!r}")
-        if self.stage3_loss not in STAGE3_LOSSES:
-            raise ValueError(f"stage3_loss must be one of {STAGE3_LOSSES}, got {self.stage3_loss!r}")
-        if self.stage3_bases not in STAGE3_BASES:
-            raise ValueError(f"stage3_bases must be one of {STAGE3_BASES}, got {self.stage3_bases!r}")
-        if self.stage2_other_class and self.stage2_general_fraction <= 0:
-            raise ValueError("stage2_other_class needs stage2_general_fraction > 0: with shard-only batches no "
-                             "image is outside the shard")
-        if self.stage3_route_entropy < 0:
-            raise ValueError(f"stage3_route_entropy must be >= 0 (0: no penalty), got {self.stage3_route_entropy!r}")
-        if self.stage3_route_balance < 0:
-            raise ValueError(f"stage3_route_balance must be >= 0 (0: no term), got {self.stage3_route_balance!r}")
-        if not 0 <= self.stage3_route_balance_momentum < 1:
-            raise ValueError("stage3_route_balance_momentum must be in [0, 1) (0: each batch alone), "
-                             f"got {self.stage3_route_balance_momentum!r}")
         if not 0 <= self.aug_crop_scale <= 1:
             raise ValueError(f"aug_crop_scale must be 0 (pad-crop) or an area share in (0, 1], "
                              f"got {self.aug_crop_scale!r}")
@@ -215,10 +153,52 @@ class TrainConfig:
 
     @classmethod
     def load(cls, path: Path) -> TrainConfig:
+        """A saved configuration; fields added since it was written take their defaults, and the levers
+        removed since (REMOVED_LEVERS) are dropped when they hold their old default, refused otherwise."""
         raw = json.loads(path.read_text())
+        for name, default in REMOVED_LEVERS.items():
+            if name in raw and raw.pop(name) != default:
+                raise ValueError(f"{path} sets {name}, a lever removed from the trainer as a dead end; reproduce "
+                                 f"that run at git tag {LEVERS_TAG} (docs/results/experiments.md)")
         raw["eval_seeds"] = tuple(raw["eval_seeds"])
         raw["ablations"] = tuple(raw["ablations"])
-        return cls(**{**cls().to_dict(), **raw, "eval_seeds": raw["eval_seeds"], "ablations": raw["ablations"]})
+        return cls(**{**cls().to_dict(), **raw})
+
+    def group(self, name: str) -> dict:
+        """The fields of one configuration group (CONFIG_GROUPS) and their values."""
+        return {f: getattr(self, f) for f in CONFIG_GROUPS[name]}
+
+
+# Every field belongs to exactly one group (tests/test_trainer.py checks it). What a run's outputs depend on
+# is said in groups (trainer.rundir.OUTPUT_INPUTS), so `--reuse-from` copies an output only when the fields
+# it was trained with are unchanged; a test records the fields each stage reads and fails on any outside.
+CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
+    "data": ("data", "synthetic", "holdout_classes"),                  # which classes: the class embeddings
+    "network": ("stem", "width", "input_size"),
+    "training": ("batch_size", "lr", "momentum", "weight_decay", "schedule", "step_every", "warmup_epochs",
+                 "aug_pad", "aug_crop_scale", "seed", "train_images_per_class"),   # shared by every stage
+    "stage1": ("stage1_epochs", "stage1_image_fraction"),
+    "baseline": ("baseline_lr",),
+    "stage2": ("num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction", "stage2_logit_adjust",
+               "stage2_shard_size", "stage2_seed"),
+    "stage3": ("task_k", "task_mode", "tasks_per_batch", "stage3_epochs", "stage3_lr", "mixer_lr", "mixer_hidden",
+               "stage3_mixer_init", "stage3_bn", "stage3_seed"),
+    "naive": ("naive_epochs",),
+    # What to train and evaluate, and how to log it: no trained output depends on these.
+    "run": ("ablations", "baseline", "eval_seeds", "eval_images_per_class", "threads", "log_every"),
+}
+
+# Levers that experiments.md records as dead ends, removed from the trainer (issue 47). Each row of the log
+# that used one reproduces from this git tag; a saved run configuration that holds one at its old default
+# (every run made before the removal) still loads.
+LEVERS_TAG = "lab-levers-2026-11"   # commit 6aca508
+REMOVED_LEVERS: dict[str, object] = {
+    "stage2_distill": 0.0, "stage2_other_class": False, "stage2_gate_penalty": 0.0, "stage2_gate_lr": 0.1,
+    "stage2_gate_warmup": 0.1, "stage3_bases": "each", "stage3_weight_decay": None, "stage3_warmup_epochs": 0,
+    "stage3_loss": "task", "stage3_route_entropy": 0.0, "stage3_route_balance": 0.0,
+    "stage3_route_balance_momentum": 0.0, "gate_penalty": 0.0, "gate_lr": 1.0, "gate_warmup": 0.1,
+    "description": "text", "mixer_blocks": 4,
+}
 
 
 # What the experiment log found to work, on top of the dataclass defaults (which stay as they were so

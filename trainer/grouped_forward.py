@@ -65,8 +65,8 @@ class GroupedForward:
         h = x.transpose(0, 1).reshape(b, g * x.shape[2], *x.shape[3:])  # [B, G*3, H, W]
         net = topology(config.stem, config.width)
         h = torch.relu(self.conv_bn(h, net.stem))
-        if net.stem_pool:
-            h = F.max_pool2d(h, 3, 2, 1)
+        if net.stem_pool is not None:
+            h = F.max_pool2d(h, net.stem_pool.kernel, net.stem_pool.stride, net.stem_pool.padding)
         for spec in net.blocks:
             h = self.block(h, spec)
         return h.mean((2, 3)).view(b, g, -1)

@@ -17,31 +17,40 @@ import numpy as np
 import torch
 from torch import nn
 
+from sdk.architecture import BN_EPS
+from sdk.mixer import tensor_shapes
+
 from .models import NUM_BLOCKS
+
+MIXER_LAYERS = 4   # linear layers of every mixer the trainer builds (the bundle's manifest records it)
 
 
 class MixerPredictor(nn.Module):
-    def __init__(self, embed_dim: int, num_bases: int, hidden: int = 256, layers: int = 4,
-                 blocks: int = NUM_BLOCKS, temperature: float = 1.0):
+    def __init__(self, embed_dim: int, num_bases: int, hidden: int = 256, layers: int = MIXER_LAYERS,
+                 blocks: int = NUM_BLOCKS):
         super().__init__()
         if blocks not in (1, NUM_BLOCKS):
             raise ValueError(f"blocks must be 1 or {NUM_BLOCKS}")
-        self.num_bases, self.blocks, self.temperature = num_bases, blocks, temperature
+        self.num_bases, self.blocks, self.layers = num_bases, blocks, layers
         dims = [embed_dim] + [hidden] * (layers - 1)
         body: list[nn.Module] = []
         for d_in, d_out in zip(dims[:-1], dims[1:], strict=True):
-            body += [nn.Linear(d_in, d_out), nn.BatchNorm1d(d_out), nn.ReLU()]
+            body += [nn.Linear(d_in, d_out), nn.BatchNorm1d(d_out, eps=BN_EPS), nn.ReLU()]
         self.body = nn.Sequential(*body)
         self.head = nn.Linear(dims[-1], blocks * num_bases)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
+        # The tensor names and shapes are the runtime's (sdk.mixer.tensor_shapes): what the bundle stores.
+        ours = {k: tuple(v.shape) for k, v in self.state_dict().items() if not k.endswith("num_batches_tracked")}
+        if ours != tensor_shapes(embed_dim, hidden, layers, blocks, num_bases):
+            raise AssertionError("MixerPredictor's tensors no longer match sdk.mixer.tensor_shapes")
 
     def logits(self, task_embedding: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(task_embedding)).view(-1, self.blocks, self.num_bases)
 
     def forward(self, task_embedding: torch.Tensor) -> torch.Tensor:
         """[G, embed_dim] -> alpha [G, 4, Q], each row on the simplex."""
-        alpha = torch.softmax(self.logits(task_embedding) / self.temperature, dim=-1)
+        alpha = torch.softmax(self.logits(task_embedding), dim=-1)
         return alpha.expand(-1, NUM_BLOCKS, -1) if self.blocks == 1 else alpha
 
 
@@ -71,7 +80,7 @@ def fit_to_router(mixer: MixerPredictor, embed: Callable[[list[np.ndarray]], tor
         tasks = [sample_task(rng) for _ in range(batch)]
         target = torch.from_numpy(np.stack([router(t) for t in tasks])).float()
         target = smooth_toward_uniform(target, smoothing)
-        log_alpha = torch.log_softmax(mixer.logits(embed(tasks)) / mixer.temperature, dim=-1)  # [G, blocks, Q]
+        log_alpha = torch.log_softmax(mixer.logits(embed(tasks)), dim=-1)  # [G, blocks, Q]
         kl = (target[:, None] * (target[:, None].log() - log_alpha)).sum(-1).mean()
         optimizer.zero_grad(set_to_none=True)
         kl.backward()

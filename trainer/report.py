@@ -12,12 +12,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from export.text_encoder import cached_text_encoder
-from sdk.text_encoder import TextEncoder, primary_name
+from sdk.text_encoder import primary_name
 
 from .basis_bank import BasisBank
 from .checkpoints import load_state
-from .config import TrainConfig
+from .config import CONFIG_GROUPS, TrainConfig
 from .data.errors import DataError
 from .data.glosses import read_glosses
 from .data.tasks import TaskSampler
@@ -29,23 +28,21 @@ from .headroom import (
     majority_shard_accuracy,
     mean_margin,
     shard_router_alpha,
-    shards_per_task,
     specialist_margins,
 )
 from .mixer import MixerPredictor
 from .models import NUM_BLOCKS
 from .results import run_wall_times
 from .run import (
-    NOT_TRAINING,
     STAGE3_VARIANTS,
     load_model,
     load_stage3,
-    load_taper,
     make_context,
     read_shards,
-    stage3_dir,
 )
+from .rundir import RunDir
 from .task_embedding import TaskEmbedder
+from .text_encoder import class_name_encoder
 
 ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "shard_basis", "best_single_basis",
              "best_single_basis_crossval", "uniform_average", "shard_router", "fixed_uniform", "taper", "bow",
@@ -57,20 +54,21 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
     """Every method of a finished run on the fixed task sets. `seed_runs`: runs made from this one with
     `--reuse-from` and only another `stage3_seed`; their TAPER on the same tasks gives `stage3_seed_std`.
     `device`: where the networks run and the bases are mixed (the scoring stays on the CPU)."""
-    config = TrainConfig.load(run_dir / "config.json")
+    run = RunDir(run_dir)
+    config = TrainConfig.load(run.config)
     seed_configs = [_check_seed_run(config, path) for path in seed_runs]
     if not config.baseline:
         raise DataError(f"{run_dir} was trained with baseline=false: the report's baseline rows need it")
     ctx = make_context(run_dir, config, progress)
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class,
                           device=device)
-    embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
-    baseline = load_model(ctx.model_config, run_dir / "baseline" / "model.safetensors").state_dict()
-    stage1 = load_model(ctx.model_config, run_dir / "stage1" / "model.safetensors").state_dict()
-    bases = [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)]
+    embeddings = load_state(run.classes)["text"].numpy()
+    baseline = load_model(ctx.model_config, run.model("baseline")).state_dict()
+    stage1 = load_model(ctx.model_config, run.model("stage1")).state_dict()
+    bases = [load_state(run.basis(q)) for q in range(config.num_bases)]
     members = read_shards(run_dir, config.num_bases)
     variants = {v: load_stage3(ctx, run_dir, v, TaskEmbedder(STAGE3_VARIANTS[v][0], embeddings).dim).to(device)
-                for v in ("taper", *config.ablations) if (run_dir / stage3_dir(v) / "model.safetensors").exists()}
+                for v in ("taper", *config.ablations) if run.stage3_model(v).exists()}
     uniform = torch.full((NUM_BLOCKS, config.num_bases), 1.0 / config.num_bases)
 
     protocols = {"neighbourhood": TaskSampler(ctx.data.hierarchy, k=config.task_k)}
@@ -122,7 +120,7 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
     if taper is not None:
         try:
             glosses = read_glosses(ctx.data.wnids)
-            encoder = TextEncoder.from_dir(cached_text_encoder())
+            encoder = class_name_encoder()
             gloss_embeddings = np.concatenate([encoder.encode(glosses[i:i + 64]) for i in range(0, len(glosses), 64)])
             accuracies = []
             for seed in config.eval_seeds:
@@ -161,7 +159,7 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
                    f"{device_name(evaluator.device)}",
         "protocol": {"tasks_per_seed": len(tasks0), "seeds": list(config.eval_seeds), "k": config.task_k},
     }
-    oracle = run_dir / "oracle.json"  # written by `python -m trainer oracle` (costs training; run separately)
+    oracle = run.oracle  # written by `python -m lab oracle` (costs training; run separately)
     if oracle.exists():
         o = json.loads(oracle.read_text())
         result["headroom"] = {"per_task_finetune": o["per_task_finetune"],
@@ -174,20 +172,21 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
         result["stage3_seed_std"] = result["stage3_seeds"]["stage3_seed_std"]
     if taper is not None:
         result["mixer_examples"] = _mixer_examples(ctx, taper, embeddings, config)
-    (run_dir / "eval.json").write_text(json.dumps(result, indent=1))
+    run.eval.write_text(json.dumps(result, indent=1))
     return result
 
 
 # A stage-3 seed run may differ in its stage-3 seed and in what does not change training (as --reuse-from).
-_SEED_RUN_FREE = {"stage3_seed", *NOT_TRAINING}
+_SEED_RUN_FREE = {"stage3_seed", *CONFIG_GROUPS["run"], *CONFIG_GROUPS["naive"], *CONFIG_GROUPS["baseline"]}
 
 
 def _check_seed_run(config: TrainConfig, path: Path) -> TrainConfig:
     """The configuration of a stage-3 seed run, refused unless it differs from `config` only in its
     stage-3 seed (and a stage-3 seed run has its own finished stage 3)."""
-    if not (path / "config.json").exists() or not (path / "stage3" / "model.safetensors").exists():
+    seed_run = RunDir(path)
+    if not seed_run.config.exists() or not seed_run.stage3_model().exists():
         raise DataError(f"{path}: not a run with a finished stage 3")
-    other = TrainConfig.load(path / "config.json")
+    other = TrainConfig.load(seed_run.config)
     mine = config.to_dict()
     differ = sorted(k for k, v in other.to_dict().items() if k not in _SEED_RUN_FREE and mine[k] != v)
     if differ:
@@ -263,75 +262,3 @@ def _per_basis_mean(margins: list[list[float | None]]) -> list[float | None]:
         seen = [m[q] for m in margins if m[q] is not None]
         out.append(float(np.mean(seen)) if seen else None)
     return out
-
-
-def evaluate_bases(run_dir: Path, progress: bool = True, seeds: list[int] | None = None,
-                   task_mode: str = "neighbourhood", device: torch.device | str = "cpu") -> dict:
-    """Stage-2 diagnostics of a run that needs neither stage 3 nor the baseline (issue 12's part 2):
-    each basis's specialist margin, the best single basis, and the uniform average and shard router
-    of the stage-2 bases, against classifier selection with the baseline (or, without one, with the
-    stage-1 network: the bench measured them 0.08 apart), on the tasks of every seed: neighbourhood
-    tasks (the paper protocol) or, with `task_mode="supercategory"`, super-category tasks (the issue's
-    "not below classifier selection" check, which the full report needs a baseline for).
-    With a finished stage 3 also TAPER and the uniform average and shard router of its bases.
-    The networks run on `device` (float32); the bases are mixed on the CPU."""
-    config = TrainConfig.load(run_dir / "config.json")
-    ctx = make_context(run_dir, config, progress)
-    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class,
-                          device=device)
-    has_baseline = (run_dir / "baseline" / "model.safetensors").exists()
-    reference = load_model(ctx.model_config, run_dir / ("baseline" if has_baseline else "stage1") / "model.safetensors")
-    bases = [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(config.num_bases)]
-    members = read_shards(run_dir, config.num_bases)
-    bank = BasisBank.from_state_dicts(ctx.model_config, bases)
-    uniform = torch.full((NUM_BLOCKS, config.num_bases), 1.0 / config.num_bases)
-    if task_mode not in ("neighbourhood", "supercategory"):
-        raise DataError(f"task_mode must be 'neighbourhood' or 'supercategory', got {task_mode!r}")
-    try:
-        sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k, mode=task_mode)
-    except ValueError as error:  # e.g. a data set without super-categories
-        raise DataError(f"{run_dir}: {error}") from error
-    start = time.perf_counter()
-    reference_logits = evaluator.logits(reference.state_dict())
-    basis_logits = [evaluator.logits(b) for b in bases]
-    uniform_logits = evaluator.logits(bank.state_dict_for(uniform))
-    taper = None  # with a finished stage 3: TAPER, and the uniform average and router of its bases
-    if (run_dir / "stage3" / "model.safetensors").exists():
-        taper, embedder = load_taper(ctx, run_dir)
-        taper_uniform_logits = evaluator.logits(taper.bank.state_dict_for(uniform))
-    rows: dict[str, list[float]] = {}
-    margins, alignment = [], []
-    seeds = list(config.eval_seeds if seeds is None else seeds)
-    for seed in seeds:
-        tasks = sampler.evaluation_tasks(seed)
-        for name, value in (("reference", evaluator.static(reference_logits, tasks)[0]),
-                            ("shard_basis", majority_shard_accuracy(evaluator, basis_logits, members, tasks)),
-                            ("best_single_basis", best_single_basis(evaluator, basis_logits, tasks)),
-                            ("best_single_basis_crossval", best_single_basis_crossval(evaluator, basis_logits,
-                                                                                      tasks)),
-                            ("uniform_average", evaluator.static(uniform_logits, tasks)[0]),
-                            ("shard_router", _router_accuracy(evaluator, bank, members, tasks))):
-            rows.setdefault(name, []).append(value)
-        if taper is not None:
-            for name, value in (
-                    ("taper", _mixer_accuracy(evaluator, taper, embedder(tasks), tasks)[0]),
-                    ("stage3_uniform_average", evaluator.static(taper_uniform_logits, tasks)[0]),
-                    ("stage3_shard_router", _router_accuracy(evaluator, taper.bank, members, tasks))):
-                rows.setdefault(name, []).append(value)
-        margins.append(specialist_margins(evaluator, basis_logits, reference_logits, members, tasks))
-        alignment.append(shards_per_task(members, tasks))
-        if progress:
-            print(f"[bases] seed {seed}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rows.items()), flush=True)
-    per_basis = _per_basis_mean(margins)
-    return {
-        "reference": "classifier_selection" if has_baseline else "stage1_selection",
-        "accuracy": {k: round(float(np.mean(v)), 2) for k, v in rows.items()},
-        "accuracy_std": {k: round(float(np.std(v)), 2) for k, v in rows.items()},
-        "specialist_margin": round(mean_margin(per_basis), 2),
-        "specialist_margin_per_basis": [_rounded(m) for m in per_basis],
-        "task_shard_alignment": {k: round(float(np.mean([a[k] for a in alignment])), 3) for k in alignment[0]},
-        "seeds": seeds,
-        "task_mode": task_mode,
-        "eval_time_s": round(time.perf_counter() - start, 1),
-        "config": config.to_dict(),
-    }

@@ -9,6 +9,8 @@ import json
 from html import escape
 from pathlib import Path
 
+from .rundir import RunDir
+
 ROW_LABELS = {
     "standard": "1. standard (no personalization, all classes)",
     "classifier_selection": "2. classifier selection (strong baseline)",
@@ -31,7 +33,7 @@ ROW_LABELS = {
 def run_wall_times(run_dir: Path) -> dict:
     """A run's training wall times from its metrics.json: the total, the method's (stages 1-3 and the
     baseline, not the ablation variants), per stage, and which stages were reused from another run."""
-    path = run_dir / "metrics.json"
+    path = RunDir(run_dir).metrics
     metrics = json.loads(path.read_text()) if path.exists() else {}
     per_stage = metrics.get("wall_time_s", {})
     return {"wall_time_s": round(sum(per_stage.values()), 1),
@@ -43,7 +45,7 @@ def run_wall_times(run_dir: Path) -> dict:
 
 def refresh_wall_times(result: dict, run_dir: Path) -> dict:
     """Wall times as the run's metrics.json has them now (reused stages included)."""
-    if (run_dir / "metrics.json").exists():
+    if RunDir(run_dir).metrics.exists():
         result.update(run_wall_times(run_dir))
     return result
 

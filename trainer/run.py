@@ -1,15 +1,6 @@
-"""A whole run: data, class embeddings, the three stages, the baseline and ablations, into a run directory.
-
-    runs/<name>/
-      config.json            the resolved configuration (a rerun with the same --out resumes)
-      log.jsonl              one JSON record per logged step / epoch / stage
-      metrics.json           wall time per stage
-      classes.safetensors    class-name text embeddings (from the shipped encoder)
-      stage1/model.safetensors, baseline/model.safetensors
-      stage2/shards.json, stage2/basis{q}.safetensors
-      stage3/model.safetensors (bank + mixer), stage3_<ablation>/model.safetensors
-Every stage writes its result last; a stage whose result exists is skipped on resume, and a stage cut
-off mid-way resumes from its last epoch checkpoint.
+"""A whole run: data, class embeddings, the three stages, the baseline and ablations, into a run directory
+(its layout: trainer.rundir). Every stage writes its result last; a stage whose result exists is skipped
+on resume, and a stage cut off mid-way resumes from its last epoch checkpoint.
 """
 
 from __future__ import annotations
@@ -24,12 +15,11 @@ import torch
 
 from sdk.cache import cache_root
 from sdk.preprocessing import Preprocessing
-from sdk.text_encoder import TextEncoder, primary_name
 
 from . import distributed
 from .basis_bank import BasisBank
 from .checkpoints import load_state, save_state
-from .config import PRESETS, TrainConfig
+from .config import CONFIG_GROUPS, PRESETS, TrainConfig
 from .data.cache import DecodedDataset, DeviceSplit, load_dataset
 from .data.holdout import held_out_classes, without_classes
 from .data.image_subsets import with_train_images_per_class
@@ -37,10 +27,10 @@ from .data.synthetic import make_synthetic_dataset
 from .data.tasks import TaskSampler
 from .device import CPU, TrainDevice
 from .headroom import ROUTING_PRIORS, one_hot_members
-from .layer_gates import LayerGates
 from .loop import JsonLog
 from .mixer import MixerPredictor, fit_to_router
 from .models import ResNet18, ResNetConfig
+from .rundir import CLASSES, OUTPUT_INPUTS, RunDir, stage3_dir
 from .shards import expand_shards, hierarchy_shards
 from .stages import StageContext, train_continuation, train_stage1, train_stage2_basis, train_stage3
 from .task_embedding import TaskEmbedder
@@ -57,14 +47,14 @@ STAGE3_VARIANTS = {  # name -> (description kind, mixer blocks, uses a mixer, ba
 def resolve_config(run_dir: Path, preset: str | None, overrides: dict, reuse_from: Path | None = None) -> TrainConfig:
     """The run's saved configuration; for a new run, the preset's (or, with no preset, the configuration of
     the run it reuses, so `--reuse-from old --set stage3_seed=1` needs no preset name) with `overrides`."""
-    saved = run_dir / "config.json"
+    saved = RunDir(run_dir).config
     if saved.exists():
         config = TrainConfig.load(saved)
         if overrides and config.with_overrides(**overrides) != config:
             raise ValueError(f"{run_dir} exists with another configuration; use a new --out to change it")
         return config
-    if preset is None and reuse_from is not None and (reuse_from / "config.json").exists():
-        return TrainConfig.load(reuse_from / "config.json").with_overrides(**overrides)
+    if preset is None and reuse_from is not None and RunDir(reuse_from).config.exists():
+        return TrainConfig.load(RunDir(reuse_from).config).with_overrides(**overrides)
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
     return PRESETS[preset].with_overrides(**overrides)
@@ -94,11 +84,13 @@ def open_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
 
 
 def class_embeddings(run_dir: Path, names: list[str]) -> np.ndarray:
-    path = run_dir / "classes.safetensors"
+    path = RunDir(run_dir).classes
     if not path.exists() and distributed.is_main():
-        from export.text_encoder import cached_text_encoder
+        from sdk.text_encoder import primary_name
 
-        encoder = TextEncoder.from_dir(cached_text_encoder())
+        from .text_encoder import class_name_encoder
+
+        encoder = class_name_encoder()
         save_state(path, {"text": torch.from_numpy(encoder.embed_class_names([primary_name(n) for n in names]))})
     distributed.barrier()
     return load_state(path)["text"].numpy()
@@ -115,7 +107,7 @@ def make_context(run_dir: Path, config: TrainConfig, progress: bool = True, devi
     if device.data_on_device:
         data = dataclasses.replace(data, train=DeviceSplit.of(data.train, device.device))
     model_config = network_config(config, data.num_classes)
-    return StageContext(config, data, model_config, Preprocessing(config.input_size), JsonLog(run_dir / "log.jsonl"),
+    return StageContext(config, data, model_config, Preprocessing(config.input_size), JsonLog(RunDir(run_dir).log),
                         device)
 
 
@@ -134,49 +126,38 @@ def load_stage3(ctx: StageContext, run_dir: Path, variant: str, embed_dim: int):
     if uses_mixer:
         mixer = MixerPredictor(embed_dim, ctx.config.num_bases, ctx.config.mixer_hidden, blocks=blocks)
     model = Stage3Model(bank, mixer)
-    model.load_state_dict(load_state(run_dir / stage3_dir(variant) / "model.safetensors"))
+    model.load_state_dict(load_state(RunDir(run_dir).stage3_model(variant)))
     return model.eval()
 
 
 def load_taper(ctx: StageContext, run_dir: Path):
     """A finished run's TAPER (stage-3 model, eval mode) and the text embedder of its class names, the
     pair every script that routes tasks through the trained mixer needs: `model.mixer(embedder(tasks))`."""
-    embeddings = load_state(run_dir / "classes.safetensors")["text"].numpy()
+    embeddings = load_state(RunDir(run_dir).classes)["text"].numpy()
     embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
     return load_stage3(ctx, run_dir, "taper", embedder.dim), embedder
 
 
-STAGE1_FIELDS = ("data", "stem", "width", "input_size", "batch_size", "lr", "momentum", "weight_decay", "schedule",
-                 "step_every", "warmup_epochs", "stage1_epochs", "aug_pad", "aug_crop_scale", "seed", "synthetic",
-                 "holdout_classes", "train_images_per_class", "stage1_image_fraction")
-REUSABLE = {  # output -> the config fields it depends on
-    "classes.safetensors": ("data", "synthetic", "holdout_classes"),
-    "stage1": STAGE1_FIELDS,
-    "baseline": STAGE1_FIELDS + ("stage2_epochs", "stage3_epochs", "stage3_lr", "baseline_lr"),
-    "stage2": STAGE1_FIELDS + ("stage2_seed", "num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction",
-                                "stage2_logit_adjust", "stage2_distill", "stage2_other_class", "stage2_shard_size",
-                                "stage2_gate_penalty", "stage2_gate_lr", "stage2_gate_warmup"),
-}
-
-
-NOT_TRAINING = ("ablations", "naive_epochs", "baseline", "baseline_lr", "eval_seeds", "eval_images_per_class",
-                "threads", "log_every")
+def output_fields(output: str) -> tuple[str, ...]:
+    """The configuration fields an output of a run (a key of trainer.rundir.OUTPUT_INPUTS or a stage-3
+    folder) is trained from: `--reuse-from` copies it only when they are unchanged."""
+    if output.startswith("stage3"):
+        inputs = OUTPUT_INPUTS["stage3"] + (("naive",) if output == stage3_dir("naive") else ())
+    else:
+        inputs = OUTPUT_INPUTS[output]
+    return tuple(f for name in inputs for f in CONFIG_GROUPS.get(name, (name,)))
 
 
 def reuse_outputs(source: Path, run_dir: Path, config: TrainConfig) -> list[str]:
-    """Copy the finished outputs of `source` that `config` would compute identically; returns their names.
-    A stage-3 variant depends on every training field (not on the ablation list or evaluation settings)."""
+    """Copy the finished outputs of `source` that `config` would compute identically; returns their names."""
     import shutil
 
-    theirs = TrainConfig.load(source / "config.json").to_dict()
+    theirs = TrainConfig.load(RunDir(source).config).to_dict()
     ours = config.to_dict()
-    training = tuple(f for f in ours if f not in NOT_TRAINING)
     copied = []
-    variants = {stage3_dir(v): training + (("naive_epochs",) if v == "naive" else ()) for v in STAGE3_VARIANTS}
-    for name, fields in {**REUSABLE, **variants}.items():
+    for name in (*OUTPUT_INPUTS, *(stage3_dir(v) for v in STAGE3_VARIANTS)):
         src, dst = source / name, run_dir / name
-        done = src.is_file() or (src / "model.safetensors").is_file() or (name == "stage2" and src.is_dir())
-        if done and not dst.exists() and all(theirs[f] == ours[f] for f in fields):
+        if RunDir(source).is_done(name) and not dst.exists() and all(theirs[f] == ours[f] for f in output_fields(name)):
             (shutil.copytree if src.is_dir() else shutil.copy)(src, dst)
             copied.append(name)
     return copied
@@ -184,20 +165,16 @@ def reuse_outputs(source: Path, run_dir: Path, config: TrainConfig) -> list[str]
 
 def record_reused_wall_times(source: Path, run_dir: Path, copied: list[str]) -> None:
     """Carry the source's wall time of each reused stage into this run's metrics (named as reused)."""
-    theirs = json.loads((source / "metrics.json").read_text()).get("wall_time_s", {}) \
-        if (source / "metrics.json").exists() else {}
-    path = run_dir / "metrics.json"
+    source_metrics = RunDir(source).metrics
+    theirs = json.loads(source_metrics.read_text()).get("wall_time_s", {}) if source_metrics.exists() else {}
+    path = RunDir(run_dir).metrics
     metrics = json.loads(path.read_text()) if path.exists() else {"wall_time_s": {}}
     for name in copied:
-        key = {"classes.safetensors": "class_embeddings", "stage3": "stage3_taper"}.get(name, name)
+        key = {CLASSES: "class_embeddings", "stage3": "stage3_taper"}.get(name, name)
         if key in theirs:
             metrics["wall_time_s"][key] = theirs[key]
             metrics.setdefault("reused", {})[key] = str(source)
     path.write_text(json.dumps(metrics, indent=1))
-
-
-def stage3_dir(variant: str) -> str:
-    return "stage3" if variant == "taper" else f"stage3_{variant}"
 
 
 STAGES = ("stage1", "stage2", "stage3")
@@ -208,7 +185,7 @@ def prepare(run_dir: Path, preset: str, overrides: dict | None = None) -> Path:
     without the text encoder (a lent GPU) needs to `run` it."""
     run_dir.mkdir(parents=True, exist_ok=True)
     config = resolve_config(run_dir, preset, overrides or {})
-    config.save(run_dir / "config.json")
+    config.save(RunDir(run_dir).config)
     class_embeddings(run_dir, open_data(config, progress=False).names)
     return run_dir
 
@@ -231,8 +208,8 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
     if config.threads:
         torch.set_num_threads(config.threads)
     if distributed.is_main():
-        config.save(run_dir / "config.json")
-    metrics_path = run_dir / "metrics.json"
+        config.save(RunDir(run_dir).config)
+    metrics_path = RunDir(run_dir).metrics
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {"wall_time_s": {}}
     metrics.setdefault("devices", [])
     if device.describe() not in metrics["devices"]:   # a run resumed elsewhere lists both
@@ -248,9 +225,9 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
 
     ctx = timed("data", lambda: make_context(run_dir, config, progress, device))
     embeddings = timed("class_embeddings", lambda: class_embeddings(run_dir, ctx.data.names))
-    stage1 = timed("stage1", lambda: _cached_model(ctx, run_dir / "stage1", lambda d: train_stage1(ctx, d)))
+    stage1 = timed("stage1", lambda: _cached_model(ctx, RunDir(run_dir), "stage1", lambda d: train_stage1(ctx, d)))
     if config.baseline:
-        timed("baseline", lambda: _cached_model(ctx, run_dir / "baseline",
+        timed("baseline", lambda: _cached_model(ctx, RunDir(run_dir), "baseline",
                                                 lambda d: train_continuation(ctx, d, stage1)))
     if until == "stage1":
         return run_dir
@@ -263,10 +240,10 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
     return run_dir
 
 
-def _cached_model(ctx: StageContext, stage_dir: Path, train) -> ResNet18:
-    path = stage_dir / "model.safetensors"
+def _cached_model(ctx: StageContext, run: RunDir, stage: str, train) -> ResNet18:
+    path = run.model(stage)
     if not path.exists():
-        model = train(stage_dir)
+        model = train(run.stage(stage))
         if distributed.is_main():
             save_state(path, model.state_dict())
         distributed.barrier()
@@ -275,7 +252,7 @@ def _cached_model(ctx: StageContext, stage_dir: Path, train) -> ResNet18:
 
 def read_shards(run_dir: Path, num_bases: int) -> np.ndarray:
     """The run's stage-2 shards as membership [Q, C] (runs before overlapping shards stored only the partition)."""
-    saved = json.loads((run_dir / "stage2" / "shards.json").read_text())
+    saved = json.loads(RunDir(run_dir).shards.read_text())
     shard_of = np.array(saved["shard_of_class"])
     if "members" not in saved:
         return one_hot_members(shard_of, num_bases)
@@ -286,26 +263,27 @@ def read_shards(run_dir: Path, num_bases: int) -> np.ndarray:
 
 
 def _stage2(ctx: StageContext, run_dir: Path, stage1: ResNet18) -> list[dict[str, torch.Tensor]]:
-    stage_dir = run_dir / "stage2"
+    run = RunDir(run_dir)
+    stage_dir = run.stage("stage2")
     stage_dir.mkdir(parents=True, exist_ok=True)
     distances = ctx.data.hierarchy.distances
     shards = hierarchy_shards(distances, ctx.config.num_bases, seed=ctx.config.seed)
     size = ctx.config.stage2_shard_size
     members = expand_shards(distances, shards, size) if size else one_hot_members(shards, ctx.config.num_bases)
     if distributed.is_main():
-        (stage_dir / "shards.json").write_text(json.dumps(
+        run.shards.write_text(json.dumps(
             {"shard_of_class": shards.tolist(), "members": [np.flatnonzero(m).tolist() for m in members]}))
     for q in range(ctx.config.num_bases):  # independent fine-tunes, spread over ranks
-        path = stage_dir / f"basis{q}.safetensors"
+        path = run.basis(q)
         if q % distributed.world_size() == distributed.rank() and not path.exists():
             save_state(path, train_stage2_basis(ctx, stage_dir, stage1, np.flatnonzero(members[q]), q).state_dict())
     distributed.barrier()
-    return [load_state(stage_dir / f"basis{q}.safetensors") for q in range(ctx.config.num_bases)]
+    return [load_state(run.basis(q)) for q in range(ctx.config.num_bases)]
 
 
 def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: np.ndarray, sampler: TaskSampler):
-    stage_dir = run_dir / stage3_dir(variant)
-    path = stage_dir / "model.safetensors"
+    stage_dir = RunDir(run_dir).stage(stage3_dir(variant))
+    path = RunDir(run_dir).stage3_model(variant)
     if path.exists():
         return
     kind, blocks, uses_mixer, from_stage2 = STAGE3_VARIANTS[variant]
@@ -327,12 +305,7 @@ def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: n
         kl = fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(members.shape[1])), rng),
                            lambda task: router(members, task), seed=seed)
         ctx.log.write(stage=stage_dir.name, event="mixer_fitted_to_router", kl=round(kl, 4))
-    gates = None
-    if config.gate_penalty > 0 and from_stage2:
-        stage1 = load_state(run_dir / "stage1" / "model.safetensors")
-        gates = LayerGates(bank, stage1, config.gate_penalty, config.gate_warmup)
-    model = train_stage3(ctx, stage_dir, bank, mixer, embedder, sampler, epochs, from_scratch=not from_stage2,
-                         gates=gates)
+    model = train_stage3(ctx, stage_dir, bank, mixer, embedder, sampler, epochs, from_scratch=not from_stage2)
     if distributed.is_main():
         save_state(path, model.state_dict())
     distributed.barrier()

@@ -4,7 +4,7 @@ our 64 px benchmark). `small`: 3x3 stride-1 conv, no pool (32 px inputs, CIFAR-s
 import torch
 from torch import nn
 
-from sdk.architecture import STEM_CONV, Conv
+from sdk.architecture import BN_EPS, STEM_CONV, Conv, MaxPool
 
 from .basic_block import conv2d
 
@@ -12,12 +12,13 @@ STEMS = tuple(STEM_CONV)
 
 
 class Stem(nn.Module):
-    def __init__(self, spec: Conv, pool: bool):
+    def __init__(self, spec: Conv, pool: MaxPool | None):
         super().__init__()
         self.pool = pool
         self.conv1 = conv2d(spec)
-        self.bn1 = nn.BatchNorm2d(spec.out_channels)
+        self.bn1 = nn.BatchNorm2d(spec.out_channels, eps=BN_EPS)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.bn1(self.conv1(x)))
-        return nn.functional.max_pool2d(x, 3, 2, 1) if self.pool else x
+        return x if self.pool is None else nn.functional.max_pool2d(x, self.pool.kernel, self.pool.stride,
+                                                                     self.pool.padding)

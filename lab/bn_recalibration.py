@@ -21,17 +21,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from trainer.basis_bank import NUM_BLOCKS, BasisBank  # noqa: E402
-from trainer.checkpoints import load_state  # noqa: E402
-from trainer.config import TrainConfig  # noqa: E402
-from trainer.data.tasks import TaskSampler  # noqa: E402
-from trainer.data.transforms import to_normalized_tensor  # noqa: E402
-from trainer.evaluate import Evaluator  # noqa: E402
-from trainer.headroom import majority_shard, shard_router_alpha  # noqa: E402
-from trainer.models import ResNet18  # noqa: E402
-from trainer.run import load_taper, make_context, read_shards  # noqa: E402
+from trainer.basis_bank import NUM_BLOCKS, BasisBank
+from trainer.checkpoints import load_state
+from trainer.config import TrainConfig
+from trainer.data.tasks import TaskSampler
+from trainer.data.transforms import to_normalized_tensor
+from trainer.evaluate import Evaluator
+from trainer.headroom import majority_shard, shard_router_alpha
+from trainer.models import ResNet18
+from trainer.run import load_taper, make_context, read_shards
+from trainer.rundir import RunDir
 
 
 @torch.no_grad()
@@ -57,7 +56,7 @@ def per_class_images(split, classes, per_class: int, preprocessing) -> torch.Ten
 def load_bases(ctx, run_dir: Path, stage: str) -> list[dict[str, torch.Tensor]]:
     """The run's Q bases as plain ResNet18 state dicts: as stage 2 wrote them, or as stage 3 left them."""
     if stage == "stage2":
-        return [load_state(run_dir / "stage2" / f"basis{q}.safetensors") for q in range(ctx.config.num_bases)]
+        return [load_state(RunDir(run_dir).basis(q)) for q in range(ctx.config.num_bases)]
     bank = load_taper(ctx, run_dir)[0].bank
     return [bank.basis_state_dict(q) for q in range(bank.num_bases)]
 
@@ -66,7 +65,7 @@ def measure(run_dir: Path, seeds: list[int], per_class_all: int, per_class_task:
             stage: str = "stage2", static_only: bool = False) -> dict:
     """static_only: only the task-independent rows (the networks that are the same for every task: stored
     and recomputed statistics), minutes where the per-task rows take a quarter of an hour a run here."""
-    config = TrainConfig.load(run_dir / "config.json")
+    config = TrainConfig.load(RunDir(run_dir).config)
     ctx = make_context(run_dir, config, progress=False)
     data, cfg = ctx.data, ctx.model_config
     evaluator = Evaluator(data, cfg, ctx.preprocessing)
@@ -74,9 +73,8 @@ def measure(run_dir: Path, seeds: list[int], per_class_all: int, per_class_task:
     bases = load_bases(ctx, run_dir, stage)
     bank = BasisBank.from_state_dicts(cfg, bases)
     members = read_shards(run_dir, config.num_bases)
-    has_baseline = (run_dir / "baseline" / "model.safetensors").exists()
-    reference = load_state(run_dir / ("baseline" if has_baseline else "stage1") / "model.safetensors")
-    stage1 = load_state(run_dir / "stage1" / "model.safetensors")
+    reference = load_state(RunDir(run_dir).reference_model())
+    stage1 = load_state(RunDir(run_dir).model("stage1"))
     uniform = bank.state_dict_for(torch.full((NUM_BLOCKS, config.num_bases), 1.0 / config.num_bases))
     all_x = per_class_images(data.train, range(data.num_classes), per_class_all, ctx.preprocessing)
 

@@ -1,4 +1,4 @@
-"""Collect `python -m trainer bases` and `python -m trainer oracle` results into one report (issue 12).
+"""Collect `python -m lab bases` and `python -m lab oracle` results into one report (issue 12).
 
     python scripts/headroom_report.py --bases name=path.json [name=path.json ...] \
         --oracle [name=]oracle.json [...] --out docs/results/headroom
@@ -121,7 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bases", nargs="+", default=[], metavar="NAME=PATH")
     parser.add_argument("--oracle", nargs="+", default=[], metavar="[NAME=]PATH",
-                        help="`trainer oracle` results, one per stage-1 network (a bare PATH is named 'oracle')")
+                        help="`lab oracle` results, one per stage-1 network (a bare PATH is named 'oracle')")
     parser.add_argument("--seed-runs", nargs="+", default=[], metavar="NAME",
                         help="names (of --bases) of runs that differ only in stage3_seed: their spread")
     parser.add_argument("--extend", type=Path, default=None, metavar="REPORT.json",

@@ -20,6 +20,7 @@ from trainer.data.tasks import TaskSampler
 from trainer.headroom import majority_shard
 from trainer.models import NUM_BLOCKS
 from trainer.run import load_taper, make_context, read_shards
+from trainer.rundir import RunDir
 
 
 def routing_usage(alpha: np.ndarray, majority: np.ndarray) -> list[dict]:
@@ -40,7 +41,7 @@ def basis_spread(params: np.ndarray) -> float:
 
 
 def run_usage(run_dir: Path, seed: int) -> dict:
-    config = TrainConfig.load(run_dir / "config.json")
+    config = TrainConfig.load(RunDir(run_dir).config)
     ctx = make_context(run_dir, config, progress=False)
     model, embedder = load_taper(ctx, run_dir)
     tasks = TaskSampler(ctx.data.hierarchy, k=config.task_k).evaluation_tasks(seed)

@@ -17,21 +17,17 @@ rows) and the other half as known. Heads (accuracy over all query images, and ov
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_fewshot import stage1_features  # noqa: E402
-
-from sdk.preprocessing import Preprocessing  # noqa: E402
-from sdk.prototypes import DEFAULT_TEMPERATURE, l2_normalize, prototype_rows  # noqa: E402
-from trainer.config import TrainConfig  # noqa: E402
-from trainer.data.tasks import TaskSampler  # noqa: E402
-from trainer.run import load_model, network_config, open_data  # noqa: E402
+from scripts.bench_fewshot import stage1_features
+from sdk.preprocessing import Preprocessing
+from sdk.prototypes import DEFAULT_TEMPERATURE, l2_normalize, prototype_rows
+from trainer.config import TrainConfig
+from trainer.data.tasks import TaskSampler
+from trainer.run import load_model, network_config, open_data
+from trainer.rundir import RunDir
 
 SHOTS, WAY = 5, 20
 
@@ -41,9 +37,9 @@ def main() -> None:
     parser.add_argument("--run", type=Path, required=True)
     parser.add_argument("--tasks", type=int, default=100)
     args = parser.parse_args()
-    config = TrainConfig.load(args.run / "config.json")
+    config = TrainConfig.load(RunDir(args.run).config)
     data = open_data(config, progress=False)
-    model = load_model(network_config(config, data.num_classes), args.run / "stage1" / "model.safetensors")
+    model = load_model(network_config(config, data.num_classes), RunDir(args.run).model("stage1"))
     preprocessing = Preprocessing(config.input_size)
 
     def features(images: np.ndarray) -> np.ndarray:

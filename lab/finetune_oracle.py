@@ -15,9 +15,9 @@ the task's 20 classes within the first epoch; "frozen" keeps stage 1's statistic
 evaluation mode; their scale and shift still train), as stage 3 does (`stage3_bn=frozen`). Statistics of
 a task's own classes cost the stage-1 network 4.9 points before any weight moves (bn_recalibration.json).
 
-    python -m trainer oracle runs/bench --tasks 20 --out docs/results/finetune_oracle.json
-    python -m trainer oracle runs/bench --tasks 20 --bn frozen
-    python -m trainer oracle runs/bench --tasks 20 --lr 0.003 0.01 --epochs 8
+    python -m lab oracle runs/bench --tasks 20 --out docs/results/finetune_oracle.json
+    python -m lab oracle runs/bench --tasks 20 --bn frozen
+    python -m lab oracle runs/bench --tasks 20 --lr 0.003 0.01 --epochs 8
 """
 
 from __future__ import annotations
@@ -31,17 +31,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .batches import plain_batches
-from .checkpoints import load_state
-from .config import TrainConfig
-from .data.cache import Split
-from .data.holdout import held_out_classes
-from .data.tasks import TaskSampler
-from .data.transforms import to_normalized_tensor
-from .headroom import alternate_halves, crossval_correct
-from .models import ResNet18
-from .run import make_context
-from .stages import StageContext
+from trainer.batches import plain_batches
+from trainer.checkpoints import load_state
+from trainer.config import TrainConfig
+from trainer.data.cache import Split
+from trainer.data.holdout import held_out_classes
+from trainer.data.tasks import TaskSampler
+from trainer.data.transforms import to_normalized_tensor
+from trainer.headroom import alternate_halves, crossval_correct
+from trainer.models import ResNet18
+from trainer.run import make_context
+from trainer.rundir import RunDir
+from trainer.stages import StageContext
 
 # Stage 2/3 fine-tune at 0.01; stage 1 ends its cosine at ~0. On the bench's 40-epoch stage 1 all 20 tasks
 # chose 0.01, the grid's lowest (gain -0.22); `--lr 0.001 0.003 0.01` did no better (-0.60, and +0.06 at
@@ -195,11 +196,12 @@ def evaluate_oracle(run_dir: Path, num_tasks: int = 20, progress: bool = True,
     The reference is the run's baseline network when it has one, else its stage-1 network. `grid_edges`
     counts the tasks whose choice sits at an edge of the grid (lowest or highest lr, last epoch): many
     there mean the grid, not the network, bounds the oracle."""
-    config = TrainConfig.load(run_dir / "config.json")
+    run = RunDir(run_dir)
+    config = TrainConfig.load(run.config)
     ctx = make_context(run_dir, config, progress)
-    stage1 = load_state(run_dir / "stage1" / "model.safetensors")
-    has_baseline = (run_dir / "baseline" / "model.safetensors").exists()
-    reference = load_state(run_dir / "baseline" / "model.safetensors") if has_baseline else stage1
+    stage1 = load_state(run.model("stage1"))
+    has_baseline = run.model("baseline").exists()
+    reference = load_state(run.reference_model())
     tasks_seed0 = TaskSampler(ctx.data.hierarchy, k=config.task_k).evaluation_tasks(0)
     anchors = [ctx.data.hierarchy.index(w) for w in held_out_classes(ctx.data.hierarchy, num_tasks)]
     start, rows = time.perf_counter(), []

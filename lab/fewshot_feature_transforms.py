@@ -13,21 +13,17 @@ differences against the SDK's head, mean and 95% interval over tasks.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_fewshot import stage1_features  # noqa: E402
-
-from sdk.preprocessing import Preprocessing  # noqa: E402
-from sdk.prototypes import DEFAULT_TEMPERATURE, CosineHead, l2_normalize, prototype_rows  # noqa: E402
-from trainer.config import TrainConfig  # noqa: E402
-from trainer.data.holdout import held_out_classes  # noqa: E402
-from trainer.run import load_model, network_config, open_all_data  # noqa: E402
+from scripts.bench_fewshot import stage1_features
+from sdk.preprocessing import Preprocessing
+from sdk.prototypes import DEFAULT_TEMPERATURE, CosineHead, l2_normalize, prototype_rows
+from trainer.config import TrainConfig
+from trainer.data.holdout import held_out_classes
+from trainer.run import load_model, network_config, open_all_data
+from trainer.rundir import RunDir
 
 
 def centered_on(mean: np.ndarray):
@@ -49,11 +45,11 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=100)
     args = parser.parse_args()
 
-    config = TrainConfig.load(args.run / "config.json")
+    config = TrainConfig.load(RunDir(args.run).config)
     data = open_all_data(config, progress=False)
     held = set(held_out_classes(data.hierarchy, config.holdout_classes))
     seen = [i for i, w in enumerate(data.wnids) if w not in held]
-    model = load_model(network_config(config, len(seen)), args.run / "stage1" / "model.safetensors")
+    model = load_model(network_config(config, len(seen)), RunDir(args.run).model("stage1"))
     preprocessing = Preprocessing(config.input_size)
 
     def features(rows: np.ndarray, split=data.train) -> np.ndarray:

@@ -30,6 +30,7 @@ from trainer.headroom import majority_shard_alpha
 from trainer.mixer import smooth_toward_uniform
 from trainer.models import NUM_BLOCKS
 from trainer.run import make_context, read_shards
+from trainer.rundir import RunDir
 
 
 def smoothed_alpha(members: np.ndarray, task: np.ndarray, smoothing: float) -> torch.Tensor:
@@ -43,10 +44,10 @@ def smoothed_alpha(members: np.ndarray, task: np.ndarray, smoothing: float) -> t
 
 
 def score_run(run_dir: Path, smoothings: list[float], seeds: list[int]) -> dict:
-    config = TrainConfig.load(run_dir / "config.json")
+    config = TrainConfig.load(RunDir(run_dir).config)
     ctx = make_context(run_dir, config, progress=False)
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class)
-    bank = BasisBank.from_state_dicts(ctx.model_config, [load_state(run_dir / "stage2" / f"basis{q}.safetensors")
+    bank = BasisBank.from_state_dicts(ctx.model_config, [load_state(RunDir(run_dir).basis(q))
                                                          for q in range(config.num_bases)])
     members = read_shards(run_dir, config.num_bases)
     sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k, mode="neighbourhood")

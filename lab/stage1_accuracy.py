@@ -8,24 +8,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from trainer.config import TrainConfig  # noqa: E402
-from trainer.data.tasks import TaskSampler  # noqa: E402
-from trainer.evaluate import Evaluator  # noqa: E402
-from trainer.run import load_model, make_context  # noqa: E402
+from trainer.config import TrainConfig
+from trainer.data.tasks import TaskSampler
+from trainer.evaluate import Evaluator
+from trainer.run import load_model, make_context
+from trainer.rundir import RunDir
 
 
 def stage1_accuracy(run_dir: Path) -> dict:
-    config = TrainConfig.load(run_dir / "config.json")
+    config = TrainConfig.load(RunDir(run_dir).config)
     ctx = make_context(run_dir, config, progress=False)
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class)
-    logits = evaluator.logits(load_model(ctx.model_config, run_dir / "stage1" / "model.safetensors").state_dict())
+    logits = evaluator.logits(load_model(ctx.model_config, RunDir(run_dir).model("stage1")).state_dict())
     sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
     selection = [evaluator.static(logits, sampler.evaluation_tasks(seed))[0] for seed in config.eval_seeds]
     return {"run": str(run_dir), "top1_all_classes": round(100.0 * float((logits.argmax(1) == evaluator.labels)

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from statistics import median
 
+from trainer.rundir import RunDir
+
 
 def _summary(values: list[float], scale: float = 1.0) -> dict:
     return {"median": round(scale * median(values), 4), "min": round(scale * min(values), 4),
@@ -26,7 +28,7 @@ def _last_tenth(steps: list[dict]) -> list[dict]:
 def training_signal(run_dir: Path) -> dict:
     """Per stage of `run_dir`'s log: training accuracy (%) and loss where the stage ends or starts."""
     by_stage: dict[str, list[dict]] = {}
-    for record in map(json.loads, (run_dir / "log.jsonl").read_text().splitlines()):
+    for record in map(json.loads, RunDir(run_dir).log.read_text().splitlines()):
         if "loss" in record and "step" in record:   # logged steps, not epoch or stage events
             by_stage.setdefault(record["stage"], []).append(record)
     result = {"run": str(run_dir)}
