@@ -16,4 +16,4 @@ lint: setup
 	$(PY) -m ruff format --check .
 
 demo: setup
-	$(PY) scripts/demo.py --data $(DATA)
+	$(PY) -m scripts.demo --data $(DATA)

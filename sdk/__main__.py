@@ -16,6 +16,7 @@ from pathlib import Path
 from ._version import __version__
 from .errors import ImageError, SdkError
 from .runtime import load, personalize
+from .text_encoder import primary_name
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif"}
 
@@ -44,14 +45,16 @@ def image_files(path: Path) -> list[Path]:
 
 
 def report(result: dict) -> str:
-    """The readable form of `result` (what --json prints as JSON)."""
-    lines = [f"classes ({len(result['classes'])}): {', '.join(result['classes'])}",
+    """The readable form of `result` (what --json prints as JSON): a class by its first name ("ladybug",
+    not its five WordNet synonyms); every name stays in --json and `model.classes`."""
+    lines = [f"classes ({len(result['classes'])}): {', '.join(map(primary_name, result['classes']))}",
              *(f"  read as {how}" for how in result["resolution"]),
              "timings (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in result["timings_ms"].items())]
     if result.get("predictions"):
         width = max(len(p["image"]) for p in result["predictions"])
         lines += ["", f"{'image':<{width}}  label  (probability)"]
-        lines += [f"{p['image']:<{width}}  {p['label']}  ({p['probability']:.3f})" for p in result["predictions"]]
+        lines += [f"{p['image']:<{width}}  {primary_name(p['label'])}  ({p['probability']:.3f})"
+                  for p in result["predictions"]]
     if result.get("exported"):
         lines.append(f"exported {result['exported']}")
     return "\n".join(lines)

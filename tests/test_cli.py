@@ -63,3 +63,14 @@ def test_the_export_cli_writes_golden_vectors_for_descriptions(tiny_bundle, tmp_
     spec = json.loads((tmp_path / "golden" / "golden.json").read_text())
     assert [c["description"] for c in spec["cases"]] == ["rings"] and spec["cases"][0]["task"] == [4, 5, 6, 7]
     assert (tmp_path / "golden" / spec["cases"][0]["folded"]).stat().st_size > 0
+
+
+def test_the_readable_report_names_a_class_by_its_first_name_and_json_keeps_them_all():
+    from sdk.__main__ import report
+
+    result = {"classes": ["ladybug, ladybeetle, lady beetle, ladybird, ladybird beetle", "goldfish, Carassius auratus"],
+              "resolution": [], "timings_ms": {"total": 1.0},
+              "predictions": [{"image": "a.jpg", "label": "goldfish, Carassius auratus", "probability": 0.5}]}
+    text = report(result)
+    assert "classes (2): ladybug, goldfish" in text and "a.jpg  goldfish  (0.500)" in text
+    assert "ladybeetle" not in text and "Carassius" not in text
