@@ -18,6 +18,7 @@ from torch import nn
 
 from sdk.architecture import Conv, MaxPool, ResidualBlock, parameter_shapes, topology
 from sdk.folding import BACKBONE_FILE, backbone_layout
+from trainer.models.basic_block import residual
 
 
 def folded_conv(spec: Conv) -> nn.Conv2d:
@@ -32,8 +33,7 @@ class FoldedBlock(nn.Module):
         self.downsample = None if spec.downsample is None else nn.Sequential(folded_conv(spec.downsample))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        shortcut = x if self.downsample is None else self.downsample(x)
-        return torch.relu(self.conv2(torch.relu(self.conv1(x))) + shortcut)
+        return residual(x, self.conv1, self.conv2, self.downsample)
 
 
 class FoldedStem(nn.Module):

@@ -6,8 +6,8 @@ basis, the uniform average and the shard router's mixtures, each with its stored
 statistics recomputed under its own weights on training images without augmentation (10 per class for a
 task-independent network; per task, the task's classes' first 50 training images each).
 
-    python scripts/bn_recalibration.py /root/taper-runs/narrow-e80 --out docs/results/bn_recalibration.json
-    python scripts/bn_recalibration.py /root/taper-runs/bench-route1 --bases stage3   # the bases after stage 3
+    python -m lab.bn_recalibration /root/taper-runs/narrow-e80 --out docs/results/bn_recalibration.json
+    python -m lab.bn_recalibration /root/taper-runs/bench-route1 --bases stage3   # the bases after stage 3
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def main() -> None:
     torch.set_num_threads(2)
     results = [measure(r, args.seeds, args.per_class_all, args.per_class_task, args.bases,
                        args.static_only) for r in args.runs]
-    text = json.dumps({"command": " ".join(["python scripts/bn_recalibration.py", *sys.argv[1:]]),
+    text = json.dumps({"command": " ".join(["python -m lab.bn_recalibration", *sys.argv[1:]]),
                        "runs": results}, indent=1)
     print(text)
     if args.out:

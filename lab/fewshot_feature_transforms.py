@@ -1,6 +1,6 @@
 """Does a feature transform before the prototype head help on unseen classes? (issue 14, an experiment)
 
-    python scripts/fewshot_feature_transforms.py --run /root/taper-runs/holdout20 --shots 5
+    python -m lab.fewshot_feature_transforms --run /root/taper-runs/holdout20 --shots 5
 
 Stage-1 features of a run trained with `holdout_classes`; 5-shot 20-way tasks over its held-out classes
 (support from their training images, all their val images as queries), as `scripts/bench_fewshot.py`

@@ -1,7 +1,7 @@
 """Enrolling a mix of the bundle's classes and new ones: can one head use the trained rows for the known
 classes and prototypes for the new ones? (issue 14, an experiment; not in the SDK)
 
-    python scripts/fewshot_mixed_heads.py --run /root/taper-runs/holdout20
+    python -m lab.fewshot_mixed_heads --run /root/taper-runs/holdout20
 
 Stage-1 network of the run (features and trained rows), 5-shot 20-way tasks of trained classes (the
 report's neighbourhood tasks), in each task a random half of the classes treated as new (prototype

@@ -1,8 +1,8 @@
 """Collect `python -m lab bases` and `python -m lab oracle` results into one report (issue 12).
 
-    python scripts/headroom_report.py --bases name=path.json [name=path.json ...] \
+    python -m lab.headroom_report --bases name=path.json [name=path.json ...] \
         --oracle [name=]oracle.json [...] --out docs/results/headroom
-    python scripts/headroom_report.py --extend docs/results/headroom.json --bases new=path.json \
+    python -m lab.headroom_report --extend docs/results/headroom.json --bases new=path.json \
         --out docs/results/headroom       # the report so far, plus new rows (the runs' files may be gone)
 
 Writes <out>.json (the inputs, unchanged, under their names) and <out>.md (one table row per run).

@@ -5,7 +5,7 @@ scores alpha = (1 - s) * one-hot(majority shard) + s * uniform (`smooth_toward_u
 for several smoothings s, on a run's stage-2 bases and the same tasks `trainer bases` uses
 (classifier selection, val images):
 
-    python scripts/routing_smoothing.py --run runs/narrow --smoothing 0 0.1 0.25 0.5 1 \
+    python -m lab.routing_smoothing --run runs/narrow --smoothing 0 0.1 0.25 0.5 1 \
         --out docs/results/routing_smoothing.json
 
 s = 0 is the majority-shard basis alone, s = 1 the uniform average of the bases.

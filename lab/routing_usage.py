@@ -3,7 +3,7 @@ largest weight on each basis, the mean of that largest weight, and how often it 
 task's majority shard. A sharp mixer that sends every task to one basis is one network, not a router
 (issue 12: `stage3_route_entropy`). Also, per block, how far apart the final bases are (`basis_spread`).
 
-    python scripts/routing_usage.py /root/taper-runs/bench /root/taper-runs/bench-route1 --seed 0
+    python -m lab.routing_usage /root/taper-runs/bench /root/taper-runs/bench-route1 --seed 0
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Accuracy of a run's stage-1 network alone (for runs stopped with `--until stage1`): top-1 over all
 classes and with classifier selection on the report's 20-way neighbourhood tasks (its task seeds).
 
-    python scripts/stage1_accuracy.py /root/taper-runs/b128-e8 /root/taper-runs/b512-e8
+    python -m lab.stage1_accuracy /root/taper-runs/b128-e8 /root/taper-runs/b512-e8
 """
 
 from __future__ import annotations

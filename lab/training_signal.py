@@ -3,7 +3,7 @@ accuracy and loss at the end of stage 1 (its last tenth of logged steps), the fi
 stage-2 basis, and stage 3's (TAPER's) first logged losses. A stage whose first loss is near zero starts
 on images the network has already fitted (issue 12: the full-width paper run memorised Tiny ImageNet).
 
-    python scripts/training_signal.py /root/taper-runs/paper-w025-n100 /root/taper-runs/paper-w025-n100-half
+    python -m lab.training_signal /root/taper-runs/paper-w025-n100 /root/taper-runs/paper-w025-n100-half
 """
 
 from __future__ import annotations

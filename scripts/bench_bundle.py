@@ -1,7 +1,7 @@
 """Compact bundles: bytes, accuracy and personalize() time per storage mode. Writes
 docs/results/bundle.{json,md,svg}.
 
-    .venv/bin/python scripts/bench_bundle.py --run runs/bench [--modes fp32 int8 ...] [--repeats 10]
+    .venv/bin/python -m scripts.bench_bundle --run runs/bench [--modes fp32 int8 ...] [--repeats 10]
 
 For each mode (export/compress.py), the run is exported (`python -m export bundle --mode`) and measured:
 - bytes: the bundle file, and its bases over one fp32 ResNet-18 of the same width (every mixed tensor once);
@@ -158,7 +158,7 @@ def main() -> int:
             row["minus_fp32"] = round(accuracy[name] - accuracy["fp32"], 2)
         chosen = [m for m in modes if args.full_width_modes is None or str(m) in args.full_width_modes]
         wide = full_width(chosen, shared, args.repeats, tmp)
-    result = {"command": "python scripts/bench_bundle.py " + " ".join(sys.argv[1:]),
+    result = {"command": "python -m scripts.bench_bundle " + " ".join(sys.argv[1:]),
               "machine": f"{platform.machine()}, {ort.get_device()}, onnxruntime {ort.__version__}",
               "run": args.run.name, "classifier_selection": round(accuracy["cs"], 2),
               "cs_network": accuracy["cs_network"],

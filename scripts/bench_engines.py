@@ -2,7 +2,7 @@
 `sdk.load(..., engine="executorch")`), measured in the same run on the same descriptions and images.
 Writes docs/results/engines.{json,md}.
 
-    .venv/bin/python scripts/bench_engines.py [--bench-bundle tiny-imagenet.taper] [--repeats 5]
+    .venv/bin/python -m scripts.bench_engines [--bench-bundle tiny-imagenet.taper] [--repeats 5]
 
 Cases: a full-width ResNet-18 at 224 px, 1000 classes, Q=10 with RANDOM weights (timing only), and the
 bench model from --bench-bundle (else random weights of its shape). For each engine, in its own
@@ -58,7 +58,7 @@ def main() -> int:
 
     result = {"machine": f"{platform.machine()}, onnxruntime {version('onnxruntime')}, "
                          f"executorch {version('executorch')}",
-              "command": "python scripts/bench_engines.py " + " ".join(sys.argv[1:]), "cases": cases}
+              "command": "python -m scripts.bench_engines " + " ".join(sys.argv[1:]), "cases": cases}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     args.out.with_suffix(".md").write_text(markdown(result))

@@ -1,7 +1,7 @@
 """Few-shot benchmark (issue 14): does choosing the network by the leave-one-out proxy help on classes
 the bundle never saw? Writes <out>.json and <out>.md.
 
-    python scripts/bench_fewshot.py --run /root/taper-runs/holdout20 --out docs/results/fewshot
+    python -m scripts.bench_fewshot --run /root/taper-runs/holdout20 --out docs/results/fewshot
 
 The run must be trained with `holdout_classes` (trainer/data/holdout.py lists which). Unseen tasks:
 the held-out classes, `shots` support images per class drawn from their training images, queried on
@@ -511,7 +511,7 @@ def report(r: dict) -> str:
     rows5 = ["stage1_proto", "uniform_proto", "mixer_names_proto", "proxy_selected", "oracle_selected"]
     rows5 += [row for row in ("oracle_crossval", "fitted_mixture") if row in iv["unseen_5shot"]]
     lines = ["# Few-shot enrollment benchmark", "",
-             f"Command: `python scripts/bench_fewshot.py --run {r['run']} --tasks {r['tasks']}"
+             f"Command: `python -m scripts.bench_fewshot --run {r['run']} --tasks {r['tasks']}"
              f" --seen-tasks {r['seen_tasks']}{' --full-width' if r['full_width_selection_ms'] else ''}"
              f"{' --fit-mixture' if r.get('fitted_mixture_fit_ms') else ''} --out {r.get('out', '...')}`", "",
              f"Run: {r['run']} (holdout_classes={r['run_config']['holdout_classes']}, stage1/2/3 epochs "

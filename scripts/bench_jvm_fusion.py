@@ -1,7 +1,7 @@
 """Fusion on the JVM (android_demo/core) against a plain copy of the same bytes, beside the Python runtime's
 fuse_fold on the same bundle. Writes docs/results/jvm_fusion.{json,md}.
 
-    .venv/bin/python scripts/bench_jvm_fusion.py [--bench-bundle tiny-imagenet.taper] [--repeats 30]
+    .venv/bin/python -m scripts.bench_jvm_fusion [--bench-bundle tiny-imagenet.taper] [--repeats 30]
 
 Cases: the bench model from --bench-bundle (else random weights of its shape), and a full-width ResNet-18
 (224 px, 1000 classes, Q=10) with RANDOM weights (timing only) stored as fp32, int8 and subspace:16+fp16.
@@ -100,7 +100,7 @@ def main() -> int:
             cases.append(measure(f"full_w1_224px_q10_random_{mode}", path, build, args.repeats))
             path.unlink()
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
-    result = {"command": "python scripts/bench_jvm_fusion.py " + " ".join(sys.argv[1:]),
+    result = {"command": "python -m scripts.bench_jvm_fusion " + " ".join(sys.argv[1:]),
               "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "java": java, "cases": cases}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")

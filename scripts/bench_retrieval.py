@@ -1,6 +1,6 @@
 """Class retrieval quality of free-language descriptions (issue 14). Writes <out>.json and <out>.md.
 
-    python scripts/bench_retrieval.py --bundle bench.taper --out docs/results/retrieval
+    python -m scripts.bench_retrieval --bundle bench.taper --out docs/results/retrieval
 
 Every set is resolved exactly as `sdk.personalize` resolves a description (`TaskResolver.resolve` with
 the default TaskOptions), five times: with all the bundle's concepts (format 5: WordNet hypernyms, the
@@ -153,7 +153,7 @@ def main() -> None:
               "without_facets": measure(resolver_of(no_facets), bundle, glosses, options, rank1),
               "without_collections": measure(resolver_of(wordnet), bundle, glosses, options, rank1),
               "without_concepts": measure(plain, bundle, glosses, options, rank1),
-              "command": "python scripts/bench_retrieval.py " + " ".join(sys.argv[1:])}
+              "command": "python -m scripts.bench_retrieval " + " ".join(sys.argv[1:])}
     for key in PHRASING_SETS:  # the per-phrasing rows are kept for the bundle's own rules only
         for variant in OTHER_VARIANTS:
             result[variant][key].pop("rows")

@@ -1,7 +1,7 @@
 """Runtime benchmark: fusion bandwidth, personalize() cost, inference latency. Writes
 docs/results/runtime.{json,md}. All ratios are against baselines measured in the same run.
 
-    .venv/bin/python scripts/bench_runtime.py [--bench-bundle tiny-imagenet.taper] [--repeats 15]
+    .venv/bin/python -m scripts.bench_runtime [--bench-bundle tiny-imagenet.taper] [--repeats 15]
 
 Cases: (1) full-width ResNet-18 at 224 px, 1000 classes, Q=10, bases with RANDOM weights (timing only:
 speed does not depend on the values); (2) the bench model (width 0.25, 64 px, Q=10) from a trained
@@ -242,7 +242,7 @@ def main() -> int:
     result = {k: head[k] for k in ("fusion_bandwidth_ratio", "personalize_over_session_ratio", "inference_ratio",
                                    "personalize_ms")}
     result.update({"machine": f"{platform.machine()}, {ort.get_device()}, onnxruntime {ort.__version__}",
-                   "command": "python scripts/bench_runtime.py " + " ".join(sys.argv[1:]), "cases": cases})
+                   "command": "python -m scripts.bench_runtime " + " ".join(sys.argv[1:]), "cases": cases})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     args.out.with_suffix(".md").write_text(markdown(result))

@@ -1,7 +1,7 @@
 """Self-improvement benchmark (issue 14, TAPER 5.2): accuracy against the number of unlabelled batches
 seen. Writes <out>.json, <out>.md and <out>.svg.
 
-    python scripts/bench_self_improvement.py --run /root/taper-runs/bench-nb --bundle bench.taper
+    python -m scripts.bench_self_improvement --run /root/taper-runs/bench-nb --bundle bench.taper
 
 For each evaluation task (the report's task sampler: 20 classes around an anchor class in the
 hierarchy, seed 0, evenly spaced over the anchors), the val images of its classes are shuffled; the
@@ -99,7 +99,7 @@ def main() -> None:
               "tasks": len(tasks), "batch": args.batch, "rule": vars(rule), "bundle": str(args.bundle),
               "run": str(args.run), "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
               "seconds": round(time.perf_counter() - start, 1),
-              "command": "python scripts/bench_self_improvement.py " + " ".join(sys.argv[1:])}
+              "command": "python -m scripts.bench_self_improvement " + " ".join(sys.argv[1:])}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     args.out.with_suffix(".svg").write_text(svg(result))

@@ -1,7 +1,7 @@
 """Calibrate the "nothing matches" rule of sdk.tasks: how far the best class's text similarity stands out
 from the mean over all classes (the contrast), for descriptions that mean a class and for ones that don't.
 
-    .venv/bin/python scripts/calibrate_descriptions.py --bundle tiny-imagenet.taper
+    .venv/bin/python -m scripts.calibrate_descriptions --bundle tiny-imagenet.taper
 
 Descriptions that mean a class: each class's WordNet gloss (needs Debian's `wordnet-base`) and each
 class's second synonym (from its name). Descriptions that don't: UNRELATED below, written by hand
@@ -74,7 +74,7 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     lines = ["# Calibration of the \"nothing matches\" rule", "",
-             f"Command: `python scripts/calibrate_descriptions.py --bundle {args.bundle.name}`. Contrast = best "
+             f"Command: `python -m scripts.calibrate_descriptions --bundle {args.bundle.name}`. Contrast = best "
              "class similarity minus the mean similarity over all classes (descriptions embedded as the runtime "
              "does: first prompt only; classes: the prompt ensemble).", "",
              "Share of each set that a `min_contrast` threshold rejects:", "",

@@ -2,7 +2,7 @@
 personalized models do on real validation images, against classifier selection.
 
     make demo                                   # trains the `demo` preset once (~7 min), then reuses it
-    .venv/bin/python scripts/demo.py --bundle tiny-imagenet.taper --run runs/bench   # a bundle you built
+    .venv/bin/python -m scripts.demo --bundle tiny-imagenet.taper --run runs/bench   # a bundle you built
 
 For each description: the classes it resolved to, top-1 accuracy of the personalized model on the val
 images of those classes, the same for classifier selection (the run's baseline or stage-1 network with its

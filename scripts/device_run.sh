@@ -50,4 +50,4 @@ if [ -n "$stage3_seed" ]; then
 fi
 python3 -m trainer eval "/root/runs/$name" --device cuda "${seed_runs[@]}" --report "$OUT/$name/report" | tail -n 40
 cp "/root/runs/$name/eval.json" "$OUT/$name/"
-python3 -m trainer bases "/root/runs/$name" --device cuda --out "$OUT/$name/bases.json" > /dev/null
+python3 -m lab bases "/root/runs/$name" --device cuda --out "$OUT/$name/bases.json" > /dev/null

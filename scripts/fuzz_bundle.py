@@ -1,8 +1,8 @@
 """Reliability suite: damaged and hostile bundles, each loaded, personalized and run in a worker subprocess
 with a timeout. Writes docs/results/reliability.md and .json.
 
-    python scripts/fuzz_bundle.py --cases 10000                      # trains the tiny preset bundle first
-    python scripts/fuzz_bundle.py --cases 200 --bundle x.taper --out /tmp/rel
+    python -m scripts.fuzz_bundle --cases 10000                      # trains the tiny preset bundle first
+    python -m scripts.fuzz_bundle --cases 200 --bundle x.taper --out /tmp/rel
 
 Each case is one damaged bundle; a worker (one per core, restarted after a hang or crash) runs
 `sdk.load` (verify on), `sdk.personalize(bundle, DESCRIPTION)` and `predict_proba` on a fixed image. Outcomes:
@@ -410,7 +410,7 @@ def _report(counts, examples, args, seconds: float, done: int) -> dict:
             "totals": {o: sum(t[o] for t in table.values()) for o in outcomes},
             "silent_changes": silent, "accepted_forged_edits": sum(table[k]["different"] for k in SIGNED),
             "failures": failures, "typed_errors": {k: dict(counts[k + ":errors"]) for k in UNSIGNED + SIGNED},
-            "examples": dict(examples), "command": "python scripts/fuzz_bundle.py " + " ".join(sys.argv[1:])}
+            "examples": dict(examples), "command": "python -m scripts.fuzz_bundle " + " ".join(sys.argv[1:])}
 
 
 def _markdown(r: dict) -> str:

@@ -1,4 +1,4 @@
-"""Issue 12's measurements (trainer/headroom.py, `python -m trainer bases`) and stage-2 levers."""
+"""Issue 12's measurements (trainer/headroom.py, `python -m lab bases`) and stage-2 levers."""
 
 import json
 

@@ -17,6 +17,8 @@ FREED_WITHOUT_GC = """
 import gc, resource, sys, weakref
 import numpy as np
 import sdk
+sdk.load, sdk.personalize   # sdk's names load lazily: import them (imports leave cyclic garbage) before the check
+gc.collect()
 gc.disable()
 alive, rss = [], []
 for i in range(12):

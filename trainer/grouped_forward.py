@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from sdk.architecture import BN_EPS, Conv, ResidualBlock, topology
 
 from .models import ResNetConfig
+from .models.basic_block import residual
 
 
 class GroupedForward:
@@ -50,9 +51,8 @@ class GroupedForward:
         return out
 
     def block(self, x: torch.Tensor, spec: ResidualBlock) -> torch.Tensor:
-        shortcut = x if spec.downsample is None else self.conv_bn(x, spec.downsample)
-        out = self.conv_bn(torch.relu(self.conv_bn(x, spec.conv1)), spec.conv2)
-        return torch.relu(out + shortcut)
+        shortcut = None if spec.downsample is None else (lambda t: self.conv_bn(t, spec.downsample))
+        return residual(x, lambda t: self.conv_bn(t, spec.conv1), lambda t: self.conv_bn(t, spec.conv2), shortcut)
 
     def __call__(self, config: ResNetConfig, x: torch.Tensor) -> torch.Tensor:
         features = self.features(config, x)  # [B, G, C]

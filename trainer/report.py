@@ -207,7 +207,7 @@ def _seed_spread(ctx, evaluator: Evaluator, embeddings: np.ndarray, sampler: Tas
                  taper: float, cs: float, seed_runs: Sequence[Path], seed_configs: list[TrainConfig]) -> dict:
     """TAPER (mean over the task seeds) of this run, `taper`, and of runs that differ only in their stage-3
     seed, on the same tasks; each minus classifier selection `cs`, their mean and sample std (the statistic
-    of scripts/headroom_report.py)."""
+    of lab/headroom_report.py)."""
     embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
     values = [taper]
     for run in seed_runs:
