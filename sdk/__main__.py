@@ -3,6 +3,8 @@ personalized model (needs the export extra). Prints a readable report, or with -
 
     python -m sdk personalize tiny-imagenet.taper "insects" --images photos/ --export insects.onnx
     python -m sdk personalize tiny-imagenet.taper "insects" --images photos/ --json
+    python -m sdk cache list        # the warm-start cache (sdk/device_cache.py): entries, bytes, last use
+    python -m sdk cache clear
     python -m sdk --version
 """
 
@@ -33,7 +35,23 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--max-classes", type=int, default=20)
     run.add_argument("--export", type=Path, help="write the personalized model: .onnx, .pte or .mlpackage")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of a readable report")
+    cache = sub.add_parser("cache", help="list or clear the warm-start cache of device-compiled backbones")
+    cache.add_argument("action", choices=("list", "clear"))
     return p
+
+
+def cache_command(action: str) -> int:
+    from . import device_cache
+
+    if action == "clear":
+        print(f"removed {device_cache.clear()} entries from {device_cache.cache_dir()}")
+        return 0
+    found = device_cache.entries()
+    print(f"{device_cache.cache_dir()}: {len(found)} entries, {sum(e['bytes'] for e in found) / 1e6:.1f} MB "
+          f"(cap {device_cache.MAX_BYTES / 1e6:.0f} MB)")
+    for e in found:
+        print(f"  {e['key']}  {e['bytes'] / 1e6:8.2f} MB  last used {e['last_used']}")
+    return 0
 
 
 def image_files(path: Path) -> list[Path]:
@@ -62,6 +80,8 @@ def report(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "cache":
+        return cache_command(args.action)
     try:
         model = personalize(load(args.bundle), args.description, max_classes=args.max_classes)
         result = {"classes": model.classes, "resolution": model.resolution, "timings_ms": model.timings}

@@ -89,6 +89,8 @@ class Bundle:
     def __init__(self, data: np.ndarray, manifest: Manifest, source: str, fd: int | None = None,
                  verify: bool = False):
         self.data, self.manifest, self.source = data, manifest, source
+        # The header's SHA-256 of the manifest, checked by `parse_manifest`; it covers every member's SHA-256.
+        self.manifest_sha256 = HEADER.unpack(bytes(data[:HEADER.size]))[4].hex()
         self._fd, self._stat = fd, _identity(os.fstat(fd)) if fd is not None else None
         arch = manifest.architecture
         self.shapes = parameter_shapes(arch.stem, arch.width, arch.num_classes)

@@ -36,6 +36,7 @@ from typing import Protocol
 import numpy as np
 import onnxruntime as ort
 
+from . import device_cache
 from .bases import CompactBases
 from .compiled import COMPILED_FILE, CompiledBackbone, CompileDeclined, compile_backbone
 from .errors import BundleError, SdkError
@@ -178,7 +179,7 @@ class BackboneEngine:
 
     def __init__(self, graph: bytes, bases: CompactBases, layout: dict[str, dict], external_size: int,
                  input_size: int, providers: Sequence[str] | None = None, threads: int | None = None,
-                 device_compile: bool = True):
+                 device_compile: bool = True, cache_key: str | None = None):
         # The head is in the graph: in numpy it added 27-35 us to a 0.3 ms inference of the 64-px bench
         # model (ad-hoc A/Bs), as numpy right after an onnxruntime call runs cold (its 128x10 matmul: 12 us,
         # 3 us warm).
@@ -196,6 +197,7 @@ class BackboneEngine:
         self.standard = StandardRoute(self.graph, bases, layout, external_size, self.providers, threads, self.kernel)
         self.current: Route = self.standard
         self.compile_tried = not device_compile  # True: `compile` does nothing, the route stays standard
+        self.cache_key = cache_key   # the device cache's entry for this bundle (sdk.device_cache); None: not used
         # Pooled: taking fresh pages costs as much as the fusion itself. A standard buffer comes back when
         # its session exists (onnxruntime copies the weights), a compiled one when its model is freed.
         self._buffers: queue.SimpleQueue[WeightBuffer] = queue.SimpleQueue()
@@ -257,6 +259,8 @@ class BackboneEngine:
         if self.providers != ["CPUExecutionProvider"]:
             log.debug("compiled route declined: providers %s (the compiled graph is CPU-specific)", self.providers)
             return
+        if self._compiled_from_cache():
+            return
         try:
             compiled = compile_backbone(self.graph, BACKBONE_FILE, self.layout, self.external_size)
             route = CompiledRoute(compiled, self.bases, self.providers, self.threads, self.kernel)
@@ -270,9 +274,24 @@ class BackboneEngine:
         expected, got = (self._network(r, alpha).run(x) for r in (self.standard, route))
         if np.allclose(got, expected, rtol=1e-4, atol=1e-4 * (float(np.abs(expected).max()) + 1)):
             self.current = route
+            if self.cache_key is not None:
+                device_cache.store(self.cache_key, compiled)
         else:
             log.debug("compiled route declined: its logits differ from the standard route's by up to %.3g",
                       float(np.abs(got - expected).max()))
+
+    def _compiled_from_cache(self) -> bool:
+        """Take the compiled route from the device cache: an entry is stored only after its route matched
+        the standard one, for this bundle, runtime and CPU, and is checked when read (sdk.device_cache)."""
+        compiled = device_cache.load(self.cache_key) if self.cache_key is not None else None
+        if compiled is None:
+            return False
+        try:
+            self.current = CompiledRoute(compiled, self.bases, self.providers, self.threads, self.kernel)
+            return True
+        except Exception as e:  # an entry that does not fit this bundle: compile as if there were none
+            log.debug("device cache entry not usable (%s: %s): compiling", type(e).__name__, e)
+            return False
 
     def _network(self, route: Route, alpha: np.ndarray) -> Network:
         target = route.new_buffer()

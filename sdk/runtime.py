@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import device_cache
 from .adapt import AdaptRule, adapt_stream
 from .architecture import NUM_BLOCKS
 from .bundle import Bundle
@@ -66,15 +67,17 @@ class TaperBundle:
     """A loaded bundle plus what personalizing needs (text encoder and engine, created on first use)."""
 
     def __init__(self, bundle: Bundle, providers: Sequence[str] | None = None, threads: int | None = None,
-                 device_compile: bool = True):
+                 device_compile: bool = True, cache: bool = True):
         self.bundle = bundle
         m = bundle.manifest
         self.num_bases, self.mixer_spec = m.num_bases, m.mixer
         self.preprocessing = m.preprocessing
         graph = check_backbone_graph(bundle.member_bytes("backbone.onnx"), bundle.backbone_layout,
                                      m.preprocessing.input_size)
+        use_cache = cache and device_compile and device_cache.enabled()
+        key = device_cache.entry_key(bundle.manifest_sha256) if use_cache else None
         self.engine = BackboneEngine(graph, bundle.bases, bundle.backbone_layout, bundle.backbone_size,
-                                     self.preprocessing.input_size, providers, threads, device_compile)
+                                     self.preprocessing.input_size, providers, threads, device_compile, key)
         self.prompts = m.text_encoder.prompts
         self._compile_lock = threading.Lock()
         self.embedder = PhraseEmbedder(bundle)
@@ -96,9 +99,9 @@ class TaperBundle:
 
     def warm_up(self) -> TaperBundle:
         """Do the one-time work now instead of in the first `personalize`: create the text encoder's
-        session (~0.2 s) and compile the backbone for this device, reordering the bases into its layout
-        (measured with the encoder, scripts/bench_runtime.py: 0.24 s for the bench model, 1.3 s for a
-        full-width ResNet-18 here)."""
+        session and compile the backbone for this device, reordering the bases into its layout. A later
+        process takes the compiled backbone from the device cache (sdk/device_cache.py) and only reorders
+        the bases; both costs are in docs/results/warm_start.md (scripts/bench_warm_start.py)."""
         self.bundle.check_unchanged()
         _ = self.encoder
         self.compile_engine()
@@ -182,7 +185,7 @@ ENGINES = ("onnxruntime", "executorch")
 
 def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None = None,
          threads: int | None = None, device_compile: bool = True, in_memory: bool = False,
-         engine: str = "onnxruntime", program: str | Path | None = None) -> TaperBundle:
+         engine: str = "onnxruntime", program: str | Path | None = None, cache: bool = True) -> TaperBundle:
     """Open and validate a bundle, ready to personalize.
 
     >>> bundle = sdk.load("tiny-imagenet.taper")     # doctest: +SKIP
@@ -201,6 +204,9 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
         engine: "onnxruntime" (default) or "executorch": personalized models run the bundle's ExecuTorch
             companion, an XNNPACK program (`sdk.executorch_engine`; needs the executorch package).
         program: the companion's path for engine="executorch" (default: `<path>.xnnpack`).
+        cache: keep what compiling the backbone for this device computes in the user's cache folder and
+            reuse it in later processes (`sdk.device_cache`: keyed by the bundle, onnxruntime and the CPU,
+            checked when read); False neither reads nor writes it.
     Returns:
         A TaperBundle (`personalize` it).
     Raises:
@@ -212,7 +218,7 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
         raise SdkError(f"engine must be one of {ENGINES}, got {engine!r}")
     if program is not None and engine != "executorch":
         raise SdkError("program= names the ExecuTorch companion: it needs engine='executorch'")
-    bundle = TaperBundle(Bundle.open(path, verify, in_memory), providers, threads, device_compile)
+    bundle = TaperBundle(Bundle.open(path, verify, in_memory), providers, threads, device_compile, cache)
     if engine == "executorch":
         bundle.use_executorch(program if program is not None else default_program_path(path))
     return bundle

@@ -1,9 +1,13 @@
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from trainer.data.synthetic import make_synthetic_dataset
+
+# Each test compiles as a fresh process would; tests/test_device_cache.py turns the warm-start cache on.
+os.environ["TAPER_DEVICE_CACHE"] = "0"
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,122 @@
+"""Warm start: `warm_up()` in a fresh process with and without the device cache (sdk/device_cache.py).
+Writes docs/results/warm_start.{json,md}.
+
+    .venv/bin/python -m scripts.bench_warm_start [--repeats 6] [--bundle B.taper ...]
+
+Cases: a full-width ResNet-18 (224 px, 1000 classes, Q=10) and the bench model's shape (width 0.25, 64 px,
+200 classes), random weights (`scripts.bench_runtime.random_bundle`: timing does not depend on the values),
+unless --bundle names others. Each repeat starts two fresh processes in alternation: one with the cache off
+(`TAPER_DEVICE_CACHE=0`: what every launch cost before), one reading a cache entry written beforehand by a
+first process. Each process times `warm_up()` and its parts (the text encoder's session, the cache read, the
+compiled route's set-up: the bases reordered into the device layout and one shared session), then
+personalizes once and checks the route. Medians and ranges; the first-process cost (cache miss, entry
+written) is reported once per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CHILD = """
+import json, sys, time
+import sdk, sdk.device_cache as dc, sdk.engine as engine
+parts = {}
+def timed(name, fn):
+    def wrapped(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            parts[name] = parts.get(name, 0.0) + (time.perf_counter() - start) * 1000
+    return wrapped
+dc.load = timed("cache_read", dc.load)
+engine.compile_backbone = timed("compile_backbone", engine.compile_backbone)
+engine.CompiledRoute.__init__ = timed("route_setup", engine.CompiledRoute.__init__)
+bundle = sdk.load(sys.argv[1])
+start = time.perf_counter()
+bundle.warm_up()
+warm = (time.perf_counter() - start) * 1000
+model = sdk.personalize(bundle, bundle.classes[:2])
+print(json.dumps({"warm_up_ms": round(warm, 1), "route": bundle.engine.route,
+                  "parts_ms": {k: round(v, 1) for k, v in parts.items()},
+                  "first_personalize_ms": round(model.timings["total"], 1)}))
+"""
+
+
+def run_child(bundle: Path, cache: str) -> dict:
+    env = {**os.environ, "TAPER_DEVICE_CACHE": cache}
+    out = subprocess.run([sys.executable, "-c", CHILD, str(bundle)], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def summary(values: list[float]) -> dict:
+    return {"median": round(statistics.median(values), 1), "min": round(min(values), 1), "max": round(max(values), 1)}
+
+
+def measure(bundle: Path, repeats: int, cache_dir: Path) -> dict:
+    first = run_child(bundle, str(cache_dir))        # a cache miss: compiles, checks, writes the entry
+    runs = {"uncached": [], "cached": []}
+    for _ in range(repeats):
+        runs["uncached"].append(run_child(bundle, "0"))
+        runs["cached"].append(run_child(bundle, str(cache_dir)))
+    if any(r["route"] != "compiled" for r in [first, *runs["uncached"], *runs["cached"]]):
+        raise SystemExit(f"{bundle}: a process did not end on the compiled route")
+    out = {"first_process_ms": first["warm_up_ms"], "first_process_parts_ms": first["parts_ms"]}
+    for name, rs in runs.items():
+        out[f"warm_up_ms_{name}"] = summary([r["warm_up_ms"] for r in rs])
+        parts = sorted({k for r in rs for k in r["parts_ms"]})
+        out[f"parts_ms_{name}"] = {k: summary([r["parts_ms"].get(k, 0.0) for r in rs]) for k in parts}
+    out["cached_over_uncached"] = round(out["warm_up_ms_cached"]["median"] / out["warm_up_ms_uncached"]["median"], 3)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bundle", type=Path, nargs="*", default=None, help="bundles to measure (default: random)")
+    parser.add_argument("--repeats", type=int, default=6)
+    parser.add_argument("--out", type=Path, default=Path("docs/results/warm_start"))
+    args = parser.parse_args()
+    from scripts.bench_runtime import random_bundle
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        bundles = {p.stem: p for p in args.bundle} if args.bundle else {
+            "resnet18_full_224px_q10": random_bundle(tmp / "full.taper", "imagenet", 1.0, 1000, 224, 10),
+            "bench_w025_64px_q10_random": random_bundle(tmp / "bench.taper", "imagenet", 0.25, 200, 64, 10)}
+        cases = {}
+        for name, path in bundles.items():
+            cases[name] = measure(path, args.repeats, tmp / f"cache-{name}")
+            print(name, json.dumps(cases[name]), flush=True)
+    import onnxruntime as ort
+
+    result = {"command": " ".join(["python -m scripts.bench_warm_start", *sys.argv[1:]]), "repeats": args.repeats,
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores, onnxruntime {ort.__version__}",
+              "cases": cases}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    lines = ["# Warm start: warm_up() in a fresh process, with and without the device cache", "",
+             f"`{result['command']}` ({result['machine']}; {args.repeats} alternated pairs of fresh processes, "
+             "medians [min-max], ms). Written by scripts/bench_warm_start.py.", "",
+             "| case | first process (miss, writes) | no cache | cached | cached / no cache | cached: route set-up | "
+             "cached: encoder+rest |", "|---|---|---|---|---|---|---|"]
+    for name, c in cases.items():
+        u, k = c["warm_up_ms_uncached"], c["warm_up_ms_cached"]
+        setup = c["parts_ms_cached"].get("route_setup", {"median": 0.0})["median"]
+        lines.append(f"| {name} | {c['first_process_ms']} | {u['median']} [{u['min']}-{u['max']}] | {k['median']} "
+                     f"[{k['min']}-{k['max']}] | {c['cached_over_uncached']} | {setup} | "
+                     f"{round(k['median'] - setup, 1)} |")
+    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out.with_suffix('.json')} and {args.out.with_suffix('.md')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Warm start: what compiling the backbone for this device computes, kept on disk between processes.
+
+`compile_backbone` (sdk/compiled.py) optimizes the backbone twice with probe weights to learn where each
+weight lands in onnxruntime's blocked graph: about 0.6 s for a full-width ResNet-18 here, and the check
+of the compiled route against the standard one another 0.3 s. Its result depends only on the bundle
+(its manifest's SHA-256 covers every member), the onnxruntime version and the CPU, so an app pays it at
+its first launch only: the entry is stored under `<cache root>/compiled/<key>/` and the next process
+reads it instead.
+
+Rules, as for every file the SDK writes:
+- the key hashes the manifest's SHA-256, the onnxruntime and SDK versions, this format's version and the
+  CPU (architecture and feature flags), so an entry is never used on another CPU or runtime;
+- an entry is written all or nothing (a staging folder renamed into place) and only after its route was
+  checked against the standard route;
+- reading checks every file's SHA-256, size and the entry's fields; anything damaged is removed and
+  rebuilt, never trusted, and never an error: the cache can only make warm_up faster;
+- the folder is capped (`MAX_BYTES`; least recently used entries go first); `python -m sdk cache list`
+  and `python -m sdk cache clear` show and empty it; `sdk.load(path, cache=False)` does not use it, nor
+  does any load in a process with `TAPER_DEVICE_CACHE=0` (the test suite's default).
+
+>>> key = entry_key("ab" * 32)                       # doctest: +SKIP
+>>> store(key, compiled); load(key) == compiled      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._version import __version__
+from .cache import atomic_directory, cache_root
+from .compiled import CompiledBackbone
+from .errors import SdkError
+from .fusion import Placement
+from .tensorfile import load_tensors, save_tensors
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+MAX_BYTES = 512 * 2 ** 20          # the whole cache folder; a full-width entry is about 1 MB
+ENTRY = "entry.json"
+GRAPH = "graph.onnx"
+CONSTANTS = "constants.safetensors"   # the optimized weight file's own constants, as (positions, values)
+FILES = (GRAPH, CONSTANTS)
+
+
+ENVIRONMENT = "TAPER_DEVICE_CACHE"   # "0": off for the whole process; a path: the cache folder instead
+
+
+def enabled() -> bool:
+    return os.environ.get(ENVIRONMENT) != "0"
+
+
+def cache_dir() -> Path:
+    """`$TAPER_DEVICE_CACHE` when it names a folder, else `<cache root>/compiled` (sdk.cache.cache_root)."""
+    where = os.environ.get(ENVIRONMENT)
+    return Path(where) if where and where != "0" else cache_root() / "compiled"
+
+
+def cpu_signature() -> str:
+    """The machine and its CPU feature flags (Linux: /proc/cpuinfo; elsewhere the platform's description)."""
+    flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith(("flags", "Features")):
+                flags = " ".join(sorted(line.split(":", 1)[1].split()))
+                break
+    except OSError:
+        pass
+    return f"{platform.machine()} {platform.processor()} {flags}".strip()
+
+
+def entry_key(manifest_sha256: str) -> str:
+    """The entry of a bundle on this machine and runtime."""
+    import onnxruntime as ort
+
+    fields = {"manifest_sha256": manifest_sha256, "onnxruntime": ort.__version__, "sdk": __version__,
+              "format": FORMAT_VERSION, "cpu": cpu_signature()}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def store(key: str, compiled: CompiledBackbone) -> None:
+    """Write the entry (atomically; an existing one is replaced), then trim the folder to `MAX_BYTES`.
+    A cache that cannot be written (read-only home, full disk) is logged and skipped."""
+    try:
+        with atomic_directory(cache_dir() / key) as tmp:
+            (tmp / GRAPH).write_bytes(compiled.graph)
+            positions = np.flatnonzero(compiled.constants).astype(np.int64)
+            save_tensors(tmp / CONSTANTS, {"positions": positions, "values": compiled.constants[positions]},
+                         {"length": str(len(compiled.constants))})
+            entry = {"format": FORMAT_VERSION, "key": key,
+                     "placements": [{"name": p.name, "shape": list(p.shape), "start": p.start,
+                                     "view": None if p.view is None else [list(p.view[0]), list(p.view[1])]}
+                                    for p in compiled.placements],
+                     "inputs": {name: [graph_name, list(shape)]
+                                for name, (graph_name, shape) in compiled.inputs.items()},
+                     "files": {f: {"sha256": _sha256(tmp / f), "bytes": (tmp / f).stat().st_size} for f in FILES}}
+            (tmp / ENTRY).write_text(json.dumps(entry))
+        trim()
+    except (OSError, SdkError) as e:
+        log.debug("device cache not written: %s", e)
+
+
+def load(key: str) -> CompiledBackbone | None:
+    """The entry, checked; None when there is none or it is damaged (then it is removed)."""
+    folder = cache_dir() / key
+    if not (folder / ENTRY).is_file():
+        return None
+    try:
+        compiled = _read(folder, key)
+        os.utime(folder / ENTRY)   # recently used: the last to go when the folder is trimmed
+        return compiled
+    except (OSError, ValueError, KeyError, TypeError) as e:   # damaged or of another shape: rebuild
+        log.debug("device cache entry %s damaged (%s): removed", key, e)
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+
+
+def _read(folder: Path, key: str) -> CompiledBackbone:
+    entry = json.loads((folder / ENTRY).read_text())
+    if entry.get("format") != FORMAT_VERSION or entry.get("key") != key or set(entry["files"]) != set(FILES):
+        raise ValueError("not an entry of this key and format")
+    for name, want in entry["files"].items():
+        if (folder / name).stat().st_size != want["bytes"] or _sha256(folder / name) != want["sha256"]:
+            raise ValueError(f"{name}: checksum mismatch")
+    tensors = load_tensors(folder / CONSTANTS)
+    positions, values = np.array(tensors["positions"]), np.array(tensors["values"])
+    length = int(_metadata(folder / CONSTANTS)["length"])
+    if positions.dtype != np.int64 or values.dtype != np.float32 or positions.shape != values.shape \
+            or (len(positions) and not 0 <= positions.min() <= positions.max() < length):
+        raise ValueError("constants out of range")
+    constants = np.zeros(length, np.float32)
+    constants[positions] = values
+    placements = [Placement(p["name"], tuple(int(d) for d in p["shape"]), int(p["start"]),
+                            None if p["view"] is None else (tuple(p["view"][0]), tuple(p["view"][1])))
+                  for p in entry["placements"]]
+    inputs = {name: (str(graph_name), tuple(int(d) for d in shape)) for name, (graph_name, shape)
+              in entry["inputs"].items()}
+    return CompiledBackbone((folder / GRAPH).read_bytes(), constants, placements, inputs)
+
+
+def _metadata(path: Path) -> dict:
+    from .tensorfile import parse_header
+
+    raw = path.read_bytes()
+    _, metadata, _ = parse_header(raw, len(raw))
+    return metadata
+
+
+def entries() -> list[dict]:
+    """Every entry: its key, bytes and when it was last used (newest first)."""
+    out = []
+    for folder in cache_dir().glob("*") if cache_dir().is_dir() else []:
+        if folder.is_dir() and not folder.name.startswith("."):
+            size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+            used = (folder / ENTRY).stat().st_mtime if (folder / ENTRY).exists() else 0.0
+            out.append({"key": folder.name, "bytes": size, "last_used": time.strftime(
+                "%Y-%m-%dT%H:%M:%S", time.localtime(used)), "_used": used})
+    out.sort(key=lambda e: e["_used"], reverse=True)
+    return [{k: v for k, v in e.items() if k != "_used"} for e in out]
+
+
+def trim(max_bytes: int = MAX_BYTES) -> list[str]:
+    """Remove the least recently used entries until the folder holds at most `max_bytes`; their keys."""
+    kept, removed, total = entries(), [], 0
+    for e in kept:
+        total += e["bytes"]
+        if total > max_bytes:
+            shutil.rmtree(cache_dir() / e["key"], ignore_errors=True)
+            removed.append(e["key"])
+    return removed
+
+
+def clear() -> int:
+    """Remove every entry; how many there were."""
+    count = len(entries())
+    if cache_dir().is_dir():
+        for folder in cache_dir().iterdir():
+            shutil.rmtree(folder, ignore_errors=True) if folder.is_dir() else folder.unlink(missing_ok=True)
+    return count

@@ -1,0 +1,126 @@
+"""The warm-start cache (sdk/device_cache.py): a second process takes the compiled backbone from disk
+instead of compiling; a damaged entry costs a rebuild, never an error or a wrong result; the folder is
+capped, listed and cleared; `cache=False` neither reads nor writes it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sdk
+from sdk import device_cache
+
+
+@pytest.fixture()
+def cache_folder(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "device-cache"
+    monkeypatch.setenv(device_cache.ENVIRONMENT, str(folder))
+    return folder
+
+
+def _probs(bundle) -> np.ndarray:
+    model = sdk.personalize(bundle, ["red disc", "blue ring"])
+    return model.predict_proba(np.random.default_rng(0).integers(0, 255, (2, 32, 32, 3), np.uint8))
+
+
+def test_an_entry_is_written_after_the_checked_compile_and_read_back_equal(tiny_bundle, cache_folder, monkeypatch):
+    first = sdk.load(tiny_bundle).warm_up()
+    assert first.engine.route == "compiled" and [e["key"] for e in device_cache.entries()] == [first.engine.cache_key]
+    stored = device_cache.load(first.engine.cache_key)
+    compiled = first.engine.current.compiled
+    assert stored.graph == compiled.graph and np.array_equal(stored.constants, compiled.constants)
+    assert stored.placements == compiled.placements and stored.inputs == compiled.inputs
+    import sdk.engine as engine
+
+    def compile_again(*args, **kwargs):
+        raise AssertionError("compiled again instead of reading the cache")
+
+    monkeypatch.setattr(engine, "compile_backbone", compile_again)
+    second = sdk.load(tiny_bundle).warm_up()
+    assert second.engine.route == "compiled"
+    np.testing.assert_allclose(_probs(second), _probs(first), atol=1e-6)
+
+
+@pytest.mark.parametrize("damage", ["graph", "constants", "entry", "truncate", "key"])
+def test_a_damaged_entry_is_rebuilt_not_trusted(tiny_bundle, cache_folder, damage):
+    reference = _probs(sdk.load(tiny_bundle, cache=False).warm_up())
+    key = sdk.load(tiny_bundle).warm_up().engine.cache_key
+    folder = cache_folder / key
+    if damage in ("graph", "constants"):
+        path = folder / (device_cache.GRAPH if damage == "graph" else device_cache.CONSTANTS)
+        raw = bytearray(path.read_bytes())
+        raw[len(raw) // 2] ^= 0x40
+        path.write_bytes(bytes(raw))
+    elif damage == "entry":
+        (folder / device_cache.ENTRY).write_text("{not json")
+    elif damage == "truncate":
+        path = folder / device_cache.GRAPH
+        path.write_bytes(path.read_bytes()[:100])
+    else:   # another bundle's entry under this key
+        entry = (folder / device_cache.ENTRY).read_text().replace(key, "f" * 32)
+        (folder / device_cache.ENTRY).write_text(entry)
+    assert device_cache.load(key) is None and not folder.exists()     # removed, not used
+    rebuilt = sdk.load(tiny_bundle).warm_up()
+    assert rebuilt.engine.route == "compiled" and folder.is_dir()      # compiled and stored again
+    np.testing.assert_allclose(_probs(rebuilt), reference, atol=1e-6)
+
+
+def test_cache_false_neither_reads_nor_writes(tiny_bundle, cache_folder):
+    bundle = sdk.load(tiny_bundle, cache=False).warm_up()
+    assert bundle.engine.cache_key is None and device_cache.entries() == []
+
+
+def test_the_folder_is_capped_least_recently_used_first_and_cleared(tiny_bundle, cache_folder):
+    key = sdk.load(tiny_bundle).warm_up().engine.cache_key
+    compiled = device_cache.load(key)
+    for other in ("a" * 32, "b" * 32):
+        device_cache.store(other, compiled)
+    os.utime(cache_folder / ("a" * 32) / device_cache.ENTRY, (1, 1))     # the oldest use
+    size = device_cache.entries()[0]["bytes"]
+    assert device_cache.trim(max_bytes=2 * size + 1) == ["a" * 32]
+    assert {e["key"] for e in device_cache.entries()} == {key, "b" * 32}
+    assert device_cache.clear() == 2 and device_cache.entries() == []
+
+
+def test_the_cli_lists_and_clears_the_cache(tiny_bundle, cache_folder):
+    sdk.load(tiny_bundle).warm_up()
+    env = {**os.environ, device_cache.ENVIRONMENT: str(cache_folder)}
+    listed = subprocess.run([sys.executable, "-m", "sdk", "cache", "list"], capture_output=True, text=True, env=env,
+                            check=True).stdout
+    assert "1 entries" in listed and device_cache.entries()[0]["key"] in listed
+    cleared = subprocess.run([sys.executable, "-m", "sdk", "cache", "clear"], capture_output=True, text=True,
+                             env=env, check=True).stdout
+    assert "removed 1 entries" in cleared and device_cache.entries() == []
+
+
+def test_the_key_names_the_bundle_runtime_and_cpu(tiny_bundle):
+    bundle = sdk.load(tiny_bundle, cache=False)
+    key = device_cache.entry_key(bundle.bundle.manifest_sha256)
+    assert key == device_cache.entry_key(bundle.bundle.manifest_sha256) != device_cache.entry_key("0" * 64)
+    assert device_cache.cpu_signature()
+
+
+SECOND_PROCESS = """
+import sys
+import sdk, sdk.engine as engine
+if sys.argv[2] == "forbid":
+    def compile_again(*args, **kwargs):
+        raise SystemExit("compiled again instead of reading the cache")
+    engine.compile_backbone = compile_again
+print(sdk.load(sys.argv[1]).warm_up().engine.route)
+"""
+
+
+def test_a_second_process_takes_the_compiled_backbone_from_the_cache(tiny_bundle, cache_folder):
+    env = {**os.environ, device_cache.ENVIRONMENT: str(cache_folder)}
+    run = [sys.executable, "-c", SECOND_PROCESS, str(tiny_bundle)]
+    first = subprocess.run([*run, "allow"], capture_output=True, text=True, env=env)
+    second = subprocess.run([*run, "forbid"], capture_output=True, text=True, env=env)
+    assert first.stdout.strip() == second.stdout.strip() == "compiled", (first.stderr[-500:], second.stderr[-500:])
+    fresh = subprocess.run([*run, "forbid"], capture_output=True, text=True, env={**env, device_cache.ENVIRONMENT: "0"})
+    assert fresh.returncode != 0 and "compiled again" in fresh.stderr     # the check itself can fail
