@@ -65,9 +65,27 @@ for line in sys.stdin:
 """
 
 
+def description_for(path: Path) -> str:
+    """The description every case is personalized with: DESCRIPTION where the bundle resolves it (the tiny
+    preset's), else one built from the bundle's own first two classes, one of them as free text so that
+    the text encoder still runs (a Tiny ImageNet bundle has no "blue" or "round shapes")."""
+    import sdk
+    from sdk.text_encoder import primary_name
+
+    bundle = sdk.load(path)
+    first, second = (primary_name(c) for c in bundle.classes[:2])
+    for description in (DESCRIPTION, f"{first}, a photo of a {second}"):
+        try:
+            sdk.personalize(bundle, description)
+            return description
+        except sdk.DescriptionError:
+            continue
+    raise SystemExit(f"{path}: neither {DESCRIPTION!r} nor its own class names resolve to a task")
+
+
 class Worker:
-    def __init__(self):
-        self.process = subprocess.Popen([sys.executable, "-c", WORKER, DESCRIPTION], stdin=subprocess.PIPE,
+    def __init__(self, description: str = DESCRIPTION):
+        self.process = subprocess.Popen([sys.executable, "-c", WORKER, description], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
 
     def run(self, path: str, timeout: float) -> dict:
@@ -337,7 +355,8 @@ def main() -> int:
         blob = base_bundle(args.bundle, work)
         pristine_path = work / "pristine.taper"
         pristine_path.write_bytes(blob)
-        workers = [Worker() for _ in range(args.workers)]
+        args.description = description_for(pristine_path)
+        workers = [Worker(args.description) for _ in range(args.workers)]
         pristine = workers[0].run(str(pristine_path), args.timeout)
         assert pristine["outcome"] == "loaded", pristine
         hostile = hostile_members(blob)
@@ -406,7 +425,7 @@ def _report(counts, examples, args, seconds: float, done: int) -> dict:
     failures = sum(table[k][o] for k in table for o in ("escape", "hang", "crash")) + silent
     return {"cases": done, "planned": args.cases, "seed": args.seed, "timeout_s": args.timeout,
             "seconds": round(seconds, 1),
-            "description": DESCRIPTION, "by_kind": table,
+            "description": args.description, "by_kind": table,
             "totals": {o: sum(t[o] for t in table.values()) for o in outcomes},
             "silent_changes": silent, "accepted_forged_edits": sum(table[k]["different"] for k in SIGNED),
             "failures": failures, "typed_errors": {k: dict(counts[k + ":errors"]) for k in UNSIGNED + SIGNED},

@@ -17,3 +17,18 @@ def test_a_slice_of_the_reliability_suite_finds_no_failure(tiny_bundle, tmp_path
     assert report["cases"] == 120 and sum(report["totals"].values()) == 120
     assert report["failures"] == 0 and result.returncode == 0, out.with_suffix(".md").read_text()
     assert all(sum(row.values()) > 0 for row in report["by_kind"].values())  # every kind was tried
+
+
+def test_the_suite_takes_its_description_from_a_bundle_that_lacks_the_default_one(tiny_bundle, monkeypatch):
+    """A real Tiny ImageNet bundle has no "blue" or "round shapes" (issue 49): the suite then describes
+    the task with the bundle's own class names instead of dying before its first case."""
+    import sdk
+    from scripts import fuzz_bundle
+    from sdk.text_encoder import primary_name
+
+    assert fuzz_bundle.description_for(tiny_bundle) == fuzz_bundle.DESCRIPTION
+    monkeypatch.setattr(fuzz_bundle, "DESCRIPTION", "zzqx vlorp")        # matches nothing in any bundle
+    description = fuzz_bundle.description_for(tiny_bundle)
+    first = primary_name(sdk.load(tiny_bundle).classes[0])
+    assert description.startswith(f"{first}, a photo of a ")
+    sdk.personalize(sdk.load(tiny_bundle), description)                   # resolves: the suite can start
