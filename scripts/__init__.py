@@ -4,8 +4,6 @@ Benchmarks write their result files under docs/results/; the reliability suite's
 (`scripts.bundle_edits`) are shared with the tests. Experiments on the method live in `lab/`.
 """
 
-# A script may import onnxruntime (sorted before sdk) before it imports sdk: turn onnxruntime's telemetry
-# off first, as `import sdk` would (sdk/_offline.py), so that no script trips the SDK's TelemetryWarning.
-from sdk._offline import disable_onnxruntime_telemetry
-
-disable_onnxruntime_telemetry()
+# A script may import onnxruntime (sorted before sdk) before it imports sdk; importing sdk here first turns
+# onnxruntime's telemetry off (sdk/_offline.py), so no script trips the SDK's TelemetryWarning.
+import sdk  # noqa: F401

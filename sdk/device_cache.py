@@ -1,8 +1,8 @@
 """Warm start: what compiling the backbone for this device computes, kept on disk between processes.
 
 `compile_backbone` (sdk/compiled.py) optimizes the backbone twice with probe weights to learn where each
-weight lands in onnxruntime's blocked graph: about 0.6 s for a full-width ResNet-18 here, and the check
-of the compiled route against the standard one another 0.3 s. Its result depends only on the bundle
+weight lands in onnxruntime's blocked graph, and the engine then checks the compiled route against the
+standard one: most of a full-width warm_up (docs/results/warm_start.md). Its result depends only on the bundle
 (its manifest's SHA-256 covers every member), the onnxruntime version and the CPU, so an app pays it at
 its first launch only: the entry is stored under `<cache root>/compiled/<key>/` and the next process
 reads it instead.
@@ -24,6 +24,7 @@ Rules, as for every file the SDK writes:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -36,22 +37,21 @@ from pathlib import Path
 import numpy as np
 
 from ._version import __version__
+from .bundle import tensors_member
 from .cache import atomic_directory, cache_root
 from .compiled import CompiledBackbone
 from .errors import SdkError
 from .fusion import Placement
-from .tensorfile import load_tensors, save_tensors
+from .tensorfile import read_tensors
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-MAX_BYTES = 512 * 2 ** 20          # the whole cache folder; a full-width entry is about 1 MB
+MAX_BYTES = 512 * 2 ** 20          # the whole cache folder; an entry is tens of kB (`python -m sdk cache list`)
 ENTRY = "entry.json"
 GRAPH = "graph.onnx"
 CONSTANTS = "constants.safetensors"   # the optimized weight file's own constants, as (positions, values)
 FILES = (GRAPH, CONSTANTS)
-
-
 ENVIRONMENT = "TAPER_DEVICE_CACHE"   # "0": off for the whole process; a path: the cache folder instead
 
 
@@ -65,6 +65,7 @@ def cache_dir() -> Path:
     return Path(where) if where and where != "0" else cache_root() / "compiled"
 
 
+@functools.cache   # read once per process: every sdk.load asks for its bundle's key
 def cpu_signature() -> str:
     """The machine and its CPU feature flags (Linux: /proc/cpuinfo; elsewhere the platform's description)."""
     flags = ""
@@ -87,26 +88,23 @@ def entry_key(manifest_sha256: str) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def store(key: str, compiled: CompiledBackbone) -> None:
     """Write the entry (atomically; an existing one is replaced), then trim the folder to `MAX_BYTES`.
     A cache that cannot be written (read-only home, full disk) is logged and skipped."""
+    positions = np.flatnonzero(compiled.constants).astype(np.int64)
+    files = {GRAPH: compiled.graph,
+             CONSTANTS: tensors_member({"positions": positions, "values": compiled.constants[positions],
+                                        "length": np.array([len(compiled.constants)], np.int64)})}
+    entry = {"format": FORMAT_VERSION, "key": key,
+             "placements": [{"name": p.name, "shape": list(p.shape), "start": p.start,
+                             "view": None if p.view is None else [list(p.view[0]), list(p.view[1])]}
+                            for p in compiled.placements],
+             "inputs": {name: [graph_name, list(shape)] for name, (graph_name, shape) in compiled.inputs.items()},
+             "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}}
     try:
         with atomic_directory(cache_dir() / key) as tmp:
-            (tmp / GRAPH).write_bytes(compiled.graph)
-            positions = np.flatnonzero(compiled.constants).astype(np.int64)
-            save_tensors(tmp / CONSTANTS, {"positions": positions, "values": compiled.constants[positions]},
-                         {"length": str(len(compiled.constants))})
-            entry = {"format": FORMAT_VERSION, "key": key,
-                     "placements": [{"name": p.name, "shape": list(p.shape), "start": p.start,
-                                     "view": None if p.view is None else [list(p.view[0]), list(p.view[1])]}
-                                    for p in compiled.placements],
-                     "inputs": {name: [graph_name, list(shape)]
-                                for name, (graph_name, shape) in compiled.inputs.items()},
-                     "files": {f: {"sha256": _sha256(tmp / f), "bytes": (tmp / f).stat().st_size} for f in FILES}}
+            for name, data in files.items():
+                (tmp / name).write_bytes(data)
             (tmp / ENTRY).write_text(json.dumps(entry))
         trim()
     except (OSError, SdkError) as e:
@@ -129,47 +127,37 @@ def load(key: str) -> CompiledBackbone | None:
 
 
 def _read(folder: Path, key: str) -> CompiledBackbone:
+    """Each file read once: checked against its SHA-256 in the entry, then parsed from the same bytes."""
     entry = json.loads((folder / ENTRY).read_text())
     if entry.get("format") != FORMAT_VERSION or entry.get("key") != key or set(entry["files"]) != set(FILES):
         raise ValueError("not an entry of this key and format")
-    for name, want in entry["files"].items():
-        if (folder / name).stat().st_size != want["bytes"] or _sha256(folder / name) != want["sha256"]:
+    data = {name: (folder / name).read_bytes() for name in FILES}
+    for name, raw in data.items():
+        if hashlib.sha256(raw).hexdigest() != entry["files"][name]:
             raise ValueError(f"{name}: checksum mismatch")
-    tensors = load_tensors(folder / CONSTANTS)
-    positions, values = np.array(tensors["positions"]), np.array(tensors["values"])
-    length = int(_metadata(folder / CONSTANTS)["length"])
+    tensors, _ = read_tensors(data[CONSTANTS])
+    positions, values, (length,) = tensors["positions"], tensors["values"], tensors["length"]
     if positions.dtype != np.int64 or values.dtype != np.float32 or positions.shape != values.shape \
             or (len(positions) and not 0 <= positions.min() <= positions.max() < length):
         raise ValueError("constants out of range")
-    constants = np.zeros(length, np.float32)
+    constants = np.zeros(int(length), np.float32)
     constants[positions] = values
     placements = [Placement(p["name"], tuple(int(d) for d in p["shape"]), int(p["start"]),
                             None if p["view"] is None else (tuple(p["view"][0]), tuple(p["view"][1])))
                   for p in entry["placements"]]
     inputs = {name: (str(graph_name), tuple(int(d) for d in shape)) for name, (graph_name, shape)
               in entry["inputs"].items()}
-    return CompiledBackbone((folder / GRAPH).read_bytes(), constants, placements, inputs)
-
-
-def _metadata(path: Path) -> dict:
-    from .tensorfile import parse_header
-
-    raw = path.read_bytes()
-    _, metadata, _ = parse_header(raw, len(raw))
-    return metadata
+    return CompiledBackbone(data[GRAPH], constants, placements, inputs)
 
 
 def entries() -> list[dict]:
     """Every entry: its key, bytes and when it was last used (newest first)."""
-    out = []
-    for folder in cache_dir().glob("*") if cache_dir().is_dir() else []:
-        if folder.is_dir() and not folder.name.startswith("."):
-            size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-            used = (folder / ENTRY).stat().st_mtime if (folder / ENTRY).exists() else 0.0
-            out.append({"key": folder.name, "bytes": size, "last_used": time.strftime(
-                "%Y-%m-%dT%H:%M:%S", time.localtime(used)), "_used": used})
-    out.sort(key=lambda e: e["_used"], reverse=True)
-    return [{k: v for k, v in e.items() if k != "_used"} for e in out]
+    folders = [f for f in cache_dir().iterdir() if f.is_dir() and not f.name.startswith(".")] \
+        if cache_dir().is_dir() else []
+    used = {f: (f / ENTRY).stat().st_mtime if (f / ENTRY).exists() else 0.0 for f in folders}
+    return [{"key": f.name, "bytes": sum(x.stat().st_size for x in f.iterdir() if x.is_file()),
+             "last_used": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(used[f]))}
+            for f in sorted(folders, key=used.get, reverse=True)]
 
 
 def trim(max_bytes: int = MAX_BYTES) -> list[str]:

@@ -98,11 +98,17 @@ def test_the_cli_lists_and_clears_the_cache(tiny_bundle, cache_folder):
     assert "removed 1 entries" in cleared and device_cache.entries() == []
 
 
-def test_the_key_names_the_bundle_runtime_and_cpu(tiny_bundle):
-    bundle = sdk.load(tiny_bundle, cache=False)
-    key = device_cache.entry_key(bundle.bundle.manifest_sha256)
-    assert key == device_cache.entry_key(bundle.bundle.manifest_sha256) != device_cache.entry_key("0" * 64)
-    assert device_cache.cpu_signature()
+def test_the_key_changes_with_the_bundle_the_runtime_and_the_cpu(tiny_bundle, monkeypatch):
+    import onnxruntime
+
+    sha = sdk.load(tiny_bundle, cache=False).bundle.manifest_sha256
+    key = device_cache.entry_key(sha)
+    assert device_cache.entry_key("0" * 64) != key
+    monkeypatch.setattr(onnxruntime, "__version__", "0.0.0")
+    assert device_cache.entry_key(sha) != key
+    monkeypatch.undo()
+    monkeypatch.setattr(device_cache, "cpu_signature", lambda: "another cpu")
+    assert device_cache.entry_key(sha) != key
 
 
 SECOND_PROCESS = """

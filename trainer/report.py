@@ -16,7 +16,7 @@ from sdk.text_encoder import primary_name
 
 from .basis_bank import BasisBank
 from .checkpoints import load_state
-from .config import CONFIG_GROUPS, TrainConfig
+from .config import TrainConfig
 from .data.errors import DataError
 from .data.glosses import read_glosses
 from .data.tasks import TaskSampler
@@ -38,6 +38,7 @@ from .run import (
     load_model,
     load_stage3,
     make_context,
+    output_fields,
     read_shards,
 )
 from .rundir import RunDir
@@ -176,8 +177,8 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
     return result
 
 
-# A stage-3 seed run may differ in its stage-3 seed and in what does not change training (as --reuse-from).
-_SEED_RUN_FREE = {"stage3_seed", *CONFIG_GROUPS["run"], *CONFIG_GROUPS["naive"], *CONFIG_GROUPS["baseline"]}
+# A stage-3 seed run may differ in its stage-3 seed and in every field TAPER's stage 3 is not trained from.
+_SEED_RUN_FREE = {"stage3_seed"} | set(TrainConfig().to_dict()) - set(output_fields("stage3"))
 
 
 def _check_seed_run(config: TrainConfig, path: Path) -> TrainConfig:

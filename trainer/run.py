@@ -152,12 +152,13 @@ def reuse_outputs(source: Path, run_dir: Path, config: TrainConfig) -> list[str]
     """Copy the finished outputs of `source` that `config` would compute identically; returns their names."""
     import shutil
 
-    theirs = TrainConfig.load(RunDir(source).config).to_dict()
+    done = RunDir(source)
+    theirs = TrainConfig.load(done.config).to_dict()
     ours = config.to_dict()
     copied = []
     for name in (*OUTPUT_INPUTS, *(stage3_dir(v) for v in STAGE3_VARIANTS)):
         src, dst = source / name, run_dir / name
-        if RunDir(source).is_done(name) and not dst.exists() and all(theirs[f] == ours[f] for f in output_fields(name)):
+        if done.is_done(name) and not dst.exists() and all(theirs[f] == ours[f] for f in output_fields(name)):
             (shutil.copytree if src.is_dir() else shutil.copy)(src, dst)
             copied.append(name)
     return copied

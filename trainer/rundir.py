@@ -24,7 +24,6 @@ checks them against a Stage3Model's state dict).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 CONFIG = "config.json"
@@ -57,37 +56,16 @@ def stage3_dir(variant: str) -> str:
     return "stage3" if variant == "taper" else f"stage3_{variant}"
 
 
-@dataclass(frozen=True)
 class RunDir:
-    root: Path
+    """The paths of one run directory (its files are named in the module docstring)."""
 
-    @property
-    def config(self) -> Path:
-        return self.root / CONFIG
-
-    @property
-    def command(self) -> Path:
-        return self.root / "command.txt"
-
-    @property
-    def log(self) -> Path:
-        return self.root / "log.jsonl"
-
-    @property
-    def metrics(self) -> Path:
-        return self.root / "metrics.json"
-
-    @property
-    def classes(self) -> Path:
-        return self.root / CLASSES
-
-    @property
-    def eval(self) -> Path:
-        return self.root / "eval.json"
-
-    @property
-    def oracle(self) -> Path:
-        return self.root / "oracle.json"
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.config, self.classes = self.root / CONFIG, self.root / CLASSES
+        self.command, self.log = self.root / "command.txt", self.root / "log.jsonl"
+        self.metrics, self.eval = self.root / "metrics.json", self.root / "eval.json"
+        self.oracle = self.root / "oracle.json"
+        self.shards = self.root / "stage2" / "shards.json"
 
     def stage(self, name: str) -> Path:
         """A stage's folder: "stage1", "baseline", "stage2", "stage3", "stage3_<ablation>"."""
@@ -99,10 +77,6 @@ class RunDir:
 
     def stage3_model(self, variant: str = "taper") -> Path:
         return self.model(stage3_dir(variant))
-
-    @property
-    def shards(self) -> Path:
-        return self.root / "stage2" / "shards.json"
 
     def basis(self, q: int) -> Path:
         return self.root / "stage2" / f"basis{q}.safetensors"
