@@ -1,0 +1,124 @@
+"""The field-conditions data of issue 50 (lab/conditions.py, lab/condition_data.py): deterministic,
+graded by severity, refused when malformed, and cached all or nothing."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from lab.condition_data import CONDITIONS_VERSION, ConditionData, MixtureSplit, train_severities
+from lab.condition_headroom import ROWS, summarise, table
+from lab.conditions import CONDITION_NAMES, apply_condition, motion_kernels, psnr
+
+
+def natural_like(count: int = 12, size: int = 64, seed: int = 0) -> np.ndarray:
+    """Smooth colour gradients with edges and texture: what a blur, a cast or noise visibly changes."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size, 0:size] / size
+    images = []
+    for _ in range(count):
+        base = np.stack([np.sin(6 * xx * rng.uniform(0.5, 2) + c) for c in range(3)], -1) * 0.3 + 0.5
+        # Edges 5 px apart, off the pixel grid of any pixelation, and fine texture.
+        base += ((((xx * size + 2) // 5) + ((yy * size + 1) // 5)) % 2)[..., None] * 0.2 - 0.1
+        base += rng.normal(0, 0.03, base.shape)
+        images.append(np.clip(base * 255, 0, 255).astype(np.uint8))
+    return np.stack(images)
+
+
+@pytest.mark.parametrize("name", CONDITION_NAMES)
+def test_deterministic_and_graded(name):
+    x = natural_like()
+    a = apply_condition(name, x, np.full(len(x), 3), seed=[1, 2])
+    assert a.dtype == np.uint8 and a.shape == x.shape
+    assert np.array_equal(a, apply_condition(name, x, np.full(len(x), 3), seed=[1, 2]))
+    if name == "clean":
+        assert np.array_equal(a, x)
+        return
+    by_severity = [psnr(x, apply_condition(name, x, np.full(len(x), s), seed=[1, s])) for s in (1, 3, 5)]
+    assert by_severity[0] > by_severity[1] > by_severity[2], by_severity
+    assert by_severity[0] < 40  # severity 1 already changes the image
+
+
+def test_each_image_gets_its_own_severity():
+    x = natural_like(4)
+    mixed = apply_condition("defocus", x, np.array([1, 5, 1, 5]), seed=0)  # no randomness in defocus
+    assert np.array_equal(mixed[0], apply_condition("defocus", x[:1], np.array([1]), seed=0)[0])
+    assert np.array_equal(mixed[1], apply_condition("defocus", x[1:2], np.array([5]), seed=0)[0])
+
+
+def test_night_infrared_has_no_colour_and_underwater_loses_red():
+    x = natural_like()
+    night = apply_condition("night_infrared", x, np.full(len(x), 3), seed=0).astype(int)
+    assert (night[..., 0] == night[..., 1]).all() and (night[..., 1] == night[..., 2]).all()
+    water = apply_condition("underwater", x, np.full(len(x), 5), seed=0).astype(float)
+    assert water[..., 0].mean() < 0.5 * x[..., 0].mean() and water[..., 2].mean() > water[..., 0].mean()
+
+
+def test_motion_kernel_is_a_normalised_line_along_its_angle():
+    k = motion_kernels(10, 2, np.array([0.0, 90.0]))
+    assert torch.allclose(k.sum(dim=(1, 2)), torch.ones(2))
+    centre = k.shape[-1] // 2
+    assert k[0, centre, centre:].sum() == pytest.approx(1.0)  # 0 degrees: along the row, one side
+    assert k[1, centre:, centre].sum() == pytest.approx(1.0)  # 90 degrees: along the column
+
+
+@pytest.mark.parametrize(
+    "images, severity",
+    [
+        (np.zeros((2, 8, 8, 3), np.float32), [1, 1]),  # not uint8
+        (np.zeros((2, 8, 8), np.uint8), [1, 1]),  # no channels
+        (np.zeros((2, 8, 8, 3), np.uint8), [0, 1]),  # severity out of range
+        (np.zeros((2, 8, 8, 3), np.uint8), [1]),  # one severity for two images
+    ],
+)
+def test_malformed_input_is_refused(images, severity):
+    with pytest.raises(ValueError):
+        apply_condition("fog", images, np.array(severity), seed=0)
+
+
+def test_unknown_condition_is_refused():
+    with pytest.raises(ValueError, match="unknown condition"):
+        apply_condition("sandstorm", natural_like(1), np.array([1]), seed=0)
+
+
+def test_cache_builds_every_condition_once_and_mixes_them(synthetic_root, tmp_path):
+    from trainer.data.cache import load_dataset
+
+    data = load_dataset(synthetic_root, cache_dir=tmp_path / "data", progress=False)
+    conditions = ConditionData.open(data, progress=False)
+    assert conditions.folder.name.endswith(f"-conditions-v{CONDITIONS_VERSION}")
+    fog = conditions.train("fog")
+    assert fog.images.shape == data.train.images.shape and np.array_equal(fog.labels, data.train.labels)
+    assert np.array_equal(
+        np.load(conditions.folder / "fog" / "train_severity.npy"), train_severities("fog", len(data.train))
+    )
+    assert conditions.val("snow", 5).images.shape == data.val.images.shape
+    with pytest.raises(ValueError):
+        conditions.val("snow", 4)  # only the reported severities are stored
+    meta = json.loads((conditions.folder / "fog" / "meta.json").read_text())
+    assert meta["train"] == len(data.train) and meta["build_seconds"] >= 0
+    built = (conditions.folder / "fog" / "train_images.npy").stat().st_mtime_ns
+    ConditionData.open(data, progress=False)  # already there: not rebuilt
+    assert (conditions.folder / "fog" / "train_images.npy").stat().st_mtime_ns == built
+
+    mixture = MixtureSplit(conditions, CONDITION_NAMES, seed=0)
+    index = np.arange(len(data.train))
+    images, labels = mixture.take(index)
+    assert torch.equal(labels, torch.from_numpy(data.train.labels))
+    sources = [conditions.train(n).images for n in CONDITION_NAMES]
+    origin = [next(i for i, s in enumerate(sources) if np.array_equal(images[j].numpy(), s[j])) for j in index]
+    assert len(set(origin)) > 3  # images come from several conditions
+
+
+def test_headroom_summary_is_the_mean_over_non_clean_conditions():
+    per = {
+        row: {c: ({"clean": 50.0} if c == "clean" else {"s3": 40.0, "s5": 30.0}) for c in CONDITION_NAMES}
+        for row in ROWS
+    }
+    per["condition_oracle"]["fog"] = {"s3": 48.0, "s5": 38.0}  # +8 on one of eight conditions
+    result = summarise(per)
+    assert result["accuracy"]["generic_cs"] == 35.0 and result["clean"]["generic_cs"] == 50.0
+    assert result["headroom_per_condition"]["fog"] == 8.0
+    assert result["headroom_mean_non_clean"] == 1.0
+    assert "| (e) - (b) |" in table({**result, "per_condition": per})
