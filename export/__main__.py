@@ -5,6 +5,8 @@
     python -m export inspect tiny-imagenet.taper
     python -m export golden tiny-imagenet.taper --out golden/ --case "goldfish, tench" --case "insects"
     python -m export executorch tiny-imagenet.taper        # the companion for sdk.load(..., engine="executorch")
+    python -m export keygen --out keys/release.key          # private key (0600) + keys/release.key.pub
+    python -m export sign tiny-imagenet.taper --key keys/release.key
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ def main(argv: list[str] | None = None) -> int:
                       "WordNet concepts only")
     pack.add_argument("--no-facets", dest="facets", action="store_false",
                       help="leave out the class facets (export/class_facets.json), keep the collections")
+    pack.add_argument("--sign", type=Path, default=None, metavar="KEY",
+                      help="sign the bundle with this private key (python -m export keygen)")
+    keygen = sub.add_parser("keygen", help="make an Ed25519 signing key: KEY (private, mode 0600) and KEY.pub")
+    keygen.add_argument("--out", type=Path, required=True, help="the private key's path; never overwritten")
+    sign = sub.add_parser("sign", help="sign a bundle (format version 6) so that apps can require it")
+    sign.add_argument("bundle", type=Path)
+    sign.add_argument("--key", type=Path, required=True, help="the private key (python -m export keygen)")
+    sign.add_argument("--out", type=Path, default=None, help="default: replace the bundle (atomically)")
     gold = sub.add_parser("golden", help="write golden vectors for the Java mirror (android_demo/core)")
     gold.add_argument("bundle", type=Path)
     gold.add_argument("--out", type=Path, required=True)
@@ -48,9 +58,27 @@ def main(argv: list[str] | None = None) -> int:
             from .bundle import bundle_run
             from .compress import Mode
 
+            key = None
+            if args.sign is not None:
+                from sdk.signing import SigningKey
+
+                key = SigningKey.load(args.sign)       # before the minutes of exporting, not after
             path = bundle_run(args.run_dir, args.out, args.variant, Mode.parse(args.mode), args.collections,
-                              args.facets)
-            print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+                              args.facets, key=key)
+            print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB{', signed by key ' + key.key_id if key else ''})")
+        elif args.command == "keygen":
+            from sdk.signing import generate_key
+
+            key = generate_key(args.out)
+            print(f"wrote {args.out} (private: keep it out of the app and out of version control) and "
+                  f"{args.out}.pub (key {key.key_id}: give it to apps as trusted_keys)")
+        elif args.command == "sign":
+            from sdk.signing import SigningKey
+
+            from .sign import sign_bundle
+
+            signer = sign_bundle(args.bundle, SigningKey.load(args.key), args.out)
+            print(f"signed {args.out or args.bundle} with {signer}")
         elif args.command == "golden":
             from .golden import CASES, write_golden
 
@@ -70,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 "architecture": m["architecture"], "num_bases": m["num_bases"], "mixer": m["mixer"],
                 "classes": len(bundle.classes), "supercategories": sorted(bundle.supercategories),
                 "concepts": len(bundle.concepts),
+                "signer": bundle.signer and {"key_id": bundle.signer.key_id, "public_key": bundle.signer.public_key},
                 "members": {k: v["size"] for k, v in m["members"].items()}, "provenance": m["provenance"],
                 "checksums": "verified"}, indent=1))
     except (SdkError, ValueError, FileNotFoundError) as e:

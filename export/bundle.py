@@ -21,6 +21,7 @@ from sdk.bases import CompactBases
 from sdk.bundle import bases_bytes, safetensors_bytes, write_bundle
 from sdk.manifest import Architecture, Manifest, MixerSpec, TextEncoderSpec
 from sdk.preprocessing import Preprocessing
+from sdk.signing import SigningKey
 from sdk.text_encoder import MAX_TOKENS, MODEL_FILE, PROMPTS, TOKENIZER_FILE, TextEncoder
 
 from .backbone import export_backbone
@@ -121,7 +122,8 @@ def assemble(architecture: Architecture, bases: CompactBases, mixer: dict[str, n
 
 
 def bundle_run(run_dir: Path, out: Path, variant: str = "taper", mode: Mode | str = "fp32",
-               collections: bool = True, facets: bool = True) -> Path:
+               collections: bool = True, facets: bool = True, key: SigningKey | None = None) -> Path:
+    """Pack a finished run into a bundle at `out`; signed (format version 6) when `key` is given."""
     manifest, members = run_contents(Path(run_dir), variant, mode, collections, facets)
-    return write_bundle(out, manifest, members)
+    return write_bundle(out, manifest, members, key)
 __all__ = ["assemble", "bundle_run", "dataset_name", "run_contents", "write_bundle"]

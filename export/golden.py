@@ -23,6 +23,14 @@ golden.json:
   "known_encoder_structures", "hostile": [{"name", "member", "file", "python": "BundleError" or "accepted"}]}:
   hostile graph and tokenizer members given by the caller (scripts/fuzz_bundle.hostile_members) and the
   verdict of the Python check on each (the text encoder's weights may differ, so NaN weights pass it).
+- "signatures": {"cases": [{"name", "file", "trusted" (hex keys or null), "python": "ok:<key id>", "ok:unsigned"
+  or "BundleError"}], "sign": {"unsigned", "seed", "public_key", "expected"}}: the bundle signed with a
+  golden key, damaged bytes in every part of the signed range and the trailer, other and rotated trusted
+  keys, each with the Python reader's verdict; and a signing job for the Java test (its result must be
+  the bytes of "expected": Ed25519 signatures are deterministic).
+- "json": [{"hex", "max_depth", "python": "ok" or "error"}]: documents at the edges of the one JSON grammar
+  both readers parse (sdk/strict_json.py, Json.java): NaN and Infinity, number forms, control characters,
+  whitespace, bad UTF-8, and nesting at and one past each bound the readers use.
 """
 
 from __future__ import annotations
@@ -35,12 +43,14 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk.bundle import Bundle, ClassInfo, Concept
+from sdk.bundle import Bundle, ClassInfo, Concept, bundle_bytes, bundle_members
 from sdk.engine import backbone_session, ort  # onnxruntime as the SDK imports it (telemetry off)
 from sdk.errors import BundleError, DescriptionError
 from sdk.folding import BACKBONE_FILE
 from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, check_backbone_graph, check_encoder_graph, encoder_structure
 from sdk.images import to_uint8_batch
+from sdk.signing import SigningKey
+from sdk.strict_json import loads as strict_json_loads
 from sdk.tasks import TaskOptions, TaskResolver
 from sdk.tokenizer_check import check_tokenizer_json
 from sdk.xnnpack_program import PREFIX, companion_bytes, companion_target, parse_companion
@@ -179,11 +189,81 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
         spec["hostile_bundles"].append(f"hostile_{name}.taper")
     spec["composed"] = composed_resolutions()
     spec["graphs"] = _graphs(bundle.bundle, hostile_members, out_dir)
+    spec["signatures"] = _signatures(Path(bundle_path), out_dir)
+    spec["json"] = _json_cases()
     if companion is not None:
         spec["companion"] = _companion(bundle.bundle, companion, out_dir)
     path = out_dir / "golden.json"
     path.write_text(json.dumps(spec))
     return path
+
+
+def _json_cases() -> list[dict]:
+    """Each JSON_CASES document with the Python parser's verdict (see the module docstring)."""
+    cases = []
+    for text, max_depth in JSON_CASES:
+        raw = text if isinstance(text, bytes) else text.encode()
+        try:
+            strict_json_loads(raw, "doc", max_depth)
+            verdict = "ok"
+        except ValueError:
+            verdict = "error"
+        cases.append({"hex": raw.hex(), "max_depth": max_depth, "python": verdict})
+    return cases
+
+
+def _nested(levels: int) -> str:
+    return "[" * levels + "1" + "]" * levels
+
+
+JSON_CASES = [
+    *((doc, 16) for doc in ('{"a": 1}', '[1, -0, 2.5, -1e3, 1E+2, 0.5e-1, 123456789012]', '"é ☃ 🐶"', '"\\u00e9"',
+                            'NaN', '[NaN]', '{"a": Infinity}', '-Infinity', '[01]', '[+5]', '[.5]', '[5.]', '[1e]',
+                            '[-]', '[1.e5]', '"tab\tinside"', '"bell\x07"', '[1,]', '{"a":1,}', '[1]\x0b',
+                            '\x0c[1]', ' \t\r\n[1] ', '[1] x', 'true', 'nul', '"\\x41"', '"\\u12"', '')),
+    (b'"\xff"', 16), (b'"\xc3"', 16), (b'"\xed\xa0\x80"', 16), (b'\xef\xbb\xbf[1]', 16),
+    *((_nested(n), bound) for bound in (8, 16) for n in (bound, bound + 1)),
+    ('{"a": {"b": {"c": [[[[[1]]]]]}}}', 8), ('{"a": {"b": {"c": [[[[[[1]]]]]]}}}', 8),
+]
+
+
+# Golden keys (RFC 8032 seeds): public test vectors, never keys for real bundles.
+GOLDEN_SEEDS = (bytes(range(32)), bytes(range(32, 64)))
+
+
+def _signatures(bundle_path: Path, out_dir: Path) -> dict:
+    """Signed, damaged-signed and unsigned copies of the bundle, each with the trusted keys it is opened
+    with and the Python reader's verdict; and the job the Java test signs (see the module docstring)."""
+    unsigned = bundle_path.read_bytes()
+    manifest, members = bundle_members(unsigned)
+    golden, other = (SigningKey.from_seed(seed) for seed in GOLDEN_SEEDS)
+    signed = bundle_bytes(manifest, members, golden)
+    a, b = golden.public_key.hex(), other.public_key.hex()
+    header_end = 64 + int.from_bytes(signed[16:24], "little")
+    blobs = {"signed": signed, "unsigned": unsigned, "resigned_other": bundle_bytes(manifest, members, other)}
+    for name, offset in {"version": 8, "manifest_length": 16, "manifest_digest": 30, "manifest": header_end - 5,
+                         "member": header_end + 200, "last_member_byte": len(signed) - 129,
+                         "trailer_magic": len(signed) - 128, "scheme": len(signed) - 120,
+                         "reserved": len(signed) - 114, "public_key": len(signed) - 100,
+                         "signature": len(signed) - 40, "reserved_tail": len(signed) - 1}.items():
+        damaged = bytearray(signed)
+        damaged[offset] ^= 0x01
+        blobs[f"flip_{name}"] = bytes(damaged)
+    blobs["truncated_trailer"] = signed[:-1]
+    blobs["trailer_removed"] = signed[:-128]
+    cases = []
+    for name, blob in blobs.items():
+        (out_dir / f"sig_{name}.taper").write_bytes(blob)
+        for trusted in (None, [a], [b], [b, a]):
+            try:
+                bundle = Bundle.from_buffer(np.frombuffer(blob, np.uint8), trusted_keys=trusted and frozenset(
+                    bytes.fromhex(k) for k in trusted))
+                verdict = f"ok:{bundle.signer.key_id if bundle.signer else 'unsigned'}"
+            except BundleError:
+                verdict = "BundleError"
+            cases.append({"name": name, "file": f"sig_{name}.taper", "trusted": trusted, "python": verdict})
+    return {"cases": cases, "sign": {"unsigned": "sig_unsigned.taper", "seed": GOLDEN_SEEDS[0].hex(),
+                                     "public_key": a, "expected": "sig_signed.taper"}}
 
 
 def _graphs(bundle: Bundle, hostile_members: Sequence[tuple[str, str, bytes]], out_dir: Path) -> dict:

@@ -54,6 +54,20 @@ def with_member_bytes(blob: bytes, name: str, new: bytes) -> bytes:
     return replace_member(blob, name, new)
 
 
+def with_signature_of(blob: bytes, signed: bytes) -> bytes:
+    """`blob`, an edited and re-checksummed copy of the signed bundle `signed` (so unsigned, version 5),
+    stamped version 6 again with `signed`'s signature trailer appended: a forger replaying a signature."""
+    from sdk.signing import SIGNED_SINCE, TRAILER
+
+    version, length = struct.unpack("<I", blob[8:12])[0], struct.unpack("<Q", blob[16:24])[0]
+    raw = blob[HEADER.size:HEADER.size + length]
+    if version >= SIGNED_SINCE or b'"version":5,' not in raw:
+        return blob
+    raw = raw.replace(b'"version":5,', b'"version":6,', 1)
+    stamped = blob[:8] + struct.pack("<I", SIGNED_SINCE) + blob[12:HEADER.size] + raw + blob[HEADER.size + length:]
+    return resign(stamped) + signed[-TRAILER.size:]
+
+
 def without_concepts(members: dict[str, bytes]) -> dict[str, bytes]:
     """Members of a format-5 bundle made those of a format 3/4 one: no concepts in classes.json, no concept
     embeddings."""

@@ -3,6 +3,7 @@ with a timeout. Writes docs/results/reliability.md and .json.
 
     python -m scripts.fuzz_bundle --cases 10000                      # trains the tiny preset bundle first
     python -m scripts.fuzz_bundle --cases 200 --bundle x.taper --out /tmp/rel
+    python -m scripts.fuzz_bundle --cases 2000 --signed --out docs/results/reliability_signed
 
 Each case is one damaged bundle; a worker (one per core, restarted after a hang or crash) runs
 `sdk.load` (verify on), `sdk.personalize(bundle, DESCRIPTION)` and `predict_proba` on a fixed image. Outcomes:
@@ -16,6 +17,12 @@ weights and forged compact bases (a tensor dropped, renamed to no layer, cut sho
 NaN or negative int8 scale), where "different" means a forged bundle the format accepts (reported, not a
 failure). The base bundle's layers are stored in every kind in turn (full, shared, dense float16, int8,
 low rank), so every compact member is damaged.
+
+--signed: the base bundle is signed with a key made for the run, and every case is loaded with
+`trusted_keys=[that key]` (an app that requires its own bundles). A forged edit then either drops the
+signature (the re-encoded bundle is unsigned) or, for half of the member edits, replays the original
+signature on the edited bundle; the report's `signed.loaded` counts forged bundles that still loaded
+(target 0).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from export.golden import HOSTILE_CONCEPTS, edited_json
-from scripts.bundle_edits import PAD, manifest_of, with_manifest, with_member, with_member_bytes
+from scripts.bundle_edits import PAD, manifest_of, with_manifest, with_member, with_member_bytes, with_signature_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,9 +59,10 @@ resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))  # a runaway allocati
 import numpy as np
 import sdk
 image = np.random.default_rng(0).integers(0, 256, (2, 40, 36, 3), dtype=np.uint8)
+trusted = sys.argv[2:] or None          # --signed: the run's public key
 for line in sys.stdin:
     try:
-        bundle = sdk.load(line.strip())
+        bundle = sdk.load(line.strip(), trusted_keys=trusted)
         p = sdk.personalize(bundle, sys.argv[1]).predict_proba(image)
         out = {"outcome": "loaded", "probabilities": p.tolist()}
     except sdk.SdkError as e:
@@ -84,9 +92,14 @@ def description_for(path: Path) -> str:
 
 
 class Worker:
-    def __init__(self, description: str = DESCRIPTION):
-        self.process = subprocess.Popen([sys.executable, "-c", WORKER, description], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    def __init__(self, description: str = DESCRIPTION, trusted_key: str | None = None):
+        self.args = (description, trusted_key)
+        command = [sys.executable, "-c", WORKER, description, *([trusted_key] if trusted_key else [])]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+
+    def restarted(self) -> Worker:
+        return Worker(*self.args)
 
     def run(self, path: str, timeout: float) -> dict:
         try:
@@ -348,15 +361,24 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it counts as a hang")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--signed", action="store_true",
+                        help="sign the base bundle and load every case with trusted_keys (module docstring)")
     args = parser.parse_args()
     start = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         blob = base_bundle(args.bundle, work)
+        trusted_key = None
+        if args.signed:
+            from sdk.bundle import bundle_bytes, bundle_members
+            from sdk.signing import SigningKey
+
+            key = SigningKey.generate()
+            blob, trusted_key = bundle_bytes(*bundle_members(blob), key), key.public_key.hex()
         pristine_path = work / "pristine.taper"
         pristine_path.write_bytes(blob)
         args.description = description_for(pristine_path)
-        workers = [Worker(args.description) for _ in range(args.workers)]
+        workers = [Worker(args.description, trusted_key) for _ in range(args.workers)]
         pristine = workers[0].run(str(pristine_path), args.timeout)
         assert pristine["outcome"] == "loaded", pristine
         hostile = hostile_members(blob)
@@ -369,6 +391,9 @@ def main() -> int:
         for i in range(args.cases):
             kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
             label, data = make_case(kind, blob, rng, hostile)
+            if args.signed and kind in SIGNED and rng.random() < 0.5:
+                replayed = with_signature_of(data, blob)
+                label, data = (label + " (signature replayed)", replayed) if replayed != data else (label, data)
             path = work / f"case{i % (2 * args.workers)}.taper"
             path.write_bytes(data)
             pending.append((i, kind, label, path))
@@ -415,7 +440,7 @@ def _run_batch(workers: list[Worker], pending, pristine: dict, timeout: float, c
         if outcome == "typed":
             counts[kind + ":errors"][result["error"]] += 1
         if not workers[slot].alive():
-            workers[slot] = Worker()
+            workers[slot] = workers[slot].restarted()
 
 
 def _report(counts, examples, args, seconds: float, done: int) -> dict:
@@ -423,13 +448,19 @@ def _report(counts, examples, args, seconds: float, done: int) -> dict:
     table = {kind: {o: counts[kind][o] for o in outcomes} for kind in UNSIGNED + SIGNED}
     silent = sum(table[k]["different"] for k in UNSIGNED)
     failures = sum(table[k][o] for k in table for o in ("escape", "hang", "crash")) + silent
+    if args.signed:  # with trusted keys a forged bundle that loads is a failure too
+        failures += sum(table[k]["same"] + table[k]["different"] for k in SIGNED)
     return {"cases": done, "planned": args.cases, "seed": args.seed, "timeout_s": args.timeout,
             "seconds": round(seconds, 1),
             "description": args.description, "by_kind": table,
             "totals": {o: sum(t[o] for t in table.values()) for o in outcomes},
             "silent_changes": silent, "accepted_forged_edits": sum(table[k]["different"] for k in SIGNED),
             "failures": failures, "typed_errors": {k: dict(counts[k + ":errors"]) for k in UNSIGNED + SIGNED},
-            "examples": dict(examples), "command": "python -m scripts.fuzz_bundle " + " ".join(sys.argv[1:])}
+            "examples": dict(examples), "command": "python -m scripts.fuzz_bundle " + " ".join(sys.argv[1:]),
+            "trusted_keys": bool(args.signed),
+            **({"signed": {"cases": sum(sum(table[k].values()) for k in SIGNED),
+                           "loaded": sum(table[k]["same"] + table[k]["different"] for k in SIGNED)}}
+               if args.signed else {})}
 
 
 def _markdown(r: dict) -> str:
@@ -453,6 +484,8 @@ def _markdown(r: dict) -> str:
               f"Escapes + hangs + crashes + silent changes: **{r['failures']}** (target 0).",
               f"Re-signed edits that loaded with other predictions (a forged bundle within the format's rules; the "
               f"checksums are integrity, not authenticity): {r['accepted_forged_edits']}.", "",
+              *([f"With `trusted_keys` (the base bundle signed, --signed): {r['signed']['loaded']} of "
+                 f"{r['signed']['cases']} forged bundles loaded (target 0).", ""] if r.get("signed") else []),
               "Typed errors by kind: " + "; ".join(f"{k}: {v}" for k, v in r["typed_errors"].items() if v), ""]
     if r["examples"]:
         lines += ["Examples of the non-typed outcomes:", ""]

@@ -35,6 +35,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--max-classes", type=int, default=20)
     run.add_argument("--export", type=Path, help="write the personalized model: .onnx, .pte or .mlpackage")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of a readable report")
+    run.add_argument("--trusted-key", action="append", dest="trusted_keys", metavar="KEY",
+                     help="accept only a bundle signed by this key (64 hex digits or a .pub file; repeat for several)")
     cache = sub.add_parser("cache", help="list or clear the warm-start cache of device-compiled backbones")
     cache.add_argument("action", choices=("list", "clear"))
     return p
@@ -83,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "cache":
         return cache_command(args.action)
     try:
-        model = personalize(load(args.bundle), args.description, max_classes=args.max_classes)
-        result = {"classes": model.classes, "resolution": model.resolution, "timings_ms": model.timings}
+        bundle = load(args.bundle, trusted_keys=args.trusted_keys)
+        model = personalize(bundle, args.description, max_classes=args.max_classes)
+        result = {"classes": model.classes, "resolution": model.resolution, "timings_ms": model.timings,
+                  "signer": bundle.signer.key_id if bundle.signer else None}
         if args.images:
             files = image_files(args.images)
             result["predictions"] = [{"image": f.name, "label": label, "probability": round(prob, 6)}

@@ -1,4 +1,4 @@
-"""The bases of a bundle, layer by layer: a shared part W_0 plus per-basis deltas (format versions 3 to 5).
+"""The bases of a bundle, layer by layer: a shared part W_0 plus per-basis deltas (format versions 3 to 6).
 
 Basis q's weight of a layer (`sdk.architecture.Layer`: a conv or the classifier) is W_0 + D_q. With
 alpha rows summing to one the mixed weight is W_0 + sum_q alpha_q D_q, so fusing reads W_0 once and

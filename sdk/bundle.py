@@ -1,14 +1,15 @@
 """The `.taper` bundle: the one module that reads and writes the format (docs/bundle-format.md).
 
-Layout, versions 3 to 5 (integers little-endian):
+Layout, versions 3 to 6 (integers little-endian):
     0   8 bytes   magic b"TAPERBDL"
-    8   u32       format version (3, 4 or 5: the manifest's `version`)
+    8   u32       format version (3 to 6: the manifest's `version`)
     12  u32       flags (0: reserved, a reader rejects anything else)
     16  u64       manifest length M
     24  32 bytes  SHA-256 of the manifest bytes
     56  8 bytes   reserved (zero)
     64  M bytes   manifest (UTF-8 JSON, `sdk.manifest.Manifest`)
     ... members, each starting on a 64-byte boundary at the offset the manifest gives, zero padding between
+    version 6 only: the last 128 bytes are the signature trailer (`sdk.signing`), after every member
 
 Reading (`Bundle.open`) checks the header, the manifest's checksum, every manifest field
 (`Manifest.from_json`), every member's bounds, every tensor's dtype and shape against the
@@ -44,6 +45,7 @@ from .files import atomic_file
 from .folding import backbone_layout
 from .manifest import CONCEPTS_SINCE, MEMBERS, READ_VERSIONS, Manifest, MemberEntry, load_json
 from .mixer import tensor_shapes as mixer_tensor_shapes
+from .signing import SIGNED_SINCE, TRAILER, Signer, SigningKey, check_trusted, sign_header, verify_trailer
 from .tensorfile import encode_header, read_tensors
 
 MAGIC = b"TAPERBDL"
@@ -84,13 +86,16 @@ class Bundle:
         class_embeddings: [num_classes, embed_dim]. classes / supercategories / concepts: from classes.json
         (no concepts before version 5). concept_embeddings: [len(concepts), embed_dim].
         backbone_layout / backbone_size: the backbone graph's external-data layout (`backbone_layout`).
+        signer: who signed the bundle (`sdk.signing.Signer`, its signature verified), or None (unsigned).
     """
 
     def __init__(self, data: np.ndarray, manifest: Manifest, source: str, fd: int | None = None,
-                 verify: bool = False):
+                 verify: bool = False, signer: Signer | None = None):
+        """Use `open` or `from_buffer`, which check the header, the manifest and the signature (`signer`)."""
         self.data, self.manifest, self.source = data, manifest, source
         # The header's SHA-256 of the manifest, checked by `parse_manifest`; it covers every member's SHA-256.
         self.manifest_sha256 = HEADER.unpack(bytes(data[:HEADER.size]))[4].hex()
+        self.signer = signer
         self._fd, self._stat = fd, _identity(os.fstat(fd)) if fd is not None else None
         arch = manifest.architecture
         self.shapes = parameter_shapes(arch.stem, arch.width, arch.num_classes)
@@ -112,7 +117,8 @@ class Bundle:
             weakref.finalize(self, os.close, fd)
 
     @classmethod
-    def open(cls, path: str | Path, verify: bool = True, in_memory: bool = False) -> Bundle:
+    def open(cls, path: str | Path, verify: bool = True, in_memory: bool = False,
+             trusted_keys: frozenset[bytes] | None = None) -> Bundle:
         """Open and validate the bundle at `path`.
 
         Args:
@@ -120,8 +126,11 @@ class Bundle:
                 (a second pass over the weights).
             in_memory: read the whole file into memory instead of mapping it, so that later changes to
                 the file cannot affect the loaded bundle (see `check_unchanged`).
+            trusted_keys: raw public keys (`sdk.signing.trusted_set`): accept only a bundle signed by one
+                of them; its members' SHA-256 are then checked whatever `verify` says.
         Raises:
-            BundleError: the file is missing, unreadable, not a bundle, damaged or inconsistent.
+            BundleError: the file is missing, unreadable, not a bundle, damaged or inconsistent; or, with
+                trusted_keys, unsigned, badly signed or signed by another key.
         """
         path = Path(path)
         try:
@@ -143,7 +152,7 @@ class Bundle:
                 fd = None
             else:
                 data = np.frombuffer(mmap.mmap(fd, info.st_size, access=mmap.ACCESS_READ), np.uint8)
-            return cls.from_buffer(data, str(path), verify, fd)
+            return cls.from_buffer(data, str(path), verify, fd, trusted_keys)
         except BaseException as e:
             if fd is not None:
                 os.close(fd)
@@ -153,12 +162,16 @@ class Bundle:
 
     @classmethod
     def from_buffer(cls, data: np.ndarray, source: str = "<memory>", verify: bool = True,
-                    fd: int | None = None) -> Bundle:
+                    fd: int | None = None, trusted_keys: frozenset[bytes] | None = None) -> Bundle:
         """Validate a bundle held in a uint8 array (see `open`)."""
         manifest = parse_manifest(data)
-        if verify:
+        signer = read_signer(data, manifest)
+        if trusted_keys is not None:
+            # Before the members are read: an untrusted bundle is refused before any of its content is parsed.
+            check_trusted(signer, trusted_keys)
+        if verify or trusted_keys is not None:
             verify_checksums(data, manifest)
-        return cls(data, manifest, source, fd, verify)
+        return cls(data, manifest, source, fd, verify, signer)
 
     def check_unchanged(self) -> None:
         """BundleError if the mapped file was truncated or rewritten since it was opened: reading a
@@ -249,7 +262,8 @@ class Bundle:
     def __repr__(self) -> str:
         a = self.manifest.architecture
         return (f"Bundle({self.source!r}, {a.num_classes} classes, {self.manifest.num_bases} bases, "
-                f"ResNet-18 {a.stem} stem width {a.width} at {a.input_size} px)")
+                f"ResNet-18 {a.stem} stem width {a.width} at {a.input_size} px, "
+                f"{'signed by ' + str(self.signer) if self.signer else 'unsigned'})")
 
 
 def _short_text(value: object) -> bool:
@@ -317,10 +331,19 @@ def parse_manifest(data: np.ndarray) -> Manifest:
     if hashlib.sha256(raw).digest() != digest:
         raise BundleError("manifest checksum mismatch (corrupt bundle)")
     manifest = Manifest.from_json(load_json(raw, "manifest"))
+    if version >= SIGNED_SINCE and size < HEADER.size + length + TRAILER.size:
+        raise BundleError(f"a {size}-byte file is too short for its manifest and signature trailer")
     if manifest.version != version:
         raise BundleError(f"manifest: version {manifest.version} differs from the header's {version}")
-    _check_members(manifest.members, HEADER.size + length, size)
+    _check_members(manifest.members, HEADER.size + length, size - (TRAILER.size if version >= SIGNED_SINCE else 0))
     return manifest
+
+
+def read_signer(data: np.ndarray, manifest: Manifest) -> Signer | None:
+    """The verified signer of a version-6 bundle (BundleError if its signature fails), None before 6."""
+    if manifest.version < SIGNED_SINCE:
+        return None
+    return verify_trailer(bytes(data[:HEADER.size]), bytes(data[len(data) - TRAILER.size:]))
 
 
 def _check_members(members: dict[str, MemberEntry], data_start: int, size: int) -> None:
@@ -366,13 +389,21 @@ def bases_bytes(bases: CompactBases) -> bytes:
     return tensors_member(bases.tensors())
 
 
-def encode_bundle(manifest: Manifest, members: dict[str, bytes]) -> tuple[bytes, dict[str, MemberEntry]]:
-    """The header + manifest bytes for `members` (placed in MEMBERS order), and where each member goes."""
+def encode_bundle(manifest: Manifest, members: dict[str, bytes],
+                  signed: bool = False) -> tuple[bytes, dict[str, MemberEntry]]:
+    """The header + manifest bytes for `members` (placed in MEMBERS order), and where each member goes.
+    The version stamped is the lowest that holds the bundle; `signed`: 6 (the trailer is the caller's)."""
     if set(members) != set(MEMBERS):
         raise BundleError(f"a bundle has exactly the members {list(MEMBERS)}")
     entries = {name: MemberEntry(0, len(members[name]), hashlib.sha256(members[name]).hexdigest())
                for name in MEMBERS}
-    manifest = replace(manifest, version=max(manifest.required_version(), _classes_version(members["classes.json"])))
+    version = max(manifest.required_version(), _classes_version(members["classes.json"]))
+    if signed:
+        if version < CONCEPTS_SINCE:
+            raise BundleError(f"only a version-{CONCEPTS_SINCE} bundle (with concepts) can be signed; this one is "
+                              f"version {version}: export the run again, then sign it")
+        version = SIGNED_SINCE
+    manifest = replace(manifest, version=version)
     raw = b""
     for _ in range(10):  # offsets depend on the manifest's length, which depends on the offsets
         offset = _align(HEADER.size + len(raw))
@@ -389,39 +420,49 @@ def encode_bundle(manifest: Manifest, members: dict[str, bytes]) -> tuple[bytes,
     return header + raw, entries
 
 
-def _pieces(manifest: Manifest, members: dict[str, bytes]) -> Iterator[bytes]:
-    head, entries = encode_bundle(manifest, members)
+def _pieces(manifest: Manifest, members: dict[str, bytes], key: SigningKey | None = None) -> Iterator[bytes]:
+    head, entries = encode_bundle(manifest, members, signed=key is not None)
     yield head
     position = len(head)
     for name in MEMBERS:
         yield b"\0" * (entries[name].offset - position)
         yield members[name]
         position = entries[name].offset + entries[name].size
+    if key is not None:
+        yield sign_header(head[:HEADER.size], key)
 
 
-def bundle_bytes(manifest: Manifest, members: dict[str, bytes]) -> bytes:
-    """A whole bundle in memory (what `write_bundle` writes)."""
-    return b"".join(_pieces(manifest, members))
+def bundle_bytes(manifest: Manifest, members: dict[str, bytes], key: SigningKey | None = None) -> bytes:
+    """A whole bundle in memory (what `write_bundle` writes); signed by `key` when given (version 6)."""
+    return b"".join(_pieces(manifest, members, key))
+
+
+def bundle_members(blob: bytes) -> tuple[Manifest, dict[str, bytes]]:
+    """The manifest and member bytes of the bundle `blob` (header, manifest and bounds checked)."""
+    manifest = parse_manifest(np.frombuffer(blob, np.uint8))
+    return manifest, {n: blob[e.offset:e.offset + e.size] for n, e in manifest.members.items()}
 
 
 def replace_member(blob: bytes, name: str, new: bytes) -> bytes:
-    """The bundle `blob` rebuilt with member `name` replaced by `new` (any size): placed and signed again,
-    its version stamped anew (so a classes.json with or without concepts gets 5 or 3/4)."""
-    manifest = parse_manifest(np.frombuffer(blob, np.uint8))
-    members = {n: blob[e.offset:e.offset + e.size] for n, e in manifest.members.items()}
+    """The bundle `blob` rebuilt with member `name` replaced by `new` (any size): placed and checksummed
+    again, its version stamped anew (so a classes.json with or without concepts gets 5 or 3/4). Unsigned:
+    a signature cannot survive an edit."""
+    manifest, members = bundle_members(blob)
     return bundle_bytes(manifest, {**members, name: new})
 
 
-def write_bundle(path: str | Path, manifest: Manifest, members: dict[str, bytes]) -> Path:
+def write_bundle(path: str | Path, manifest: Manifest, members: dict[str, bytes],
+                 key: SigningKey | None = None) -> Path:
     """Write a bundle atomically (temporary file beside it, then a rename; `sdk.files.atomic_file`).
 
     Args:
         manifest: every field but `members`, which is filled in here.
         members: the bytes of each of MEMBERS.
+        key: sign it (format version 6; `sdk.signing`).
     Returns:
         The path written.
     """
-    pieces = _pieces(manifest, members)
+    pieces = _pieces(manifest, members, key)
     head = next(pieces)  # validates before anything is written
     with atomic_file(path) as f:
         f.write(head)
@@ -435,5 +476,5 @@ def _align(n: int) -> int:
 
 
 __all__ = ["ALIGN", "HEADER", "MAGIC", "MEMBERS", "NUM_BLOCKS", "Bundle", "ClassInfo", "Concept", "Manifest",
-           "bases_bytes", "bundle_bytes", "tensors_member",
+           "bases_bytes", "bundle_bytes", "bundle_members", "read_signer", "tensors_member",
            "encode_bundle", "parse_manifest", "replace_member", "safetensors_bytes", "verify_checksums", "write_bundle"]

@@ -17,13 +17,15 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
+from . import strict_json
 from .architecture import mixed_layers, parameter_shapes
 from .errors import BundleError
 from .preprocessing import IMAGENET_MEAN, IMAGENET_STD, RESIZE, Preprocessing
 
 FORMAT = "taper-bundle"
-VERSION = 5                 # the newest version this SDK reads and writes
-READ_VERSIONS = (3, 4, 5)   # 3: no `subspace` kind; 4: no concepts; 5: concepts in classes.json
+VERSION = 6                 # the newest version this SDK reads and writes
+READ_VERSIONS = (3, 4, 5, 6)  # 3: no `subspace` kind; 4: no concepts; 5: concepts in classes.json;
+                              # 6: version 5 signed (sdk.signing: an Ed25519 trailer)
 # The version that introduced a layer kind (others: 3). A writer stamps the lowest version that holds the
 # bundle, so a bundle without subspace layers or concepts still loads in taper-sdk 0.3.
 KIND_SINCE = {"subspace": 4}
@@ -200,27 +202,13 @@ def _preprocessing(f: Fields, input_size: int) -> Preprocessing:
     return out
 
 
-def json_depth(value: object) -> int:
-    """Nesting depth of parsed JSON (a scalar is 0, [1] is 1); iterative, so no depth exhausts the stack."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is not None:
-            deepest = max(deepest, depth + 1)
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
-
-
 def load_json(raw: bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> object:
-    """Parse UTF-8 JSON from a bundle; BundleError for bad bytes, bad JSON or nesting deeper than max_depth."""
+    """Parse UTF-8 JSON from a bundle (`sdk.strict_json`); BundleError for bad bytes, bad JSON, NaN or
+    Infinity, or nesting deeper than max_depth."""
     try:
-        value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise BundleError(f"{what} is not valid UTF-8 JSON ({type(e).__name__})") from None
-    if json_depth(value) > max_depth:
-        raise BundleError(f"{what} is nested deeper than {max_depth}")
-    return value
+        return strict_json.loads(raw, what, max_depth)
+    except ValueError as e:
+        raise BundleError(str(e)) from None
 
 
 def _provenance(value: object) -> dict:
@@ -228,7 +216,7 @@ def _provenance(value: object) -> dict:
     lists and objects."""
     if not isinstance(value, dict):
         raise BundleError("manifest.provenance must be an object")
-    if json_depth(value) > MAX_PROVENANCE_DEPTH or len(json.dumps(value)) > MAX_PROVENANCE_BYTES:
+    if strict_json.depth(value) > MAX_PROVENANCE_DEPTH or len(json.dumps(value)) > MAX_PROVENANCE_BYTES:
         raise BundleError(f"manifest.provenance is deeper than {MAX_PROVENANCE_DEPTH} or larger than "
                           f"{MAX_PROVENANCE_BYTES} bytes")
     f = Fields(value, "manifest.provenance")
@@ -248,7 +236,7 @@ class Manifest:
     bases: dict[str, LayerStorage]
     provenance: dict = field(default_factory=dict)
     members: dict[str, MemberEntry] = field(default_factory=dict)
-    version: int = VERSION
+    version: int = 5            # what a writer stamps is decided in sdk.bundle.encode_bundle
 
     @classmethod
     def from_json(cls, obj: object) -> Manifest:

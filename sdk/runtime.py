@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from .graph_check import check_backbone_graph, check_encoder_graph
 from .mixer import predict_alpha, uniform_alpha
 from .model import PersonalizedModel
 from .prototypes import DEFAULT_TEMPERATURE
+from .signing import Signer, trusted_set
 from .stopwatch import Stopwatch
 from .tasks import TaskOptions, TaskResolver
 from .text_encoder import TextEncoder
@@ -87,6 +89,11 @@ class TaperBundle:
     @property
     def classes(self) -> list[str]:
         return [c.name for c in self.bundle.classes]
+
+    @property
+    def signer(self) -> Signer | None:
+        """Who signed the bundle (its signature verified at load), or None: `sdk.signing.Signer`."""
+        return self.bundle.signer
 
     @property
     def encoder(self) -> TextEncoder:
@@ -185,7 +192,8 @@ ENGINES = ("onnxruntime", "executorch")
 
 def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None = None,
          threads: int | None = None, device_compile: bool = True, in_memory: bool = False,
-         engine: str = "onnxruntime", program: str | Path | None = None, cache: bool = True) -> TaperBundle:
+         engine: str = "onnxruntime", program: str | Path | None = None, cache: bool = True,
+         trusted_keys: Iterable[str | bytes | os.PathLike] | None = None) -> TaperBundle:
     """Open and validate a bundle, ready to personalize.
 
     >>> bundle = sdk.load("tiny-imagenet.taper")     # doctest: +SKIP
@@ -207,18 +215,24 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
         cache: keep what compiling the backbone for this device computes in the user's cache folder and
             reuse it in later processes (`sdk.device_cache`: keyed by the bundle, onnxruntime and the CPU,
             checked when read); False neither reads nor writes it.
+        trusted_keys: public keys (64 hex digits as in a `.pub` file, 32 raw bytes, or a `.pub` path):
+            accept only a bundle signed by one of them (`python -m export sign`), and check its members'
+            SHA-256 whatever `verify` says. None (the default): signed and unsigned bundles load, and
+            `bundle.signer` says who signed (a signature present is always checked).
     Returns:
         A TaperBundle (`personalize` it).
     Raises:
         BundleError: the file (or the ExecuTorch companion) is missing, damaged, of another format
-            version, or inconsistent.
+            version, or inconsistent; with trusted_keys, unsigned, badly signed or signed by another key
+            (the message says which).
         SdkError: an unknown engine, or engine="executorch" without the executorch package.
     """
     if engine not in ENGINES:
         raise SdkError(f"engine must be one of {ENGINES}, got {engine!r}")
     if program is not None and engine != "executorch":
         raise SdkError("program= names the ExecuTorch companion: it needs engine='executorch'")
-    bundle = TaperBundle(Bundle.open(path, verify, in_memory), providers, threads, device_compile, cache)
+    trusted = None if trusted_keys is None else trusted_set(trusted_keys)
+    bundle = TaperBundle(Bundle.open(path, verify, in_memory, trusted), providers, threads, device_compile, cache)
     if engine == "executorch":
         bundle.use_executorch(program if program is not None else default_program_path(path))
     return bundle

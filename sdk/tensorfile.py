@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import strict_json
 from .errors import TensorFileError
 from .files import atomic_file
 
@@ -38,6 +39,7 @@ DTYPES: dict[str, np.dtype] = {
 }
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # a header this large is hostile, not a model
+HEADER_DEPTH = 8  # a header nests 3 deep ({name: {"shape": [...]}}); the Java reader has the same bound
 ALIGN = 64  # data section starts on a 64-byte boundary so memory maps are aligned
 
 
@@ -84,9 +86,9 @@ def parse_header(buffer: bytes | memoryview | np.ndarray, total_size: int) -> tu
     if n > MAX_HEADER_BYTES or 8 + n > total_size:
         raise TensorFileError(f"header length {n} does not fit in a file of {total_size} bytes")
     try:
-        header = json.loads(bytes(buffer[8:8 + n]))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise TensorFileError(f"header is not valid JSON: {e}") from None
+        header = strict_json.loads(bytes(buffer[8:8 + n]), "header", max_depth=HEADER_DEPTH)
+    except ValueError as e:
+        raise TensorFileError(str(e)) from None
     if not isinstance(header, dict):
         raise TensorFileError("header is not a JSON object")
     metadata = header.pop("__metadata__", {}) or {}

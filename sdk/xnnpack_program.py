@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import strict_json
 from .errors import BundleError
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ FORMAT_VERSION = 2
 PREFIX = struct.Struct("<8sIQ")  # magic, version, header length
 ALIGNMENT = 64
 MAX_HEADER_BYTES = 16 << 20
+HEADER_DEPTH = 8          # the header nests 3 deep (slots -> name -> axes); the Java reader has the same bound
 MAX_FILE_BYTES = 4 << 30
 MAX_BATCH_LIMIT = 64
 SUFFIX = ".xnnpack"
@@ -149,8 +151,8 @@ def parse_companion(data: bytes, architecture: dict, shapes: dict[str, tuple[int
     if header_size > min(MAX_HEADER_BYTES, len(data) - PREFIX.size):
         raise BundleError(f"{what}: header of {header_size} bytes does not fit")
     try:
-        header = json.loads(data[PREFIX.size:PREFIX.size + header_size].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        header = strict_json.loads(data[PREFIX.size:PREFIX.size + header_size], what, max_depth=HEADER_DEPTH)
+    except ValueError:
         raise BundleError(f"{what}: the header is not JSON") from None
     if not isinstance(header, dict):
         raise BundleError(f"{what}: the header is not a JSON object")

@@ -62,7 +62,14 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
     spec = json.loads(golden.read_text())
     passed = int(result.stdout.split(" passed")[0].split()[-1])
     assert passed >= 1 + len(spec["descriptions"]) + len(spec["images"]) + 8 * len(spec["cases"]) + 10 \
-        + len(spec["graphs"]["hostile"]) + (1 + len(spec["companion"]["hostile"]) if companion is not None else 0)
+        + len(spec["graphs"]["hostile"]) + (1 + len(spec["companion"]["hostile"]) if companion is not None else 0) \
+        + len(spec["signatures"]["cases"]) + 2 + len(spec["json"])
+    # Signatures, both ways: every Python verdict was the Java one (above); a bundle signed in Java verifies here.
+    verdicts = {c["python"] for c in spec["signatures"]["cases"]}
+    assert "BundleError" in verdicts and "ok:unsigned" in verdicts and len(verdicts) == 4  # 2 keys, none, refused
+    job = spec["signatures"]["sign"]
+    java_signed = sdk.load(out / "java_signed.taper", trusted_keys=[job["public_key"]])
+    assert java_signed.signer.public_key == job["public_key"]
     assert len(spec["graphs"]["hostile"]) == (0 if mode != "fp32" else 9 + 4 + 10)  # backbone, encoder, tokenizer
     if companion is not None:
         assert len(spec["companion"]["hostile"]) == 21

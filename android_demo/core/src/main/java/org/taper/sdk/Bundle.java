@@ -16,16 +16,17 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * A .taper bundle (format version 3, 4 or 5, docs/bundle-format.md), memory-mapped and validated like
- * sdk/bundle.py: magic, version, reserved header bytes, the manifest's SHA-256, member offsets and sizes,
+ * A .taper bundle (format version 3 to 6, docs/bundle-format.md), memory-mapped and validated like
+ * sdk/bundle.py: magic, version, reserved header bytes, the manifest's SHA-256, the signature of a version-6
+ * bundle (Signatures), member offsets and sizes,
  * SHA-256 of every member, tensor dtypes and shapes against the architecture and each layer's storage
  * (Bases). The backbone's weight layout is
  * computed from the architecture (Architecture.backboneLayout), as in sdk/folding.py.
  */
 public final class Bundle {
     static final byte[] MAGIC = "TAPERBDL".getBytes(StandardCharsets.US_ASCII);
-    /** Versions read: 3, 4 (3 plus the "subspace" kind) and 5 (4 plus concepts). */
-    static final int OLDEST = 3, VERSION = 5, CONCEPTS_SINCE = 5, HEADER = 64, ALIGN = 64;
+    /** Versions read: 3, 4 (3 plus the "subspace" kind), 5 (4 plus concepts) and 6 (5 signed). */
+    static final int OLDEST = 3, VERSION = 6, CONCEPTS_SINCE = 5, HEADER = 64, ALIGN = 64;
     static final int MAX_CONCEPTS = 100_000, MAX_CONCEPT_NAMES = 64;
     static final long MAX_MANIFEST = 1L << 20;
     static final String[] MEMBERS = {"bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors",
@@ -53,17 +54,29 @@ public final class Bundle {
     public final int maxTokens;
     public final Preprocessing preprocessing;
     public final Map<String, Integer> backboneOffsets = new HashMap<>();
+    /** Who signed the bundle (its signature verified), or null: unsigned (format versions 3 to 5). */
+    public final Signatures.Signer signer;
     private final ByteBuffer data;
 
     public static Bundle open(String path) throws IOException {
+        return open(path, null);
+    }
+
+    /** With trustedKeys (64 hex digits each, the .pub files' content): only a bundle signed by one of them loads. */
+    public static Bundle open(String path, java.util.Collection<String> trustedKeys) throws IOException {
         try (RandomAccessFile f = new RandomAccessFile(path, "r"); FileChannel ch = f.getChannel()) {
             MappedByteBuffer map = ch.map(FileChannel.MapMode.READ_ONLY, 0, ch.size());
-            return new Bundle(map);
+            return new Bundle(map, trustedKeys);
         }
     }
 
-    @SuppressWarnings("unchecked")
     public Bundle(ByteBuffer buffer) {
+        this(buffer, null);
+    }
+
+    @SuppressWarnings("unchecked")
+    public Bundle(ByteBuffer buffer, java.util.Collection<String> trustedKeys) {
+        java.util.Set<String> trusted = trustedKeys == null ? null : Signatures.trustedSet(trustedKeys);
         data = buffer.duplicate().order(ByteOrder.LITTLE_ENDIAN);
         long size = data.capacity();
         if (size < HEADER) throw new BundleException(size + " bytes is too short for a bundle");
@@ -86,7 +99,7 @@ public final class Bundle {
         bytesAt(data, 24, digest);
         if (!java.util.Arrays.equals(sha256(ByteBuffer.wrap(raw)), digest))
             throw new BundleException("manifest checksum mismatch (corrupt bundle)");
-        Object parsed = Json.parse(new String(raw, StandardCharsets.UTF_8));
+        Object parsed = Json.parse(raw, "manifest", Json.MANIFEST_DEPTH);
         if (!(parsed instanceof Map)) throw new BundleException("manifest: not a JSON object");
         manifest = (Map<String, Object>) parsed;
         if (!"taper-bundle".equals(manifest.get("format")) || integer(manifest, "version", OLDEST, VERSION) != version)
@@ -110,13 +123,17 @@ public final class Bundle {
                 || ((List<Object>) text.get("prompts")).size() > 64)
             throw new BundleException("manifest: 'prompts' must list 1-64 templates");
         for (Object p : (List<Object>) text.get("prompts")) {
-            if (!(p instanceof String) || ((String) p).length() > 200 || ((String) p).split("\\{}", -1).length != 2
+            if (!(p instanceof String) || ((String) p).codePointCount(0, ((String) p).length()) > 200 || ((String) p).split("\\{}", -1).length != 2
                     || ((String) p).chars().filter(ch -> ch == '{' || ch == '}').count() != 2)
                 throw new BundleException("manifest: a prompt must have at most 200 characters, one '{}' and no other braces");
             prompts.add((String) p);
         }
         preprocessing = Preprocessing.fromManifest(obj(manifest, "preprocessing"), integer(arch, "input_size", 8, 4096));
-        checkMembers(obj(manifest, "members"), HEADER + length, size);
+        if (version >= Signatures.SIGNED_SINCE && size < HEADER + length + Signatures.TRAILER)
+            throw new BundleException("a " + size + "-byte file is too short for its manifest and signature trailer");
+        signer = version >= Signatures.SIGNED_SINCE ? Signatures.verify(data) : null;
+        if (trusted != null) Signatures.checkTrusted(signer, trusted);
+        checkMembers(obj(manifest, "members"), HEADER + length, version >= Signatures.SIGNED_SINCE ? size - Signatures.TRAILER : size);
         shapes = Architecture.parameterShapes(stem, width, numClasses);
         layout = Architecture.blockLayout(shapes);
         externalSize = Architecture.backboneLayout(shapes, backboneOffsets);
@@ -138,7 +155,7 @@ public final class Bundle {
     private void readClasses(int version) {
         String what = "member classes.json: ";
         if (memberBuffer("classes.json").remaining() > (64 << 20)) throw new BundleException(what + "larger than 64 MiB");
-        Object parsed = Json.parse(new String(memberBytes("classes.json"), StandardCharsets.UTF_8), "member classes.json");
+        Object parsed = Json.parse(memberBytes("classes.json"), "member classes.json", Json.MANIFEST_DEPTH);
         java.util.Set<String> keys = version >= CONCEPTS_SINCE ? java.util.Set.of("classes", "supercategories", "concepts")
                 : java.util.Set.of("classes", "supercategories");
         if (!(parsed instanceof Map) || !((Map<String, Object>) parsed).keySet().equals(keys))
@@ -270,7 +287,7 @@ public final class Bundle {
         if (n < 0 || 8 + n > b.remaining()) throw new BundleException("member " + name + ": bad header length");
         byte[] raw = new byte[(int) n];
         bytesAt(b, 8, raw);
-        Map<String, Object> header = (Map<String, Object>) Json.parse(new String(raw, StandardCharsets.UTF_8));
+        Map<String, Object> header = (Map<String, Object>) Json.parse(raw, "safetensors header", Json.HEADER_DEPTH);
         Map<String, Bases.Tensor> out = new HashMap<>();
         int dataStart = (int) (8 + n);
         for (Map.Entry<String, Object> e : header.entrySet()) {

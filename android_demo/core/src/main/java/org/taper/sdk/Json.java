@@ -5,19 +5,46 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-/** A small strict JSON parser (objects, arrays, strings, numbers, booleans, null): the manifest format needs no more. */
+/**
+ * The strict JSON parser of the bundle format (docs/bundle-format.md, "JSON"), the mirror of sdk/strict_json.py:
+ * RFC 8259 exactly (numbers without a leading '+', leading zeros or a bare '.', no NaN or Infinity; no raw
+ * control characters in strings; whitespace is space, tab, LF and CR), UTF-8 decoded strictly, nesting
+ * bounded by the caller (the same bounds as the Python reader).
+ */
 public final class Json {
+    /** Bounds on nesting (a scalar is 0, [1] is 1), as in the Python reader. */
+    public static final int MANIFEST_DEPTH = 16, TOKENIZER_DEPTH = 8, HEADER_DEPTH = 8;
+    private static final java.util.regex.Pattern NUMBER =
+            java.util.regex.Pattern.compile("-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?");
     private final String s, what;
+    private final int maxDepth;
     private int i;
 
-    private Json(String s, String what) { this.s = s; this.what = what; }
+    private Json(String s, String what, int maxDepth) { this.s = s; this.what = what; this.maxDepth = maxDepth; }
 
     /** Parses the manifest's JSON: Map, List, String, Long (integers), Double, Boolean or null. */
     public static Object parse(String text) { return parse(text, "manifest"); }
 
-    /** Parses a JSON document; errors name {@code what} ("member tokenizer.json"). */
-    public static Object parse(String text, String what) {
-        Json p = new Json(text, what);
+    /** Parses a JSON document nested at most MANIFEST_DEPTH deep; errors name {@code what} ("member classes.json"). */
+    public static Object parse(String text, String what) { return parse(text, what, MANIFEST_DEPTH); }
+
+    /** UTF-8 bytes, decoded strictly (BundleException for malformed UTF-8), then parsed. */
+    public static Object parse(byte[] utf8, String what, int maxDepth) {
+        String text;
+        try {
+            text = java.nio.charset.StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
+                    .decode(java.nio.ByteBuffer.wrap(utf8)).toString();
+        } catch (java.nio.charset.CharacterCodingException e) {
+            throw new BundleException(what + ": not UTF-8");
+        }
+        return parse(text, what, maxDepth);
+    }
+
+    /** Parses a JSON document nested at most maxDepth deep. */
+    public static Object parse(String text, String what, int maxDepth) {
+        Json p = new Json(text, what, maxDepth);
         p.ws();
         Object v = p.value(0);
         p.ws();
@@ -41,6 +68,7 @@ public final class Json {
     }
 
     private Map<String, Object> object(int depth) {
+        if (depth + 1 > maxDepth) throw new BundleException(what + ": nested deeper than " + maxDepth);
         Map<String, Object> m = new LinkedHashMap<>();
         i++;
         ws();
@@ -61,6 +89,7 @@ public final class Json {
     }
 
     private List<Object> array(int depth) {
+        if (depth + 1 > maxDepth) throw new BundleException(what + ": nested deeper than " + maxDepth);
         List<Object> a = new ArrayList<>();
         i++;
         ws();
@@ -82,6 +111,7 @@ public final class Json {
             if (i >= s.length()) throw new BundleException(what + ": unterminated string");
             char c = s.charAt(i++);
             if (c == '"') return b.toString();
+            if (c < 0x20) throw new BundleException(what + ": control character in a JSON string");
             if (c != '\\') { b.append(c); continue; }
             if (i >= s.length()) throw new BundleException(what + ": bad escape");
             char e = s.charAt(i++);
@@ -108,6 +138,7 @@ public final class Json {
         while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) i++;
         String t = s.substring(start, i);
         if (t.isEmpty()) throw new BundleException(what + ": unexpected character in JSON");
+        if (!NUMBER.matcher(t).matches()) throw new BundleException(what + ": bad number " + t);
         try {
             if (t.indexOf('.') < 0 && t.indexOf('e') < 0 && t.indexOf('E') < 0) return Long.parseLong(t);
             return Double.parseDouble(t);
@@ -129,5 +160,7 @@ public final class Json {
         i++;
     }
 
-    private void ws() { while (i < s.length() && Character.isWhitespace(s.charAt(i))) i++; }
+    private void ws() {
+        while (i < s.length() && (s.charAt(i) == ' ' || s.charAt(i) == '\t' || s.charAt(i) == '\n' || s.charAt(i) == '\r')) i++;
+    }
 }

@@ -65,7 +65,7 @@ public final class Tokenizer {
     @SuppressWarnings("unchecked")
     public static Tokenizer fromJson(byte[] raw, int maxTokens) {
         need(raw.length <= MAX_BYTES, "larger than " + MAX_BYTES + " bytes");
-        Object parsed = Json.parse(new String(raw, StandardCharsets.UTF_8), WHAT);
+        Object parsed = Json.parse(raw, WHAT, Json.TOKENIZER_DEPTH);
         need(parsed instanceof Map, "must be a JSON object");
         Map<String, Object> spec = (Map<String, Object>) parsed;
         need(TOP_LEVEL.containsAll(spec.keySet()) && spec.containsKey("model"),

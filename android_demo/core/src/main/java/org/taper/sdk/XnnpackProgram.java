@@ -68,7 +68,7 @@ public final class XnnpackProgram {
         Bundle.bytesAt(data, PREFIX, text);
         Object parsed;
         try {
-            parsed = Json.parse(strictUtf8(text), "ExecuTorch companion header");
+            parsed = Json.parse(text, "ExecuTorch companion header", Json.HEADER_DEPTH);
         } catch (BundleException e) {
             throw fail("the header is not JSON");
         }
@@ -82,15 +82,6 @@ public final class XnnpackProgram {
         program = section(data, header.get("program"), PREFIX + (int) headerSize);
         backbone = Architecture.backboneSlots(bundle.shapes);
         readSlots(header.get("slots"), segmentData());
-    }
-
-    private static String strictUtf8(byte[] text) {
-        try {
-            return StandardCharsets.UTF_8.newDecoder().onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
-                    .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT).decode(ByteBuffer.wrap(text)).toString();
-        } catch (java.nio.charset.CharacterCodingException e) {
-            throw fail("the header is not JSON");
-        }
     }
 
     private static BundleException fail(String message) {

@@ -98,8 +98,95 @@ public final class GoldenTest {
             catch (RuntimeException e) { check(false, o + " raised " + e); }
         }
         checkGraphs(bundle, (Map<String, Object>) spec.get("graphs"), dir);
+        checkSignatures((Map<String, Object>) spec.get("signatures"), dir, out);
+        checkJson((List<Object>) spec.get("json"));
         System.out.println(passed + " passed, " + failed + " failed");
         System.exit(failed == 0 ? 0 : 1);
+    }
+
+    /** Each signed, damaged or unsigned copy gets the Python reader's verdict with the same trusted keys; then
+     * the Java side signs the unsigned bundle with the golden seed: the bytes must be Python's signed bundle. */
+    @SuppressWarnings("unchecked")
+    private static void checkSignatures(Map<String, Object> signatures, Path dir, Path out) throws Exception {
+        for (Object o : (List<Object>) signatures.get("cases")) {
+            Map<String, Object> c = (Map<String, Object>) o;
+            List<String> trusted = (List<String>) c.get("trusted");
+            String verdict;
+            try {
+                Bundle b = new Bundle(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) c.get("file")))), trusted);
+                verdict = "ok:" + (b.signer == null ? "unsigned" : b.signer.keyId);
+            } catch (BundleException e) {
+                verdict = "BundleError";
+            } catch (RuntimeException e) {
+                verdict = "untyped " + e;
+            }
+            check(verdict.equals(c.get("python")), "signature case " + c.get("name") + " trusting " + trusted
+                    + ": Java " + verdict + ", Python " + c.get("python"));
+        }
+        Map<String, Object> job = (Map<String, Object>) signatures.get("sign");
+        byte[] signed = signBundle(Files.readAllBytes(dir.resolve((String) job.get("unsigned"))),
+                hexBytes((String) job.get("seed")), hexBytes((String) job.get("public_key")));
+        Files.write(out.resolve("java_signed.taper"), signed);
+        check(java.util.Arrays.equals(signed, Files.readAllBytes(dir.resolve((String) job.get("expected")))),
+                "a bundle signed in Java has the bytes of the same bundle signed in Python");
+        Bundle b = new Bundle(ByteBuffer.wrap(signed), List.of((String) job.get("public_key")));
+        check(b.signer != null && b.signer.publicKey.equals(job.get("public_key")), "Java verifies its own signature");
+    }
+
+    /** The one JSON grammar: each document gets the Python parser's verdict at the same depth bound. */
+    @SuppressWarnings("unchecked")
+    private static void checkJson(List<Object> cases) {
+        for (Object o : cases) {
+            Map<String, Object> c = (Map<String, Object>) o;
+            byte[] raw = hexBytes((String) c.get("hex"));
+            String verdict;
+            try {
+                Json.parse(raw, "doc", ((Number) c.get("max_depth")).intValue());
+                verdict = "ok";
+            } catch (BundleException e) {
+                verdict = "error";
+            } catch (RuntimeException e) {
+                verdict = "untyped " + e;
+            }
+            check(verdict.equals(c.get("python")), "JSON " + escape(new String(raw, StandardCharsets.UTF_8))
+                    + " at depth " + c.get("max_depth") + ": Java " + verdict + ", Python " + c.get("python"));
+        }
+    }
+
+    /** Sign an SDK-written version-5 bundle as `python -m export sign` does: the manifest's version becomes 6
+     * (same length, so no member moves), the header takes the new version and digest, and the trailer signs it. */
+    static byte[] signBundle(byte[] unsigned, byte[] seed, byte[] publicKey) throws Exception {
+        ByteBuffer in = ByteBuffer.wrap(unsigned).order(ByteOrder.LITTLE_ENDIAN);
+        int length = (int) in.getLong(16);
+        String manifest = new String(unsigned, 64, length, StandardCharsets.UTF_8);
+        String from = "{\"format\":\"taper-bundle\",\"version\":5,", to = "{\"format\":\"taper-bundle\",\"version\":6,";
+        if (in.getInt(8) != 5 || !manifest.startsWith(from)) throw new IllegalArgumentException("not an SDK-written version-5 bundle");
+        byte[] raw = (to + manifest.substring(from.length())).getBytes(StandardCharsets.UTF_8);
+        byte[] out = java.util.Arrays.copyOf(unsigned, unsigned.length + Signatures.TRAILER);
+        System.arraycopy(raw, 0, out, 64, raw.length);
+        ByteBuffer o = ByteBuffer.wrap(out).order(ByteOrder.LITTLE_ENDIAN);
+        o.putInt(8, 6);
+        System.arraycopy(Bundle.sha256(ByteBuffer.wrap(raw)), 0, out, 24, 32);
+        byte[] der = hexBytes("302e020100300506032b657004220420");
+        der = java.util.Arrays.copyOf(der, der.length + 32);
+        System.arraycopy(seed, 0, der, der.length - 32, 32);
+        java.security.Signature signer = java.security.Signature.getInstance("Ed25519");
+        signer.initSign(java.security.KeyFactory.getInstance("Ed25519").generatePrivate(new java.security.spec.PKCS8EncodedKeySpec(der)));
+        signer.update(Signatures.DOMAIN);
+        signer.update(out, 0, 64);
+        byte[] signature = signer.sign();
+        int t = unsigned.length;
+        System.arraycopy(Signatures.MAGIC, 0, out, t, 8);
+        o.putInt(t + 8, Signatures.SCHEME_ED25519);
+        System.arraycopy(publicKey, 0, out, t + 16, 32);
+        System.arraycopy(signature, 0, out, t + 48, 64);
+        return out;
+    }
+
+    private static byte[] hexBytes(String hex) {
+        byte[] out = new byte[hex.length() / 2];
+        for (int i = 0; i < out.length; i++) out[i] = (byte) Integer.parseInt(hex.substring(2 * i, 2 * i + 2), 16);
+        return out;
     }
 
     @SuppressWarnings("unchecked")
