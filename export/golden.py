@@ -18,7 +18,8 @@ golden.json:
   "classes", "how"} or {"description", "encoder": true}]}: rule 3b of sdk/tasks.py on a hand-made class
   and concept table (COMPOSED_*; the synthetic bundle has no groups that cross), every description either
   resolved without the text encoder or recorded as needing it.
-- "hostile_bundles": files of the bundle with hostile concepts in classes.json (every one a BundleError).
+- "hostile_bundles": files of the bundle with hostile concepts in classes.json, and re-checksummed forgeries
+  only a check of the values finds (`semantic_forgeries`): every one a BundleError.
 - "graphs": {"encoder_structure": the bundle's text encoder's structure hash (sdk.graph_check),
   "known_encoder_structures", "hostile": [{"name", "member", "file", "python": "BundleError" or "accepted"}]}:
   hostile graph and tokenizer members given by the caller (scripts/fuzz_bundle.hostile_members) and the
@@ -43,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk.bundle import Bundle, ClassInfo, Concept, bundle_bytes, bundle_members
+from sdk.bundle import Bundle, ClassInfo, Concept, bundle_bytes, bundle_members, tensors_member
 from sdk.engine import backbone_session, ort  # onnxruntime as the SDK imports it (telemetry off)
 from sdk.errors import BundleError, DescriptionError
 from sdk.folding import BACKBONE_FILE
@@ -187,6 +188,14 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
     for name, edit in HOSTILE_CONCEPTS.items():
         (out_dir / f"hostile_{name}.taper").write_bytes(with_classes_json(blob, edit))
         spec["hostile_bundles"].append(f"hostile_{name}.taper")
+    for name, data in semantic_forgeries(blob):
+        try:
+            Bundle.from_buffer(np.frombuffer(data, np.uint8))
+            raise AssertionError(f"the Python reader accepts the forgery {name}")
+        except BundleError:
+            pass
+        (out_dir / f"hostile_{name}.taper").write_bytes(data)
+        spec["hostile_bundles"].append(f"hostile_{name}.taper")
     spec["composed"] = composed_resolutions()
     spec["graphs"] = _graphs(bundle.bundle, hostile_members, out_dir)
     spec["signatures"] = _signatures(Path(bundle_path), out_dir)
@@ -196,6 +205,30 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
     path = out_dir / "golden.json"
     path.write_text(json.dumps(spec))
     return path
+
+
+def semantic_forgeries(blob: bytes) -> Iterator[tuple[str, bytes]]:
+    """Re-checksummed bundles whose damage only a check of the values finds: a negative running variance in
+    the mixer and in a basis, NaN in the mixer and in the class embeddings."""
+    bundle = Bundle.from_buffer(np.frombuffer(blob, np.uint8))
+    manifest, members = bundle_members(blob)
+
+    def with_tensors(member: str, tensors: dict) -> bytes:
+        return bundle_bytes(manifest, {**members, member: tensors_member(tensors)})
+
+    mixer = {k: np.array(v) for k, v in bundle.mixer.items()}
+    variance = next(k for k in mixer if k.endswith("running_var"))
+    yield "negative_mixer_variance", with_tensors("mixer.safetensors", {**mixer, variance: -np.abs(mixer[variance])})
+    yield "nan_mixer", with_tensors("mixer.safetensors", {**mixer, "head.bias": mixer["head.bias"] * np.nan})
+    bases = {k: np.array(v) for k, v in bundle.bases.tensors().items()}
+    layer = next(lb.layer for lb in bundle.bases.layers if any(c.endswith("running_var") for c in lb.layer.channels))
+    index = [c.endswith("running_var") for c in layer.channels].index(True)
+    bases[f"{layer.name}.channels"][..., index, :1] = -0.5
+    yield "negative_basis_variance", with_tensors("bases.safetensors", bases)
+    text = np.array(bundle.class_embeddings)
+    text[0, 0] = np.inf
+    yield "inf_class_embedding", with_tensors("class_embeddings.safetensors",
+                                              {"text": text, "concepts": np.array(bundle.concept_embeddings)})
 
 
 def _json_cases() -> list[dict]:

@@ -170,7 +170,9 @@ class CompactBases:
         return {f"{lb.layer.name}.{part}": array for lb in self.layers for part, array in lb.parts.items()}
 
     def verify_finite(self) -> None:
-        """BundleError if a float is NaN or infinite, or an int8 scale is negative."""
+        """BundleError if a float is NaN or infinite, an int8 scale negative, or a batch norm's running variance
+        negative (a mixture of the bases is convex, so non-negative variances stay non-negative; one negative
+        variance makes every output NaN, which no checksum can catch in a re-signed bundle)."""
         for lb in self.layers:
             for part, array in lb.parts.items():
                 if array.dtype.kind != "f":
@@ -181,6 +183,9 @@ class CompactBases:
                         raise BundleError(f"bases: {lb.layer.name}.{part} holds NaN or infinite values")
             if lb.kind == "int8" and (lb.parts["scale"] < 0).any():
                 raise BundleError(f"bases: {lb.layer.name}.scale holds negative scales")
+            for i, name in enumerate(lb.layer.channels):
+                if name.endswith("running_var") and (lb.parts["channels"][:, i] < 0).any():
+                    raise BundleError(f"bases: {name} holds negative running variances")
 
     def mixed(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
         """Every mixed tensor by state-dict name, float32, for alpha [4, Q] (the reference fusion)."""

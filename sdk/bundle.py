@@ -182,8 +182,12 @@ class Bundle:
                               "(or use sdk.load(..., in_memory=True))")
 
     def verify_finite(self) -> None:
-        """BundleError if any weight is NaN or infinite, or an int8 scale negative (checked in bounded chunks)."""
+        """BundleError if any weight is NaN or infinite, an int8 scale or a running variance negative (checked
+        in bounded chunks)."""
         self.bases.verify_finite()
+        for name, array in self.mixer.items():
+            if name.endswith("running_var") and (array < 0).any():
+                raise BundleError(f"mixer.safetensors:{name} holds negative running variances")
         tensors = {**{f"mixer.safetensors:{k}": v for k, v in self.mixer.items()},
                    "class_embeddings.safetensors:text": self.class_embeddings,
                    "class_embeddings.safetensors:concepts": self.concept_embeddings}

@@ -393,3 +393,25 @@ def test_a_version_2_bundle_is_refused_naming_its_version(small_bundle):
     blob = small_bundle[:8] + struct.pack("<I", 2) + small_bundle[12:]
     with pytest.raises(BundleError, match="version 2.*taper-sdk 0.2.*export the run again"):
         load_bytes(blob)
+
+
+def test_a_negative_running_variance_is_refused_where_no_checksum_can_catch_it(tiny_bundle):
+    """A forger's bundle (checksums recomputed) with one negative batch-norm variance in the mixer or in a
+    basis loads otherwise, and then every probability is NaN (issue 49)."""
+    from sdk.bundle import bundle_members, replace_member, safetensors_bytes, tensors_member
+
+    blob = tiny_bundle.read_bytes()
+    bundle = Bundle.open(tiny_bundle)
+    mixer = {k: np.array(v) for k, v in bundle.mixer.items()}
+    name = next(k for k in mixer if k.endswith("running_var"))
+    mixer[name][0] = -1.0
+    with pytest.raises(BundleError, match=f"{name} holds negative running variances"):
+        Bundle.from_buffer(np.frombuffer(replace_member(blob, "mixer.safetensors", safetensors_bytes(mixer)), np.uint8))
+    tensors = {k: np.array(v) for k, v in bundle.bases.tensors().items()}
+    layer = next(lb for lb in bundle.bases.layers if any(c.endswith("running_var") for c in lb.layer.channels))
+    index = [c.endswith("running_var") for c in layer.layer.channels].index(True)
+    tensors[f"{layer.layer.name}.channels"][-1, index, 0] = -0.5
+    manifest, members = bundle_members(blob)
+    forged = bundle_bytes(manifest, {**members, "bases.safetensors": tensors_member(tensors)})
+    with pytest.raises(BundleError, match="negative running variances"):
+        Bundle.from_buffer(np.frombuffer(forged, np.uint8))

@@ -153,3 +153,12 @@ def test_the_cli_requires_a_trusted_key_when_given_one(signed, keys, capsys):
     assert json.loads(capsys.readouterr().out)["signer"] == keys[0].key_id
     assert main(["personalize", str(signed), "blue, round shapes", "--trusted-key", keys[1].public_key.hex()]) == 2
     assert "unknown key" in capsys.readouterr().err
+
+
+def test_an_unsigned_bundle_loads_without_the_signature_library(tiny_bundle, signed):
+    import subprocess
+    import sys
+
+    code = ("import sys, sdk; sdk.load(sys.argv[1]); assert 'cryptography' not in sys.modules; "
+            "sdk.load(sys.argv[2]); assert 'cryptography' in sys.modules")
+    subprocess.run([sys.executable, "-c", code, str(tiny_bundle), str(signed)], check=True)

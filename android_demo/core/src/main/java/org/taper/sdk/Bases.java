@@ -145,6 +145,15 @@ public final class Bases {
                     if (e.getKey().equals("scale") && v < 0) throw new BundleException("bases: " + layer.name + ".scale holds negative scales");
                 }
             }
+            Tensor channels = parts.get("channels");
+            int count = layer.channels.length;
+            for (int c = 0; c < count; c++) {
+                if (!layer.channels[c].endsWith("running_var")) continue;
+                for (long qq = 0; qq < channels.size() / (count * o); qq++)
+                    for (long j = 0; j < o; j++)
+                        if (channels.get((int) ((qq * count + c) * o + j)) < 0)
+                            throw new BundleException("bases: " + layer.channels[c] + " holds negative running variances");
+            }
             used += parts.size();
             layers.add(new Layer(layer, kind, rank, numBases, parts));
         }

@@ -148,6 +148,21 @@ public final class Bundle {
         expect(classEmbeddings, (long) numClasses * embedDim, "class embeddings");
         conceptEmbeddings = embedded.containsKey("concepts") ? embedded.get("concepts") : FloatBuffer.allocate(0);
         expect(conceptEmbeddings, (long) concepts.size() * embedDim, "concept embeddings");
+        // As sdk.Bundle.verify_finite: finite weights, non-negative running variances (no checksum catches them
+        // in a re-signed bundle, and one negative variance makes every output NaN).
+        for (Map.Entry<String, FloatBuffer> e : mixer.entrySet()) {
+            finite(e.getValue(), "mixer.safetensors:" + e.getKey());
+            if (e.getKey().endsWith("running_var"))
+                for (int i = 0; i < e.getValue().limit(); i++)
+                    if (e.getValue().get(i) < 0) throw new BundleException("mixer.safetensors:" + e.getKey() + " holds negative running variances");
+        }
+        finite(classEmbeddings, "class_embeddings.safetensors:text");
+        finite(conceptEmbeddings, "class_embeddings.safetensors:concepts");
+    }
+
+    private static void finite(FloatBuffer values, String name) {
+        for (int i = 0; i < values.limit(); i++)
+            if (!Float.isFinite(values.get(i))) throw new BundleException(name + " holds NaN or infinite values");
     }
 
     /** classes.json, checked as sdk/bundle.py checks it. */
