@@ -19,10 +19,10 @@ failure). The base bundle's layers are stored in every kind in turn (full, share
 low rank), so every compact member is damaged.
 
 --signed: the base bundle is signed with a key made for the run, and every case is loaded with
-`trusted_keys=[that key]` (an app that requires its own bundles). A forged edit then either drops the
-signature (the re-encoded bundle is unsigned) or, for half of the member edits, replays the original
-signature on the edited bundle; the report's `signed.loaded` counts forged bundles that still loaded
-(target 0).
+`trusted_keys=[that key]` (an app that requires its own bundles). A manifest edit keeps the original
+signature trailer in place; a member edit re-encodes the bundle (unsigned), and for half of those the
+original trailer is replayed on the edited bundle (`signed.signature_replayed`); the report's
+`signed.loaded` counts forged bundles that still loaded (target 0).
 """
 
 from __future__ import annotations
@@ -393,7 +393,9 @@ def main() -> int:
             label, data = make_case(kind, blob, rng, hostile)
             if args.signed and kind in SIGNED and rng.random() < 0.5:
                 replayed = with_signature_of(data, blob)
-                label, data = (label + " (signature replayed)", replayed) if replayed != data else (label, data)
+                if replayed != data:
+                    label, data = label + " (signature replayed)", replayed
+                    counts["signed"]["replayed"] += 1
             path = work / f"case{i % (2 * args.workers)}.taper"
             path.write_bytes(data)
             pending.append((i, kind, label, path))
@@ -459,7 +461,8 @@ def _report(counts, examples, args, seconds: float, done: int) -> dict:
             "examples": dict(examples), "command": "python -m scripts.fuzz_bundle " + " ".join(sys.argv[1:]),
             "trusted_keys": bool(args.signed),
             **({"signed": {"cases": sum(sum(table[k].values()) for k in SIGNED),
-                           "loaded": sum(table[k]["same"] + table[k]["different"] for k in SIGNED)}}
+                           "loaded": sum(table[k]["same"] + table[k]["different"] for k in SIGNED),
+                           "signature_replayed": counts["signed"]["replayed"]}}
                if args.signed else {})}
 
 
@@ -485,7 +488,9 @@ def _markdown(r: dict) -> str:
               f"Re-signed edits that loaded with other predictions (a forged bundle within the format's rules; the "
               f"checksums are integrity, not authenticity): {r['accepted_forged_edits']}.", "",
               *([f"With `trusted_keys` (the base bundle signed, --signed): {r['signed']['loaded']} of "
-                 f"{r['signed']['cases']} forged bundles loaded (target 0).", ""] if r.get("signed") else []),
+                 f"{r['signed']['cases']} forged bundles loaded (target 0); in "
+                 f"{r['signed']['signature_replayed']} of them the original signature was replayed on the edit.",
+                 ""] if r.get("signed") else []),
               "Typed errors by kind: " + "; ".join(f"{k}: {v}" for k, v in r["typed_errors"].items() if v), ""]
     if r["examples"]:
         lines += ["Examples of the non-typed outcomes:", ""]
