@@ -11,8 +11,9 @@ Every image is untrusted, so decoding is bounded:
   the Java core repeats exactly), so a 1 x 1,000,000 strip costs a 1 x 1 crop, not a 32 x 32,000,000
   intermediate; JPEGs are decoded at a reduced scale when they are much larger;
 - EXIF orientation is applied (a phone photo is not classified sideways);
-- 16-bit images and arrays are scaled to 8 bits (not saturated), float arrays must hold values in
-  [0, 1], other dtypes and 32-bit float images are refused with ImageError.
+- 16-bit images and uint16 arrays are scaled to 8 bits (not saturated), float arrays must hold values
+  in [0, 1]; other dtypes (int32 arrays among them: 0-255 or 0-65535? a caller must say, by converting)
+  and 32-bit float images are refused with ImageError.
 
 >>> fit_to_square(np.zeros((48, 80, 3), np.uint8), 64).shape
 (64, 64, 3)
@@ -62,7 +63,7 @@ def _check_dimensions(width: int, height: int, name: str) -> None:
 
 def _to_rgb(image: Image.Image, name: str) -> Image.Image:
     if image.mode in SIXTEEN_BIT_MODES:  # 16-bit grey (PNG): scale to 8 bits, as convert() would saturate
-        return Image.fromarray(to_uint8(np.asarray(image), name)).convert("RGB")
+        return Image.fromarray(to_uint8(np.asarray(image), name, pil_sixteen_bit=True)).convert("RGB")
     if image.mode == "F":
         raise ImageError(f"{name}: 32-bit float images are not supported (convert to 8 or 16 bits)")
     return image.convert("RGB")
@@ -87,11 +88,13 @@ def read_image_file(path: str | os.PathLike, size: int | None = None) -> Image.I
     return decode_image(data, str(path), size)
 
 
-def to_uint8(array: np.ndarray, name: str = "image array") -> np.ndarray:
-    """uint8 pixels from uint8, 16-bit integer (scaled by 255/65535, rounded) or float ([0, 1]) arrays."""
+def to_uint8(array: np.ndarray, name: str = "image array", pil_sixteen_bit: bool = False) -> np.ndarray:
+    """uint8 pixels from uint8, uint16 (scaled by 255/65535, rounded) or float ([0, 1]) arrays.
+    `pil_sixteen_bit`: the array is a decoded 16-bit PIL image, which PIL gives as int32 ("I" mode). A
+    caller's int32 array is refused instead: its range (8 or 16 bits) cannot be told from its values."""
     if array.dtype == np.uint8:
         return array
-    sixteen_bit = array.dtype == np.uint16 or (  # PIL gives 16-bit grey as int32 ("I" mode)
+    sixteen_bit = array.dtype == np.uint16 or (pil_sixteen_bit and
         array.dtype == np.int32 and array.size > 0 and array.min() >= 0 and array.max() <= 65535)
     if sixteen_bit:
         return ((array.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
@@ -99,7 +102,8 @@ def to_uint8(array: np.ndarray, name: str = "image array") -> np.ndarray:
         if not np.isfinite(array).all() or array.min() < 0 or array.max() > 1:
             raise ImageError(f"{name}: float pixels must be finite and in [0, 1]")
         return np.rint(array * 255).astype(np.uint8)
-    raise ImageError(f"{name}: pixels must be uint8, uint16 or float in [0, 1], got {array.dtype}")
+    raise ImageError(f"{name}: pixels must be uint8, uint16 or float in [0, 1], got {array.dtype} (convert it: "
+                     "array.astype(np.uint8) for 0-255 values, np.uint16 for 0-65535)")
 
 
 def fit_to_square(image: Image.Image | np.ndarray, size: int) -> np.ndarray:

@@ -138,3 +138,22 @@ def test_large_jpegs_are_decoded_at_a_reduced_scale():
     Image.new("RGB", (2000, 1600), (10, 200, 10)).save(buffer, "JPEG")
     decoded = decode_image(buffer.getvalue(), size=64)
     assert 64 <= min(decoded.size) <= 400 and images.fit_to_square(decoded, 64).shape == (64, 64, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.int16, np.uint32, bool])
+def test_integer_arrays_of_ambiguous_range_are_refused_not_rescaled(dtype):
+    """An int32 array of 0-255 values used to be read as 16 bits (nearly black) without a word (issue 49)."""
+    from sdk.images import to_uint8_batch
+
+    with pytest.raises(ImageError, match="astype"):
+        to_uint8_batch(np.full((8, 8, 3), 200, dtype), 8)
+
+
+def test_a_16_bit_png_is_still_scaled_to_8_bits(tmp_path):
+    from PIL import Image
+
+    from sdk.images import to_uint8_batch
+
+    path = tmp_path / "grey16.png"
+    Image.fromarray(np.full((8, 8), 65535, np.uint16)).save(path)
+    assert to_uint8_batch([path], 8)[0].min() == 255
