@@ -302,30 +302,54 @@ public final class Bundle {
         if (n < 0 || 8 + n > b.remaining()) throw new BundleException("member " + name + ": bad header length");
         byte[] raw = new byte[(int) n];
         bytesAt(b, 8, raw);
-        Map<String, Object> header = (Map<String, Object>) Json.parse(raw, "safetensors header", Json.HEADER_DEPTH);
+        Object parsed = Json.parse(raw, "member " + name + ": safetensors header", Json.HEADER_DEPTH);
+        if (!(parsed instanceof Map)) throw new BundleException("member " + name + ": header is not a JSON object");
+        Map<String, Object> header = (Map<String, Object>) parsed;
+        Object metadata = header.get("__metadata__");
+        if (metadata != null && !(metadata instanceof Map && ((Map<String, Object>) metadata).values().stream().allMatch(v -> v instanceof String)))
+            throw new BundleException("member " + name + ": __metadata__ must map strings to strings");
         Map<String, Bases.Tensor> out = new HashMap<>();
         int dataStart = (int) (8 + n);
+        long dataSize = b.remaining() - dataStart;
+        List<long[]> spans = new ArrayList<>();
         for (Map.Entry<String, Object> e : header.entrySet()) {
             if (e.getKey().equals("__metadata__")) continue;
+            String what = "member " + name + ": tensor " + e.getKey();
+            // As sdk/tensorfile.py: exactly {dtype, shape, data_offsets}, JSON integers, no overflow, no overlap.
+            if (!(e.getValue() instanceof Map) || !((Map<String, Object>) e.getValue()).keySet().equals(java.util.Set.of("dtype", "shape", "data_offsets")))
+                throw new BundleException(what + ": entry must have exactly dtype, shape, data_offsets");
             Map<String, Object> info = (Map<String, Object>) e.getValue();
             Object dtype = info.get("dtype");
             int item = "F32".equals(dtype) ? 4 : "F16".equals(dtype) ? 2 : "I8".equals(dtype) ? 1 : 0;
-            if (item == 0) throw new BundleException("member " + name + ": tensor " + e.getKey() + " of unknown dtype");
+            if (item == 0) throw new BundleException(what + " of unknown dtype");
+            if (!(info.get("data_offsets") instanceof List) || !(info.get("shape") instanceof List))
+                throw new BundleException(what + ": bad shape or data_offsets");
             List<Object> off = (List<Object>) info.get("data_offsets"), dims = (List<Object>) info.get("shape");
-            long begin = ((Number) off.get(0)).longValue(), end = ((Number) off.get(1)).longValue();
-            if (begin < 0 || end < begin || dataStart + end > b.remaining())
-                throw new BundleException("member " + name + ": tensor " + e.getKey() + " outside the member");
+            if (off.size() != 2 || !(off.get(0) instanceof Long) || !(off.get(1) instanceof Long))
+                throw new BundleException(what + ": bad data_offsets");
+            long begin = (Long) off.get(0), end = (Long) off.get(1);
+            if (begin < 0 || end < begin || end > dataSize) throw new BundleException(what + " outside the member");
             long[] shape = new long[dims.size()];
             long count = 1;
-            for (int i = 0; i < shape.length; i++) {
-                shape[i] = ((Number) dims.get(i)).longValue();
-                if (shape[i] < 0 || shape[i] > (1L << 40)) throw new BundleException("member " + name + ": bad shape");
-                count = Math.multiplyExact(count, shape[i]);
+            try {
+                for (int i = 0; i < shape.length; i++) {
+                    if (!(dims.get(i) instanceof Long)) throw new BundleException(what + ": bad shape");
+                    shape[i] = (Long) dims.get(i);
+                    if (shape[i] < 0 || shape[i] >= (1L << 40)) throw new BundleException(what + ": bad shape");
+                    count = Math.multiplyExact(count, shape[i]);
+                }
+                count = Math.multiplyExact(count, (long) item);
+            } catch (ArithmeticException overflow) {
+                throw new BundleException(what + ": size does not match its shape");
             }
-            if (count * item != end - begin) throw new BundleException("member " + name + ": tensor " + e.getKey() + " size");
+            if (count != end - begin) throw new BundleException(what + ": size does not match its shape");
+            spans.add(new long[] {begin, end});
             out.put(e.getKey(), new Bases.Tensor((String) dtype, shape,
                     slice(b, dataStart + (int) begin, (int) (end - begin)).order(ByteOrder.LITTLE_ENDIAN)));
         }
+        spans.sort((x, y) -> x[0] != y[0] ? Long.compare(x[0], y[0]) : Long.compare(x[1], y[1]));
+        for (int i = 1; i < spans.size(); i++)
+            if (spans.get(i)[0] < spans.get(i - 1)[1]) throw new BundleException("member " + name + ": tensor data ranges overlap");
         return out;
     }
 
