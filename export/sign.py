@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sdk.bundle import Bundle, bundle_members, write_bundle
-from sdk.signing import Signer, SigningKey
+import numpy as np
+
+from sdk.bundle import HEADER, Bundle, bundle_members, write_bundle
+from sdk.signing import TRAILER, Signer, SigningKey, verify_trailer
 
 
 def sign_bundle(path: str | Path, key: SigningKey, out: str | Path | None = None) -> Signer:
@@ -22,9 +24,10 @@ def sign_bundle(path: str | Path, key: SigningKey, out: str | Path | None = None
     A signed bundle is signed again (the old signature is replaced). Raises BundleError if the bundle does
     not validate, or is older than version 5 (export it again first)."""
     path = Path(path)
-    Bundle.open(path, verify=True, in_memory=True)
-    manifest, members = bundle_members(path.read_bytes())
-    written = write_bundle(out if out is not None else path, manifest, members, key)
-    signer = Bundle.open(written, verify=False, in_memory=True).signer   # what a reader now sees
-    assert signer is not None and signer.key_id == key.key_id
-    return signer
+    blob = Path(path).read_bytes()                  # read once: validated, then its members re-placed
+    Bundle.from_buffer(np.frombuffer(blob, np.uint8), str(path), verify=True)
+    written = write_bundle(out if out is not None else path, *bundle_members(blob), key)
+    with open(written, "rb") as f:                  # what a reader now sees: the header and the trailer
+        header = f.read(HEADER.size)
+        f.seek(-TRAILER.size, 2)
+        return verify_trailer(header, f.read())

@@ -80,7 +80,6 @@ class Trainer:
             Preprocessing(config.input_size),
             JsonLog(work / "log.jsonl"),
         )
-        self.wall_s: dict[str, float] = {}
 
     def network(self, name: str, train_split, epochs: float, lr: float, start: str | None = None) -> dict:
         path = self.work / f"{name}.pt"
@@ -95,8 +94,7 @@ class Trainer:
         model = train_plain(ctx, self.work / name, name, model, epochs, lr)
         state = {k: v.clone() for k, v in model.state_dict().items()}
         torch.save(state, path)
-        self.wall_s[name] = round(time.perf_counter() - began, 1)
-        (self.work / f"{name}.wall_s").write_text(str(self.wall_s[name]))
+        (self.work / f"{name}.wall_s").write_text(str(round(time.perf_counter() - began, 1)))
         return state
 
     def mixture(self, seed: int) -> MixtureSplit:
@@ -126,6 +124,9 @@ def evaluate_rows(
     task_sets = [sampler.evaluation_tasks(seed) for seed in seeds]
     adapt_tasks = task_sets[0][::adapt_every]
     per: dict[str, dict[str, dict[str, float]]] = {row: {} for row in ROWS}
+    bn_rows = np.concatenate(
+        [np.flatnonzero(data.train.labels == c)[:BN_IMAGES_PER_CLASS] for c in range(data.num_classes)]
+    )  # the same rows under every condition
 
     def cs(logits) -> float:
         return float(np.mean([evaluator.static(logits, tasks)[0] for tasks in task_sets]))
@@ -133,9 +134,6 @@ def evaluate_rows(
     for name in CONDITION_NAMES:
         oracle = trainer.network(
             f"oracle_{name}", conditions.train(name), finetune_epochs, FINETUNE_LR, start="generic_base"
-        )
-        bn_rows = np.concatenate(
-            [np.flatnonzero(data.train.labels == c)[:BN_IMAGES_PER_CLASS] for c in range(data.num_classes)]
         )
         bn_x = to_normalized_tensor(conditions.train(name).take(bn_rows)[0], trainer.ctx.preprocessing)
         condition_bn = recalibrated(model, states["generic_cs"], bn_x)
