@@ -37,6 +37,8 @@ import torch
 
 from sdk.preprocessing import Preprocessing
 from trainer.config import RECIPE, TrainConfig
+from trainer.data.condition_cache import ConditionData, MixtureSplit
+from trainer.data.conditions import CONDITION_NAMES, REPORT_SEVERITIES
 from trainer.data.tasks import TaskSampler
 from trainer.data.transforms import to_normalized_tensor
 from trainer.evaluate import Evaluator
@@ -46,8 +48,6 @@ from trainer.run import network_config, open_data
 from trainer.stages import StageContext, train_plain
 
 from .bn_recalibration import recalibrated
-from .condition_data import ConditionData, MixtureSplit
-from .conditions import CONDITION_NAMES, REPORT_SEVERITIES
 
 FINETUNE_LR = 0.01
 BN_IMAGES_PER_CLASS = 10  # (d): 2,000 training images of the condition at 200 classes

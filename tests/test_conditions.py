@@ -1,4 +1,4 @@
-"""The field-conditions data of issue 50 (lab/conditions.py, lab/condition_data.py): deterministic,
+"""The field-conditions data of issue 50 (trainer/data/conditions.py, trainer/data/condition_cache.py): deterministic,
 graded by severity, refused when malformed, and cached all or nothing."""
 
 import json
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from lab.condition_data import CONDITIONS_VERSION, ConditionData, MixtureSplit, train_severities
 from lab.condition_headroom import ROWS, summarise, table
-from lab.conditions import CONDITION_NAMES, apply_condition, motion_kernels, psnr
+from trainer.data.condition_cache import CONDITIONS_VERSION, ConditionData, MixtureSplit, train_severities
+from trainer.data.conditions import CONDITION_NAMES, apply_condition, motion_kernels, psnr
 
 
 def natural_like(count: int = 12, size: int = 64, seed: int = 0) -> np.ndarray:

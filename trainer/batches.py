@@ -3,7 +3,8 @@
 A task-grouped batch holds G tasks with batch_size / G images each. For each group an anchor image is
 taken from the epoch's permutation, a task is sampled around its label (so every image is seen in a
 task containing its label, resampled every epoch) and the group is filled with images of the task's
-classes, drawn from per-class queues.
+classes, drawn from per-class queues. Over field conditions (`condition_splits`, one split per condition
+with the same labels), each group also draws its condition uniformly and takes its images from it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class TaskBatch:
     images: torch.Tensor   # uint8 [G, B, H, W, 3]
     labels: torch.Tensor   # int64 [G, B]
     tasks: list[np.ndarray]
+    conditions: list[int] | None = None   # each task's condition (an index into condition_splits)
 
 
 class ClassQueues:
@@ -54,7 +56,8 @@ class ClassQueues:
 
 
 def task_batches(split: Split | DeviceSplit, sampler: TaskSampler, batch_size: int, groups: int,
-                 rng: np.random.Generator, num_batches: int | None = None) -> Iterator[TaskBatch]:
+                 rng: np.random.Generator, num_batches: int | None = None,
+                 condition_splits: list | None = None) -> Iterator[TaskBatch]:
     per_group = batch_size // groups
     queues = ClassQueues(split.labels, rng)
     anchors = rng.permutation(len(split))
@@ -67,5 +70,12 @@ def task_batches(split: Split | DeviceSplit, sampler: TaskSampler, batch_size: i
             members = [anchor] + [queues.take(int(c)) for c in rng.choice(task, per_group - 1)]
             tasks.append(task)
             index.append(members)
-        images, labels = split.take(np.asarray(index).reshape(-1))
-        yield TaskBatch(images.view(groups, per_group, *images.shape[1:]), labels.view(groups, per_group), tasks)
+        if condition_splits is None:
+            images, labels = split.take(np.asarray(index).reshape(-1))
+            conditions = None
+        else:
+            conditions = [int(c) for c in rng.integers(len(condition_splits), size=groups)]
+            parts = [condition_splits[c].take(np.asarray(rows)) for c, rows in zip(conditions, index, strict=True)]
+            images, labels = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        yield TaskBatch(images.view(groups, per_group, *images.shape[1:]), labels.view(groups, per_group), tasks,
+                        conditions)

@@ -83,17 +83,32 @@ def open_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
     return data
 
 
-def class_embeddings(run_dir: Path, names: list[str]) -> np.ndarray:
+def class_embeddings(run_dir: Path, names: list[str], conditions: tuple[str, ...] = ()) -> np.ndarray:
+    """The class-name embeddings [C, d] (computed once into the run directory); a run over `conditions`
+    also stores each condition's table [K, C, d] there (`condition_embeddings`)."""
     path = RunDir(run_dir).classes
     if not path.exists() and distributed.is_main():
         from sdk.text_encoder import primary_name
 
+        from .data.conditions import condition_phrases
+        from .task_embedding import embed_condition_classes
         from .text_encoder import class_name_encoder
 
         encoder = class_name_encoder()
-        save_state(path, {"text": torch.from_numpy(encoder.embed_class_names([primary_name(n) for n in names]))})
+        primary = [primary_name(n) for n in names]
+        tensors = {"text": torch.from_numpy(encoder.embed_class_names(primary))}
+        if conditions:
+            tensors["conditions"] = torch.from_numpy(
+                embed_condition_classes(encoder, primary, condition_phrases(conditions)))
+        save_state(path, tensors)
     distributed.barrier()
     return load_state(path)["text"].numpy()
+
+
+def condition_embeddings(run_dir: Path) -> np.ndarray | None:
+    """A run over conditions' per-condition class embeddings [K, C, d] (config.conditions' order), or None."""
+    saved = load_state(RunDir(run_dir).classes)
+    return saved["conditions"].numpy() if "conditions" in saved else None
 
 
 def network_config(config: TrainConfig, num_classes: int) -> ResNetConfig:
@@ -104,11 +119,20 @@ def network_config(config: TrainConfig, num_classes: int) -> ResNetConfig:
 def make_context(run_dir: Path, config: TrainConfig, progress: bool = True, device: TrainDevice = CPU) -> StageContext:
     """The stages' shared inputs; on a GPU the training split is copied there once (`DeviceSplit`)."""
     data = open_data(config, progress)
+    conditions = None
+    if config.conditions:
+        from .data.condition_cache import ConditionData
+        from .data.conditions import condition_phrases
+
+        condition_phrases(config.conditions)  # unknown names fail here, before anything is built
+        if device.data_on_device:
+            raise ValueError("a run over conditions trains from the memory-mapped condition cache, on the CPU only")
+        conditions = ConditionData.open(data, progress=progress)
     if device.data_on_device:
         data = dataclasses.replace(data, train=DeviceSplit.of(data.train, device.device))
     model_config = network_config(config, data.num_classes)
     return StageContext(config, data, model_config, Preprocessing(config.input_size), JsonLog(RunDir(run_dir).log),
-                        device)
+                        device, conditions)
 
 
 def load_model(model_config: ResNetConfig, path: Path) -> ResNet18:
@@ -134,7 +158,7 @@ def load_taper(ctx: StageContext, run_dir: Path):
     """A finished run's TAPER (stage-3 model, eval mode) and the text embedder of its class names, the
     pair every script that routes tasks through the trained mixer needs: `model.mixer(embedder(tasks))`."""
     embeddings = load_state(RunDir(run_dir).classes)["text"].numpy()
-    embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings)
+    embedder = TaskEmbedder(STAGE3_VARIANTS["taper"][0], embeddings, condition_embeddings(run_dir))
     return load_stage3(ctx, run_dir, "taper", embedder.dim), embedder
 
 
@@ -187,7 +211,7 @@ def prepare(run_dir: Path, preset: str, overrides: dict | None = None) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     config = resolve_config(run_dir, preset, overrides or {})
     config.save(RunDir(run_dir).config)
-    class_embeddings(run_dir, open_data(config, progress=False).names)
+    class_embeddings(run_dir, open_data(config, progress=False).names, config.conditions)
     return run_dir
 
 
@@ -225,7 +249,7 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
         return result
 
     ctx = timed("data", lambda: make_context(run_dir, config, progress, device))
-    embeddings = timed("class_embeddings", lambda: class_embeddings(run_dir, ctx.data.names))
+    embeddings = timed("class_embeddings", lambda: class_embeddings(run_dir, ctx.data.names, config.conditions))
     stage1 = timed("stage1", lambda: _cached_model(ctx, RunDir(run_dir), "stage1", lambda d: train_stage1(ctx, d)))
     if config.baseline:
         timed("baseline", lambda: _cached_model(ctx, RunDir(run_dir), "baseline",
@@ -268,12 +292,17 @@ def _stage2(ctx: StageContext, run_dir: Path, stage1: ResNet18) -> list[dict[str
     stage_dir = run.stage("stage2")
     stage_dir.mkdir(parents=True, exist_ok=True)
     distances = ctx.data.hierarchy.distances
-    shards = hierarchy_shards(distances, ctx.config.num_bases, seed=ctx.config.seed)
-    size = ctx.config.stage2_shard_size
-    members = expand_shards(distances, shards, size) if size else one_hot_members(shards, ctx.config.num_bases)
+    if ctx.config.conditions:  # basis q is condition q's, over every class
+        shards = np.zeros(len(distances), np.int64)
+        members = np.ones((ctx.config.num_bases, len(distances)), bool)
+    else:
+        shards = hierarchy_shards(distances, ctx.config.num_bases, seed=ctx.config.seed)
+        size = ctx.config.stage2_shard_size
+        members = expand_shards(distances, shards, size) if size else one_hot_members(shards, ctx.config.num_bases)
     if distributed.is_main():
         run.shards.write_text(json.dumps(
-            {"shard_of_class": shards.tolist(), "members": [np.flatnonzero(m).tolist() for m in members]}))
+            {"shard_of_class": shards.tolist(), "members": [np.flatnonzero(m).tolist() for m in members],
+             "conditions": list(ctx.config.conditions)}))
     for q in range(ctx.config.num_bases):  # independent fine-tunes, spread over ranks
         path = run.basis(q)
         if q % distributed.world_size() == distributed.rank() and not path.exists():
@@ -298,7 +327,7 @@ def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: n
         bank = BasisBank.from_state_dicts(ctx.model_config, [ResNet18(ctx.model_config).state_dict()
                                                              for _ in range(config.num_bases)])
         epochs = config.naive_epochs or config.stage1_epochs + config.stage2_epochs + config.stage3_epochs
-    embedder = TaskEmbedder(kind, embeddings)
+    embedder = TaskEmbedder(kind, embeddings, condition_embeddings(run_dir))
     mixer = MixerPredictor(embedder.dim, config.num_bases, config.mixer_hidden, blocks=blocks) if uses_mixer else None
     if mixer is not None and config.stage3_mixer_init != "uniform":
         members = read_shards(run_dir, config.num_bases)

@@ -4,7 +4,8 @@
    `stage1_image_fraction` < 1).
 2. `train_stage2`: Q copies of it, each fine-tuned gently on one hierarchy shard: full head, low
    learning rate, half of each batch from all classes (a basis is a specialist that still knows the
-   rest: the pilot's lever 2).
+   rest: the pilot's lever 2). In a run over field conditions, basis q fine-tunes on condition q's
+   images of every class instead.
 3. `train_stage3`: bases and mixer predictor jointly on sampled k-way tasks, block-wise mixers, loss
    over the task's classes only (classifier selection); G tasks per batch as one grouped network.
 Baseline: `train_continuation` trains the stage-1 network for as many more epochs as stages 2+3, so
@@ -28,6 +29,7 @@ from .basis_bank import BasisBank
 from .batches import plain_batches, task_batches
 from .config import TrainConfig
 from .data.cache import DecodedDataset
+from .data.condition_cache import ConditionData, MixtureSplit
 from .data.image_subsets import first_rows_per_class
 from .data.tasks import TaskSampler
 from .data.transforms import random_crop_flip, random_resized_crop_flip, to_normalized_tensor
@@ -47,6 +49,7 @@ class StageContext:
     preprocessing: Preprocessing
     log: JsonLog
     device: TrainDevice = CPU   # data.train is a DeviceSplit on it when it is not the CPU (run.make_context)
+    conditions: ConditionData | None = None   # the training images under every condition (config.conditions)
 
     def augment(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         x = to_normalized_tensor(images, self.preprocessing)
@@ -70,6 +73,24 @@ class StageContext:
             return self
         rows = first_rows_per_class(self.data.train.labels, share=share)
         return replace(self, data=replace(self.data, train=self.data.train.subset(rows)))
+
+    def condition_view(self, condition: str | None = None, stream: int = 0) -> StageContext:
+        """In a run over conditions, the context with the training images under `condition`, or with no
+        condition named, every image of a batch in a condition drawn uniformly (`stream` seeds the draws;
+        one per stage). Without conditions: this context."""
+        if self.conditions is None:
+            return self
+        if condition is None:
+            train = MixtureSplit(self.conditions, self.config.conditions, stream)
+        else:
+            train = self.conditions.train(condition)
+        return replace(self, data=replace(self.data, train=train))
+
+    def condition_splits(self) -> list | None:
+        """Stage 3's training images per condition (config.conditions' order), or None without conditions."""
+        if self.conditions is None:
+            return None
+        return [self.conditions.train(name) for name in self.config.conditions]
 
 
 def stage2_class_prior(num_classes: int, shard_classes: np.ndarray, general_fraction: float) -> torch.Tensor:
@@ -136,7 +157,8 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
 def train_stage1(ctx: StageContext, stage_dir: Path) -> ResNet18:
     torch.manual_seed(ctx.config.seed)
     cfg = ctx.config
-    return train_plain(ctx.stage1_view(), stage_dir, "stage1", ResNet18(ctx.model_config), cfg.stage1_epochs, cfg.lr,
+    return train_plain(ctx.stage1_view().condition_view(stream=1), stage_dir, "stage1", ResNet18(ctx.model_config),
+                       cfg.stage1_epochs, cfg.lr,
                        warmup_epochs=cfg.warmup_epochs)
 
 
@@ -144,7 +166,7 @@ def train_continuation(ctx: StageContext, stage_dir: Path, stage1: ResNet18) -> 
     model = ResNet18(ctx.model_config)
     model.load_state_dict(stage1.state_dict())
     epochs = ctx.config.stage2_epochs + ctx.config.stage3_epochs
-    return train_plain(ctx, stage_dir, "baseline", model, epochs, ctx.config.continuation_lr)
+    return train_plain(ctx.condition_view(stream=2), stage_dir, "baseline", model, epochs, ctx.config.continuation_lr)
 
 
 def train_stage2_basis(ctx: StageContext, stage_dir: Path, stage1: ResNet18, shard_classes: np.ndarray,
@@ -153,6 +175,9 @@ def train_stage2_basis(ctx: StageContext, stage_dir: Path, stage1: ResNet18, sha
     model = ResNet18(ctx.model_config)
     model.load_state_dict(stage1.state_dict())
     epochs = cfg.stage2_epochs / cfg.num_bases
+    if cfg.conditions:  # the basis of condition q: that condition's images of every class
+        return train_plain(ctx.condition_view(cfg.conditions[q]), stage_dir / f"basis{q}", f"stage2.basis{q}", model,
+                           epochs, cfg.stage2_lr, data_parallel=False)
     return train_plain(ctx, stage_dir / f"basis{q}", f"stage2.basis{q}", model, epochs, cfg.stage2_lr,
                        classes_for_half=shard_classes, general_fraction=cfg.stage2_general_fraction,
                        data_parallel=False, logit_adjust=cfg.stage2_logit_adjust)
@@ -224,8 +249,11 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
     generator = torch.Generator().manual_seed(cfg.stage_seed("stage3"))
     steps_per_epoch = max(1, len(ctx.data.train) // cfg.batch_size)
 
+    splits = ctx.condition_splits()
+
     def make_batches(rng, n):
-        return task_batches(ctx.data.train, sampler, cfg.batch_size, cfg.tasks_per_batch, rng, n)
+        return task_batches(ctx.data.train, sampler, cfg.batch_size, cfg.tasks_per_batch, rng, n,
+                            condition_splits=splits)
 
     def step(batch) -> dict:
         g, b = batch.labels.shape
@@ -233,7 +261,7 @@ def train_stage3(ctx: StageContext, stage_dir: Path, bank: BasisBank, mixer: Mix
         images, labels = images.transpose(0, 1), labels.T
         x = ctx.augment(images.reshape(-1, *images.shape[2:]), generator).view(g, -1, 3, *images.shape[2:4])
         with ctx.device.autocast():
-            logits, alpha, stats = wrapped(x, embedder(batch.tasks))
+            logits, alpha, stats = wrapped(x, embedder(batch.tasks, conditions=batch.conditions))
             masked = stage3_logits(logits, batch.tasks)
             loss = F.cross_entropy(masked.reshape(-1, masked.shape[-1]), labels.reshape(-1))
         optimizer.zero_grad(set_to_none=True)

@@ -23,9 +23,11 @@ same bytes on every machine.
 from __future__ import annotations
 
 import io
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -346,3 +348,21 @@ def psnr(reference: np.ndarray, distorted: np.ndarray) -> float:
     """Mean PSNR in dB over images (uint8 [N, H, W, 3])."""
     error = ((reference.astype(np.float64) - distorted.astype(np.float64)) ** 2).mean(axis=(1, 2, 3))
     return float(np.mean(10 * np.log10(255.0**2 / np.maximum(error, 1e-10))))
+
+
+# ------------------------------------------------------------------------------------------- phrases
+PHRASES_FILE = Path(__file__).with_name("condition_phrases.json")
+
+
+def condition_phrases(names: tuple[str, ...] = CONDITION_NAMES) -> dict[str, list[str]]:
+    """The phrases that name each condition (condition_phrases.json, written before any training on the
+    conditions): what a run over conditions describes its tasks with and what a bundle may embed.
+
+    >>> condition_phrases(("fog",))["fog"][:2]
+    ['in fog', 'foggy']
+    """
+    table = json.loads(PHRASES_FILE.read_text())
+    unknown = [n for n in names if n not in CONDITION_NAMES]
+    if unknown:
+        raise ValueError(f"unknown conditions {unknown}; choose from {list(CONDITION_NAMES)}")
+    return {n: list(table[n]) for n in names}

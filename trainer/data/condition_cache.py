@@ -12,8 +12,8 @@ Beside the data set's own cache (trainer.data.cache), never in the repository:
 a chunk's randomness is seeded by (condition, split, severity, chunk), so the bytes do not depend on
 the order of the build or on the machine.
 
-    python -m lab.condition_data ../shared/data/tiny-imagenet-200.tar.gz            # builds what is missing
-    python -m lab.condition_data ../shared/data/tiny-imagenet-200.tar.gz --check    # PSNR per condition
+    python -m trainer.data.condition_cache ../shared/data/tiny-imagenet-200.tar.gz            # builds what is missing
+    python -m trainer.data.condition_cache ../shared/data/tiny-imagenet-200.tar.gz --check    # PSNR per condition
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import torch
 from tqdm import tqdm
 
 from sdk.cache import atomic_directory
-from trainer.data.cache import DecodedDataset, Split, load_dataset
 
+from .cache import DecodedDataset, Split, load_dataset
 from .conditions import CONDITION_NAMES, REPORT_SEVERITIES, SEVERITIES, apply_condition, psnr
 
 CONDITIONS_VERSION = 1
@@ -112,7 +112,9 @@ class ConditionData:
         for name in CONDITION_NAMES[1:]:
             if not (folder / name / "meta.json").is_file():
                 if not build:
-                    raise FileNotFoundError(f"{folder / name}: condition not built (python -m lab.condition_data)")
+                    raise FileNotFoundError(
+                        f"{folder / name}: condition not built (python -m trainer.data.condition_cache)"
+                    )
                 seconds = build_condition(data, name, progress)
                 if progress:
                     print(f"[conditions] {name} built in {seconds:.0f} s", flush=True)
@@ -173,7 +175,9 @@ def check(conditions: ConditionData, count: int = 1000) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lab.condition_data", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m trainer.data.condition_cache",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("data", type=Path, help="the data set (e.g. ../shared/data/tiny-imagenet-200.tar.gz)")
     parser.add_argument("--check", action="store_true", help="print each condition's PSNR against clean")
