@@ -8,7 +8,7 @@
 
 One-off drivers, each with its own --help: lab.bn_recalibration, lab.routing_usage, lab.routing_smoothing,
 lab.stage1_accuracy, lab.training_signal, lab.fewshot_feature_transforms, lab.fewshot_mixed_heads.
-Field conditions (issue 50): lab.condition_headroom (part 2).
+Field conditions (issue 50): lab.condition_headroom (part 2), lab.condition_report (part 3).
 """
 
 from __future__ import annotations

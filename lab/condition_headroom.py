@@ -124,9 +124,6 @@ def evaluate_rows(
     task_sets = [sampler.evaluation_tasks(seed) for seed in seeds]
     adapt_tasks = task_sets[0][::adapt_every]
     per: dict[str, dict[str, dict[str, float]]] = {row: {} for row in ROWS}
-    bn_rows = np.concatenate(
-        [np.flatnonzero(data.train.labels == c)[:BN_IMAGES_PER_CLASS] for c in range(data.num_classes)]
-    )  # the same rows under every condition
 
     def cs(logits) -> float:
         return float(np.mean([evaluator.static(logits, tasks)[0] for tasks in task_sets]))
@@ -135,17 +132,9 @@ def evaluate_rows(
         oracle = trainer.network(
             f"oracle_{name}", conditions.train(name), finetune_epochs, FINETUNE_LR, start="generic_base"
         )
-        bn_x = to_normalized_tensor(conditions.train(name).take(bn_rows)[0], trainer.ctx.preprocessing)
-        condition_bn = recalibrated(model, states["generic_cs"], bn_x)
+        condition_bn = condition_bn_state(model, states["generic_cs"], conditions, name, trainer.ctx.preprocessing)
         for s in severities(name):
-            split = conditions.val(name, s)
-            evaluator.x = (
-                clean_x
-                if name == "clean"
-                else to_normalized_tensor(
-                    torch.from_numpy(np.ascontiguousarray(split.images)), trainer.ctx.preprocessing
-                )
-            )
+            evaluator.x = clean_x if name == "clean" else val_images(conditions, name, s, trainer.ctx.preprocessing)
             key = "clean" if s == 0 else f"s{s}"
             for row, state in (*states.items(), ("condition_oracle", oracle), ("condition_bn", condition_bn)):
                 per[row].setdefault(name, {})[key] = round(cs(evaluator.logits(state)), 2)
@@ -154,6 +143,23 @@ def evaluate_rows(
             progress(f"[headroom] {name} {key}: " + ", ".join(f"{row} {per[row][name][key]:.2f}" for row in ROWS))
     evaluator.x = clean_x
     return per
+
+
+def condition_bn_state(model: ResNet18, state: dict, conditions: ConditionData, name: str, preprocessing) -> dict:
+    """(d): `state` with every batch norm's statistics re-estimated on condition `name`'s training images
+    (the first BN_IMAGES_PER_CLASS of each class, at their seeded severities, no augmentation)."""
+    labels = conditions.data.train.labels
+    rows = np.concatenate(
+        [np.flatnonzero(labels == c)[:BN_IMAGES_PER_CLASS] for c in range(conditions.data.num_classes)]
+    )
+    return recalibrated(model, state, to_normalized_tensor(conditions.train(name).take(rows)[0], preprocessing))
+
+
+def val_images(conditions: ConditionData, name: str, severity: int, preprocessing, rows=None) -> torch.Tensor:
+    """Condition `name`'s val images at `severity` (all, or `rows`), normalised [N, 3, H, W]."""
+    images = conditions.val(name, severity).images
+    images = images if rows is None else images[rows]
+    return to_normalized_tensor(torch.from_numpy(np.ascontiguousarray(images)), preprocessing)
 
 
 def bn_adapt(evaluator: Evaluator, model: ResNet18, state: dict, tasks: list[np.ndarray], seed: int) -> dict:

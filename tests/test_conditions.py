@@ -122,3 +122,95 @@ def test_headroom_summary_is_the_mean_over_non_clean_conditions():
     assert result["headroom_per_condition"]["fog"] == 8.0
     assert result["headroom_mean_non_clean"] == 1.0
     assert "| (e) - (b) |" in table({**result, "per_condition": per})
+
+
+def test_the_config_knows_the_condition_set_and_one_basis_per_condition():
+    from trainer.config import CONDITION_SET, PRESETS, TrainConfig
+
+    assert CONDITION_SET == CONDITION_NAMES
+    assert PRESETS["conditions"].num_bases == len(CONDITION_NAMES)
+    with pytest.raises(ValueError, match="num_bases must be 2"):
+        TrainConfig(conditions=("clean", "fog"), num_bases=3)
+    with pytest.raises(ValueError, match="must not repeat"):
+        TrainConfig(conditions=("fog", "fog"), num_bases=2)
+    with pytest.raises(ValueError, match="every training image"):
+        TrainConfig(conditions=("clean", "fog"), num_bases=2, stage1_image_fraction=0.5)
+
+
+def test_stage3_batches_take_each_task_from_its_own_condition():
+    from trainer.batches import task_batches
+    from trainer.data.cache import Split
+    from trainer.data.hierarchy import ClassHierarchy
+    from trainer.data.tasks import TaskSampler
+
+    labels = np.repeat(np.arange(6), 10)
+    splits = [Split(np.full((60, 4, 4, 3), 10 * (c + 1), np.uint8), labels) for c in range(3)]
+    hierarchy = ClassHierarchy.flat([f"n{c}" for c in range(6)])
+    sampler = TaskSampler(hierarchy, k=3)
+    rng = np.random.default_rng(0)
+    seen = set()
+    for batch in task_batches(splits[0], sampler, 12, 3, rng, num_batches=20, condition_splits=splits):
+        assert len(batch.conditions) == 3
+        for g, c in enumerate(batch.conditions):
+            assert (batch.images[g] == 10 * (c + 1)).all()
+            seen.add(c)
+    assert seen == {0, 1, 2}
+
+
+def test_task_embeddings_name_the_condition():
+    from trainer.task_embedding import TaskEmbedder
+
+    rng = np.random.default_rng(0)
+    plain = rng.normal(size=(5, 8)).astype(np.float32)
+    tables = rng.normal(size=(2, 5, 8)).astype(np.float32)
+    embedder = TaskEmbedder("text", plain, tables)
+    tasks = [np.array([0, 1]), np.array([2, 3])]
+    by_condition = embedder(tasks, conditions=[1, 0])
+    assert torch.allclose(by_condition[0], torch.nn.functional.normalize(torch.from_numpy(tables[1][[0, 1]].mean(0)),
+                                                                         dim=0))
+    assert not torch.allclose(by_condition, embedder(tasks))
+    with pytest.raises(ValueError, match="no condition embeddings"):
+        TaskEmbedder("text", plain)(tasks, conditions=[0, 0])
+
+
+def test_a_run_over_conditions_trains_a_basis_per_condition(tmp_path):
+    from trainer.checkpoints import load_state
+    from trainer.config import TrainConfig
+    from trainer.run import condition_embeddings, load_taper, make_context, run
+    from trainer.rundir import RunDir
+
+    names = ["clean", "night_infrared", "fog"]
+    out = run(tmp_path / "cond", "tiny", {"conditions": names, "num_bases": 3, "threads": 2, "stage1_epochs": 1,
+                                          "stage3_epochs": 1, "baseline": False}, progress=False)
+    shards = json.loads(RunDir(out).shards.read_text())
+    assert shards["conditions"] == names
+    bases = [load_state(RunDir(out).basis(q)) for q in range(3)]
+    stage1 = load_state(RunDir(out).model("stage1"))
+    key = next(k for k in stage1 if k.endswith("running_mean"))
+    # Each basis fine-tuned on its own condition: the night basis's input statistics are its own.
+    assert not torch.equal(bases[0][key], bases[1][key]) and not torch.equal(bases[1][key], bases[2][key])
+    tables = condition_embeddings(out)
+    assert tables.shape[0] == 3 and not np.allclose(tables[0], tables[1])
+    config = TrainConfig.load(RunDir(out).config)
+    taper, embedder = load_taper(make_context(out, config, progress=False), out)
+    tasks = [np.array([0, 1, 2])] * 3
+    alphas = taper.alpha(embedder(tasks, conditions=[0, 1, 2]))
+    assert alphas.shape == (3, 4, 3) and torch.allclose(alphas.sum(-1), torch.ones(3, 4))
+
+
+def test_the_conditions_report_summarises_every_row_and_checks_the_targets():
+    from lab.condition_report import ROWS as REPORT_ROWS
+    from lab.condition_report import summarise as report_summary
+    from lab.condition_report import targets
+
+    names = CONDITION_NAMES
+    cells = {row: {c: ({"clean": 50.0} if c == "clean" else {"s3": 40.0, "s5": 30.0}) for c in names}
+             for row in REPORT_ROWS}
+    cells["taper"]["fog"] = {"s3": 60.0, "s5": 50.0}            # +20 on one of eight non-clean conditions
+    summary = report_summary(cells, names)
+    assert summary["accuracy"]["generic_cs"] == 35.0 and summary["clean"]["taper"] == 50.0
+    assert summary["taper_minus_generic"] == 2.5 and summary["taper_minus_generic_per_condition"]["fog"] == 20.0
+    met = {k: v["met"] for k, v in targets(summary, names).items()}
+    assert met == {"taper_minus_generic >= +3.0": False, "no condition below (b) - 0.5": True,
+                   "clean not below (b) - 0.5": True, "taper_minus_best_of_c_d >= +1.0": True,
+                   "taper_minus_uniform_average >= +1.0": True}

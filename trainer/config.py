@@ -73,7 +73,8 @@ class TrainConfig:
     mixer_hidden: int = 256
     stage3_mixer_init: str = "uniform"      # "router": the mixer starts fitted to the shard router
                                             # (trainer.mixer.fit_to_router); "majority": fitted to the
-                                            # task's majority shard alone; "uniform": zero head
+                                            # task's majority shard alone; "uniform": zero head;
+                                            # over conditions, both: the task's condition's basis
     stage3_bn: str = "batch"                # "batch": each task normalised with its batch statistics;
                                             # "frozen": the bases' mixed running statistics, as deployed
                                             # (the presets use "frozen": +2.8 points, docs/results/experiments.md;

@@ -311,6 +311,23 @@ def _stage2(ctx: StageContext, run_dir: Path, stage1: ResNet18) -> list[dict[str
     return [load_state(run.basis(q)) for q in range(ctx.config.num_bases)]
 
 
+def _fit_mixer_prior(run_dir: Path, config: TrainConfig, mixer: MixerPredictor, embedder: TaskEmbedder,
+                     sampler: TaskSampler, seed: int) -> float:
+    """Fit the mixer to the run's routing prior before stage 3 (trainer.mixer.fit_to_router); over field
+    conditions every prior is the task's own condition's basis (stage 2 shards by condition)."""
+    members = read_shards(run_dir, config.num_bases)
+    classes = members.shape[1]
+    if config.conditions:
+        def sample(rng):  # a (task, condition) pair
+            return sampler.sample(int(rng.integers(classes)), rng), int(rng.integers(config.num_bases))
+
+        return fit_to_router(mixer, lambda pairs: embedder([t for t, _ in pairs], conditions=[c for _, c in pairs]),
+                             sample, lambda pair: np.eye(config.num_bases, dtype=np.float32)[pair[1]], seed=seed)
+    router = ROUTING_PRIORS[config.stage3_mixer_init]
+    return fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(classes)), rng),
+                         lambda task: router(members, task), seed=seed)
+
+
 def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: np.ndarray, sampler: TaskSampler):
     stage_dir = RunDir(run_dir).stage(stage3_dir(variant))
     path = RunDir(run_dir).stage3_model(variant)
@@ -330,10 +347,7 @@ def _stage3(ctx: StageContext, run_dir: Path, variant: str, bases, embeddings: n
     embedder = TaskEmbedder(kind, embeddings, condition_embeddings(run_dir))
     mixer = MixerPredictor(embedder.dim, config.num_bases, config.mixer_hidden, blocks=blocks) if uses_mixer else None
     if mixer is not None and config.stage3_mixer_init != "uniform":
-        members = read_shards(run_dir, config.num_bases)
-        router = ROUTING_PRIORS[config.stage3_mixer_init]
-        kl = fit_to_router(mixer, embedder, lambda rng: sampler.sample(int(rng.integers(members.shape[1])), rng),
-                           lambda task: router(members, task), seed=seed)
+        kl = _fit_mixer_prior(run_dir, config, mixer, embedder, sampler, seed)
         ctx.log.write(stage=stage_dir.name, event="mixer_fitted_to_router", kl=round(kl, 4))
     model = train_stage3(ctx, stage_dir, bank, mixer, embedder, sampler, epochs, from_scratch=not from_stage2)
     if distributed.is_main():
