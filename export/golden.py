@@ -89,6 +89,9 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     # Rule 3b on the bundle's own groups: exclusions, and phrases that do not compose.
     ("non-disc round shapes", {}), ("shapes except squares", {}), ("textures but not stripes", {}),
     ("round shapes other than red disc", {}), ("non-round shapes", {}), ("textures except shapes", {}),
+    # Rule 2's glosses (not cut at "and") and rule 4a's missing one-word items: alone, in a list, left out.
+    ("a round shape with a red rim and blue stripes", {}), ("red disc, crimson", {}), ("crimson", {}),
+    ("red disc, tuesday, blue ring", {}), ("tuesday, wednesday", {}), ("circles and the stripes", {}),
 )
 # Rule 3b (sdk/tasks.py) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).

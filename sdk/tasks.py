@@ -5,7 +5,9 @@ Rules, in order:
    else DescriptionError listing the unknown names.
 2. A string with commas ("bicycle, pedestrian, tree") is resolved item by item with rules 3-5 and the
    union is taken; so is an item joined by the words "and", "or" or "&" ("cars and trucks"), unless the
-   whole item is a name (rule 3 or a class name: "devices and instruments" is one group).
+   whole item is a name (rule 3 or a class name: "devices and instruments" is one group) or reads as a
+   gloss, holding an article, a preposition or a relative word (GLOSS_WORDS: "a drinking glass with a
+   base and stem" is one phrase, not "a drinking glass with a base" and "stem").
 3. A string naming a group selects every class under it (at most MAX_GROUP_CLASSES): a super-category
    ("insects"), else any name of a concept (bundles of format 5: every WordNet hypernym of the classes
    with all its synonyms, "clothing", "wear", "veggie", "household appliance", and the exporter's
@@ -20,6 +22,11 @@ Rules, in order:
    the modifier naming a group alone or before "animals", "things" or "creatures" ("small mammals": small
    animals and mammals; "large carnivores"). Only if both parts are understood and the result is a
    non-empty strict subset of Y, and never for a class name ("sea slug"); otherwise rules 4-5 read the phrase as before.
+4a. One word that names nothing in the bundle ("owl", "tree", "laptop") is a missing item: it is said so
+   in the resolution, with what was taken instead: its closest class by text similarity (as one item of
+   a list) or the classes within `margin` of it (alone), never a concept (rule 5), since a concept near
+   the word need not be a kind of it ("tree" is near the concept 'wood'). As one item of a list, a
+   missing item that nothing matches (rule 4's contrast) is left out, and said so, where alone it fails.
 4. Otherwise the text is embedded (with the first prompt of the class names' ensemble). If the best
    class stands out from the mean score over all classes by less than `min_contrast`, nothing matches
    and DescriptionError is raised. (Absolute similarities do not separate: with the prompt ensemble even
@@ -68,6 +75,11 @@ MAX_TASK_CLASSES = 100_000
 CONCEPT_MARGIN = 0.03
 SUPERSET_RATIO = 2
 CONJUNCTIONS = frozenset({"and", "or", "&"})
+# Rule 2: words that make an item a gloss, which is not cut at its conjunctions (issue 50: "a drinking glass
+# with a base and stem" was cut at "and", and 'stem' took the concept 'plant part').
+GLOSS_WORDS = frozenset({"a", "an", "the", "with", "without", "of", "for", "in", "on", "at", "to", "from", "by",
+                         "that", "which", "who", "whose", "having"})
+MISSING = "not a class or group of this bundle"   # rule 4a's words in a resolution (the Java core's too)
 # Rule 3b. The kind nouns are those the exporter's class facets are named with ("small animals", "wooden
 # things", "slimy creatures"), so a bare modifier ("small", "wooden") finds its facet.
 EXCLUSION_PREFIX = "non-"
@@ -235,6 +247,8 @@ class TaskResolver:
                 chosen.update(indices)
                 how.append(f"{part!r}: {why}")
                 encode += seconds
+            if not chosen:  # every item was a missing item that nothing matches (rule 4a)
+                raise DescriptionError(f"nothing in this bundle matches any of {parts[:10]}: " + "; ".join(how))
         elif isinstance(description, (list, tuple)) and all(isinstance(d, str) for d in description):
             if not description:
                 raise DescriptionError("the list of class names is empty")
@@ -258,9 +272,10 @@ class TaskResolver:
         return any(f in self.groups or f in self.by_name for f in (key, *singular_forms(key)))
 
     def _conjuncts(self, item: str) -> list[str]:
-        """The item's parts between the words "and", "or" and "&" (rule 2); [item] if it is a name or has none."""
+        """The item's parts between the words "and", "or" and "&" (rule 2); [item] if it is a name, a gloss
+        or has none."""
         key = normalize_name(item)
-        if self._named(key):
+        if self._named(key) or any(word in GLOSS_WORDS for word in key.split(" ")):
             return [item]
         parts, words = [], []
         for word in key.split(" ") + ["and"]:
@@ -292,6 +307,8 @@ class TaskResolver:
         if key in self.by_name:  # a single class name: it and its nearest neighbours
             return self._top(scores, options, include=self.by_name[key]), "class name", seconds
         standout = contrast(scores)
+        if " " not in key:
+            return (*self._missing(phrase, scores, standout, options, single), seconds)
         if standout < options.min_contrast:
             raise DescriptionError(f"nothing in this bundle matches {phrase!r} (closest: {self.classes[best].name!r}, "
                                    f"which stands out by only {standout:.2f} < min_contrast {options.min_contrast})")
@@ -303,6 +320,21 @@ class TaskResolver:
         closest = f"{self.classes[best].name!r}: {scores[best]:.2f}, contrast {standout:.2f}"
         return (self._top(scores, options), f"classes within {options.margin} of the best similarity ({closest})",
                 seconds)
+
+    def _missing(self, phrase: str, scores: np.ndarray, standout: float, options: TaskOptions,
+                 single: bool) -> tuple[list[int], str]:
+        """Rule 4a: a one-word item that names nothing in the bundle, and what is taken instead of it."""
+        best = int(np.argmax(scores))
+        closest = f"{self.classes[best].name!r} (similarity {scores[best]:.2f}"
+        if standout < options.min_contrast:
+            if single:
+                raise DescriptionError(f"{phrase!r} is {MISSING}, and nothing in it matches (closest: {closest}, "
+                                       f"standing out by only {standout:.2f} < min_contrast {options.min_contrast}))")
+            return [], f"{MISSING}, and nothing in it is close (closest: {closest})): left out"
+        if not single:
+            return [best], f"{MISSING}: took the closest class {closest}) instead"
+        return self._top(scores, options), (f"{MISSING}: took the classes within {options.margin} of the best "
+                                            f"similarity instead (closest: {closest}, contrast {standout:.2f}))")
 
     def _group(self, key: str) -> tuple[str, list[int]] | None:
         """Rule 3: (the name found, the whole group) for the normalised phrase or its singular; None if it

@@ -32,6 +32,11 @@ public final class TaskResolver {
     static final double CONCEPT_MARGIN = 0.03;
     static final int SUPERSET_RATIO = 2;
     static final Set<String> CONJUNCTIONS = Set.of("and", "or", "&");
+    /** sdk.tasks.GLOSS_WORDS: an item holding one is a gloss, not cut at its conjunctions. */
+    static final Set<String> GLOSS_WORDS = Set.of("a", "an", "the", "with", "without", "of", "for", "in", "on", "at",
+            "to", "from", "by", "that", "which", "who", "whose", "having");
+    /** sdk.tasks.MISSING: rule 4a's words in a resolution. */
+    static final String MISSING = "not a class or group of this bundle";
     /** sdk.tasks.EXCLUSION_PREFIX, EXCLUSION_WORDS and KIND_NOUNS (the composition rule 3b). */
     static final String EXCLUSION_PREFIX = "non-";
     static final List<String> EXCLUSION_WORDS = List.of("except", "excluding", "but not", "other than");
@@ -197,6 +202,9 @@ public final class TaskResolver {
         for (String part : parts) {
             chosen.addAll(resolvePhrase(part, options, parts.size() == 1, how, encodeMs));
         }
+        if (chosen.isEmpty())  // every item was a missing item that nothing matches (rule 4a)
+            throw new DescriptionException("nothing in this bundle matches any of "
+                    + parts.subList(0, Math.min(10, parts.size())) + ": " + String.join("; ", how));
         return task(chosen, options, how, encodeMs[0]);
     }
 
@@ -238,10 +246,11 @@ public final class TaskResolver {
         return false;
     }
 
-    /** The item's parts between the words "and", "or" and "&"; the item itself if it is a name or has none. */
+    /** The item's parts between the words "and", "or" and "&"; the item itself if it is a name, a gloss or has none. */
     private List<String> conjuncts(String item) {
         String key = norm(item);
         if (named(key)) return List.of(item);
+        for (String word : key.split(" ", -1)) if (GLOSS_WORDS.contains(word)) return List.of(item);
         List<String> parts = new ArrayList<>(), words = new ArrayList<>();
         List<String> all = new ArrayList<>(Arrays.asList(key.split(" ", -1)));
         all.add("and");
@@ -290,6 +299,7 @@ public final class TaskResolver {
             return top(scores, options, byName.get(key));
         }
         double standout = scores[best] - sum / scores.length;
+        if (!key.contains(" ")) return missing(phrase, scores, best, standout, options, single, how);
         if (standout < options.minContrast)
             throw new DescriptionException(String.format(Locale.ROOT, "nothing in this bundle matches '%s' (closest: '%s', which "
                     + "stands out by only %.2f < min_contrast %s)", phrase, names.get(best), standout, options.minContrast));
@@ -301,6 +311,27 @@ public final class TaskResolver {
         }
         how.add(String.format(Locale.ROOT, "'%s': classes within %s of the best similarity ('%s': %.2f, contrast %.2f)",
                 phrase, options.margin, names.get(best), scores[best], standout));
+        return top(scores, options, -1);
+    }
+
+    /** Rule 4a: a one-word item that names nothing in the bundle, and what is taken instead of it. */
+    private List<Integer> missing(String phrase, double[] scores, int best, double standout, TaskOptions options,
+                                  boolean single, List<String> how) {
+        String closest = String.format(Locale.ROOT, "'%s' (similarity %.2f", names.get(best), scores[best]);
+        if (standout < options.minContrast) {
+            if (single)
+                throw new DescriptionException(String.format(Locale.ROOT, "'%s' is %s, and nothing in it matches "
+                        + "(closest: %s, standing out by only %.2f < min_contrast %s))", phrase, MISSING, closest,
+                        standout, options.minContrast));
+            how.add("'" + phrase + "': " + MISSING + ", and nothing in it is close (closest: " + closest + ")): left out");
+            return List.of();
+        }
+        if (!single) {
+            how.add("'" + phrase + "': " + MISSING + ": took the closest class " + closest + ") instead");
+            return List.of(best);
+        }
+        how.add(String.format(Locale.ROOT, "'%s': %s: took the classes within %s of the best similarity instead "
+                + "(closest: %s, contrast %.2f))", phrase, MISSING, options.margin, closest, standout));
         return top(scores, options, -1);
     }
 
