@@ -22,8 +22,8 @@ Rules, in order:
    the modifier naming a group alone or before "animals", "things" or "creatures" ("small mammals": small
    animals and mammals; "large carnivores"). Only if both parts are understood and the result is a
    non-empty strict subset of Y, and never for a class name ("sea slug"); otherwise rules 4-5 read the phrase as before.
-4a. One word that names nothing in the bundle ("owl", "tree", "laptop") is a missing item: it is said so
-   in the resolution, with what was taken instead: its closest class by text similarity (as one item of
+4a. One word that names nothing in the bundle ("owl", "tree", "laptop") is a missing item: the resolution
+   says so (MISSING), with what was taken instead: its closest class by text similarity (as one item of
    a list) or the classes within `margin` of it (alone), never a concept (rule 5), since a concept near
    the word need not be a kind of it ("tree" is near the concept 'wood'). As one item of a list, a
    missing item that nothing matches (rule 4's contrast) is left out, and said so, where alone it fails.
@@ -79,7 +79,7 @@ CONJUNCTIONS = frozenset({"and", "or", "&"})
 # with a base and stem" was cut at "and", and 'stem' took the concept 'plant part').
 GLOSS_WORDS = frozenset({"a", "an", "the", "with", "without", "of", "for", "in", "on", "at", "to", "from", "by",
                          "that", "which", "who", "whose", "having"})
-MISSING = "not a class or group of this bundle"   # rule 4a's words in a resolution (the Java core's too)
+MISSING = "not a name this bundle knows"   # rule 4a's words in a resolution (the Java core's too)
 # Rule 3b. The kind nouns are those the exporter's class facets are named with ("small animals", "wooden
 # things", "slimy creatures"), so a bare modifier ("small", "wooden") finds its facet.
 EXCLUSION_PREFIX = "non-"
@@ -328,7 +328,7 @@ class TaskResolver:
         closest = f"{self.classes[best].name!r} (similarity {scores[best]:.2f}"
         if standout < options.min_contrast:
             if single:
-                raise DescriptionError(f"{phrase!r} is {MISSING}, and nothing in it matches (closest: {closest}, "
+                raise DescriptionError(f"nothing in this bundle matches {phrase!r}, {MISSING} (closest: {closest}, "
                                        f"standing out by only {standout:.2f} < min_contrast {options.min_contrast}))")
             return [], f"{MISSING}, and nothing in it is close (closest: {closest})): left out"
         if not single:

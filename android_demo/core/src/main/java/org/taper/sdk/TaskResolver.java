@@ -36,7 +36,7 @@ public final class TaskResolver {
     static final Set<String> GLOSS_WORDS = Set.of("a", "an", "the", "with", "without", "of", "for", "in", "on", "at",
             "to", "from", "by", "that", "which", "who", "whose", "having");
     /** sdk.tasks.MISSING: rule 4a's words in a resolution. */
-    static final String MISSING = "not a class or group of this bundle";
+    static final String MISSING = "not a name this bundle knows";
     /** sdk.tasks.EXCLUSION_PREFIX, EXCLUSION_WORDS and KIND_NOUNS (the composition rule 3b). */
     static final String EXCLUSION_PREFIX = "non-";
     static final List<String> EXCLUSION_WORDS = List.of("except", "excluding", "but not", "other than");
@@ -320,7 +320,7 @@ public final class TaskResolver {
         String closest = String.format(Locale.ROOT, "'%s' (similarity %.2f", names.get(best), scores[best]);
         if (standout < options.minContrast) {
             if (single)
-                throw new DescriptionException(String.format(Locale.ROOT, "'%s' is %s, and nothing in it matches "
+                throw new DescriptionException(String.format(Locale.ROOT, "nothing in this bundle matches '%s', %s "
                         + "(closest: %s, standing out by only %.2f < min_contrast %s))", phrase, MISSING, closest,
                         standout, options.minContrast));
             how.add("'" + phrase + "': " + MISSING + ", and nothing in it is close (closest: " + closest + ")): left out");
