@@ -212,7 +212,8 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
 
 def semantic_forgeries(blob: bytes) -> Iterator[tuple[str, bytes]]:
     """Re-checksummed bundles whose damage only a check of the values finds: a negative running variance in
-    the mixer and in a basis, NaN in the mixer and in the class embeddings."""
+    the mixer and in a basis, NaN in the mixer, an infinite class embedding, class embeddings that are
+    finite but not unit vectors."""
     bundle = Bundle.from_buffer(np.frombuffer(blob, np.uint8))
     manifest, members = bundle_members(blob)
 
@@ -232,6 +233,9 @@ def semantic_forgeries(blob: bytes) -> Iterator[tuple[str, bytes]]:
     text[0, 0] = np.inf
     yield "inf_class_embedding", with_tensors("class_embeddings.safetensors",
                                               {"text": text, "concepts": np.array(bundle.concept_embeddings)})
+    yield "long_class_embedding", with_tensors("class_embeddings.safetensors",
+                                               {"text": np.array(bundle.class_embeddings) * 1.01,
+                                                "concepts": np.array(bundle.concept_embeddings)})
 
 
 def _json_cases() -> list[dict]:

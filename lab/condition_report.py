@@ -40,16 +40,11 @@ from trainer.models import NUM_BLOCKS, ResNet18
 from trainer.run import load_taper, make_context
 from trainer.rundir import RunDir
 
+from .condition_headroom import ROWS as HEADROOM_ROWS
 from .condition_headroom import bn_adapt, condition_bn_state, severities, val_images
 
 ROWS = (
-    "clean_generic_cs",
-    "generic_cs",
-    "bn_adapt_iid_16",
-    "bn_adapt_iid_64",
-    "bn_adapt_sorted_64",
-    "condition_bn",
-    "condition_oracle",
+    *HEADROOM_ROWS,   # (a)-(e), as the headroom experiment names them
     "taper",
     "taper_no_condition",
     "taper_wrong_condition",

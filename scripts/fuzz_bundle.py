@@ -92,9 +92,14 @@ def description_for(path: Path) -> str:
 
 
 class Worker:
-    def __init__(self, description: str = DESCRIPTION, trusted_key: str | None = None):
-        self.args = (description, trusted_key)
-        command = [sys.executable, "-c", WORKER, description, *([trusted_key] if trusted_key else [])]
+    """A subprocess that answers one JSON line per bundle path written to it (WORKER's protocol; `command`
+    runs another program with the same protocol, e.g. the Java core's harness in scripts/java_fuzz.py)."""
+
+    def __init__(self, description: str = DESCRIPTION, trusted_key: str | None = None,
+                 command: list[str] | None = None):
+        self.args = (description, trusted_key, command)
+        if command is None:
+            command = [sys.executable, "-c", WORKER, description, *([trusted_key] if trusted_key else [])]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
 

@@ -56,6 +56,7 @@ MAX_CLASSES_JSON_BYTES = 64 * 1024 * 1024
 MAX_NAME_CHARS, MAX_PATH_DEPTH = 1000, 64
 MAX_CONCEPTS, MAX_CONCEPT_NAMES = 100_000, 64
 VERIFY_CHUNK = 1 << 24  # bytes hashed / floats checked per step while verifying (bounded temporaries)
+EMBEDDING_NORM_TOLERANCE = 1e-3   # |norm - 1| of a class or concept embedding row (Bundle.java too)
 # What older versions were, for the message that rejects them.
 OLDER_VERSIONS = {1: "taper-sdk 0.1 (no manifest checksum)", 2: "taper-sdk 0.2 (Q full bases, no compact forms)"}
 
@@ -183,7 +184,7 @@ class Bundle:
 
     def verify_finite(self) -> None:
         """BundleError if any weight is NaN or infinite, an int8 scale or a running variance negative (checked
-        in bounded chunks)."""
+        in bounded chunks), or a class or concept embedding is not a unit vector."""
         self.bases.verify_finite()
         for name, array in self.mixer.items():
             if name.endswith("running_var") and (array < 0).any():
@@ -196,6 +197,13 @@ class Bundle:
             for start in range(0, flat.size, VERIFY_CHUNK // 4):
                 if not np.isfinite(flat[start:start + VERIFY_CHUNK // 4]).all():
                     raise BundleError(f"{name} holds NaN or infinite values")
+        # Text embeddings are unit vectors as written (sdk.text_encoder); a re-signed edit that keeps them
+        # finite but not unit length would move every task embedding (the Java core checks the same).
+        for name, table in (("text", self.class_embeddings), ("concepts", self.concept_embeddings)):
+            norms = np.linalg.norm(np.asarray(table, np.float64), axis=1)
+            if norms.size and np.abs(norms - 1).max() > EMBEDDING_NORM_TOLERANCE:
+                raise BundleError(f"class_embeddings.safetensors:{name} rows must be unit vectors "
+                                  f"(one has norm {norms[np.abs(norms - 1).argmax()]:.6g})")
 
     def member(self, name: str) -> np.ndarray:
         entry = self.manifest.members[name]

@@ -34,7 +34,7 @@ STEMS, WIDTHS = ("imagenet", "small"), (1.0, 0.5, 0.25, 0.125)  # 0.125: the cap
 MEMBERS = ("bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors", "classes.json",
            "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE")
 MAX_PROMPTS, MAX_PROMPT_CHARS = 64, 200
-MAX_PROVENANCE_BYTES, MAX_PROVENANCE_DEPTH = 64 * 1024, 4
+MAX_PROVENANCE_DEPTH, MAX_PROVENANCE_VALUES, MAX_PROVENANCE_TEXT = 4, 4096, 64 * 1024
 MAX_JSON_DEPTH = 16  # the manifest and classes.json; tokenizer.json is checked at 8
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 RANKED_KINDS = ("lowrank", "subspace")   # kinds stored as factors of a rank
@@ -211,14 +211,33 @@ def load_json(raw: bytes, what: str, max_depth: int = MAX_JSON_DEPTH) -> object:
         raise BundleError(str(e)) from None
 
 
+def json_size(value: object) -> tuple[int, int]:
+    """(values, code points of every key and string) of parsed JSON: a size both readers count alike
+    (the Java core's Bundle.jsonSize), where the length of a serialisation depends on the serialiser."""
+    values = text = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        values += 1
+        if isinstance(item, dict):
+            text += sum(len(k) for k in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            text += len(item)
+    return values, text
+
+
 def _provenance(value: object) -> dict:
-    """Provenance is informational; it is bounded in size and depth, and holds only JSON scalars,
+    """Provenance is informational; it is bounded in depth, values and text, and holds only JSON scalars,
     lists and objects."""
     if not isinstance(value, dict):
         raise BundleError("manifest.provenance must be an object")
-    if strict_json.depth(value) > MAX_PROVENANCE_DEPTH or len(json.dumps(value)) > MAX_PROVENANCE_BYTES:
-        raise BundleError(f"manifest.provenance is deeper than {MAX_PROVENANCE_DEPTH} or larger than "
-                          f"{MAX_PROVENANCE_BYTES} bytes")
+    values, text = json_size(value)
+    if strict_json.depth(value) > MAX_PROVENANCE_DEPTH or values > MAX_PROVENANCE_VALUES or text > MAX_PROVENANCE_TEXT:
+        raise BundleError(f"manifest.provenance is deeper than {MAX_PROVENANCE_DEPTH}, or holds more than "
+                          f"{MAX_PROVENANCE_VALUES} values or {MAX_PROVENANCE_TEXT} characters of text")
     f = Fields(value, "manifest.provenance")
     f.str("sdk_version", 40)
     f.object("licenses")

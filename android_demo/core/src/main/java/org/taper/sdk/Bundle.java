@@ -58,6 +58,53 @@ public final class Bundle {
     public final Signatures.Signer signer;
     private final ByteBuffer data;
 
+    /** sdk.manifest's MAX_PROVENANCE_DEPTH, _VALUES and _TEXT. */
+    static final int MAX_PROVENANCE_DEPTH = 4, MAX_PROVENANCE_VALUES = 4096, MAX_PROVENANCE_TEXT = 64 * 1024;
+
+    /** sdk.manifest._provenance: an object, bounded in depth, values and text, with {@code sdk_version} (a
+     * string of at most 40 characters) and {@code licenses} (an object). */
+    @SuppressWarnings("unchecked")
+    static void checkProvenance(Object value) {
+        if (!(value instanceof Map)) throw new BundleException("manifest.provenance must be an object");
+        long[] size = jsonSize(value);
+        if (size[2] > MAX_PROVENANCE_DEPTH || size[0] > MAX_PROVENANCE_VALUES || size[1] > MAX_PROVENANCE_TEXT)
+            throw new BundleException("manifest.provenance is deeper than " + MAX_PROVENANCE_DEPTH + ", or holds more than "
+                    + MAX_PROVENANCE_VALUES + " values or " + MAX_PROVENANCE_TEXT + " characters of text");
+        Map<String, Object> p = (Map<String, Object>) value;
+        Object version = p.get("sdk_version");
+        if (!(version instanceof String) || ((String) version).codePointCount(0, ((String) version).length()) > 40)
+            throw new BundleException("manifest.provenance.sdk_version must be a string of at most 40 characters");
+        if (!(p.get("licenses") instanceof Map)) throw new BundleException("manifest.provenance.licenses must be an object");
+    }
+
+    /** sdk.manifest.json_size and strict_json.depth of parsed JSON: {values, code points of keys and strings,
+     * depth}, iteratively. */
+    @SuppressWarnings("unchecked")
+    static long[] jsonSize(Object value) {
+        long values = 0, text = 0, depth = 0;
+        java.util.ArrayDeque<Object[]> stack = new java.util.ArrayDeque<>();
+        stack.push(new Object[]{value, 0L});
+        while (!stack.isEmpty()) {
+            Object[] top = stack.pop();
+            Object item = top[0];
+            long level = (Long) top[1];
+            values++;
+            if (item instanceof Map) {
+                depth = Math.max(depth, level + 1);
+                for (Map.Entry<String, Object> e : ((Map<String, Object>) item).entrySet()) {
+                    text += e.getKey().codePointCount(0, e.getKey().length());
+                    stack.push(new Object[]{e.getValue(), level + 1});
+                }
+            } else if (item instanceof List) {
+                depth = Math.max(depth, level + 1);
+                for (Object child : (List<Object>) item) stack.push(new Object[]{child, level + 1});
+            } else if (item instanceof String) {
+                text += ((String) item).codePointCount(0, ((String) item).length());
+            }
+        }
+        return new long[]{values, text, depth};
+    }
+
     public static Bundle open(String path) throws IOException {
         return open(path, null);
     }
@@ -129,6 +176,7 @@ public final class Bundle {
             prompts.add((String) p);
         }
         preprocessing = Preprocessing.fromManifest(obj(manifest, "preprocessing"), integer(arch, "input_size", 8, 4096));
+        checkProvenance(manifest.get("provenance"));
         if (version >= Signatures.SIGNED_SINCE && size < HEADER + length + Signatures.TRAILER)
             throw new BundleException("a " + size + "-byte file is too short for its manifest and signature trailer");
         signer = version >= Signatures.SIGNED_SINCE ? Signatures.verify(data) : null;
@@ -138,7 +186,9 @@ public final class Bundle {
         layout = Architecture.blockLayout(shapes);
         externalSize = Architecture.backboneLayout(shapes, backboneOffsets);
         bases = new Bases(tensors("bases.safetensors"), obj(manifest, "bases"), shapes, numBases, version);
-        mixer = floats(tensors("mixer.safetensors"));
+        Map<String, Bases.Tensor> mixerTensors = tensors("mixer.safetensors");
+        checkMixerShapes(mixerTensors);
+        mixer = floats(mixerTensors);
         readClasses(version);
         Map<String, FloatBuffer> embedded = floats(tensors("class_embeddings.safetensors"));
         java.util.Set<String> names = version >= CONCEPTS_SINCE ? java.util.Set.of("text", "concepts") : java.util.Set.of("text");
@@ -158,6 +208,20 @@ public final class Bundle {
         }
         finite(classEmbeddings, "class_embeddings.safetensors:text");
         finite(conceptEmbeddings, "class_embeddings.safetensors:concepts");
+        unitRows(classEmbeddings, embedDim, "class_embeddings.safetensors:text");
+        unitRows(conceptEmbeddings, embedDim, "class_embeddings.safetensors:concepts");
+    }
+
+    /** sdk.bundle.EMBEDDING_NORM_TOLERANCE: text embeddings are unit vectors as written. */
+    static final double EMBEDDING_NORM_TOLERANCE = 1e-3;
+
+    private static void unitRows(FloatBuffer values, int dim, String name) {
+        for (int row = 0; row + dim <= values.limit(); row += dim) {
+            double sum = 0;
+            for (int d = 0; d < dim; d++) sum += (double) values.get(row + d) * values.get(row + d);
+            if (Math.abs(Math.sqrt(sum) - 1) > EMBEDDING_NORM_TOLERANCE)
+                throw new BundleException(name + " rows must be unit vectors");
+        }
     }
 
     private static void finite(FloatBuffer values, String name) {
@@ -284,6 +348,28 @@ public final class Bundle {
     }
 
     /** The member's tensors as float32 views; BundleException for any other dtype. */
+    /** sdk.mixer.tensor_shapes: exactly the mixer's tensors, each of its shape, for the manifest's embed_dim,
+     * hidden, layers, blocks and num_bases (sdk.bundle checks the same). */
+    private void checkMixerShapes(Map<String, Bases.Tensor> tensors) {
+        Map<String, long[]> expected = new HashMap<>();
+        long in = embedDim;
+        for (int l = 0; l < layers - 1; l++) {
+            expected.put("body." + 3 * l + ".weight", new long[]{hidden, in});
+            expected.put("body." + 3 * l + ".bias", new long[]{hidden});
+            for (String part : new String[]{"weight", "bias", "running_mean", "running_var"})
+                expected.put("body." + (3 * l + 1) + "." + part, new long[]{hidden});
+            in = hidden;
+        }
+        expected.put("head.weight", new long[]{(long) mixerBlocks * numBases, in});
+        expected.put("head.bias", new long[]{(long) mixerBlocks * numBases});
+        if (!tensors.keySet().equals(expected.keySet()))
+            throw new BundleException("member mixer.safetensors: tensors must be exactly " + new java.util.TreeSet<>(expected.keySet()));
+        for (Map.Entry<String, long[]> e : expected.entrySet())
+            if (!java.util.Arrays.equals(tensors.get(e.getKey()).shape, e.getValue()))
+                throw new BundleException("member mixer.safetensors: " + e.getKey() + " has shape "
+                        + java.util.Arrays.toString(tensors.get(e.getKey()).shape) + ", expected " + java.util.Arrays.toString(e.getValue()));
+    }
+
     private static Map<String, FloatBuffer> floats(Map<String, Bases.Tensor> tensors) {
         Map<String, FloatBuffer> out = new HashMap<>();
         for (Map.Entry<String, Bases.Tensor> e : tensors.entrySet()) {

@@ -1,0 +1,98 @@
+"""Adds the reliability report's sections measured by other commands (issue 49) to
+docs/results/reliability.json and .md, each with the command and the result file it came from:
+
+- signed: forged bundles loaded with `trusted_keys` (scripts/fuzz_bundle.py --signed: reliability_signed.json);
+- signing_overhead_ms: what signing adds to `sdk.load` (scripts/bench_signing.py: signing.json);
+- soak: threads and processes for minutes against serial results (scripts/soak.py: soak.json);
+- java, entry_points: written only when their result files exist (java_fuzz.json, entry_points.json).
+
+    python -m scripts.reliability_sections            # after any of those commands, or after fuzz_bundle
+
+Run it again after `scripts/fuzz_bundle.py` rewrites reliability.json/.md: the sections live between
+markers in the .md, so a rerun replaces them instead of adding a copy.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+BEGIN, END = "<!-- sections: scripts/reliability_sections.py -->", "<!-- end of sections -->"
+
+
+def _load(name: str) -> dict | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def sections() -> dict:
+    """{section: fields} for every source file that exists."""
+    out = {}
+    if (signed := _load("reliability_signed")) is not None:
+        out["signed"] = {**signed["signed"], "failures": signed["failures"], "source": "reliability_signed.json",
+                         "command": signed["command"]}
+    if (signing := _load("signing")) is not None:
+        out["signing_overhead_ms"] = signing["signing_overhead_ms"]
+        out["signing"] = {"verify_signature_us_median": signing["verify_signature_us_median"],
+                          "source": "signing.json", "command": signing["command"]}
+    if (soak := _load("soak")) is not None:
+        out["soak"] = {k: soak[k] for k in ("seconds", "threads", "processes", "calls", "mismatches", "crashes")}
+        out["soak"].update(rss_mb_peak=max(p.get("rss_mb_peak", 0) for p in soak["per_process"]),
+                           rss_growth_after_settle_mb=max(p.get("rss_growth_after_settle_mb", 0)
+                                                          for p in soak["per_process"]),
+                           source="soak.json", command=soak["command"])
+    if (java := _load("java_fuzz")) is not None:
+        out["java"] = {k: java[k] for k in ("cases", "untyped", "hangs", "crashes", "agreement", "disagreements",
+                                            "command")} | {"source": "java_fuzz.json"}
+    if (entry := _load("entry_points")) is not None:
+        out["entry_points"] = entry
+    return out
+
+
+def markdown(found: dict) -> str:
+    lines = [BEGIN, "", "## Sections measured by other commands (scripts/reliability_sections.py)", ""]
+    if "signed" in found:
+        s = found["signed"]
+        lines.append(f"- **Signed** (`{s['command']}`): {s['cases']} forged bundles checked with `trusted_keys`, "
+                     f"{s['loaded']} loaded ({s['signature_replayed']} with the original signature replayed).")
+    if "signing_overhead_ms" in found:
+        lines.append(f"- **Signing overhead** (`{found['signing']['command']}`): {found['signing_overhead_ms']} ms "
+                     f"added to `sdk.load` (median); verifying the signature alone "
+                     f"{found['signing']['verify_signature_us_median']} us.")
+    if "soak" in found:
+        s = found["soak"]
+        lines.append(f"- **Soak** (`{s['command']}`): {s['processes']} process(es) x {s['threads']} threads for "
+                     f"{s['seconds']:.0f} s, {s['calls']} calls: {s['mismatches']} mismatches, {s['crashes']} "
+                     f"crashes; peak resident {s['rss_mb_peak']} MiB, growth after the first minute "
+                     f"{s['rss_growth_after_settle_mb']} MiB.")
+    if "java" in found:
+        j = found["java"]
+        lines.append(f"- **Java core** (`{j['command']}`): {j['cases']} damaged bundles through both readers: Java "
+                     f"untyped {j['untyped']}, hangs {j['hangs']}, crashes {j['crashes']}; agreement with Python "
+                     f"{j['agreement']:.2%} ({j['disagreements']} disagreements).")
+    for name in ("java", "entry_points"):
+        if name not in found:
+            lines.append(f"- **{name}**: not measured yet (no docs/results/"
+                         f"{'java_fuzz' if name == 'java' else name}.json).")
+    return "\n".join([*lines, "", END])
+
+
+def main() -> int:
+    report_path = RESULTS / "reliability.json"
+    report = json.loads(report_path.read_text())
+    found = sections()
+    report.update(found)
+    report_path.write_text(json.dumps(report, indent=1) + "\n")
+    md_path = RESULTS / "reliability.md"
+    text = md_path.read_text()
+    if BEGIN in text:
+        text = text[:text.index(BEGIN)].rstrip("\n") + "\n"
+    md_path.write_text(text.rstrip("\n") + "\n\n" + markdown(found) + "\n")
+    print(json.dumps({k: v for k, v in found.items() if not isinstance(v, dict) or "command" in v}, indent=1)[:2000])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
