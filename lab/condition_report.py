@@ -24,6 +24,7 @@ RUN_DIR/condition_cells.json, so `--reuse-cells` rewrites the report without sco
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -54,26 +55,31 @@ ROWS = (
 HEADROOM_NETWORKS = {"clean_generic_cs": "clean_generic", "condition_oracle": "oracle_{condition}"}
 
 
-def first_rows_per_class(labels: np.ndarray, per_class: int) -> np.ndarray:
-    """The rows trainer.evaluate.Evaluator keeps with `images_per_class` (the same images, in its order)."""
-    return np.concatenate([np.flatnonzero(labels == c)[:per_class] for c in range(int(labels.max()) + 1)])
+@functools.cache
+def open_run(run_dir: Path):
+    """(config, stage context, TAPER, its embedder) of a finished run over conditions, opened once per
+    process (the scoring, the stage-2 diagnostic and the routing all read the same run)."""
+    config = TrainConfig.load(RunDir(run_dir).config)
+    if not config.conditions:
+        raise ValueError(f"{run_dir} is not a run over conditions (its config has no `conditions`)")
+    ctx = make_context(run_dir, config, progress=False)
+    return (config, ctx, *load_taper(ctx, run_dir))
+
+
+def evaluation_tasks(config: TrainConfig, ctx, task_seeds: list[int], task_every: int) -> list[np.ndarray]:
+    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
+    return [t for seed in task_seeds for t in sampler.evaluation_tasks(seed)[::task_every]]
 
 
 def score_run(run_dir: Path, headroom_work: Path | None, task_seeds: list[int], task_every: int,
               images_per_class: int, progress=print, taper_only: bool = False) -> dict:
     """{row: {condition: {"s3": acc, "s5": acc} or {"clean": acc}}} and the seconds each row took;
     `taper_only`: the taper row alone (a second stage-3 seed)."""
-    config = TrainConfig.load(RunDir(run_dir).config)
-    if not config.conditions:
-        raise ValueError(f"{run_dir} is not a run over conditions (its config has no `conditions`)")
-    ctx = make_context(run_dir, config, progress=False)
+    config, ctx, taper, embedder = open_run(run_dir)
     conditions, names = ctx.conditions, config.conditions
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, images_per_class=images_per_class)
-    keep = first_rows_per_class(ctx.data.val.labels, images_per_class)
-    clean_x = evaluator.x
-    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
-    tasks = [t for seed in task_seeds for t in sampler.evaluation_tasks(seed)[::task_every]]
-    taper, embedder = load_taper(ctx, run_dir)
+    keep, clean_x = evaluator.rows, evaluator.x
+    tasks = evaluation_tasks(config, ctx, task_seeds, task_every)
     bank = taper.bank
     generic = load_state(RunDir(run_dir).model("baseline"))
     model = ResNet18(ctx.model_config)
@@ -126,13 +132,10 @@ def score_run(run_dir: Path, headroom_work: Path | None, task_seeds: list[int], 
 def stage2_bases(run_dir: Path, task_seeds: list[int], task_every: int, images_per_class: int) -> dict:
     """A diagnostic added after the pre-registered rows: condition q's stage-2 basis alone (before stage 3
     trained the bank), on condition q, by the same protocol: {condition: {"s3": acc, ...}}."""
-    config = TrainConfig.load(RunDir(run_dir).config)
-    ctx = make_context(run_dir, config, progress=False)
+    config, ctx, _, _ = open_run(run_dir)
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, images_per_class=images_per_class)
-    keep = first_rows_per_class(ctx.data.val.labels, images_per_class)
-    clean_x = evaluator.x
-    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
-    tasks = [t for seed in task_seeds for t in sampler.evaluation_tasks(seed)[::task_every]]
+    keep, clean_x = evaluator.rows, evaluator.x
+    tasks = evaluation_tasks(config, ctx, task_seeds, task_every)
     out = {}
     for q, name in enumerate(config.conditions):
         state = load_state(RunDir(run_dir).basis(q))
@@ -146,11 +149,8 @@ def stage2_bases(run_dir: Path, task_seeds: list[int], task_every: int, images_p
 def routing(run_dir: Path, task_seeds: list[int], task_every: int) -> dict:
     """Where the mixer sends each condition's tasks: the mean weight of the condition's own basis per block,
     and the share of (task, block) rows whose heaviest basis is its own; the same with no condition phrase."""
-    config = TrainConfig.load(RunDir(run_dir).config)
-    ctx = make_context(run_dir, config, progress=False)
-    sampler = TaskSampler(ctx.data.hierarchy, k=config.task_k)
-    tasks = [t for seed in task_seeds for t in sampler.evaluation_tasks(seed)[::task_every]]
-    taper, embedder = load_taper(ctx, run_dir)
+    config, ctx, taper, embedder = open_run(run_dir)
+    tasks = evaluation_tasks(config, ctx, task_seeds, task_every)
     out = {}
     with torch.no_grad():
         plain = taper.alpha(embedder(tasks)).numpy()

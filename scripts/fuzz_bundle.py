@@ -233,6 +233,17 @@ def _nan_initializer(model) -> None:
 MANIFEST_VALUES = [None, -1, 0, "x", 1.5, {}, [], 10**20, True, float("nan"), "🦋", [1, 2, 3]]
 
 
+# How often each kind of UNSIGNED + SIGNED is drawn (relative weights).
+KIND_WEIGHTS = np.array([8, 17, 20, 8, 15, 14, 12, 6, 8], float)
+
+
+def draw_case(blob: bytes, rng: np.random.Generator, hostile: list) -> tuple[str, str, bytes]:
+    """(kind, label, damaged bundle) of one case: a kind drawn by KIND_WEIGHTS, then `make_case`."""
+    kinds = UNSIGNED + SIGNED
+    kind = kinds[int(rng.choice(len(kinds), p=KIND_WEIGHTS / KIND_WEIGHTS.sum()))]
+    return (kind, *make_case(kind, blob, rng, hostile))
+
+
 def make_case(kind: str, blob: bytes, rng: np.random.Generator, hostile: list) -> tuple[str, bytes]:
     manifest, length = manifest_of(blob)
     members = sorted(manifest["members"])
@@ -388,14 +399,11 @@ def main() -> int:
         assert pristine["outcome"] == "loaded", pristine
         hostile = hostile_members(blob)
         rng = np.random.default_rng(args.seed)
-        kinds = list(UNSIGNED + SIGNED)
-        weights = np.array([8, 17, 20, 8, 15, 14, 12, 6, 8], float)
         counts: dict[str, Counter] = defaultdict(Counter)
         examples: dict[str, list[str]] = defaultdict(list)
         pending: list[tuple[int, str, str, Path]] = []
         for i in range(args.cases):
-            kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
-            label, data = make_case(kind, blob, rng, hostile)
+            kind, label, data = draw_case(blob, rng, hostile)
             if args.signed and kind in SIGNED and rng.random() < 0.5:
                 replayed = with_signature_of(data, blob)
                 if replayed != data:

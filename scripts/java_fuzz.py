@@ -29,11 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from scripts.fuzz_bundle import SIGNED, UNSIGNED, Worker, base_bundle, hostile_members, make_case
+from scripts.fuzz_bundle import SIGNED, UNSIGNED, Worker, base_bundle, draw_case, hostile_members
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "android_demo" / "core" / "src"
-KIND_WEIGHTS = np.array([8, 17, 20, 8, 15, 14, 12, 6, 8], float)   # scripts/fuzz_bundle.py's
 PYTHON_WORKER = r"""
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
@@ -122,11 +121,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"the pristine bundle does not load alike: {pristine}")
         hostile = hostile_members(blob)
         rng = np.random.default_rng(args.seed)
-        kinds = list(UNSIGNED + SIGNED)
         path = work / "case.taper"
         for i in range(args.cases):
-            kind = kinds[int(rng.choice(len(kinds), p=KIND_WEIGHTS / KIND_WEIGHTS.sum()))]
-            label, data = make_case(kind, blob, rng, hostile)
+            kind, label, data = draw_case(blob, rng, hostile)
             path.write_bytes(data)
             results = run_both(workers, path, args.timeout)
             for reader, w in workers.items():

@@ -35,7 +35,8 @@ def sections() -> dict:
                          "command": signed["command"]}
     if (signing := _load("signing")) is not None:
         out["signing_overhead_ms"] = signing["signing_overhead_ms"]
-        out["signing"] = {"verify_signature_us_median": signing["verify_signature_us_median"],
+        out["signing"] = {"overhead_ms": signing["signing_overhead_ms"],
+                          "verify_signature_us_median": signing["verify_signature_us_median"],
                           "source": "signing.json", "command": signing["command"]}
     if (soak := _load("soak")) is not None:
         out["soak"] = {k: soak[k] for k in ("seconds", "threads", "processes", "calls", "mismatches", "crashes")}
@@ -51,27 +52,25 @@ def sections() -> dict:
     return out
 
 
+# Each section's line in the .md: (title, text formatted with the section's fields).
+SUMMARIES = {
+    "signed": ("Signed", "{cases} forged bundles checked with `trusted_keys`, {loaded} loaded "
+                         "({signature_replayed} with the original signature replayed)"),
+    "signing": ("Signing overhead", "{overhead_ms} ms added to `sdk.load` (median); verifying the signature alone "
+                                    "{verify_signature_us_median} us"),
+    "soak": ("Soak", "{processes} process(es) x {threads} threads for {seconds:.0f} s, {calls} calls: {mismatches} "
+                     "mismatches, {crashes} crashes; peak resident {rss_mb_peak} MiB, growth after the first minute "
+                     "{rss_growth_after_settle_mb} MiB"),
+    "java": ("Java core", "{cases} damaged bundles through both readers: Java untyped {untyped}, hangs {hangs}, "
+                          "crashes {crashes}; agreement with Python {agreement:.2%} ({disagreements} disagreements)"),
+}
+
+
 def markdown(found: dict) -> str:
     lines = [BEGIN, "", "## Sections measured by other commands (scripts/reliability_sections.py)", ""]
-    if "signed" in found:
-        s = found["signed"]
-        lines.append(f"- **Signed** (`{s['command']}`): {s['cases']} forged bundles checked with `trusted_keys`, "
-                     f"{s['loaded']} loaded ({s['signature_replayed']} with the original signature replayed).")
-    if "signing_overhead_ms" in found:
-        lines.append(f"- **Signing overhead** (`{found['signing']['command']}`): {found['signing_overhead_ms']} ms "
-                     f"added to `sdk.load` (median); verifying the signature alone "
-                     f"{found['signing']['verify_signature_us_median']} us.")
-    if "soak" in found:
-        s = found["soak"]
-        lines.append(f"- **Soak** (`{s['command']}`): {s['processes']} process(es) x {s['threads']} threads for "
-                     f"{s['seconds']:.0f} s, {s['calls']} calls: {s['mismatches']} mismatches, {s['crashes']} "
-                     f"crashes; peak resident {s['rss_mb_peak']} MiB, growth after the first minute "
-                     f"{s['rss_growth_after_settle_mb']} MiB.")
-    if "java" in found:
-        j = found["java"]
-        lines.append(f"- **Java core** (`{j['command']}`): {j['cases']} damaged bundles through both readers: Java "
-                     f"untyped {j['untyped']}, hangs {j['hangs']}, crashes {j['crashes']}; agreement with Python "
-                     f"{j['agreement']:.2%} ({j['disagreements']} disagreements).")
+    for key, (title, text) in SUMMARIES.items():
+        if key in found:
+            lines.append(f"- **{title}** (`{found[key]['command']}`): " + text.format_map(found[key]) + ".")
     for name in ("java", "entry_points"):
         if name not in found:
             lines.append(f"- **{name}**: not measured yet (no docs/results/"

@@ -32,6 +32,7 @@ class Evaluator:
         keep = np.arange(len(labels))
         if images_per_class:
             keep = np.concatenate([np.flatnonzero(labels == c)[:images_per_class] for c in range(data.num_classes)])
+        self.rows = keep   # the val rows scored (all, or the first images_per_class of each class)
         self.labels = torch.from_numpy(labels[keep])
         self.x = to_normalized_tensor(torch.from_numpy(np.ascontiguousarray(data.val.images[keep])),
                                       preprocessing).to(self.device)
