@@ -32,10 +32,12 @@ import onnxruntime as ort
 import sdk
 from export.bundle import bundle_run
 from export.compress import Mode, compress
-from scripts import bench_runtime
-from sdk.architecture import is_mixed, parameter_shapes
+from scripts import bench_runtime, roofline
+from sdk.architecture import is_mixed, mixed_layers, parameter_shapes
 from trainer.rundir import RunDir
 
+# The bench model's shape (trainer preset `bench`): stem, width, classes, input size, bases.
+BENCH_SHAPE = ("imagenet", 0.25, 200, 64, 10)
 DEFAULT_MODES = ["fp32", "fp16", "delta+fp16", "int8", "int8+fp16", "lowrank:8", "lowrank:4+fp16",
                  "lowrank:2+fp16", "drop:0.05+int8+fp16"]
 
@@ -80,8 +82,9 @@ def evaluate(run_dir: Path, bases_by_mode: dict, seeds: list[int] | None) -> dic
     return {"cs_network": cs_net, **{k: float(np.mean(v)) for k, v in out.items()}}
 
 
-def timing(path: Path, repeats: int, tmp: Path) -> dict:
-    """fuse+fold and personalize() medians, and a plain session's creation timed after each one."""
+def timing(path: Path, repeats: int, tmp: Path, roof: roofline.Roofline) -> dict:
+    """fuse+fold and personalize() medians, fuse+fold against the machine's roofline, and a plain
+    session's creation timed after each personalization (the ratio: median and spread over the pairs)."""
     bundle = sdk.load(path).warm_up()
     descriptions = bench_runtime.DESCRIPTIONS
     try:
@@ -100,15 +103,21 @@ def timing(path: Path, repeats: int, tmp: Path) -> dict:
         bundle, repeats, lambda: ort.InferenceSession(str(plain), options, providers=["CPUExecutionProvider"]),
         descriptions)
     plan = bundle.engine.current.plan
-    personalize_ms, session_ms = statistics.median(totals), statistics.median(sessions)
-    return {"route": bundle.engine.route, "fusion_ms": round(statistics.median(parts["fuse_fold"]), 2),
-            "fuse_fold_read_mb": round(bench_runtime.plan_bytes(plan) / 1e6, 2),
+    work, threads = roofline.plan_work(plan), bench_runtime.fusion_threads(plan)
+    fusion_ms = statistics.median(parts["fuse_fold"])
+    pairs = bench_runtime.pair_ratios(totals, sessions)
+    return {"route": bundle.engine.route, "fusion_ms": round(fusion_ms, 3),
+            "fuse_fold_read_mb": round(work.bytes_read / 1e6, 2), "fuse_fold_work": work.as_dict(),
+            "fuse_fold_roofline_ms": roof.ms(work, threads),
+            "fuse_fold_over_roofline": roofline.over_roofline(fusion_ms, work, roof, threads),
             "layers_fused": len(plan.layers), "layers_written_once": len(plan.constants) // 2,
-            "personalize_ms": round(personalize_ms, 2), "plain_session_ms": round(session_ms, 2),
-            "personalize_over_session_ratio": round(personalize_ms / session_ms, 3)}
+            "personalize_ms": round(statistics.median(totals), 2),
+            "plain_session_ms": round(statistics.median(sessions), 2),
+            "personalize_over_session_ratio": pairs["median"], "personalize_over_session_pairs": pairs}
 
 
-def full_width(modes: list[Mode], shared_by_mode: dict[str, set[str]], repeats: int, tmp: Path) -> dict:
+def full_width(modes: list[Mode], shared_by_mode: dict[str, set[str]], repeats: int, tmp: Path,
+               roof: roofline.Roofline) -> dict:
     out = {}
     shapes = parameter_shapes("imagenet", 1.0, 1000)
     for mode in modes:
@@ -117,7 +126,7 @@ def full_width(modes: list[Mode], shared_by_mode: dict[str, set[str]], repeats: 
         bases = sdk.bundle.Bundle.open(path).bases
         row = {"bundle_bytes": path.stat().st_size, "bases_bytes": bases.nbytes,
                "bases_over_single_fp32": round(bases.nbytes / single_fp32_bytes(shapes), 3),
-               **timing(path, repeats, tmp)}
+               **timing(path, repeats, tmp, roof)}
         out[str(mode)] = row
         print(f"[full width] {mode}: {json.dumps(row)}", flush=True)
         path.unlink()
@@ -126,16 +135,25 @@ def full_width(modes: list[Mode], shared_by_mode: dict[str, set[str]], repeats: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", type=Path, required=True, help="a finished training run (stage 3 done)")
+    parser.add_argument("--run", type=Path, default=None, help="a finished training run (stage 3 done)")
     parser.add_argument("--modes", nargs="+", default=DEFAULT_MODES)
     parser.add_argument("--full-width-modes", nargs="*", default=None, help="default: every mode")
     parser.add_argument("--seeds", type=int, nargs="*", default=None, help="task seeds (default: the run's)")
     parser.add_argument("--repeats", type=int, default=6, help="rounds over the descriptions per timing")
     parser.add_argument("--out", type=Path, default=Path("docs/results/bundle"))
+    parser.add_argument("--timing-only", action="store_true",
+                        help="time again the modes of the results at --out, without the run: random bases of the "
+                             "bench shape stored in each mode, with the shared layers the run measured "
+                             "(RUN_SHARED); bytes and accuracy stay as the run measured them")
     args = parser.parse_args()
+    if args.timing_only:
+        return retime(args.out, args.repeats)
+    if args.run is None:
+        parser.error("--run is required (or --timing-only)")
     modes = [Mode.parse(m) for m in args.modes]
     if str(modes[0]) != "fp32":
         modes.insert(0, Mode.parse("fp32"))
+    roof = roofline.measure()
     rows, bases_rows, shared = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -148,7 +166,7 @@ def main() -> int:
             rows[str(mode)] = {"bundle_bytes": path.stat().st_size, "bases_bytes": bases.nbytes,
                                "bases_over_single_fp32": round(bases.nbytes / single, 3),
                                "shared_layers": len(shared[str(mode)]), "layers": len(bases.layers),
-                               **timing(path, args.repeats, tmp)}
+                               **timing(path, args.repeats, tmp, roof)}
             print(f"[bench] {mode}: {json.dumps(rows[str(mode)])}", flush=True)
             path.unlink()
         accuracy = evaluate(args.run, bases_rows, args.seeds)
@@ -157,18 +175,64 @@ def main() -> int:
             row["taper_minus_cs"] = round(accuracy[name] - accuracy["cs"], 2)
             row["minus_fp32"] = round(accuracy[name] - accuracy["fp32"], 2)
         chosen = [m for m in modes if args.full_width_modes is None or str(m) in args.full_width_modes]
-        wide = full_width(chosen, shared, args.repeats, tmp)
+        wide = full_width(chosen, shared, args.repeats, tmp, roof)
     result = {"command": "python -m scripts.bench_bundle " + " ".join(sys.argv[1:]),
               "machine": f"{platform.machine()}, {ort.get_device()}, onnxruntime {ort.__version__}",
-              "run": args.run.name, "classifier_selection": round(accuracy["cs"], 2),
+              "roofline": roof.as_dict(), "run": args.run.name, "classifier_selection": round(accuracy["cs"], 2),
               "cs_network": accuracy["cs_network"],
               "modes": rows, "full_width": wide}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
-    args.out.with_suffix(".svg").write_text(svg(rows))
-    args.out.with_suffix(".md").write_text(markdown(result, args.out.with_suffix(".svg").name))
-    print(f"wrote {args.out.with_suffix('.md')}, .json and .svg")
+    write(result, args.out)
     return 0
+
+
+# The layers each drop threshold made shared on run bench-nb (docs/results/bundle.md: drop:0.04 shared 17
+# of 21 layers, every one but the four 3x3 convs of layer4), so that --timing-only can store random bases
+# alike. `retime` checks it: the random bases must take the run's bytes, which depend on what is shared.
+RUN_SHARED = {0.04: {"layer4.0.conv1", "layer4.0.conv2", "layer4.1.conv1", "layer4.1.conv2"}}
+
+
+def run_shared(mode: Mode, stem: str, width: float, num_classes: int) -> set[str]:
+    if not mode.drop:
+        return set()
+    if mode.drop not in RUN_SHARED:
+        raise SystemExit(f"{mode}: which layers drop:{mode.drop:g} made shared on the run is not recorded "
+                         "(RUN_SHARED): measure it with --run")
+    names = {lb.name for lb in mixed_layers(parameter_shapes(stem, width, num_classes))}
+    return names - RUN_SHARED[mode.drop]
+
+
+def retime(out: Path, repeats: int) -> int:
+    """--timing-only: the timing columns of `out`.json measured again (see the flag's help)."""
+    result = json.loads(out.with_suffix(".json").read_text())
+    roof = roofline.measure()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for name, row in result["modes"].items():
+            mode = Mode.parse(name)
+            path = bench_runtime.random_bundle(tmp / "bench.taper", *BENCH_SHAPE,
+                                               store=lambda b, m=mode: compress(b, m, run_shared(m, *BENCH_SHAPE[:3])))
+            bases = sdk.bundle.Bundle.open(path).bases
+            if bases.nbytes != row["bases_bytes"]:
+                raise SystemExit(f"{name}: random bases take {bases.nbytes} bytes, the run's {row['bases_bytes']}: "
+                                 "the shared layers differ from the run's")
+            row.update(timing(path, repeats, tmp, roof))
+            print(f"[bench] {name}: {json.dumps(row)}", flush=True)
+            path.unlink()
+        modes = [Mode.parse(m) for m in result["full_width"]]
+        shared = {str(m): run_shared(m, "imagenet", 1.0, 1000) for m in modes}
+        result["full_width"] = full_width(modes, shared, repeats, tmp, roof)
+    result.update({"roofline": roof.as_dict(),
+                   "timing_command": "python -m scripts.bench_bundle " + " ".join(sys.argv[1:])})
+    write(result, out)
+    return 0
+
+
+def write(result: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+    out.with_suffix(".svg").write_text(svg(result["modes"]))
+    out.with_suffix(".md").write_text(markdown(result, out.with_suffix(".svg").name))
+    print(f"wrote {out.with_suffix('.md')}, .json and .svg")
 
 
 def svg(rows: dict) -> str:
@@ -195,34 +259,55 @@ def svg(rows: dict) -> str:
     return "\n".join(parts)
 
 
+def _ratio(r: dict) -> str:
+    pairs = r.get("personalize_over_session_pairs")
+    return f"{pairs['median']} [{pairs['p25']}-{pairs['p75']}]" if pairs else str(r["personalize_over_session_ratio"])
+
+
+def _timing_cells(r: dict) -> str:
+    return (f"{r['fusion_ms']} | {r['fuse_fold_read_mb']} | {r.get('fuse_fold_roofline_ms', '')} | "
+            f"{r.get('fuse_fold_over_roofline', '')} | {r['personalize_ms']} | {r['plain_session_ms']} | {_ratio(r)} |")
+
+
 def markdown(result: dict, plot: str) -> str:
+    timing_head = "fuse+fold ms | read MB | roofline ms | over roofline | personalize ms | plain session ms | ratio |"
     lines = ["# Compact bundles: bytes, accuracy and personalize() time per storage mode", "",
-             f"Command: `{result['command']}`  ", f"Machine: {result['machine']} (2 cores, noisy: medians, ratios "
-             "against a plain onnxruntime session created in the same run).", "",
-             f"Run `{result['run']}`. Classifier selection ({result['cs_network']} network): "
-             f"{result['classifier_selection']}.", "",
-             "| mode | bundle MB | bases / one fp32 ResNet-18 | shared layers | accuracy | minus fp32 | TAPER - CS | "
-             "fuse+fold ms | read MB | personalize ms | plain session ms | ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"Command: `{result['command']}`  "]
+    if "timing_command" in result:
+        lines.append(f"Timing columns and the full-width table measured again by `{result['timing_command']}` (random "
+                     "bases of the bench shape stored in each mode, with the run's shared layers: same bytes, so the "
+                     "same work; bytes and accuracy as the run measured them)  ")
+    lines += [f"Machine: {result['machine']} (2 cores, noisy: medians, ratios against a plain onnxruntime session "
+              "created in the same run).", ""]
+    if "roofline" in result:
+        roof = result["roofline"]
+        lines += [f"Roofline of this machine, measured in the same run (`scripts/roofline.py`): copy "
+                  f"{roof['copy_gb_s']} GB/s, sgemm {roof['fma_gflops_1t']} G multiply-adds/s on one thread, "
+                  f"{roof['fma_gflops_2t']} on two.", ""]
+    lines += [f"Run `{result['run']}`. Classifier selection ({result['cs_network']} network): "
+              f"{result['classifier_selection']}.", "",
+              "| mode | bundle MB | bases / one fp32 ResNet-18 | shared layers | accuracy | minus fp32 | TAPER - CS | "
+              + timing_head, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in result["modes"].items():
         lines.append(f"| {name} | {r['bundle_bytes'] / 1e6:.1f} | {r['bases_over_single_fp32']} | {r['shared_layers']}/"
                      f"{r['layers']} | {r['accuracy']:.2f} | {r['minus_fp32']:+.2f} | {r['taper_minus_cs']:+.2f} | "
-                     f"{r['fusion_ms']} | {r['fuse_fold_read_mb']} | {r['personalize_ms']} | {r['plain_session_ms']} | "
-                     f"{r['personalize_over_session_ratio']} |")
+                     + _timing_cells(r))
     lines += ["", f"![accuracy vs bytes]({plot})", "",
               "## Full width (ResNet-18, 224 px, 1000 classes, Q=10; RANDOM bases: timing only)", "",
               "Each mode's shared layers are the ones it made shared on the run above (same layer names).", "",
-              "| mode | bundle MB | bases / one fp32 ResNet-18 | layers fused | fuse+fold ms | read MB | "
-              "personalize ms | plain session ms | ratio |", "|---|---|---|---|---|---|---|---|---|"]
+              "| mode | bundle MB | bases / one fp32 ResNet-18 | layers fused | " + timing_head,
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in result["full_width"].items():
         lines.append(f"| {name} | {r['bundle_bytes'] / 1e6:.1f} | {r['bases_over_single_fp32']} | "
-                     f"{r['layers_fused']} | {r['fusion_ms']} | {r['fuse_fold_read_mb']} | {r['personalize_ms']} | "
-                     f"{r['plain_session_ms']} | "
-                     f"{r['personalize_over_session_ratio']} |")
+                     f"{r['layers_fused']} | " + _timing_cells(r))
     lines += ["", "accuracy: TAPER on the paper protocol with the mode's bases as stored; minus fp32: against the "
               "plain bases of the same run. ratio: personalize() over the creation of a plain onnxruntime session "
-              "(full optimization) of the same network, timed after each personalization. read MB: what one "
-              "fuse+fold reads (W_0, deltas, factors, channel tensors of the layers it fuses).", ""]
+              "(full optimization) of the same network timed right after it, the median over the pairs [25th-75th "
+              "percentile]. read MB: what one fuse+fold reads (W_0, deltas, factors, channel tensors of the layers it "
+              "fuses). roofline ms: the least time that reading, writing the fused weights and the arithmetic can "
+              "take here ((bytes read + written) / copy bandwidth + multiply-adds / the sgemm rate at the kernel's "
+              "thread count; `scripts/roofline.py` counts them, bundle.json has the counts); over roofline: "
+              "fuse+fold ms over it.", ""]
     return "\n".join(lines)
 
 

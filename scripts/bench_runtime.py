@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -27,6 +28,7 @@ import onnxruntime as ort
 
 import sdk
 from export.bundle import assemble, write_bundle
+from scripts import roofline
 from sdk.architecture import NUM_BLOCKS, block_layout, parameter_shapes
 from sdk.bases import CompactBases
 from sdk.manifest import Architecture
@@ -95,19 +97,10 @@ def median_ms(fn, repeats: int) -> float:
     return statistics.median(times) * 1000
 
 
-def plan_bytes(plan) -> int:
-    """Bytes one fuse-and-fold reads: every tile's W_0, deltas and factors, the shared low-rank V, the
-    channel tensors (shared layers are not read: they were written when the buffer was made)."""
-    total = 0
-    for layer in plan.layers:
-        total += layer.bases.parts["channels"].nbytes + sum(v.nbytes for v in (layer.v, layer.vt) if v is not None)
-        total += sum(a.nbytes for t in layer.tiles for a in (t.base, t.deltas, t.u) if a is not None)
-    return total
-
-
-def fusion_bandwidth(bundle: sdk.TaperBundle, repeats: int) -> dict:
+def fusion_bandwidth(bundle: sdk.TaperBundle, repeats: int, roof: roofline.Roofline) -> dict:
     """The plain GEMV per layer over the bundle's stored bases (only when every layer is `full`), and the
-    route's fuse-and-fold, each against a copy of the same bytes."""
+    route's fuse-and-fold, each against a copy of the same bytes; and fuse-and-fold against the machine's
+    roofline (`scripts.roofline`)."""
     layers = bundle.bundle.bases.layers
     alpha = np.full((4, bundle.num_bases), 1 / bundle.num_bases, np.float32)
     arrays = [a for lb in layers for a in lb.parts.values()]
@@ -125,13 +118,31 @@ def fusion_bandwidth(bundle: sdk.TaperBundle, repeats: int) -> dict:
         fuse_bw = (sum(r.nbytes for r in rows) + sum(f.nbytes for f in fused)) / fuse_ms / 1e6
         result.update({"fuse_ms": round(fuse_ms, 2), "fusion_gb_s": round(fuse_bw, 2),
                        "fusion_bandwidth_ratio": round(fuse_bw / copy_bw, 3)})
-    plan = bundle.engine.current.plan  # what personalize() does on the route: tiled fusion with folding
+    plan = bundle.engine.current.plan  # what personalize() does on the route: fusion with folding
+    work = roofline.plan_work(plan)
     with bundle.engine.weight_buffer() as target:
         ms = median_ms(lambda: bundle.engine.fuse_and_fold(alpha, target), repeats)
-        moved = plan_bytes(plan) + target.data.nbytes
-    result.update({"fuse_fold_ms": round(ms, 2), "fuse_fold_read_mb": round(plan_bytes(plan) / 1e6, 2),
-                   "fuse_fold_bandwidth_ratio": round(moved / ms / 1e6 / copy_bw, 3)})
+    threads = fusion_threads(plan)
+    result.update({"fuse_fold_ms": round(ms, 3), "fuse_fold_read_mb": round(work.bytes_read / 1e6, 2),
+                   "fuse_fold_bandwidth_ratio": round((work.bytes_read + work.bytes_written) / ms / 1e6 / copy_bw, 3),
+                   "fuse_fold_work": work.as_dict(), "fuse_fold_threads": threads,
+                   "fuse_fold_roofline_ms": roof.ms(work, threads),
+                   "fuse_fold_over_roofline": roofline.over_roofline(ms, work, roof, threads)})
     return result
+
+
+def fusion_threads(plan) -> int:
+    """The threads the plan's kernel fuses with (numpy: BLAS's, taken as every core)."""
+    return getattr(plan.kernel, "threads", os.cpu_count() or 1)
+
+
+def pair_ratios(totals: list[float], baselines: list[float]) -> dict:
+    """personalize() over the plain session timed right after it, per pair: median and spread."""
+    ratios = sorted(t / b for t, b in zip(totals, baselines, strict=True))
+    quartiles = statistics.quantiles(ratios, n=4)
+    return {"pairs": len(ratios), "median": round(statistics.median(ratios), 3),
+            "p25": round(quartiles[0], 3), "p75": round(quartiles[2], 3),
+            "min": round(ratios[0], 3), "max": round(ratios[-1], 3)}
 
 
 def peak_memory_mb(path: Path) -> dict:
@@ -171,13 +182,13 @@ def personalize_times(bundle: sdk.TaperBundle, repeats: int, baseline=None, desc
     return totals, parts, baseline_times
 
 
-def run_case(name: str, path: Path, repeats: int, tmp: Path) -> dict:
+def run_case(name: str, path: Path, repeats: int, tmp: Path, roof: roofline.Roofline) -> dict:
     bundle = sdk.load(path)
     t = time.perf_counter()
     bundle.warm_up()  # once per bundle, as an app would at start: text encoder session, device compile
     warm_up_ms = (time.perf_counter() - t) * 1000
     result = {"case": name, "bundle_mb": round(path.stat().st_size / 1e6, 1), "route": bundle.engine.route,
-              "warm_up_ms": round(warm_up_ms, 1), **fusion_bandwidth(bundle, repeats)}
+              "warm_up_ms": round(warm_up_ms, 1), **fusion_bandwidth(bundle, repeats, roof)}
     model = sdk.personalize(bundle, DESCRIPTIONS[0])  # kept for the inference measurement
     plain = plain_resnet_onnx(bundle, model.alpha, tmp / f"{name}-plain.onnx")
     options = ort.SessionOptions()
@@ -213,7 +224,8 @@ def run_case(name: str, path: Path, repeats: int, tmp: Path) -> dict:
         "personalize_ms_standard_route": round(statistics.median(standard_totals), 2),
         "personalize_breakdown_ms": {k: round(statistics.median(v), 3) for k, v in parts.items()},
         "plain_session_ms": round(session_ms, 2),
-        "personalize_over_session_ratio": round(personalize_ms / session_ms, 3),
+        "personalize_over_session_ratio": pair_ratios(totals, session_times)["median"],
+        "personalize_over_session_pairs": pair_ratios(totals, session_times),
         "inference_ms": round(statistics.median(personal) * 1000, 3),
         "plain_inference_ms": round(statistics.median(baseline) * 1000, 3),
         "inference_ratio": round(statistics.median(personal) / statistics.median(baseline), 3),
@@ -229,19 +241,22 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("docs/results/runtime"))
     args = parser.parse_args()
     cases = []
+    roof = roofline.measure()
+    print(f"roofline: {roof.as_dict()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         full = random_bundle(tmp / "full224.taper", "imagenet", 1.0, 1000, 224, 10)
-        cases.append(run_case("resnet18_full_224px_q10", full, args.repeats, tmp))
+        cases.append(run_case("resnet18_full_224px_q10", full, args.repeats, tmp, roof))
         print(json.dumps(cases[-1], indent=1), flush=True)
         small = args.bench_bundle or random_bundle(tmp / "bench64.taper", "imagenet", 0.25, 200, 64, 10)
         cases.append(run_case("bench_w025_64px_q10" + ("" if args.bench_bundle else "_random"), small,
-                              args.repeats, tmp))
+                              args.repeats, tmp, roof))
         print(json.dumps(cases[-1], indent=1), flush=True)
     head = cases[0]
     result = {k: head[k] for k in ("fusion_bandwidth_ratio", "personalize_over_session_ratio", "inference_ratio",
                                    "personalize_ms")}
     result.update({"machine": f"{platform.machine()}, {ort.get_device()}, onnxruntime {ort.__version__}",
+                   "roofline": roof.as_dict(),
                    "command": "python -m scripts.bench_runtime " + " ".join(sys.argv[1:]), "cases": cases})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))

@@ -1,60 +1,77 @@
-/* Fusion and folding of one layer in one pass over its memory (see sdk/native_fusion.py, which loads
- * this file's shared library with ctypes and checks it against the numpy kernel before using it).
+/* Fusion and folding of a whole network in one call (see sdk/native_fusion.py, which loads this file's
+ * shared library with ctypes and checks it against the numpy kernel before using it).
  *
- * A layer in a weight buffer is `blocks` x `rows` x `block` floats: output channel b*block + c is lane c
- * of block b (block 1: the plain [O, n] layout; 8 or 16: onnxruntime's blocked NCHWc layout). For every
- * element, in chunks that stay in L1:
+ * A layer's weight in a buffer is `blocks` x `rows` x `block` floats: output channel b*block + c is lane c
+ * of block b (block 1: the plain [O, n] layout, rows = n; 8 or 16: onnxruntime's blocked NCHWc layout).
+ * For every output-channel block, in one pass over its memory with the values in registers:
  *
  *     out = ((sum_q alpha_q D_q) * delta_scale[ch] + low_rank + base) * fold[ch]
  *
  * where D_q are the stored deltas (float32, float16 or int8) in the buffer's order, `base` is W_0 in the
- * buffer's order (float32 or float16), each term is optional, and the low-rank term is either
- * - `product`: the product already computed (by BLAS, in the plain layout: float32 in the buffer's order), or
- * - `left` [blocks * block, rank] times `right` [rows, rank] transposed, computed here (blocked layouts):
- *   lane c of row j is sum_k left[b*block + c][k] * right[j][k], `rank` vector multiply-adds per `block`
- *   elements with the block's lanes held in registers. Full-width ResNet-18, a 512x4608 conv stored
- *   subspace:16+fp16, blocked by 8, two threads: 10.3 ms with BLAS's product in scratch read back here,
- *   4.2 ms computed here (medians of 15, sdk/native_fusion.py has the whole-network figures). On this
- *   machine (2 cores, 128-bit FMA units) the multiply-adds are the bound: on one thread the low-rank term
- *   alone adds ~2.7 ms at rank 16 and ~5.4 ms at rank 32 to the ~1.4 ms of writing the layer.
+ * buffer's order (float32 or float16), each term is optional, and the low-rank term is left x right with
+ * the left factor mixed here from the bases' U [q, O, r] (float32 or float16): `subspace` sums
+ * alpha_q U_q (k = r columns, one shared right factor), `lowrank` puts alpha_q U_q side by side (k = q r).
+ * The right factor is V [k, n] in the plain layout and V transposed in the block's element order [rows, k]
+ * in the blocked one. Before the weights, the block's per-channel tensors are mixed with alpha and its
+ * batch norm turned into (fold, shift): shift is written as the folded bias, fold scales the weights (a
+ * classifier's one channel tensor is its bias, and its weights are not folded).
  *
- * Portable C99 plus GCC/Clang vector extensions (a vector of `block` floats; float16 widened with integer
- * operations, so that it vectorises without F16C or _Float16), compiled twice on x86: once for the
- * baseline ISA and once for AVX2+FMA, chosen at run time by what the CPU supports (`taper_kernel_variant`).
+ * One call does every layer, a share of each layer's blocks per thread (`part` of `parts`: the threads
+ * never write the same memory and need no synchronisation), so personalize() makes one call per thread
+ * whatever the network. The blocked layouts hold 8 rows (8 x block floats) in 8 named accumulators, the
+ * plain one 64 consecutive elements of a channel; the block's lanes of fold, delta scale and left factor are
+ * vectors computed once per block. Why this shape: the kernel it replaced (one call per layer, chunked
+ * passes over an L1 buffer, lane patterns rebuilt with a modulo per element) ran ~3 cycles per element on
+ * this machine; docs/results/runtime.md has the measured fuse+fold against its roofline.
+ *
+ * Portable C99 plus GCC/Clang vector extensions. The file holds what every build shares, then (after
+ * #else) one build of the kernel, which the first part includes twice: for the baseline ISA (float16
+ * widened with integer operations, exact for every value) and, on x86, for AVX2+FMA+F16C (float16 widened
+ * by the CPU), chosen at run time by what the CPU supports (`taper_kernel_variant`).
  */
+#ifndef TAPER_VARIANT   /* the first pass: what every build shares; the builds (`V`) follow */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 enum { TAPER_F32 = 0, TAPER_F16 = 1, TAPER_I8 = 2 };
-#define CHUNK 1024
-#define RANK_PIECE 64   /* left-factor columns held as lane vectors at once (64 x 16 floats: 4 kB) */
 #define INLINE static inline __attribute__((always_inline))
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define TAPER_X86_AVX2 1
+#include <immintrin.h>
 #endif
+
+/* V(name): the name in the build being compiled (name_baseline, name_avx2). */
+#define V_JOIN(name, variant) name##_##variant
+#define V_NAME(name, variant) V_JOIN(name, variant)
+#define V(name) V_NAME(name, TAPER_VARIANT)
 
 typedef float lanes8 __attribute__((vector_size(32)));
 typedef float lanes16 __attribute__((vector_size(64)));
 typedef uint32_t bits8 __attribute__((vector_size(32)));
 typedef uint16_t halves8 __attribute__((vector_size(16)));
+typedef int8_t bytes8 __attribute__((vector_size(8)));
+typedef int8_t bytes16 __attribute__((vector_size(16)));
 
 typedef struct {
-    int64_t first, stop;        /* the blocks this call writes */
-    int64_t rows, block;
-    int64_t q;
-    const float *alpha;         /* [q] */
-    const void *deltas;         /* basis k at deltas + k * delta_stride elements, or NULL */
-    int64_t delta_type, delta_stride;
-    const float *product;       /* the low-rank product in the buffer's order, or NULL */
-    const float *left;          /* [blocks * block, rank], or NULL */
-    const float *right;         /* [rows, rank] */
-    int64_t rank;
-    const void *base;           /* buffer order, or NULL */
+    int64_t out;                /* the weight's first float in the buffer */
+    int64_t bias;               /* the first float of its folded bias (the classifier: its bias) */
+    int64_t blocks, rows, block;
+    int64_t alpha_row;          /* the row of alpha [4, q] that mixes this layer */
+    const float *channels;      /* [channel_rows, channel_count, blocks * block], or NULL (no bias, no fold) */
+    int64_t channel_rows;       /* q, or 1 where every basis has the same (a shared layer) */
+    int64_t channel_count;      /* 4: batch norm (weight, bias, mean, variance); 1: a bias */
+    const void *deltas;         /* basis k at deltas + k * blocks * rows * block elements, or NULL */
+    int64_t delta_type;
+    const float *delta_scale;   /* int8 deltas: [blocks * block], or NULL */
+    const void *base;           /* W_0 in the buffer's order, or NULL */
     int64_t base_type;
-    const float *delta_scale;   /* [blocks * block], or NULL */
-    const float *fold;          /* [blocks * block], or NULL */
-    float *out;                 /* the layer's first element */
+    const void *u;              /* [q, blocks * block, rank], or NULL: no low-rank term */
+    int64_t u_type;
+    const float *right;         /* block 1: [k, rows]; else [rows, k] */
+    int64_t rank;
+    int64_t subspace;           /* 1: k = rank, U summed; 0: k = q * rank, U side by side */
 } taper_layer;
 
 /* All bits set where `test` holds: a vector comparison gives -1 per lane and a scalar one 1, so both are
@@ -83,161 +100,212 @@ typedef struct {
         memcpy(&out_, &o_, sizeof out_);                                                                  \
     } while (0)
 
-INLINE float half_to_float(uint16_t half) {
-    uint32_t h = half;
+/* Loads of one value or one vector from a typed array, widened to float. */
+INLINE float load1(const void *p, int64_t type, int64_t at) {
+    if (type == TAPER_F32) return ((const float *)p)[at];
+    if (type == TAPER_I8) return (float)((const int8_t *)p)[at];
+    uint32_t h = ((const uint16_t *)p)[at];
     float out_;
     HALF_TO_FLOAT(uint32_t, float, h);
     return out_;
 }
 
-INLINE void halves_to_floats(const uint16_t *d, lanes8 *floats) {
-    halves8 packed;
-    memcpy(&packed, d, sizeof packed);
-    bits8 h = __builtin_convertvector(packed, bits8);
-    lanes8 out_;
-    HALF_TO_FLOAT(bits8, lanes8, h);
-    *floats = out_;
+INLINE lanes8 f32x8(const float *p) { lanes8 v; memcpy(&v, p, sizeof v); return v; }
+INLINE lanes8 i8x8(const int8_t *p) { bytes8 b; memcpy(&b, p, sizeof b); return __builtin_convertvector(b, lanes8); }
+INLINE lanes16 join(lanes8 lo, lanes8 hi) {
+    lanes16 v;
+    memcpy(&v, &lo, sizeof lo);
+    memcpy((char *)&v + sizeof lo, &hi, sizeof hi);
+    return v;
 }
+INLINE lanes16 f32x16(const float *p) { lanes16 v; memcpy(&v, p, sizeof v); return v; }
+INLINE lanes16 i8x16(const int8_t *p) { bytes16 b; memcpy(&b, p, sizeof b); return __builtin_convertvector(b, lanes16); }
 
-INLINE void add_f32(float *restrict acc, const float *restrict d, float a, int64_t n) {
-    for (int64_t i = 0; i < n; i++) acc[i] += a * d[i];
-}
-
-INLINE void add_i8(float *restrict acc, const int8_t *restrict d, float a, int64_t n) {
-    for (int64_t i = 0; i < n; i++) acc[i] += a * (float)d[i];
-}
-
-INLINE void add_f16(float *restrict acc, const uint16_t *restrict d, float a, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        lanes8 s, w;
-        memcpy(&s, acc + i, sizeof s);
-        halves_to_floats(d + i, &w);
-        s += a * w;
-        memcpy(acc + i, &s, sizeof s);
+/* One element, for what is left over: the same terms in scalars. `lane` is its output channel's lane in
+ * the block's vectors; `row` its row (blocked) or column (plain). */
+INLINE float element(const taper_layer *L, const float *alpha, int64_t q, int64_t at, int64_t row,
+                     float fold, float dscale, const float *left, int64_t left_step) {
+    float a = 0.0f;
+    if (L->deltas) {
+        const int64_t stride = L->blocks * L->rows * L->block;
+        for (int64_t k = 0; k < q; k++) a += alpha[k] * load1(L->deltas, L->delta_type, k * stride + at);
+        if (L->delta_scale) a *= dscale;
     }
-    for (; i < n; i++) acc[i] += a * half_to_float(d[i]);
+    if (L->u) {
+        const int64_t kk = L->subspace ? L->rank : q * L->rank;
+        for (int64_t k = 0; k < kk; k++)
+            a += left[k * left_step] * (L->block == 1 ? L->right[k * L->rows + row] : L->right[row * kk + k]);
+    }
+    if (L->base) a += load1(L->base, L->base_type, at);
+    return a * fold;
 }
 
-INLINE void add_typed(float *acc, const void *p, int64_t type, int64_t offset, float a, int64_t n) {
-    if (type == TAPER_F32) add_f32(acc, (const float *)p + offset, a, n);
-    else if (type == TAPER_F16) add_f16(acc, (const uint16_t *)p + offset, a, n);
-    else add_i8(acc, (const int8_t *)p + offset, a, n);
+/* The mixed left factor of output channel `ch` into left[k * step] (k < kk). */
+INLINE void left_factor(const taper_layer *L, const float *alpha, int64_t q, int64_t ch, float *left,
+                        int64_t step) {
+    const int64_t r = L->rank, channels = L->blocks * L->block;
+    if (L->subspace) {
+        for (int64_t k = 0; k < r; k++) left[k * step] = 0.0f;
+        for (int64_t b = 0; b < q; b++)
+            for (int64_t k = 0; k < r; k++)
+                left[k * step] += alpha[b] * load1(L->u, L->u_type, (b * channels + ch) * r + k);
+    } else {
+        for (int64_t b = 0; b < q; b++)
+            for (int64_t k = 0; k < r; k++)
+                left[(b * r + k) * step] = alpha[b] * load1(L->u, L->u_type, (b * channels + ch) * r + k);
+    }
 }
 
-INLINE void multiply(float *restrict acc, const float *restrict lanes, int64_t n) {
-    for (int64_t i = 0; i < n; i++) acc[i] *= lanes[i];
+/* Mixes the per-channel tensors of channels [first, first + n) with alpha, writes their bias, and gives
+ * each one's fold (1 where the layer is not folded). */
+INLINE void channels(const taper_layer *L, const float *alpha, int64_t first, int64_t n, float eps,
+                     float *buffer, float *fold) {
+    const int64_t count = L->channel_count, channels_all = L->blocks * L->block;
+    for (int64_t c = 0; c < n; c++) {
+        const int64_t ch = first + c;
+        float mixed[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (!L->channels) {
+            fold[c] = 1.0f;
+            continue;
+        }
+        for (int64_t t = 0; t < count; t++) {
+            if (L->channel_rows == 1) mixed[t] = L->channels[t * channels_all + ch];
+            else
+                for (int64_t b = 0; b < L->channel_rows; b++)
+                    mixed[t] += alpha[b] * L->channels[(b * count + t) * channels_all + ch];
+        }
+        if (count == 4) {   /* y = x * scale + shift, scale = weight / sqrt(var + eps) */
+            const float scale = mixed[0] / sqrtf(mixed[3] + eps);
+            buffer[L->bias + ch] = mixed[1] - mixed[2] * scale;
+            fold[c] = scale;
+        } else {
+            buffer[L->bias + ch] = mixed[0];
+            fold[c] = 1.0f;
+        }
+    }
 }
 
-/* lanes[e] = values[b * block + e % block] for a chunk that starts on a lane-0 element. */
-INLINE void lane_pattern(float *lanes, const float *values, int64_t b, int64_t block, int64_t n) {
-    for (int64_t e = 0; e < n; e++) lanes[e] = values[b * block + e % block];
-}
-
-/* acc[j * W + c] += sum_k left[c * rank + k] * right[j * rank + k] for `rows` rows: the left factor's
- * columns as lane vectors, eight rows at a time in eight named accumulators (independent multiply-add
- * chains held in registers: an array of accumulators was kept on the stack by GCC 12 and ran 1.5x slower;
- * four chains and eight timed alike here, eight leave room for wider FMA units). */
 #define ACC8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-#define DEFINE_LOW_RANK(NAME, VEC, W)                                                                      \
-    INLINE void NAME(float *acc, const float *left, const float *right, int64_t rows, int64_t rank) {     \
+
+/* The terms of 8 consecutive vectors of `W` floats at element `at` (accumulators a0..a7), in a function
+ * per vector type and layout: LOAD_* (defined around each use) load a vector, LOW_RANK adds the low-rank
+ * term (LR_* below). */
+#define DEFINE_GROUP(NAME, VEC, W, LOW_RANK)                                                \
+    INLINE void NAME(const taper_layer *L, const float *alpha, int64_t q, int64_t at, int64_t row,        \
+                     VEC fold, VEC dscale, const float *cols, const float *coef, float *out) {              \
         typedef VEC vec_t;                                                                                \
         enum { width = W };                                                                               \
-        VEC cols[RANK_PIECE];                                                                             \
-        for (int64_t k0 = 0; k0 < rank; k0 += RANK_PIECE) {                                              \
-            const int64_t kn = rank - k0 < RANK_PIECE ? rank - k0 : RANK_PIECE;                           \
-            for (int64_t k = 0; k < kn; k++)                                                              \
-                for (int c = 0; c < W; c++) cols[k][c] = left[c * rank + k0 + k];                         \
-            int64_t j = 0;                                                                                \
-            for (; j + 8 <= rows; j += 8) {                                                               \
-                const float *r = right + j * rank + k0;                                                   \
-                float *at = acc + j * W;                                                                  \
-                ACC8(LOW_RANK_LOAD)                                                                       \
-                for (int64_t k = 0; k < kn; k++) {                                                        \
-                    const VEC c = cols[k];                                                                \
-                    ACC8(LOW_RANK_STEP)                                                                   \
-                }                                                                                         \
-                ACC8(LOW_RANK_STORE)                                                                      \
+        const vec_t zero = {0};                                                                           \
+        (void)cols, (void)coef;     /* each layout's low-rank term reads one of them */                   \
+        ACC8(GROUP_ZERO)                                                                                  \
+        if (L->deltas) {                                                                                  \
+            const int64_t stride = L->blocks * L->rows * L->block;                                        \
+            for (int64_t k = 0; k < q; k++) {                                                             \
+                const float w = alpha[k];                                                                 \
+                const int64_t d = k * stride + at;                                                        \
+                if (L->delta_type == TAPER_F32) { const float *p = (const float *)L->deltas + d; ACC8(GROUP_F32) } \
+                else if (L->delta_type == TAPER_F16) { const uint16_t *p = (const uint16_t *)L->deltas + d; ACC8(GROUP_F16) } \
+                else { const int8_t *p = (const int8_t *)L->deltas + d; ACC8(GROUP_I8) }                 \
             }                                                                                             \
-            for (; j < rows; j++) {                                                                       \
-                VEC a;                                                                                    \
-                memcpy(&a, acc + j * W, sizeof a);                                                        \
-                const float *r = right + j * rank + k0;                                                   \
-                for (int64_t k = 0; k < kn; k++) a += r[k] * cols[k];                                     \
-                memcpy(acc + j * W, &a, sizeof a);                                                        \
-            }                                                                                             \
+            if (L->delta_scale) { ACC8(GROUP_SCALE) }                                                     \
+        }                                                                                                 \
+        if (L->u) { LOW_RANK }                                                                            \
+        if (L->base) {                                                                                    \
+            const float w = 1.0f;                                                                         \
+            if (L->base_type == TAPER_F32) { const float *p = (const float *)L->base + at; ACC8(GROUP_F32) } \
+            else { const uint16_t *p = (const uint16_t *)L->base + at; ACC8(GROUP_F16) }                 \
+        }                                                                                                 \
+        ACC8(GROUP_STORE)                                                                                 \
+    }
+#define GROUP_ZERO(i) vec_t a##i = zero;
+#define GROUP_F32(i) a##i += w * LOAD_F32(p + (i) * width);
+#define GROUP_F16(i) a##i += w * LOAD_F16(p + (i) * width);
+#define GROUP_I8(i) a##i += w * LOAD_I8(p + (i) * width);
+#define GROUP_SCALE(i) a##i *= dscale;
+#define GROUP_STORE(i) a##i *= fold; memcpy(out + at + (i) * width, &a##i, sizeof a##i);
+/* Blocked: row `row + i`'s lanes += right[row + i][k] * (the block's left-factor column k). */
+#define LR_BLOCKED                                                                                        \
+    {                                                                                                     \
+        const int64_t kk = L->subspace ? L->rank : q * L->rank;                                           \
+        const float *r = L->right + row * kk;                                                             \
+        for (int64_t k = 0; k < kk; k++) {                                                                \
+            vec_t c;                                                                                      \
+            memcpy(&c, cols + k * width, sizeof c);  /* scratch need not be aligned for a vector */         \
+            ACC8(LR_BLOCKED_STEP)                                                                         \
         }                                                                                                 \
     }
-#define LOW_RANK_LOAD(i) vec_t a##i; memcpy(&a##i, at + (i) * width, sizeof a##i);
-#define LOW_RANK_STEP(i) a##i += r[(i) * rank + k] * c;
-#define LOW_RANK_STORE(i) memcpy(at + (i) * width, &a##i, sizeof a##i);
-DEFINE_LOW_RANK(low_rank_8, lanes8, 8)
-DEFINE_LOW_RANK(low_rank_16, lanes16, 16)
-
-/* Any other block width (not a layout onnxruntime uses today): the same sum, one lane at a time. */
-INLINE void low_rank_any(float *acc, const float *left, const float *right, int64_t rows, int64_t rank,
-                         int64_t block) {
-    for (int64_t j = 0; j < rows; j++)
-        for (int64_t c = 0; c < block; c++) {
-            float s = 0.0f;
-            for (int64_t k = 0; k < rank; k++) s += left[c * rank + k] * right[j * rank + k];
-            acc[j * block + c] += s;
-        }
-}
-
-INLINE void low_rank(float *acc, const float *left, const float *right, int64_t rows, int64_t rank,
-                     int64_t block) {
-    if (block == 8) low_rank_8(acc, left, right, rows, rank);
-    else if (block == 16) low_rank_16(acc, left, right, rows, rank);
-    else low_rank_any(acc, left, right, rows, rank, block);
-}
-
-INLINE int64_t fuse_layer(const taper_layer *L) {
-    if (L->block < 1 || L->rows < 1 || CHUNK % L->block != 0) return -1;
-    const int64_t slab = L->rows * L->block;
-    const int64_t chunk = (CHUNK / L->block) * L->block;
-    float acc[CHUNK], scale[CHUNK], fold[CHUNK];
-    for (int64_t b = L->first; b < L->stop; b++) {
-        int64_t width = slab < chunk ? slab : chunk;
-        if (L->delta_scale) lane_pattern(scale, L->delta_scale, b, L->block, width);
-        if (L->fold) lane_pattern(fold, L->fold, b, L->block, width);
-        for (int64_t e0 = 0; e0 < slab; e0 += chunk) {
-            const int64_t n = slab - e0 < chunk ? slab - e0 : chunk;
-            const int64_t at = b * slab + e0;
-            memset(acc, 0, (size_t)n * sizeof(float));
-            if (L->deltas) {
-                for (int64_t k = 0; k < L->q; k++)
-                    add_typed(acc, L->deltas, L->delta_type, k * L->delta_stride + at, L->alpha[k], n);
-                if (L->delta_scale) multiply(acc, scale, n);
-            }
-            if (L->product) add_f32(acc, L->product + at, 1.0f, n);
-            if (L->left)
-                low_rank(acc, L->left + b * L->block * L->rank, L->right + (e0 / L->block) * L->rank,
-                         n / L->block, L->rank, L->block);
-            if (L->base) add_typed(acc, L->base, L->base_type, at, 1.0f, n);
-            if (L->fold) multiply(acc, fold, n);
-            memcpy(L->out + at, acc, (size_t)n * sizeof(float));
-        }
+#define LR_BLOCKED_STEP(i) a##i += r[(i) * kk + k] * c;
+/* Plain: elements `row + i * 8 ...` of the channel += coef[k] * V[k][those elements]. */
+#define LR_PLAIN                                                                                          \
+    {                                                                                                     \
+        const int64_t kk = L->subspace ? L->rank : q * L->rank;                                           \
+        for (int64_t k = 0; k < kk; k++) {                                                                \
+            const float c = coef[k];                                                                      \
+            const float *v = L->right + k * L->rows + row;                                                \
+            ACC8(LR_PLAIN_STEP)                                                                           \
+        }                                                                                                 \
     }
-    return 0;
-}
+#define LR_PLAIN_STEP(i) a##i += c * f32x8(v + (i) * 8);
 
-static int64_t fuse_baseline(const taper_layer *L) { return fuse_layer(L); }
+#define MAX_BLOCK 16
+
+/* Blocked layouts: one block of W lanes. `scratch` holds k vectors of W floats. */
+#define DEFINE_BLOCKED(NAME, VEC, W, GROUP)                                                               \
+    INLINE void NAME(const taper_layer *L, const float *alpha, int64_t q, float eps, float *buffer,      \
+                     int64_t b, float *scratch) {                                                         \
+        float fold_lanes[W], scale_lanes[W];                                                              \
+        channels(L, alpha, b * W, W, eps, buffer, fold_lanes);                                            \
+        for (int c = 0; c < W; c++) scale_lanes[c] = L->delta_scale ? L->delta_scale[b * W + c] : 1.0f;  \
+        VEC fold, dscale;                                                                                 \
+        memcpy(&fold, fold_lanes, sizeof fold);                                                           \
+        memcpy(&dscale, scale_lanes, sizeof dscale);                                                      \
+        if (L->u)                                                                                         \
+            for (int c = 0; c < W; c++) left_factor(L, alpha, q, b * W + c, scratch + c, W);              \
+        float *out = buffer + L->out;                                                                     \
+        const int64_t rows = L->rows, first = b * rows * W;                                               \
+        int64_t j = 0;                                                                                    \
+        for (; j + 8 <= rows; j += 8) GROUP(L, alpha, q, first + j * W, j, fold, dscale, scratch, NULL, out); \
+        for (; j < rows; j++)                                                                             \
+            for (int c = 0; c < W; c++)                                                                   \
+                out[first + j * W + c] = element(L, alpha, q, first + j * W + c, j, fold_lanes[c],       \
+                                                 scale_lanes[c], scratch + c, W);                         \
+    }
+
+/* The builds: this file's second part (after #else below) compiled once for the baseline ISA and once for
+ * AVX2+FMA+F16C. */
+#define TAPER_VARIANT baseline
+#include "_fusion_kernel.c"   /* this file again, its second part */
+#undef TAPER_VARIANT
 
 #ifdef TAPER_X86_AVX2
-__attribute__((target("avx2,fma"))) static int64_t fuse_avx2(const taper_layer *L) { return fuse_layer(L); }
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+#define TAPER_VARIANT avx2
+#define TAPER_F16C 1
+#include "_fusion_kernel.c"   /* this file again, its second part */
+#undef TAPER_F16C
+#undef TAPER_VARIANT
+#ifdef __clang__
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
 
 static int has_avx2(void) {
     static int known = -1;  /* a benign race: every thread computes the same value */
     if (known < 0) {
         __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     }
     return known;
 }
 #endif
 
-/* 1: the AVX2+FMA build is used on this CPU; 0: the baseline build. */
+/* 1: the AVX2+FMA+F16C build is used on this CPU; 0: the baseline build. */
 int64_t taper_kernel_variant(void) {
 #ifdef TAPER_X86_AVX2
     return has_avx2();
@@ -246,13 +314,95 @@ int64_t taper_kernel_variant(void) {
 #endif
 }
 
-/* 0, or -1 for a layout the kernel does not handle (a block that does not divide its chunk). */
-int64_t taper_fuse_layer(const taper_layer *L) {
+/* Fuses part `part` of `parts` of every layer (alpha [4, q]; `scratch`: k * 16 floats for the largest
+ * low-rank k). 0, or -1 for a layout the kernel does not handle (a block other than 1, 8 or 16). */
+int64_t taper_fuse_network(const taper_layer *layers, int64_t count, const float *alpha, int64_t q, float eps,
+                           float *buffer, int64_t part, int64_t parts, float *scratch) {
 #ifdef TAPER_X86_AVX2
-    if (has_avx2()) return fuse_avx2(L);
+    if (has_avx2()) return fuse_network_avx2(layers, count, alpha, q, eps, buffer, part, parts, scratch);
 #endif
-    return fuse_baseline(L);
+    return fuse_network_baseline(layers, count, alpha, q, eps, buffer, part, parts, scratch);
 }
 
 /* The baseline build, whatever the CPU (for tests: both builds must agree with numpy). */
-int64_t taper_fuse_layer_baseline(const taper_layer *L) { return fuse_baseline(L); }
+int64_t taper_fuse_network_baseline(const taper_layer *layers, int64_t count, const float *alpha, int64_t q,
+                                    float eps, float *buffer, int64_t part, int64_t parts, float *scratch) {
+    return fuse_network_baseline(layers, count, alpha, q, eps, buffer, part, parts, scratch);
+}
+
+#else   /* the second part: one build of the kernel (TAPER_VARIANT names it; TAPER_F16C where F16C is on) */
+
+/* float16 -> float32 for 8 values: F16C's conversion where this build has it (one instruction; a
+ * signalling NaN comes out quiet), else the integer operations above (22 instructions per 8 values). */
+INLINE lanes8 V(f16x8)(const uint16_t *p) {
+#ifdef TAPER_F16C
+    __m128i packed;
+    memcpy(&packed, p, sizeof packed);
+    __m256 wide = _mm256_cvtph_ps(packed);
+    lanes8 out_;
+    memcpy(&out_, &wide, sizeof out_);
+#else
+    halves8 packed;
+    memcpy(&packed, p, sizeof packed);
+    bits8 h = __builtin_convertvector(packed, bits8);
+    lanes8 out_;
+    HALF_TO_FLOAT(bits8, lanes8, h);
+#endif
+    return out_;
+}
+INLINE lanes16 V(f16x16)(const uint16_t *p) { return join(V(f16x8)(p), V(f16x8)(p + 8)); }
+
+#define LOAD_F32 f32x8
+#define LOAD_F16 V(f16x8)
+#define LOAD_I8 i8x8
+DEFINE_GROUP(V(group_blocked8), lanes8, 8, LR_BLOCKED)
+DEFINE_GROUP(V(group_plain), lanes8, 8, LR_PLAIN)
+#undef LOAD_F32
+#undef LOAD_F16
+#undef LOAD_I8
+#define LOAD_F32 f32x16
+#define LOAD_F16 V(f16x16)
+#define LOAD_I8 i8x16
+DEFINE_GROUP(V(group_blocked16), lanes16, 16, LR_BLOCKED)
+#undef LOAD_F32
+#undef LOAD_F16
+#undef LOAD_I8
+
+DEFINE_BLOCKED(V(block8), lanes8, 8, V(group_blocked8))
+DEFINE_BLOCKED(V(block16), lanes16, 16, V(group_blocked16))
+
+/* The plain layout: one output channel, its `rows` elements consecutive. `scratch` holds k floats. */
+INLINE void V(plain)(const taper_layer *L, const float *alpha, int64_t q, float eps, float *buffer, int64_t o,
+                  float *scratch) {
+    float fold_one;
+    channels(L, alpha, o, 1, eps, buffer, &fold_one);
+    const float scale_one = L->delta_scale ? L->delta_scale[o] : 1.0f;
+    const lanes8 fold = fold_one - (lanes8){0}, dscale = scale_one - (lanes8){0};
+    if (L->u) left_factor(L, alpha, q, o, scratch, 1);
+    float *out = buffer + L->out;
+    const int64_t rows = L->rows, first = o * rows;
+    int64_t j = 0;
+    for (; j + 64 <= rows; j += 64) V(group_plain)(L, alpha, q, first + j, j, fold, dscale, NULL, scratch, out);
+    for (; j < rows; j++)
+        out[first + j] = element(L, alpha, q, first + j, j, fold_one, scale_one, scratch, 1);
+}
+
+static int64_t V(fuse_network)(const taper_layer *layers, int64_t count, const float *alpha, int64_t q,
+                            float eps, float *buffer, int64_t part, int64_t parts, float *scratch) {
+    for (int64_t i = 0; i < count; i++) {
+        const taper_layer *L = layers + i;
+        if (L->block != 1 && L->block != 8 && L->block != 16) return -1;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        const taper_layer *L = layers + i;
+        const float *a = alpha + L->alpha_row * q;
+        const int64_t first = L->blocks * part / parts, stop = L->blocks * (part + 1) / parts;
+        for (int64_t b = first; b < stop; b++) {
+            if (L->block == 8) V(block8)(L, a, q, eps, buffer, b, scratch);
+            else if (L->block == 16) V(block16)(L, a, q, eps, buffer, b, scratch);
+            else V(plain)(L, a, q, eps, buffer, b, scratch);
+        }
+    }
+    return 0;
+}
+#endif

@@ -182,6 +182,7 @@ class FusionPlan:
     constants: list[tuple[int, np.ndarray]] = field(default_factory=list)   # (start, values in memory order)
     scratch_floats: int = 0
     size: int = 0
+    prepared: object = None             # the kernel's own form of the plan (`FusionKernel.prepare`)
 
     @classmethod
     def build(cls, bases: CompactBases, placements: dict[str, Placement], graph_floats: int,
@@ -212,6 +213,7 @@ class FusionPlan:
             plan.layers.append(_layer_plan(lb, bases.num_bases, weight, bias, layout, tile_floats))
         plan.scratch_floats = kernel.scratch_floats(plan.layers)
         plan.size = aligned(head[1].start + head[1].size)
+        plan.prepared = kernel.prepare(plan)
         return plan
 
     def new_buffer(self, owner: object) -> WeightBuffer:
@@ -225,11 +227,7 @@ class FusionPlan:
     def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer) -> None:
         """target <- the weights mixed with alpha [4, Q], batch norm folded into the convs (shared layers
         were written when the buffer was made)."""
-        alpha = np.asarray(alpha, np.float32)
-        for plan in self.layers:
-            block_alpha = np.ascontiguousarray(alpha[plan.layer.block])
-            fold = write_channels(plan, block_alpha, target)
-            self.kernel.fuse_layer(plan, block_alpha, fold, target)
+        self.kernel.fuse_and_fold(self, np.asarray(alpha, np.float32), target)
 
 
 def _folded_constants(lb: LayerBases, weight: Placement, bias: Placement) -> list[tuple[int, np.ndarray]]:
@@ -303,6 +301,14 @@ class NumpyKernel:
         return max([t.deltas.size for p in layers for t in p.tiles if t.deltas is not None
                     and t.deltas.dtype != np.float32] or [0])
 
+    def prepare(self, plan: FusionPlan) -> None:
+        return None
+
+    def fuse_and_fold(self, plan: FusionPlan, alpha: np.ndarray, target: WeightBuffer) -> None:
+        for layer in plan.layers:
+            block_alpha = np.ascontiguousarray(alpha[layer.layer.block])
+            self.fuse_layer(layer, block_alpha, write_channels(layer, block_alpha, target), target)
+
     def fuse_layer(self, plan: LayerPlan, alpha: np.ndarray, fold: np.ndarray | None, target: WeightBuffer) -> None:
         pattern = None if fold is None else plan.pattern(fold)
         int8 = None if plan.int8_scale is None else plan.pattern(plan.int8_scale)
@@ -330,16 +336,17 @@ class NumpyKernel:
 
 
 class FusionKernel(Protocol):
-    """Fuses one layer's tiles into a buffer (`write_channels` has written its bias; `fold` is the
-    per-channel scale to fold into its weight, None for the classifier). `tile_floats` is the tile size
-    it wants (None: one tile per layer)."""
+    """Writes a plan's fused, folded weights and biases into a buffer for alpha [4, Q] (`fuse_and_fold`).
+    `tile_floats` is the tile size it wants (None: one tile per layer); `prepare(plan)` gives what it keeps
+    of a plan (`FusionPlan.prepared`), once per plan."""
     name: str
     tile_floats: int | None
 
     def scratch_floats(self, layers: list[LayerPlan]) -> int: ...
 
-    def fuse_layer(self, plan: LayerPlan, alpha: np.ndarray, fold: np.ndarray | None,
-                   target: WeightBuffer) -> None: ...
+    def prepare(self, plan: FusionPlan) -> object: ...
+
+    def fuse_and_fold(self, plan: FusionPlan, alpha: np.ndarray, target: WeightBuffer) -> None: ...
 
 
 NUMPY = NumpyKernel()

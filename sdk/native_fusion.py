@@ -1,19 +1,20 @@
 """The fusion kernel in C (`sdk/_fusion_kernel.c`, built with the package when a compiler is there), behind
 the same `FusionKernel` protocol as `sdk.fusion.NumpyKernel`.
 
-numpy fuses a compact layer in five passes (widen, GEMV, int8 scale, + W_0, fold); the C kernel does all
-of them in one pass per L1-sized chunk, reading int8 and float16 directly, with the layer's output-channel
-blocks split over the cores (ctypes releases the GIL). Low-rank layers in the blocked layout (the compiled
-route) get their product in the kernel too, from the mixed left factor and V, rank multiply-adds per
-element with the block's lanes in registers; in the plain layout BLAS writes the product into the buffer
-and the kernel adds W_0 and folds in place. On x86 the library holds an AVX2+FMA build beside the baseline
-one and uses it where the CPU has it (`variant`).
+numpy fuses a compact layer in five passes (widen, GEMV, int8 scale, + W_0, fold) and mixes each layer's
+batch norm in numpy; the C kernel does the whole network in one call per thread: per output-channel block
+it mixes the channel tensors, writes the folded bias, mixes the low-rank left factor, then writes the
+block's weights in one pass with the values in registers (deltas of any dtype, int8 scale, the low-rank
+product, + W_0, fold). The threads (ctypes releases the GIL) take each a share of every layer's blocks, so
+they never write the same memory and personalize() pays one hand-off, not one per layer. On x86 the library
+holds an AVX2+FMA+F16C build beside the baseline one and uses it where the CPU has it (`variant`).
 
-Full-width ResNet-18, Q=10, fuse+fold, sum of the per-layer medians (ad-hoc A/B against the kernel that took
-the low-rank product from BLAS through scratch and widened float16 by a table; same machine, same bundles;
-docs/results/experiments.md): subspace:16+fp16 58.9 -> 29.4 ms, drop:0.04+subspace:16+fp16 (4 layer4 convs
-+ fc) ~36 -> ~17 ms (a 512x4608 conv: 10.3 -> 4.2 ms), drop:0.04+lowrank:8+fp16 60.8 -> 39.5 ms,
-drop:0.04+int8+fp16 25.0 -> 22.3 ms, fp32 43.2 -> 40.3 ms. docs/results/bundle.md has the benchmark.
+Why: the kernel this replaced (one ctypes call per layer, chunked passes over an L1 buffer, lane
+patterns rebuilt with an integer modulo per element, float16 widened by 22 integer instructions per 8
+values) ran fuse+fold at 4-7x its roofline; ad-hoc before/after on this machine, one process each, median
+of 40: full-width subspace:8+fp16 16.1 -> 3.6 ms, drop:0.04+subspace:8+fp16 10.5 -> 2.5 ms, fp32 29.0 ->
+10.9 ms, bench size subspace:8+fp16 1.94 -> 0.32 ms. The benchmark with the roofline is
+docs/results/runtime.md (fp32) and docs/results/bundle.md (every mode).
 
 `native_kernel()` loads the library once per process and checks it against numpy on every storage kind
 in the plain and both blocked layouts before anything uses it (~0.1 s, at the first `sdk.load`); if the
@@ -28,16 +29,18 @@ True
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import logging
 import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
-from .architecture import mixed_layers, parameter_shapes
+from .architecture import BN_EPS, mixed_layers, parameter_shapes
 from .bases import CompactBases, LayerBases, expected_tensors
 from .fusion import NUMPY, FusionPlan, LayerPlan, Placement, WeightBuffer, aligned
 from .manifest import LayerStorage
@@ -53,12 +56,13 @@ MIN_FLOATS_PER_THREAD = 1 << 18
 
 class _Layer(ctypes.Structure):
     """Mirrors `taper_layer` in _fusion_kernel.c, field for field."""
-    _fields_ = [("first", ctypes.c_int64), ("stop", ctypes.c_int64), ("rows", ctypes.c_int64),
-                ("block", ctypes.c_int64), ("q", ctypes.c_int64), ("alpha", ctypes.c_void_p),
-                ("deltas", ctypes.c_void_p), ("delta_type", ctypes.c_int64), ("delta_stride", ctypes.c_int64),
-                ("product", ctypes.c_void_p), ("left", ctypes.c_void_p), ("right", ctypes.c_void_p),
-                ("rank", ctypes.c_int64), ("base", ctypes.c_void_p), ("base_type", ctypes.c_int64),
-                ("delta_scale", ctypes.c_void_p), ("fold", ctypes.c_void_p), ("out", ctypes.c_void_p)]
+    _fields_ = [("out", ctypes.c_int64), ("bias", ctypes.c_int64), ("blocks", ctypes.c_int64),
+                ("rows", ctypes.c_int64), ("block", ctypes.c_int64), ("alpha_row", ctypes.c_int64),
+                ("channels", ctypes.c_void_p), ("channel_rows", ctypes.c_int64), ("channel_count", ctypes.c_int64),
+                ("deltas", ctypes.c_void_p), ("delta_type", ctypes.c_int64), ("delta_scale", ctypes.c_void_p),
+                ("base", ctypes.c_void_p), ("base_type", ctypes.c_int64), ("u", ctypes.c_void_p),
+                ("u_type", ctypes.c_int64), ("right", ctypes.c_void_p), ("rank", ctypes.c_int64),
+                ("subspace", ctypes.c_int64)]
 
 
 def _pointer(array: np.ndarray | None) -> int | None:
@@ -69,77 +73,100 @@ def _pointer(array: np.ndarray | None) -> int | None:
     return array.ctypes.data
 
 
+@functools.cache
+def layer_array(count: int) -> type:
+    """The ctypes type of `count` layers, made once: a ctypes type made per plan would be garbage with
+    reference cycles when the plan is dropped (tests/test_lifetime.py)."""
+    return _Layer * count
+
+
+def _joined(parts: list[np.ndarray | None], axis: int) -> np.ndarray | None:
+    """A layer's arrays from its tiles (one tile: as is; several: side by side along `axis`)."""
+    if parts[0] is None:
+        return None
+    return parts[0] if len(parts) == 1 else np.ascontiguousarray(np.concatenate(parts, axis=axis))
+
+
+@dataclass
+class NativePlan:
+    """A fusion plan as the C kernel reads it: one `taper_layer` per fused layer (pointers into `keep`,
+    which holds the arrays alive), and the scratch floats one thread needs (a block's left factor)."""
+    layers: ctypes.Array
+    keep: list[np.ndarray]
+    scratch_floats: int
+    floats: int                         # the weights it writes
+
+
 class NativeKernel:
-    """One C call per layer part (one tile per layer: the kernel chunks for the cache itself).
-    `baseline=True` uses the build for the baseline ISA even where the CPU has AVX2 (for tests)."""
+    """The whole network in one C call per thread, each thread a share of every layer's output-channel
+    blocks. `baseline=True` uses the build for the baseline ISA even where the CPU has AVX2 (for tests)."""
     name = "native"
     tile_floats: int | None = None
 
     def __init__(self, library: ctypes.CDLL, threads: int | None = None,
                  split_floats: int = MIN_FLOATS_PER_THREAD, baseline: bool = False):
         self._library = library
-        self._fuse = library.taper_fuse_layer_baseline if baseline else library.taper_fuse_layer
-        self._fuse.argtypes = [ctypes.POINTER(_Layer)]
+        self._fuse = library.taper_fuse_network_baseline if baseline else library.taper_fuse_network
+        self._fuse.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_float,
+                               ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
         self._fuse.restype = ctypes.c_int64
         library.taper_kernel_variant.restype = ctypes.c_int64
         self.variant = "baseline" if baseline or not library.taper_kernel_variant() else "avx2"
         self.threads = max(1, threads or os.cpu_count() or 1)
         self.split_floats = split_floats
-        self._pool = ThreadPoolExecutor(self.threads, "taper-fusion") if self.threads > 1 else None
+        self._pool = ThreadPoolExecutor(self.threads - 1, "taper-fusion") if self.threads > 1 else None
 
     def scratch_floats(self, layers: list[LayerPlan]) -> int:
-        return 0    # low-rank products are computed in the kernel (blocked) or in the buffer (plain)
+        return 0    # each call's scratch is its own (`NativePlan.scratch_floats`)
 
-    def fuse_layer(self, plan: LayerPlan, alpha: np.ndarray, fold: np.ndarray | None, target: WeightBuffer) -> None:
-        for tile in plan.tiles:
-            self._fuse_tile(plan, tile, alpha, fold, target)
+    def prepare(self, plan: FusionPlan) -> NativePlan:
+        """The plan's layers as `taper_layer` structs (built once per plan)."""
+        keep: list[np.ndarray] = []
 
-    def _fuse_tile(self, plan, tile, alpha, fold, target) -> None:
-        blocks = tile.stop - tile.first
-        rows = plan.slab // plan.block
-        out = target.data[tile.start:tile.start + tile.size]
-        keep = [alpha]
-        args = _Layer(0, blocks, rows, plan.block, len(alpha), _pointer(alpha), None, 0, 0, None, None, None, 0,
-                      _pointer(tile.base), TYPES[tile.base.dtype] if tile.base is not None else 0,
-                      None, None, out.ctypes.data)
-        if tile.deltas is not None:
-            args.deltas, args.delta_type, args.delta_stride = _pointer(tile.deltas), TYPES[tile.deltas.dtype], tile.size
-        if plan.int8_scale is not None:
-            keep.append(np.ascontiguousarray(plan.int8_scale[tile.first * plan.block:tile.stop * plan.block]))
-            args.delta_scale = keep[-1].ctypes.data
-        if fold is not None:
-            keep.append(np.ascontiguousarray(fold[tile.first * plan.block:tile.stop * plan.block], np.float32))
-            args.fold = keep[-1].ctypes.data
-        if tile.u is not None:
-            left = np.ascontiguousarray(plan.left_factor(tile.u, alpha), np.float32)   # [O_t, k]
-            keep.append(left)
-            if plan.block == 1:
-                # The plain layout is the product's own order: one GEMM straight into the buffer.
-                args.product = np.dot(left, plan.v, out=out.reshape(len(left), -1)).ctypes.data
-            else:
-                # Blocked: computed in the kernel, lane by lane (a GEMM into scratch read back in the blocked
-                # order: 10.3 vs 4.2 ms per 512x4608 layer at rank 16, full width, two threads).
-                args.left, args.right, args.rank = left.ctypes.data, _pointer(plan.vt), left.shape[1]
-        self._run(args, blocks)
+        def held(array: np.ndarray | None, dtype=None) -> int | None:
+            if array is None:
+                return None
+            keep.append(np.ascontiguousarray(array, dtype))
+            return keep[-1].ctypes.data
 
-    def _run(self, args: _Layer, blocks: int) -> None:
-        floats = blocks * args.rows * args.block
-        parts = min(self.threads, max(1, floats // self.split_floats)) if self._pool else 1
-        if parts == 1:
-            self._call(args)
-            return
-        cuts = np.linspace(0, blocks, parts + 1).astype(int)
-        pieces = []
-        for first, stop in zip(cuts[:-1], cuts[1:], strict=True):
-            piece = _Layer.from_buffer_copy(args)
-            piece.first, piece.stop = int(first), int(stop)
-            pieces.append(piece)
-        for future in [self._pool.submit(self._call, p) for p in pieces]:
-            future.result()
+        layers, scratch, floats = [], 1, 0
+        for lp in plan.layers:
+            deltas = _joined([t.deltas for t in lp.tiles], 1)
+            base = _joined([t.base for t in lp.tiles], 0)
+            u = _joined([t.u for t in lp.tiles], 1)
+            channels = lp.bases.parts["channels"]
+            bias = lp.bias.start if lp.bias is not None else plan.head[1].start
+            args = _Layer(lp.weight.start, bias, lp.blocks, lp.slab // lp.block, lp.block, lp.layer.block,
+                          held(channels, np.float32), channels.shape[0], channels.shape[1],
+                          held(deltas), TYPES[deltas.dtype] if deltas is not None else 0,
+                          held(lp.int8_scale, np.float32), held(base), TYPES[base.dtype] if base is not None else 0)
+            if u is not None:
+                k = lp.bases.storage.rank * (1 if lp.bases.kind == "subspace" else plan.num_bases)
+                args.u, args.u_type = held(u), TYPES[u.dtype]
+                args.right = held(lp.vt if lp.block > 1 else lp.v, np.float32)
+                args.rank, args.subspace = lp.bases.storage.rank, int(lp.bases.kind == "subspace")
+                scratch = max(scratch, k * lp.block)
+            layers.append(args)
+            floats += lp.weight.size
+        return NativePlan(layer_array(len(layers))(*layers), keep, scratch, floats)
 
-    def _call(self, args: _Layer) -> None:
-        if self._fuse(ctypes.byref(args)) != 0:
-            raise ValueError(f"native fusion refused a layout (block {args.block})")
+    def fuse_and_fold(self, plan: FusionPlan, alpha: np.ndarray, target: WeightBuffer) -> None:
+        native = plan.prepared
+        alpha = np.ascontiguousarray(alpha, np.float32)
+        parts = min(self.threads, max(1, native.floats // self.split_floats)) if self._pool else 1
+        scratch = np.empty((parts, native.scratch_floats), np.float32)
+        calls = [self._pool.submit(self._call, native.layers, alpha, target.data, p, parts, scratch[p])
+                 for p in range(1, parts)]
+        self._call(native.layers, alpha, target.data, 0, parts, scratch[0])
+        for call in calls:
+            call.result()
+
+    def _call(self, layers: ctypes.Array, alpha: np.ndarray, buffer: np.ndarray, part: int, parts: int,
+              scratch: np.ndarray) -> None:
+        status = self._fuse(ctypes.addressof(layers), len(layers), alpha.ctypes.data, alpha.shape[1], BN_EPS,
+                            buffer.ctypes.data, part, parts, scratch.ctypes.data)
+        if status != 0:
+            raise ValueError("native fusion refused a layout (a block other than 1, 8 or 16)")
 
 
 def _library_path() -> str | None:
@@ -238,4 +265,4 @@ def _load() -> NativeKernel | None:
     return kernel
 
 
-__all__ = ["NativeKernel", "native_kernel", "packed_placements", "self_check"]
+__all__ = ["NativeKernel", "NativePlan", "native_kernel", "packed_placements", "self_check"]

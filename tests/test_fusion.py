@@ -75,16 +75,15 @@ def test_the_native_kernel_is_built_and_passes_its_self_check():
 @pytest.mark.parametrize("kernel", ["native", "native-baseline"])
 def test_the_native_kernel_widens_every_float16_value_exactly(kernel):
     """All 65,536 half-precision bit patterns as W_0 of one plain layer (zeros, subnormals, inf, NaN): the
-    kernel's integer conversion gives numpy's float32 values."""
+    kernel's conversion (integer operations in the baseline build, F16C in the AVX2 one) gives numpy's
+    float32 values."""
     from sdk.native_fusion import TYPES, _Layer
 
     halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
     out = np.full(halves.size, 7.0, np.float32)
-    alpha = np.ones(1, np.float32)
-    native = kernel_named(kernel)
-    args = _Layer(0, 1, halves.size, 1, 1, alpha.ctypes.data, None, 0, 0, None, None, None, 0,
-                  halves.ctypes.data, TYPES[halves.dtype], None, None, out.ctypes.data)
-    native._call(args)
+    alpha = np.ones((4, 1), np.float32)
+    layer = _Layer(0, 0, 1, halves.size, 1, 0, None, 0, 0, None, 0, None, halves.ctypes.data, TYPES[halves.dtype])
+    kernel_named(kernel)._call((_Layer * 1)(layer), alpha, out, 0, 1, np.empty(1, np.float32))
     np.testing.assert_array_equal(out, halves.astype(np.float32))   # NaN == NaN here; -0 == +0
     signed = np.isfinite(halves) & (halves != 0)   # -0 is 0 + (-0) = +0 after the sum, as in numpy
     assert np.array_equal(np.signbit(out[signed]), np.signbit(halves[signed]))
@@ -173,13 +172,14 @@ def test_a_declined_compiled_route_says_why_at_debug_level(tiny_bundle, caplog, 
 
 def test_a_broken_native_kernel_is_declined_and_numpy_fuses(monkeypatch, caplog):
     from sdk import native_fusion
+    from sdk.native_fusion import layer_array
 
     kernel = NativeKernel(native_kernel()._library)
     real = kernel._call
 
-    def blocked_layers_skipped(args):   # a kernel that gets the NCHWc layouts wrong
-        if args.block == 1:
-            real(args)
+    def blocked_layers_skipped(layers, *args):   # a kernel that gets the NCHWc layouts wrong
+        plain = [layer for layer in layers if layer.block == 1]
+        real(layer_array(len(plain))(*plain), *args)
 
     monkeypatch.setattr(kernel, "_call", blocked_layers_skipped)
     assert "block 8: differs from numpy" in self_check(kernel)
