@@ -267,18 +267,25 @@ def main() -> int:
 
 def markdown(result: dict) -> str:
     goals = {"fusion_bandwidth_ratio": ">= 0.9", "personalize_over_session_ratio": "<= 0.75",
-             "inference_ratio": "<= 1.05"}
+             "inference_ratio": "<= 1.02", "fuse_fold_over_roofline": "<= 2.0"}
+    roof = result["roofline"]
     lines = ["# Runtime benchmark", "", f"Command: `{result['command']}`  ", f"Machine: {result['machine']} "
              "(2 cores, noisy: medians, ratios against baselines measured in the same run).", "",
-             "| metric | " + " | ".join(c["case"] for c in result["cases"]) + " | goal |",
+             f"Roofline of this machine, measured in the same run (`scripts/roofline.py`): copy {roof['copy_gb_s']} "
+             f"GB/s, sgemm {roof['fma_gflops_1t']} G multiply-adds/s on one thread, {roof['fma_gflops_2t']} on two.",
+             "", "| metric | " + " | ".join(c["case"] for c in result["cases"]) + " | goal |",
              "|---|" + "---|" * (len(result["cases"]) + 1)]
     keys = ["bundle_mb", "route", "warm_up_ms", "bases_mb", "fuse_ms", "copy_ms", "fusion_gb_s", "copy_gb_s",
-            "fusion_bandwidth_ratio", "fuse_fold_ms", "fuse_fold_bandwidth_ratio", "personalize_ms",
-            "personalize_ms_standard_route", "plain_session_ms", "fuse_fold_read_mb",
-            "personalize_over_session_ratio", "inference_ms", "plain_inference_ms", "inference_ratio",
-            "peak_rss_after_load_mb", "peak_rss_after_personalize_mb"]
+            "fusion_bandwidth_ratio", "fuse_fold_ms", "fuse_fold_read_mb", "fuse_fold_bandwidth_ratio",
+            "fuse_fold_roofline_ms", "fuse_fold_over_roofline", "personalize_ms", "personalize_ms_standard_route",
+            "plain_session_ms", "personalize_over_session_ratio", "personalize_over_session_spread", "inference_ms",
+            "plain_inference_ms", "inference_ratio", "peak_rss_after_load_mb", "peak_rss_after_personalize_mb"]
+    cells = {k: [str(c.get(k, "")) for c in result["cases"]] for k in keys}
+    for i, c in enumerate(result["cases"]):
+        pairs = c["personalize_over_session_pairs"]
+        cells["personalize_over_session_spread"][i] = f"{pairs['p25']}-{pairs['p75']} ({pairs['pairs']} pairs)"
     for k in keys:
-        lines.append(f"| {k} | " + " | ".join(str(c.get(k, "")) for c in result["cases"]) + f" | {goals.get(k, '')} |")
+        lines.append(f"| {k} | " + " | ".join(cells[k]) + f" | {goals.get(k, '')} |")
     lines += ["", "personalize() breakdown (ms, median):", ""]
     for c in result["cases"]:
         lines.append(f"- {c['case']}: " + ", ".join(f"{k} {v}" for k, v in c["personalize_breakdown_ms"].items()))
@@ -287,14 +294,21 @@ def markdown(result: dict) -> str:
               "which an app pays once per bundle. `personalize_ms_standard_route`: the same descriptions with "
               "`sdk.load(..., device_compile=False)` (every session optimized by onnxruntime from the plain "
               "graph). `plain_session_ms`: creating an onnxruntime session (full optimization) for a plain "
-              "ResNet-18 .onnx with the same weights, timed right after each personalization (paired samples). "
+              "ResNet-18 .onnx with the same weights, timed right after each personalization; "
+              "`personalize_over_session_ratio` is the median over these pairs of personalize() over the session "
+              "timed after it, its spread the 25th-75th percentile. "
               "On the compiled route `warm_up()` also reorders the bases into the compiled graph's layout, "
-              "so `fuse_fold` writes the conv weights where the shared session reads them, in ~1 MB tiles, "
-              "each scaled by its batch norm right after its GEMV while in cache (so fusion and folding are "
-              "one step in the breakdown), and `session` only hands the weights to the shared session (no "
-              "session is created). `fusion_bandwidth_ratio` is the plain GEMV per layer over the bundle's "
+              "so `fuse_fold` writes the conv weights where the shared session reads them, each output-channel "
+              "block scaled by its batch norm in the same pass (so fusion and folding are one step in the "
+              "breakdown), and `session` only hands the weights to the shared session (no session is created). "
+              "`fusion_bandwidth_ratio` is the plain GEMV per layer over the bundle's "
               "bases (the issue's definition); `fuse_fold_bandwidth_ratio` is the same for the route's "
-              "tiled fusion with folding (bytes of its bases and weight buffer over its time). "
+              "fusion with folding (bytes it reads and writes over its time). `fuse_fold_roofline_ms`: the least time "
+              "that work can take here, (bytes read + written) / copy bandwidth + multiply-adds / the sgemm rate at "
+              "the kernel's thread count (runtime.json has the counts, `fuse_fold_work`); "
+              "`fuse_fold_over_roofline`: fuse_fold_ms over it. Below 1 means the data was partly in cache (the "
+              "buffer is fused again in place; the L3 cache holds 32 MB) or the work reads more than it writes "
+              "(reading alone streams faster than a copy, which the roofline charges for every byte). "
               "All sessions without spin-waiting threads (a spinning baseline slowed what ran after it).", "",
               "The ExecuTorch engine (`sdk.load(..., engine=\"executorch\")`) beside onnxruntime, personalize() "
               "and inference of both in one run: `engines.md` (`scripts/bench_engines.py`).", ""]

@@ -140,22 +140,6 @@ INLINE float element(const taper_layer *L, const float *alpha, int64_t q, int64_
     return a * fold;
 }
 
-/* The mixed left factor of output channel `ch` into left[k * step] (k < kk). */
-INLINE void left_factor(const taper_layer *L, const float *alpha, int64_t q, int64_t ch, float *left,
-                        int64_t step) {
-    const int64_t r = L->rank, channels = L->blocks * L->block;
-    if (L->subspace) {
-        for (int64_t k = 0; k < r; k++) left[k * step] = 0.0f;
-        for (int64_t b = 0; b < q; b++)
-            for (int64_t k = 0; k < r; k++)
-                left[k * step] += alpha[b] * load1(L->u, L->u_type, (b * channels + ch) * r + k);
-    } else {
-        for (int64_t b = 0; b < q; b++)
-            for (int64_t k = 0; k < r; k++)
-                left[(b * r + k) * step] = alpha[b] * load1(L->u, L->u_type, (b * channels + ch) * r + k);
-    }
-}
-
 /* Mixes the per-channel tensors of channels [first, first + n) with alpha, writes their bias, and gives
  * each one's fold (1 where the layer is not folded). */
 INLINE void channels(const taper_layer *L, const float *alpha, int64_t first, int64_t n, float eps,
@@ -260,7 +244,7 @@ INLINE void channels(const taper_layer *L, const float *alpha, int64_t first, in
         memcpy(&fold, fold_lanes, sizeof fold);                                                           \
         memcpy(&dscale, scale_lanes, sizeof dscale);                                                      \
         if (L->u)                                                                                         \
-            for (int c = 0; c < W; c++) left_factor(L, alpha, q, b * W + c, scratch + c, W);              \
+            for (int c = 0; c < W; c++) V(left_factor)(L, alpha, q, b * W + c, scratch + c, W);              \
         float *out = buffer + L->out;                                                                     \
         const int64_t rows = L->rows, first = b * rows * W;                                               \
         int64_t j = 0;                                                                                    \
@@ -352,6 +336,33 @@ INLINE lanes8 V(f16x8)(const uint16_t *p) {
 }
 INLINE lanes16 V(f16x16)(const uint16_t *p) { return join(V(f16x8)(p), V(f16x8)(p + 8)); }
 
+/* The mixed left factor of output channel `ch` into left[k * step] (k < kk), eight of U's columns at a
+ * time (scalar widening here cost as much as the weights of a small layer). */
+INLINE void V(left_factor)(const taper_layer *L, const float *alpha, int64_t q, int64_t ch, float *left,
+                           int64_t step) {
+    const int64_t r = L->rank, channels = L->blocks * L->block;
+    for (int64_t k0 = 0; k0 < r; k0 += 8) {
+        const int64_t n = r - k0 < 8 ? r - k0 : 8;
+        lanes8 sum = {0};
+        for (int64_t b = 0; b < q; b++) {
+            const int64_t at = (b * channels + ch) * r + k0;
+            lanes8 u;
+            if (n == 8 && L->u_type == TAPER_F16) u = V(f16x8)((const uint16_t *)L->u + at);
+            else if (n == 8) u = f32x8((const float *)L->u + at);
+            else {
+                float part[8] = {0};
+                for (int64_t i = 0; i < n; i++) part[i] = load1(L->u, L->u_type, at + i);
+                memcpy(&u, part, sizeof u);
+            }
+            if (L->subspace) sum += alpha[b] * u;
+            else
+                for (int64_t i = 0; i < n; i++) left[(b * r + k0 + i) * step] = alpha[b] * u[i];
+        }
+        if (L->subspace)
+            for (int64_t i = 0; i < n; i++) left[(k0 + i) * step] = sum[i];
+    }
+}
+
 #define LOAD_F32 f32x8
 #define LOAD_F16 V(f16x8)
 #define LOAD_I8 i8x8
@@ -378,7 +389,7 @@ INLINE void V(plain)(const taper_layer *L, const float *alpha, int64_t q, float 
     channels(L, alpha, o, 1, eps, buffer, &fold_one);
     const float scale_one = L->delta_scale ? L->delta_scale[o] : 1.0f;
     const lanes8 fold = fold_one - (lanes8){0}, dscale = scale_one - (lanes8){0};
-    if (L->u) left_factor(L, alpha, q, o, scratch, 1);
+    if (L->u) V(left_factor)(L, alpha, q, o, scratch, 1);
     float *out = buffer + L->out;
     const int64_t rows = L->rows, first = o * rows;
     int64_t j = 0;

@@ -49,9 +49,11 @@ log = logging.getLogger(__name__)
 
 LIBRARY = "sdk._fusion_kernel"
 TYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int8): 2}
-# A layer is split over threads only from this many floats per thread (1 MB of output): smaller layers
-# cost less than a hand-off to a pool thread. A chosen size, not a measured optimum.
-MIN_FLOATS_PER_THREAD = 1 << 18
+# A network is split over threads only from this many bytes moved (read + written) per thread: below, the
+# hand-off to a sleeping pool thread costs what it saves. Ad hoc, caches evicted before each call, bench
+# size: drop:0.04+subspace:8+fp16 (3.6 MB) 0.45 ms on one thread, 0.50 on two; subspace:8+fp16 (5.0 MB)
+# 0.62 on both. A chosen bound, not a measured optimum.
+MIN_BYTES_PER_THREAD = 4 << 20
 
 
 class _Layer(ctypes.Structure):
@@ -94,7 +96,7 @@ class NativePlan:
     layers: ctypes.Array
     keep: list[np.ndarray]
     scratch_floats: int
-    floats: int                         # the weights it writes
+    bytes_moved: int                    # what one call reads and writes
 
 
 class NativeKernel:
@@ -104,7 +106,7 @@ class NativeKernel:
     tile_floats: int | None = None
 
     def __init__(self, library: ctypes.CDLL, threads: int | None = None,
-                 split_floats: int = MIN_FLOATS_PER_THREAD, baseline: bool = False):
+                 split_bytes: int = MIN_BYTES_PER_THREAD, baseline: bool = False):
         self._library = library
         self._fuse = library.taper_fuse_network_baseline if baseline else library.taper_fuse_network
         self._fuse.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_float,
@@ -113,7 +115,7 @@ class NativeKernel:
         library.taper_kernel_variant.restype = ctypes.c_int64
         self.variant = "baseline" if baseline or not library.taper_kernel_variant() else "avx2"
         self.threads = max(1, threads or os.cpu_count() or 1)
-        self.split_floats = split_floats
+        self.split_bytes = split_bytes
         self._pool = ThreadPoolExecutor(self.threads - 1, "taper-fusion") if self.threads > 1 else None
 
     def scratch_floats(self, layers: list[LayerPlan]) -> int:
@@ -129,7 +131,7 @@ class NativeKernel:
             keep.append(np.ascontiguousarray(array, dtype))
             return keep[-1].ctypes.data
 
-        layers, scratch, floats = [], 1, 0
+        layers, scratch, moved = [], 1, 0
         for lp in plan.layers:
             deltas = _joined([t.deltas for t in lp.tiles], 1)
             base = _joined([t.base for t in lp.tiles], 0)
@@ -147,13 +149,14 @@ class NativeKernel:
                 args.rank, args.subspace = lp.bases.storage.rank, int(lp.bases.kind == "subspace")
                 scratch = max(scratch, k * lp.block)
             layers.append(args)
-            floats += lp.weight.size
-        return NativePlan(layer_array(len(layers))(*layers), keep, scratch, floats)
+            moved += 4 * (lp.weight.size + lp.blocks * lp.block)
+        moved += sum(a.nbytes for a in keep)
+        return NativePlan(layer_array(len(layers))(*layers), keep, scratch, moved)
 
     def fuse_and_fold(self, plan: FusionPlan, alpha: np.ndarray, target: WeightBuffer) -> None:
         native = plan.prepared
         alpha = np.ascontiguousarray(alpha, np.float32)
-        parts = min(self.threads, max(1, native.floats // self.split_floats)) if self._pool else 1
+        parts = min(self.threads, max(1, native.bytes_moved // self.split_bytes)) if self._pool else 1
         scratch = np.empty((parts, native.scratch_floats), np.float32)
         calls = [self._pool.submit(self._call, native.layers, alpha, target.data, p, parts, scratch[p])
                  for p in range(1, parts)]

@@ -55,7 +55,7 @@ def kernel_named(name):
     """numpy; the C kernel as the engine gets it; the C kernel splitting every layer over 2 threads; the C
     kernel's baseline-ISA build (on x86 with AVX2 the engine gets the other one)."""
     if name == "native-threads":
-        return NativeKernel(native_kernel()._library, threads=2, split_floats=64)
+        return NativeKernel(native_kernel()._library, threads=2, split_bytes=64)
     if name == "native-baseline":
         return NativeKernel(native_kernel()._library, baseline=True)
     return NUMPY if name == "numpy" else native_kernel()
