@@ -112,7 +112,7 @@ def timing(path: Path, repeats: int, tmp: Path, roof: roofline.Roofline, class_l
     pairs = bench_runtime.pair_ratios(totals, sessions)
     return {"route": bundle.engine.route, "fusion_ms": round(fusion_ms, 3),
             "fuse_fold_read_mb": round(work.bytes_read / 1e6, 2), "fuse_fold_work": work.as_dict(),
-            "fuse_fold_roofline_ms": roof.ms(work, threads),
+            "fuse_fold_threads": threads, "fuse_fold_roofline_ms": roof.ms(work, threads),
             "fuse_fold_over_roofline": roofline.over_roofline(fusion_ms, work, roof, threads),
             "layers_fused": len(plan.layers), "layers_written_once": len(plan.constants) // 2,
             "personalize_ms": round(statistics.median(totals), 2),
@@ -310,9 +310,11 @@ def markdown(result: dict, plot: str) -> str:
               "(full optimization) of the same network timed right after it, the median over the pairs [25th-75th "
               "percentile]. read MB: what one fuse+fold reads (W_0, deltas, factors, channel tensors of the layers it "
               "fuses). roofline ms: the least time that reading, writing the fused weights and the arithmetic can "
-              "take here ((bytes read + written) / copy bandwidth + multiply-adds / the sgemm rate at the kernel's "
-              "thread count; `scripts/roofline.py` counts them, bundle.json has the counts); over roofline: "
-              "fuse+fold ms over it.", ""]
+              "take here ((bytes read + written) / copy bandwidth + multiply-adds / the sgemm rate at the thread "
+              "count the kernel fuses the plan with, `fuse_fold_threads` in bundle.json: one where the plan moves "
+              "under 8 MB, as every bench-size mode but fp32 (a hand-off to the second core cost more than it "
+              "saved: sdk/native_fusion.py); `scripts/roofline.py` counts them, bundle.json has the counts); over "
+              "roofline: fuse+fold ms over it.", ""]
     return "\n".join(lines)
 
 

@@ -132,8 +132,9 @@ def fusion_bandwidth(bundle: sdk.TaperBundle, repeats: int, roof: roofline.Roofl
 
 
 def fusion_threads(plan) -> int:
-    """The threads the plan's kernel fuses with (numpy: BLAS's, taken as every core)."""
-    return getattr(plan.kernel, "threads", os.cpu_count() or 1)
+    """The threads the plan's kernel fuses it with (the C kernel: one for a small plan, where a hand-off to
+    the second core cost more than it saved, sdk/native_fusion.py; numpy: BLAS's, taken as every core)."""
+    return plan.kernel.parts(plan) if hasattr(plan.kernel, "parts") else os.cpu_count() or 1
 
 
 def pair_ratios(totals: list[float], baselines: list[float]) -> dict:

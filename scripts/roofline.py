@@ -12,7 +12,8 @@ A fuse+fold cannot beat (bytes read + bytes written) / copy bandwidth + multiply
   the int8 scale, W_0 and the fold; per output channel the left factor (Q r) and the channel mix (Q c).
   Each add or multiply counts as one multiply-add, which makes the roofline a little slower than the work
   strictly needs (and the kernel's ratio to it a little better than the truth).
-The roofline uses the FMA rate at the thread count the fusion kernel uses (two on this machine kind).
+The roofline uses the FMA rate at the thread count the fusion kernel uses for the plan (the C kernel: two
+on this machine kind, one for a plan that moves under 8 MB).
 
 >>> work = Work(bytes_read=2_000_000, bytes_written=3_000_000, multiply_adds=7_000_000)
 >>> Roofline(copy_gb_s=25.0, fma_gflops_1t=35.0, fma_gflops_2t=70.0).ms(work, threads=2)

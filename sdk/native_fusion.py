@@ -50,9 +50,9 @@ log = logging.getLogger(__name__)
 LIBRARY = "sdk._fusion_kernel"
 TYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.int8): 2}
 # A network is split over threads only from this many bytes moved (read + written) per thread: below, the
-# hand-off to a sleeping pool thread costs what it saves. Ad hoc, caches evicted before each call, bench
-# size: drop:0.04+subspace:8+fp16 (3.6 MB) 0.45 ms on one thread, 0.50 on two; subspace:8+fp16 (5.0 MB)
-# 0.62 on both. A chosen bound, not a measured optimum.
+# hand-off to a sleeping pool thread (~70 us here) costs what it saves. Ad hoc, caches evicted and the pool
+# idle before each call, bench size, median of 60: drop:0.04+subspace:8+fp16 (3.6 MB) 0.39 ms on one
+# thread, 0.51 on two; subspace:8+fp16 (5.0 MB) 0.55 and 0.66. A chosen bound, not a measured optimum.
 MIN_BYTES_PER_THREAD = 4 << 20
 
 
@@ -156,13 +156,17 @@ class NativeKernel:
     def fuse_and_fold(self, plan: FusionPlan, alpha: np.ndarray, target: WeightBuffer) -> None:
         native = plan.prepared
         alpha = np.ascontiguousarray(alpha, np.float32)
-        parts = min(self.threads, max(1, native.bytes_moved // self.split_bytes)) if self._pool else 1
+        parts = self.parts(plan)
         scratch = np.empty((parts, native.scratch_floats), np.float32)
         calls = [self._pool.submit(self._call, native.layers, alpha, target.data, p, parts, scratch[p])
                  for p in range(1, parts)]
         self._call(native.layers, alpha, target.data, 0, parts, scratch[0])
         for call in calls:
             call.result()
+
+    def parts(self, plan: FusionPlan) -> int:
+        """The threads that fuse `plan` (one below `split_bytes` moved per thread)."""
+        return min(self.threads, max(1, plan.prepared.bytes_moved // self.split_bytes)) if self._pool else 1
 
     def _call(self, layers: ctypes.Array, alpha: np.ndarray, buffer: np.ndarray, part: int, parts: int,
               scratch: np.ndarray) -> None:
