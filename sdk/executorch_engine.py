@@ -1,10 +1,11 @@
 """ExecuTorch as the backbone engine: `sdk.load(path, engine="executorch")`.
 
-A third route (`sdk.engine.Route`) beside onnxruntime's two: the fusion plan folds a personalization
-into the plain layout (the standard route's plan), `open` writes those weights into a copy of the
-companion's program at the recorded slots (`sdk.xnnpack_program`), loads that program
-(the first inference after it is slower than the next ones: docs/results/engines.md) and returns a network
-that runs the program for features and applies the task's head in numpy.
+A third route (`sdk.engine.Route`) beside onnxruntime's two: its weight buffers hold a copy of the
+companion's program (`sdk.xnnpack_program`), and the fusion plan writes each folded weight straight into
+the program's slot for it, in the program's own layout (channels-last convolutions); `open` hands a copy of
+those bytes to ExecuTorch (its Python API takes `bytes` only) and returns a network that runs the program
+for features and applies the task's head in numpy. XNNPACK packs the weights at the first inference, not
+at load: that inference is slower than the next ones (docs/results/engines.md).
 
 Needs the `executorch` package, which imports torch: an optional engine for checking what an app's
 ExecuTorch runtime will compute, and for timing it; onnxruntime stays the default.
@@ -20,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from .bases import CompactBases
 from .engine import StandardRoute
 from .errors import BundleError, SdkError
-from .fusion import WeightBuffer
-from .xnnpack_program import Companion, write_slots
+from .fusion import FusionPlan, Placement, WeightBuffer
+from .xnnpack_program import Companion, Slot
 
 
 def _loader():
@@ -59,24 +61,24 @@ class ExecutorchNetwork:
 
 
 class ExecutorchRoute:
-    """The standard route's fusion into the plain layout, then the companion program loaded with it."""
+    """Fusion into a copy of the companion program, at its slots, then the program loaded."""
     name = "executorch"
 
-    def __init__(self, companion: Companion, standard: StandardRoute):
-        self.companion, self.plan, self.placements = companion, standard.plan, standard.placements
+    def __init__(self, companion: Companion, standard: StandardRoute, bases: CompactBases):
+        self.companion = companion
+        self.placements = {name: program_placement(p, companion.slots[name]) for name, p in standard.placements.items()}
+        graph_floats = -(-len(companion.program) // 4)
+        self.plan = FusionPlan.build(bases, self.placements, graph_floats, standard.plan.kernel, tile_floats=None)
         self.torch, self.load = _loader()
 
     def new_buffer(self) -> WeightBuffer:
-        return self.plan.new_buffer(self)
+        return self.plan.new_buffer(self, template=self.companion.program)
 
     def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer) -> None:
         self.plan.fuse_and_fold(alpha, target)
 
     def open(self, target: WeightBuffer, head_weight: np.ndarray, head_bias: np.ndarray) -> ExecutorchNetwork:
-        program = bytearray(self.companion.program)
-        views = {n: p.view_of(target.graph_data) for n, p in self.placements.items()}
-        write_slots(program, self.companion.slots, views)
-        program = bytes(program)
+        program = target.graph_data.view(np.uint8)[:len(self.companion.program)].tobytes()
         try:
             module = self.load(program)
             module.method_meta("forward")  # fails here, typed, for a program without a forward method
@@ -84,3 +86,9 @@ class ExecutorchRoute:
             raise BundleError(f"the ExecuTorch companion's program could not be loaded: {e}") from None
         return ExecutorchNetwork(module, program, np.ascontiguousarray(head_weight, np.float32),
                                  np.ascontiguousarray(head_bias, np.float32), self.companion.max_batch, self.torch)
+
+
+def program_placement(plain: Placement, slot: Slot) -> Placement:
+    """Where a folded weight lies in the program: at its slot, its axes permuted as the slot says."""
+    identity = slot.axes == tuple(range(len(plain.shape)))
+    return Placement(plain.name, plain.shape, slot.offset // 4, None if identity else (plain.shape, slot.axes))

@@ -72,10 +72,13 @@ class Placement:
 
     def channel_blocks(self) -> tuple[int, int] | None:
         """(blocks, block): output channels outermost in blocks of `block`, the block innermost (1 in
-        the plain layout); None for a layout where that is not so."""
+        the plain layout, and in a plain one whose other axes are permuted, as ExecuTorch's channels-last
+        [O, H, W, I]); None for a layout where that is not so."""
         if self.view is None:
             return self.shape[0], 1
         split, axes = self.view
+        if len(split) == len(self.shape):   # a permutation of the axes, no channel split
+            return (self.shape[0], 1) if axes[0] == 0 else None
         return (split[0], split[1]) if axes[0] == 0 and axes[-1] == 1 else None
 
 
@@ -216,8 +219,12 @@ class FusionPlan:
         plan.prepared = kernel.prepare(plan)
         return plan
 
-    def new_buffer(self, owner: object) -> WeightBuffer:
+    def new_buffer(self, owner: object, template: bytes | None = None) -> WeightBuffer:
+        """A buffer with the shared layers written; `template`: bytes its graph part starts from (the
+        ExecuTorch program the weights are fused into, `sdk.executorch_engine`)."""
         data = aligned_zeros(self.size)
+        if template is not None:
+            data[:self.graph_floats].view(np.uint8)[:len(template)] = np.frombuffer(template, np.uint8)
         for start, values in self.constants:
             data[start:start + values.size] = values
         head = (self.head[0].view_of(data), self.head[1].view_of(data))
@@ -266,6 +273,9 @@ def _layer_plan(lb: LayerBases, num_bases: int, weight: Placement, bias: Placeme
         if block > 1:
             order = weight.in_layout(np.arange(weight.size).reshape(weight.shape))[0][..., 0].reshape(-1)
             plan.vt = np.ascontiguousarray(v[:, order].T)                 # its rows in the blocked order
+        elif weight.view is not None:   # plain with permuted axes: V's columns in channel 0's element order
+            order = weight.in_layout(np.arange(weight.size).reshape(weight.shape))[0].reshape(-1)
+            plan.v = np.ascontiguousarray(v[:, order])
         else:
             plan.v = v
     slab = plan.slab

@@ -121,7 +121,7 @@ class TaperBundle:
         from .xnnpack_program import companion_target, read_companion
 
         companion = read_companion(program, *companion_target(self.bundle))
-        self.engine.use(ExecutorchRoute(companion, self.engine.standard))
+        self.engine.use(ExecutorchRoute(companion, self.engine.standard, self.bundle.bases))
         return self
 
     def compile_engine(self) -> bool:

@@ -2,8 +2,8 @@
 weights, and where each weight sits in the program's bytes. Reader and writer.
 
 `python -m export executorch BUNDLE` writes `BUNDLE.xnnpack`; `sdk.load(BUNDLE, engine="executorch")`
-reads it, and every personalize() writes the folded weights into a copy of the program at the
-recorded slots and loads that copy (`sdk.executorch_engine`). The phone does the same in Java
+reads it, and every personalize() fuses the folded weights straight into a copy of the program at the
+recorded slots, in their stored layout, and loads that copy (`sdk.executorch_engine`). The phone does the same in Java
 (android_demo `XnnpackProgram`).
 
 Why the weights are inside the program (format 2) and not in a separate ExecuTorch data file (.ptd,
@@ -48,8 +48,6 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from . import strict_json
 from .errors import BundleError
@@ -215,12 +213,3 @@ def _slots(raw: object, shapes: dict[str, tuple[int, ...]], segments: tuple[int,
             raise BundleError(f"{what}: slots {a!r} and {b!r} overlap (two parameters would share weights)")
     return slots
 
-
-def write_slots(program: bytearray | memoryview, slots: dict[str, Slot], views: dict[str, np.ndarray]) -> None:
-    """Write the folded weights `views` (bundle layout) into a program's bytes at their slots."""
-    floats = np.frombuffer(program, np.float32, len(program) // 4)
-    for name, slot in slots.items():
-        source = views[name]
-        start = slot.offset // 4
-        target = floats[start:start + source.size].reshape([source.shape[a] for a in slot.axes])
-        np.copyto(target, source.transpose(slot.axes))

@@ -62,7 +62,12 @@ def kernel_named(name):
 
 
 def layout_named(name):
-    """The plain layout, or every conv that can be blocked by 8 (or 16) in NCHWc."""
+    """The plain layout; every conv that can be blocked by 8 (or 16) in NCHWc; or every conv weight
+    channels-last, [O, H, W, I] (ExecuTorch's XNNPACK program)."""
+    if name == "channels_last":
+        placements, floats = plain_placements()
+        return {n: Placement(n, p.shape, p.start, (p.shape, (0, 2, 3, 1)) if len(p.shape) == 4 else None)
+                for n, p in placements.items()}, floats
     return plain_placements() if name == "plain" else packed_placements(SHAPES, 16 if name == "blocked16" else 8)
 
 
@@ -91,12 +96,12 @@ def test_the_native_kernel_widens_every_float16_value_exactly(kernel):
 
 @pytest.mark.parametrize("kernel", ["numpy", "native", "native-threads", "native-baseline"])
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("layout", ["plain", "blocked", "blocked16"])
+@pytest.mark.parametrize("layout", ["plain", "blocked", "blocked16", "channels_last"])
 def test_fusing_any_storage_into_any_layout_equals_the_reference(mode, layout, kernel):
     bases = compressed(mode)
     placements, floats = layout_named(layout)
     assert layout == "plain" or any(p.view is not None for p in placements.values())
-    whole_layers = layout == "plain" or kernel == "native-threads"   # else tiles of 100 floats split layers
+    whole_layers = layout in ("plain", "channels_last") or kernel == "native-threads"   # else 100-float tiles
     plan = FusionPlan.build(bases, placements, floats, kernel_named(kernel), tile_floats=None if whole_layers else 100)
     alpha = np.random.default_rng(1).dirichlet(np.ones(4), 4).astype(np.float32)
     target = plan.new_buffer(owner=None)
