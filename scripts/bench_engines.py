@@ -143,13 +143,15 @@ def markdown(result: dict) -> str:
             lines.append(f"\n{engine} personalize() breakdown (ms, median): " + ", ".join(
                 f"{k} {v}" for k, v in c[engine]["personalize_breakdown_ms"].items()))
         lines.append("")
-    lines += ["On the ExecuTorch engine `session` is writing the folded weights into a copy of the companion's "
-              "program and loading that copy; the head runs in numpy. Its first inference "
-              "after personalize() is slower than the next ones (`first_inference_ms` against "
-              "`inference_ms_batch1`), so part of the loading seems to happen there: an app pays personalize_ms "
-              "plus that difference before its first answer. onnxruntime runs its compiled route (one shared "
-              "session). Each engine is timed in its own process (two per engine, alternating, median). The "
-              "full-width case uses random weights: timing only.", ""]
+    lines += ["On the ExecuTorch engine `fuse_fold` writes the folded weights straight into their slots of a "
+              "copy of the companion's program (held in the weight buffer, in the program's channels-last "
+              "layout), and `session` hands those bytes to ExecuTorch and loads them: its Python API takes only a "
+              "`bytes` object and keeps a pointer to it, so every model gets its own copy of the program (45 MB "
+              "at full width), in fresh memory whose page faults are most of that step. XNNPACK packs the weights "
+              "at the first inference, not at load (`first_inference_ms` against `inference_ms_batch1`): an app "
+              "pays personalize_ms plus that difference before its first answer. The head runs in numpy. "
+              "onnxruntime runs its compiled route (one shared session). Each engine is timed in its own process "
+              "(two per engine, alternating, median). The full-width case uses random weights: timing only.", ""]
     return "\n".join(lines)
 
 
