@@ -332,7 +332,7 @@ def _companion(bundle: Bundle, path: Path, out_dir: Path) -> dict:
     architecture, shapes = companion_target(bundle)
     raw = path.read_bytes()
     hostile = []
-    for name, data in hostile_companions(raw):
+    for name, data in hostile_companions(raw, shapes):
         try:
             parse_companion(data, architecture, shapes)
             verdict = "accepted"
@@ -344,8 +344,9 @@ def _companion(bundle: Bundle, path: Path, out_dir: Path) -> dict:
     return {"file": str(path), "hostile": hostile}
 
 
-def hostile_companions(raw: bytes) -> Iterator[tuple[str, bytes]]:
-    """(what, companion bytes) for damaged or hostile ExecuTorch companions built from the good `raw`."""
+def hostile_companions(raw: bytes, shapes: dict[str, tuple[int, ...]]) -> Iterator[tuple[str, bytes]]:
+    """(what, companion bytes) for damaged or hostile ExecuTorch companions built from the good `raw` of a
+    bundle whose folded parameters have `shapes`."""
     _, _, size = PREFIX.unpack_from(raw)
     header = json.loads(raw[PREFIX.size:PREFIX.size + size])
     program = raw[header["program"]["offset"]:][:header["program"]["size"]]
@@ -380,6 +381,14 @@ def hostile_companions(raw: bytes) -> Iterator[tuple[str, bytes]]:
     yield "no segment header", edited(lambda h: None, program=program[:8] + b"xx00" + program[12:])
     yield "segments past the end", edited(lambda h: None, program=program[:32] + struct.pack("<Q", len(program))
                                           + program[40:])
+    # Two parameters of one shape: exchanging their offsets passes every check but the slots' contents.
+    pair = next((a, b) for a in names for b in names if a < b and shapes[a] == shapes[b])
+    yield "slots swapped", edited(lambda h: (h["slots"][pair[0]].update(offset=base["slots"][pair[1]]["offset"]),
+                                             h["slots"][pair[1]].update(offset=base["slots"][pair[0]]["offset"])))
+    yield "conv read unpermuted", edited(lambda h: h["slots"][conv].update(axes=[0, 1, 2, 3]))
+    at = base["slots"][first]["offset"]
+    yield "weights edited, checksum redone", edited(lambda h: None, program=program[:at] + struct.pack("<f", 0.5)
+                                                    + program[at + 4:])
     yield "section outside", raw[:PREFIX.size] + raw[PREFIX.size:].replace(
         f'"size":{header["program"]["size"]}'.encode(), f'"size":{header["program"]["size"] + 10 ** 9}'.encode())
 

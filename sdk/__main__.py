@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -64,6 +65,12 @@ def image_files(path: Path) -> list[Path]:
     return [path]
 
 
+def shown(name: str) -> str:
+    """A file name as text that prints in UTF-8: bytes that are not UTF-8 (a name from another system,
+    which Python holds as surrogate escapes) are written as backslash escapes, not passed through."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def report(result: dict) -> str:
     """The readable form of `result` (what --json prints as JSON): a class by its first name ("ladybug",
     not its five WordNet synonyms); every name stays in --json and `model.classes`."""
@@ -91,11 +98,11 @@ def main(argv: list[str] | None = None) -> int:
                   "signer": bundle.signer.key_id if bundle.signer else None}
         if args.images:
             files = image_files(args.images)
-            result["predictions"] = [{"image": f.name, "label": label, "probability": round(prob, 6)}
+            result["predictions"] = [{"image": shown(f.name), "label": label, "probability": round(prob, 6)}
                                      for f, (label, prob) in zip(files, model.predict(files) if files else [],
                                                                  strict=True)]
         if args.export:
-            result["exported"] = str(model.export(args.export))
+            result["exported"] = shown(str(model.export(args.export)))
     except SdkError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine import HEAD_BIAS, HEAD_WEIGHT, Network
 from .errors import SdkError
 from .images import to_uint8_batch
 from .model import run_in_batches
@@ -41,6 +40,9 @@ MAX_ADAPT_IMAGES = 10_000
 # narrowing after 32 images fell to 16.4 against the generic 41.0, after 64 to 34.4; after 96 it is
 # 43.2 and rises from there (experiments.md, "Self-improvement: when to narrow").
 MIN_IMAGES = 96
+# Most batches personalize(stream=) reads: bounds its time (a tiny-preset adapt() is ~5 ms, a full-width
+# one ~40 ms: 1,000 batches are 5-40 s) for a finite sequence; an endless one is a loop of model.adapt.
+MAX_STREAM_BATCHES = 1000
 
 
 @dataclass(frozen=True)
@@ -70,13 +72,9 @@ class AdaptRule:
 
 
 def pseudo_labels(model, images: np.ndarray) -> np.ndarray:
-    """Each image's most likely class over every class of the bundle, with `model`'s backbone."""
-    bundle = model.source
-    weight, bias = bundle.bundle.bases.mixed_head(model.alpha)
-    # The model's own backbone (its session and bound weights) with every class's row as the head.
-    network = Network(model.network.session, {**model.network.weights,
-                                              HEAD_WEIGHT: np.ascontiguousarray(weight, np.float32),
-                                              HEAD_BIAS: np.ascontiguousarray(bias, np.float32)})
+    """Each image's most likely class over every class of the bundle, with `model`'s backbone (on either
+    engine) and every class's row as the head."""
+    network = model.network.with_head(*model.source.mixed_head(model.alpha))
     return run_in_batches(network, images, model.preprocessing).argmax(1)
 
 
@@ -111,8 +109,17 @@ def adapt(model, images, rule: AdaptRule | None = None):
 
 
 def adapt_stream(bundle, batches: Iterable, rule: AdaptRule | None = None):
-    """`bundle.generic()` adapted to each batch in turn; the last model."""
+    """`bundle.generic()` adapted to each batch in turn; the last model. At most MAX_STREAM_BATCHES
+    batches are read (SdkError past them: a stream that never ends is a camera loop, which calls
+    `model.adapt` itself). An exception the stream raises is passed through as it is."""
+    try:
+        batches = iter(batches)
+    except TypeError:
+        raise SdkError(f"stream= takes an iterable of image batches, got {type(batches).__name__}") from None
     model = bundle.generic()
-    for batch in batches:
+    for count, batch in enumerate(batches):
+        if count == MAX_STREAM_BATCHES:
+            raise SdkError(f"stream= gave more than {MAX_STREAM_BATCHES} batches; for a stream that does not end, "
+                           "call model.adapt(batch) for each batch instead")
         model = adapt(model, batch, rule)
     return model

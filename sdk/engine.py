@@ -89,6 +89,10 @@ class Network:
         self.session.run_with_iobinding(state.binding)
         return state.out.copy()  # the next run overwrites state.out
 
+    def with_head(self, weight: np.ndarray, bias: np.ndarray) -> Network:
+        """The same backbone (session and bound weights) with another head (`sdk.adapt`: every class)."""
+        return Network(self.session, {**self.weights, **_head_inputs(weight, bias)})
+
 
 def backbone_session(graph: bytes, external_file: str, weights: np.ndarray, level: ort.GraphOptimizationLevel,
                      providers: Sequence[str], threads: int | None) -> ort.InferenceSession:

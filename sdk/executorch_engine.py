@@ -16,7 +16,7 @@ ExecuTorch runtime will compute, and for timing it; onnxruntime stays the defaul
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,11 @@ class ExecutorchNetwork:
                 pieces.append(out.numpy())
         features = np.concatenate(pieces) if pieces else np.zeros((0, self.head_weight.shape[1]), np.float32)
         return features @ self.head_weight.T + self.head_bias
+
+    def with_head(self, weight: np.ndarray, bias: np.ndarray) -> ExecutorchNetwork:
+        """The same loaded program with another head (`sdk.adapt`: every class)."""
+        return replace(self, head_weight=np.ascontiguousarray(weight, np.float32),
+                       head_bias=np.ascontiguousarray(bias, np.float32), _lock=threading.Lock())
 
 
 class ExecutorchRoute:

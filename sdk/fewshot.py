@@ -198,7 +198,7 @@ def score_rows(bundle: TaperBundle, candidate: Candidate, features: np.ndarray, 
                known: np.ndarray) -> Scored:
     """A candidate scored by its own trained rows of the bundle's classes `known` [K] on the examples'
     features (they never saw the examples); margin: mean of the own-class logit minus the best other."""
-    weight, bias = bundle.bundle.bases.mixed_head(candidate.alpha)
+    weight, bias = bundle.mixed_head(candidate.alpha)
     logits = features @ weight[known].T + bias[known]
     hits = logits.argmax(1) == labels
     own = logits[np.arange(len(labels)), labels]

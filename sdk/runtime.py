@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -63,6 +64,19 @@ class PhraseEmbedder:
         # (Tiny ImageNet, 200 WordNet glosses: the class ranks first 61.5% vs 61.0% of the time with all
         # 8 prompts; 92 synonyms: 66.3% both; docs/results/description_calibration.md).
         return self.encoder.embed_class_names([phrase], self.bundle.manifest.text_encoder.prompts[:1])[0]
+
+
+def reads_mapped_file(method):
+    """The one guard of every TaperBundle method that reads the bundle's mapped file (personalize, generic,
+    the mixer, the classifier for adapt and few-shot, the weights for exports): BundleError if the file
+    was truncated or rewritten since it was loaded, instead of reading the mapping (a truncated mapping
+    kills the process with SIGBUS). A change in the instant between the check and the read is not caught;
+    `sdk.load(..., in_memory=True)` is immune to both."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        self.bundle.check_unchanged()
+        return method(self, *args, **kwargs)
+    return guarded
 
 
 class TaperBundle:
@@ -134,10 +148,10 @@ class TaperBundle:
             self.engine.compile(weights / weights.sum(1, keepdims=True))
             return True
 
+    @reads_mapped_file
     def personalize(self, description: str | Sequence[str], options: TaskOptions | None = None
                     ) -> PersonalizedModel:
         options = options or TaskOptions()
-        self.bundle.check_unchanged()  # before the mapped file is read again: a truncated map kills (SIGBUS)
         watch = Stopwatch()
         task = self.resolver.resolve(description, options)
         watch.lap("resolve")
@@ -147,15 +161,16 @@ class TaperBundle:
         watch.lap("mixer")
         return self._model(task.classes, alpha, task.how, watch)
 
+    @reads_mapped_file
     def alpha_for(self, embedding: np.ndarray) -> np.ndarray:
         """The mixer's alpha [4, Q] for a task embedding."""
         spec = self.mixer_spec
         return predict_alpha(self.bundle.mixer, spec.layers, spec.blocks, self.num_bases, embedding)
 
+    @reads_mapped_file
     def generic(self) -> PersonalizedModel:
         """The model for no task in particular: every class, the uniform mix of the bases (where
         self-improvement starts, `PersonalizedModel.adapt`)."""
-        self.bundle.check_unchanged()
         return self._model(np.arange(len(self.bundle.classes)), uniform_alpha(self.num_bases),
                            ["generic: every class, the uniform mix of the bases"], Stopwatch())
 
@@ -174,11 +189,18 @@ class TaperBundle:
         return PersonalizedModel(network, head_weight, head_bias, classes, [c.name for c in infos],
                                  [c.id for c in infos], self.preprocessing, alpha, watch.total(), how, self)
 
+    @reads_mapped_file
+    def mixed_head(self, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The classifier of every class, mixed with alpha [4, Q]: (weight [K, C], bias [K])."""
+        return self.bundle.bases.mixed_head(alpha)
+
+    @reads_mapped_file
     def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
         """Every weight of the network mixed with alpha [4, Q], by state-dict name, unfolded (the reference
         fusion, `sdk.bases.CompactBases.mixed`: for exports and checks, not the personalize() path)."""
         return self.bundle.bases.mixed(alpha)
 
+    @reads_mapped_file
     def folded_weights(self, weights: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Batch norm folded into the convs, in a buffer of the plain backbone graph's layout (what the
         exporters and the mobile mirror's golden files use; personalize() folds into the engine's route)."""

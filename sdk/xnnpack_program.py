@@ -30,8 +30,12 @@ parameter has its own slot.
 Everything is checked on reading (BundleError): magic, version, sizes, the checksum, the
 architecture, and that the slots are exactly the backbone's parameters, inside the program's segment
 data (after its flatbuffer, as its extended header "eh00" says), 4-byte aligned, non-overlapping, with
-a known permutation. The program itself is ExecuTorch's to verify (its internal-consistency check at
-load): export the companion yourself, from a bundle you trust.
+a known permutation, and holding what the exporter left there: each parameter's element indices (1, 2,
+... over the parameters in order) in the slot's layout. The last check covers the header (the checksum
+of the program is in the header, which nothing else vouches for): a changed offset or axis is refused.
+The rest of the program (its operators) is ExecuTorch's to verify (its internal-consistency check at
+load, structure only): a program edited together with its checksum still loads, so export the companion
+yourself, from a bundle you trust.
 
 >>> header = {"architecture": {}, "max_batch": 8, "slots": {}}
 >>> raw = companion_bytes(header, b"program")
@@ -48,6 +52,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from . import strict_json
 from .errors import BundleError
@@ -162,7 +168,24 @@ def parse_companion(data: bytes, architecture: dict, shapes: dict[str, tuple[int
     first = PREFIX.size + header_size
     program = _section(data, header.get("program"), first, "program", what)
     slots = _slots(header.get("slots"), shapes, _segment_data(program, what), what)
+    _check_indices(program, slots, shapes, what)
     return Companion(program, slots, max_batch)
+
+
+def _check_indices(program: bytes, slots: dict[str, Slot], shapes: dict[str, tuple[int, ...]], what: str) -> None:
+    """Each slot holds what the exporter left there: its parameter's element indices (1, 2, ... counted over
+    the parameters in the bundle's backbone order, `export/executorch_program.py`) in the slot's layout. The
+    program's checksum sits in the header it would vouch for, so this is what shows a header whose offsets
+    or axes were changed (a digit: weights written elsewhere, silently) or a program not written for it."""
+    first = 1
+    for name, shape in shapes.items():
+        slot, size = slots[name], math.prod(shape)
+        stored = np.frombuffer(program, np.float32, size, slot.offset)
+        expected = np.arange(first, first + size, dtype=np.float32).reshape(shape).transpose(slot.axes).reshape(-1)
+        if not np.array_equal(stored, expected):
+            raise BundleError(f"{what}: slot {name!r} does not hold that parameter as exported: the header does "
+                              "not describe this program (damaged, or edited)")
+        first += size
 
 
 def _section(data: bytes, entry: object, first: int, name: str, what: str) -> bytes:

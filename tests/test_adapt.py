@@ -56,6 +56,31 @@ def test_adapt_refuses_what_it_cannot_do(tiny_sdk, tiny_data, monkeypatch):
         tiny_sdk.generic().adapt(images)
 
 
+def test_a_stream_is_an_iterable_read_up_to_a_bound_and_its_own_errors_pass_through(tiny_sdk, tiny_data, monkeypatch):
+    images = np.asarray(tiny_data.train.images[:4])
+    with pytest.raises(SdkError, match="iterable of image batches, got int"):
+        sdk.personalize(tiny_sdk, stream=42)
+
+    def endless():
+        while True:
+            yield images
+
+    monkeypatch.setattr("sdk.adapt.MAX_STREAM_BATCHES", 3)
+    with pytest.raises(SdkError, match="more than 3 batches"):
+        sdk.personalize(tiny_sdk, stream=endless())
+    assert sdk.personalize(tiny_sdk, stream=[images] * 3).classes   # exactly the bound: read
+
+    class CameraGone(Exception):
+        pass
+
+    def failing():
+        yield images
+        raise CameraGone()
+
+    with pytest.raises(CameraGone):   # the caller's own exception, as it is
+        sdk.personalize(tiny_sdk, stream=failing())
+
+
 def test_model_stays_generic_until_enough_images_were_seen(tiny_sdk, tiny_data):
     images = np.asarray(tiny_data.train.images[np.flatnonzero(np.isin(tiny_data.train.labels, [0, 9, 17]))])
     half = len(images) // 2

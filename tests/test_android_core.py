@@ -72,7 +72,7 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
     assert java_signed.signer.public_key == job["public_key"]
     assert len(spec["graphs"]["hostile"]) == (0 if mode != "fp32" else 9 + 4 + 10)  # backbone, encoder, tokenizer
     if companion is not None:
-        assert len(spec["companion"]["hostile"]) == 21
+        assert len(spec["companion"]["hostile"]) == 24
         assert {h["python"] for h in spec["companion"]["hostile"]} == {"BundleError"}
 
     # Inference cross-check: the Java core's weights and head rows, run in onnxruntime, give the Python logits.

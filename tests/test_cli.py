@@ -1,6 +1,7 @@
 """The runtime CLI (`python -m sdk personalize ...`), run in-process on the tiny bundle."""
 
 import json
+import os
 
 import numpy as np
 import onnxruntime as ort
@@ -44,6 +45,20 @@ def test_the_cli_reports_bad_input_as_one_error_line(tiny_bundle, tmp_path, caps
     assert main(["personalize", str(tiny_bundle), "blue", "--export", str(tmp_path / "x.tflite")]) == 2
     err = capsys.readouterr().err
     assert err.count("error: ") == 5 and "Traceback" not in err
+
+
+def test_a_file_name_that_is_not_utf8_prints_as_valid_utf8_json(tiny_bundle, tmp_path, capsys):
+    from PIL import Image
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    Image.new("RGB", (40, 40), (0, 0, 255)).save(os.fsencode(folder) + b"/\xff\xfe.png")
+    assert main(["personalize", str(tiny_bundle), "blue", "--images", str(folder), "--json"]) == 0
+    out = capsys.readouterr().out
+    out.encode("utf-8")   # no lone surrogates: printable as UTF-8
+    assert json.loads(out)["predictions"][0]["image"] == "\\xff\\xfe.png"
+    assert main(["personalize", str(tiny_bundle), "blue", "--images", str(folder)]) == 0   # the readable form too
+    capsys.readouterr().out.encode("utf-8")
 
 
 def test_the_cli_prints_its_version(capsys):

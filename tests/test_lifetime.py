@@ -62,6 +62,26 @@ def test_a_bundle_changed_on_disk_is_a_bundle_error_not_a_crash(tiny_bundle, tmp
     assert safe.bundle._fd is None and sdk.personalize(safe, "blue").classes
 
 
+@pytest.mark.parametrize("call", ["adapt", "stream", "export", "examples", "generic"])
+def test_every_entry_point_that_reads_a_truncated_bundle_says_so(tiny_bundle, tmp_path, call):
+    """The entry points that read the mapped file after load (adapt: every class's head; export: the
+    weights; ...) go through one guard (sdk.runtime.reads_mapped_file): BundleError, not SIGBUS."""
+    path = tmp_path / "copy.taper"
+    shutil.copy(tiny_bundle, path)
+    bundle = sdk.load(path)
+    model = sdk.personalize(bundle, bundle.classes[:3])
+    images = np.random.default_rng(0).integers(0, 255, (4, 32, 32, 3), dtype=np.uint8)
+    os.truncate(path, path.stat().st_size // 3)
+    calls = {"adapt": lambda: model.adapt(images, min_images=1),
+             "stream": lambda: sdk.personalize(bundle, stream=[images]),
+             "export": lambda: model.export(tmp_path / "m.onnx"),
+             "examples": lambda: sdk.personalize(bundle, examples={"a": list(images[:2]), "b": list(images[2:])}),
+             "generic": lambda: bundle.generic()}
+    with pytest.raises(BundleError, match="changed on disk"):
+        calls[call]()
+    assert not (tmp_path / "m.onnx").exists()
+
+
 def test_export_never_deletes_a_folder_or_leaves_temporary_files(tiny_bundle, tmp_path):
     model = sdk.personalize(sdk.load(tiny_bundle), "blue")
     precious = tmp_path / "x.onnx"

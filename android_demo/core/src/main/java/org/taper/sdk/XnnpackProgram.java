@@ -166,6 +166,36 @@ public final class XnnpackProgram {
             if (spans.get(i).start() < spans.get(i - 1).stop())
                 throw fail("slots '" + spans.get(i - 1).name() + "' and '" + spans.get(i).name()
                         + "' overlap (two parameters would share weights)");
+        checkIndices();
+    }
+
+    /**
+     * Each slot holds what the exporter left there: its parameter's element indices (1, 2, ... over the
+     * parameters in backbone order) in the slot's layout, as sdk/xnnpack_program.py checks: the program's
+     * checksum sits in the header it would vouch for, so this is what shows a changed offset or axis.
+     */
+    private void checkIndices() {
+        long first = 1;
+        for (Architecture.WeightSlot w : backbone) {
+            Slot slot = slots.get(w.name());
+            long[] s = w.shape();
+            long n = numel(s);
+            boolean held = true;
+            if (!slot.channelsLast()) {
+                for (int e = 0; e < n && held; e++) held = program.getFloat(slot.offset() + 4 * e) == (float) (first + e);
+            } else {   // stored [O, H, W, I] of the bundle's [O, I, H, W]
+                int o = (int) s[0], in = (int) s[1], h = (int) s[2], wd = (int) s[3], at = slot.offset();
+                for (int a = 0; a < o && held; a++)
+                    for (int y = 0; y < h && held; y++)
+                        for (int x = 0; x < wd && held; x++)
+                            for (int c = 0; c < in && held; c++, at += 4)
+                                held = program.getFloat(at) == (float) (first + ((((long) a * in + c) * h + y) * wd + x));
+            }
+            if (!held)
+                throw fail("slot '" + w.name() + "' does not hold that parameter as exported: the header does not "
+                        + "describe this program (damaged, or edited)");
+            first += n;
+        }
     }
 
     private record Span(long start, long stop, String name) {}
