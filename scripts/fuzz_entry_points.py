@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import unicodedata
@@ -664,36 +665,56 @@ def main() -> int:
     parser.add_argument("--companion", type=Path, default=None, help="the bundle's .xnnpack (default: lowered here)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=Path("docs/results/entry_points"))
     args = parser.parse_args()
     start = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         bundle, companion = fixtures(args.bundle, args.companion, work)
-        scratch = work / "scratch"
-        worker = Worker(bundle, companion, scratch)
         counts: dict[str, Counter] = defaultdict(Counter)
         examples: dict[str, list] = defaultdict(list)
-        for i, case in enumerate(cases(args.cases, args.seed)):
-            result = worker.run(case, args.timeout)
-            key = case["family"] + ":" + case.get("variant", case.get("dtype", "") + "/" + case.get("shape", "")
-                                                  if case["family"] == "image" else case.get("call", ""))
-            counts[case["family"]][result["outcome"]] += 1
-            if result["outcome"] in FAILURES and len(examples[key]) < 3:
-                examples[key].append({"case": case, **result})
-            if not worker.alive():
-                shutil.rmtree(scratch / f"case-{case['id']}", ignore_errors=True)
-                worker = Worker(bundle, companion, scratch)
-            if (i + 1) % 100 == 0:
-                print(f"[entry points] {i + 1}/{args.cases}: "
-                      f"{dict(sum(counts.values(), Counter()))}", flush=True)
-        worker.close()
+        lock = threading.Lock()
+        todo = cases(args.cases, args.seed)
+        done = [0]
+
+        def drive(mine: list[dict], scratch: Path) -> None:
+            """One worker's share of the cases (a worker per core; each restarted after a hang or crash)."""
+            worker = Worker(bundle, companion, scratch)
+            for case in mine:
+                result = worker.run(case, args.timeout)
+                if not worker.alive():
+                    shutil.rmtree(scratch / f"case-{case['id']}", ignore_errors=True)
+                    worker = Worker(bundle, companion, scratch)
+                with lock:
+                    record(case, result, counts, examples)
+                    done[0] += 1
+                    if done[0] % 100 == 0:
+                        print(f"[entry points] {done[0]}/{args.cases}: {dict(sum(counts.values(), Counter()))}",
+                              flush=True)
+            worker.close()
+
+        threads = [threading.Thread(target=drive, args=(todo[i::args.workers], work / f"scratch{i}"))
+                   for i in range(args.workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     report = summary(counts, examples, args, time.time() - start)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(markdown(report))
     print(f"wrote {args.out.with_suffix('.md')} and .json: {report['entry_points']}")
     return 0
+
+
+def record(case: dict, result: dict, counts: dict[str, Counter], examples: dict[str, list]) -> None:
+    family = case["family"]
+    detail = f"{case['dtype']}/{case['shape']}" if family == "image" else case.get("variant", case.get("call", ""))
+    counts[family][result["outcome"]] += 1
+    key = f"{family}:{detail}"
+    if result["outcome"] in FAILURES and len(examples[key]) < 3:
+        examples[key].append({"case": case, **result})
 
 
 def summary(counts: dict[str, Counter], examples: dict, args, seconds: float) -> dict:

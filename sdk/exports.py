@@ -48,8 +48,12 @@ def metadata_json(model) -> dict:
 
 
 def export_model(model, path: str | os.PathLike) -> Path:
-    """Write `model` to `path`; the format follows the suffix (.onnx, .pte, .mlpackage). Atomic."""
-    path = Path(path)
+    """Write `model` to `path`; the format follows the suffix (.onnx, .pte, .mlpackage). Atomic: on
+    failure nothing is left, the folders it made included."""
+    try:
+        path = Path(path)
+    except TypeError:
+        raise SdkError(f"export takes a file path, got {type(path).__name__}") from None
     if path.suffix not in FORMATS:
         raise SdkError(f"cannot export to {path.name!r}: use one of {FORMATS}")
     if model.source is None:

@@ -66,10 +66,35 @@ def _temporary_name(final: Path) -> Path:
 
 
 def refuse_to_replace_folder(final: str | os.PathLike) -> None:
-    """SdkError if `final` is an existing folder (the SDK never deletes one)."""
+    """SdkError if `final` is an existing folder (the SDK never deletes one), or a name the system
+    cannot take (too long, a NUL character)."""
     final = Path(final)
-    if final.is_dir() and not final.is_symlink():
+    try:
+        folder = final.is_dir() and not final.is_symlink()
+    except (OSError, ValueError) as e:   # ENAMETOOLONG, "embedded null byte"
+        raise SdkError(f"cannot write {str(final)[:200]!r}: {getattr(e, 'strerror', None) or e}") from None
+    if folder:
         raise SdkError(f"{final} is a folder: not replacing it (remove it or choose another name)")
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Create `folder` and its missing parents; the ones created, outermost first (to remove on failure:
+    a failed write leaves nothing behind, folders included)."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir()
+    return list(reversed(missing))
+
+
+def _remove_made(folders: list[Path]) -> None:
+    for folder in reversed(folders):
+        try:
+            folder.rmdir()   # only if still empty
+        except OSError:
+            return
 
 
 @contextmanager
@@ -81,12 +106,14 @@ def atomic_file(final: str | os.PathLike) -> Iterator[BinaryIO]:
     """
     final = Path(final)
     refuse_to_replace_folder(final)
+    made: list[Path] = []
     try:
-        final.parent.mkdir(parents=True, exist_ok=True)
+        made = _make_parents(final.parent)
         tmp = _temporary_name(final)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the kernel applies the umask
-    except OSError as e:
-        raise SdkError(f"cannot write {final}: {e.strerror}") from None
+    except (OSError, ValueError) as e:   # ValueError: a NUL in the name
+        _remove_made(made)
+        raise SdkError(f"cannot write {str(final)[:200]!r}: {getattr(e, 'strerror', None) or e}") from None
     try:
         with _cleanup_on_signals(), os.fdopen(fd, "wb") as f:
             yield f
@@ -95,6 +122,7 @@ def atomic_file(final: str | os.PathLike) -> Iterator[BinaryIO]:
         os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
+        _remove_made(made)
         raise
 
 
@@ -103,17 +131,22 @@ def staging_directory(beside: str | os.PathLike) -> Iterator[Path]:
     """A temporary folder beside `beside` (same file system, so its contents can be renamed into place),
     removed afterwards in every case, signals included."""
     beside = Path(beside)
+    made: list[Path] = []
     try:
-        beside.parent.mkdir(parents=True, exist_ok=True)
+        made = _make_parents(beside.parent)
         tmp = _temporary_name(beside)
         tmp.mkdir(0o777)
-    except OSError as e:
-        raise SdkError(f"cannot write beside {beside}: {e.strerror}") from None
+    except (OSError, ValueError) as e:   # ValueError: a NUL in the name
+        _remove_made(made)
+        raise SdkError(f"cannot write beside {str(beside)[:200]!r}: {getattr(e, 'strerror', None) or e}") from None
     try:
         with _cleanup_on_signals():
             yield tmp
-    finally:
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_made(made)   # the folders made for a write that failed
+        raise
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextmanager

@@ -74,12 +74,12 @@ def test_every_entry_point_that_reads_a_truncated_bundle_says_so(tiny_bundle, tm
     os.truncate(path, path.stat().st_size // 3)
     calls = {"adapt": lambda: model.adapt(images, min_images=1),
              "stream": lambda: sdk.personalize(bundle, stream=[images]),
-             "export": lambda: model.export(tmp_path / "m.onnx"),
+             "export": lambda: model.export(tmp_path / "new" / "folders" / "m.onnx"),
              "examples": lambda: sdk.personalize(bundle, examples={"a": list(images[:2]), "b": list(images[2:])}),
              "generic": lambda: bundle.generic()}
     with pytest.raises(BundleError, match="changed on disk"):
         calls[call]()
-    assert not (tmp_path / "m.onnx").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.taper"]   # a failed export made no folders
 
 
 def test_export_never_deletes_a_folder_or_leaves_temporary_files(tiny_bundle, tmp_path):
@@ -95,6 +95,9 @@ def test_export_never_deletes_a_folder_or_leaves_temporary_files(tiny_bundle, tm
         model.export(tmp_path / "y.mlpackage")
     written = model.export(tmp_path / "z.onnx")
     assert written.is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["x.onnx", "y.mlpackage", "z.onnx"]
+    for hostile in (42, tmp_path / ("m" * 300 + ".onnx"), str(tmp_path / "a\0b.onnx")):   # typed, not OSError
+        with pytest.raises(SdkError):
+            model.export(hostile)
 
 
 def test_files_are_written_with_the_users_umask(tiny_run, tmp_path):
