@@ -658,7 +658,7 @@ def fixtures(bundle: Path | None, companion: Path | None, work: Path) -> tuple[P
     return bundle, export_companion(bundle, work / "companion.xnnpack")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--bundle", type=Path, default=None, help="default: train the tiny preset's bundle")
@@ -667,7 +667,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=Path("docs/results/entry_points"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     start = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -719,7 +720,7 @@ def record(case: dict, result: dict, counts: dict[str, Counter], examples: dict[
 
 def summary(counts: dict[str, Counter], examples: dict, args, seconds: float) -> dict:
     total = sum(counts.values(), Counter())
-    return {"command": "python -m scripts.fuzz_entry_points " + " ".join(sys.argv[1:]), "seconds": round(seconds),
+    return {"command": "python -m scripts.fuzz_entry_points " + " ".join(args.argv), "seconds": round(seconds),
             "entry_points": {"cases": sum(total.values()), "escapes": total["escape"], "hangs": total["hang"],
                              "crashes": total["crash"], "silent_wrong": total["silent_wrong"],
                              "partial_files": total["partial"], "typed": total["typed"], "ok": total["ok"]},

@@ -4,7 +4,8 @@ docs/results/reliability.json and .md, each with the command and the result file
 - signed: forged bundles loaded with `trusted_keys` (scripts/fuzz_bundle.py --signed: reliability_signed.json);
 - signing_overhead_ms: what signing adds to `sdk.load` (scripts/bench_signing.py: signing.json);
 - soak: threads and processes for minutes against serial results (scripts/soak.py: soak.json);
-- java, entry_points: written only when their result files exist (java_fuzz.json, entry_points.json).
+- java, entry_points, real_bundle: written only when their result files exist (java_fuzz.json,
+  entry_points.json, reliability_demo.json: scripts/fuzz_bundle.py on the demo's Tiny ImageNet bundle).
 
     python -m scripts.reliability_sections            # after any of those commands, or after fuzz_bundle
 
@@ -47,8 +48,14 @@ def sections() -> dict:
     if (java := _load("java_fuzz")) is not None:
         out["java"] = {k: java[k] for k in ("cases", "untyped", "hangs", "crashes", "agreement", "disagreements",
                                             "command")} | {"source": "java_fuzz.json"}
+    if (real := _load("reliability_demo")) is not None:
+        out["real_bundle"] = {"cases": real["cases"], "description": real["description"], **real["totals"],
+                              "silent_changes": real["silent_changes"], "failures": real["failures"],
+                              "accepted_forged_edits": real["accepted_forged_edits"], "source": "reliability_demo.json",
+                              "command": real["command"]}
     if (entry := _load("entry_points")) is not None:
-        out["entry_points"] = entry
+        out["entry_points"] = {**entry["entry_points"], "families": entry["families"], "source": "entry_points.json",
+                               "command": entry["command"]}
     return out
 
 
@@ -63,6 +70,15 @@ SUMMARIES = {
                      "{rss_growth_after_settle_mb} MiB"),
     "java": ("Java core", "{cases} damaged bundles through both readers: Java untyped {untyped}, hangs {hangs}, "
                           "crashes {crashes}; agreement with Python {agreement:.2%} ({disagreements} disagreements)"),
+    "real_bundle": ("A real bundle", "{cases} damaged copies of a Tiny ImageNet bundle (the demo's; description "
+                                     "{description!r}): {escape} escapes, {hang} hangs, {crash} crashes, "
+                                     "{silent_changes} silent changes; {typed} typed errors, {same} unchanged, "
+                                     "{accepted_forged_edits} forged edits the format accepts"),
+    "entry_points": ("Entry points", "{cases} hostile cases (images, examples=, adapt/stream=, the ExecuTorch "
+                                     "companion, export paths, a bundle changed after load, the CLI): {escapes} "
+                                     "escapes, {hangs} hangs, {crashes} crashes, {silent_wrong} silent wrong "
+                                     "results, {partial_files} partial files ({typed} typed errors, {ok} accepted "
+                                     "and checked)"),
 }
 
 

@@ -65,13 +65,16 @@ def export_model(model, path: str | os.PathLike) -> Path:
     finals = [path, path.with_name(path.name + ".json")] if path.suffix == ".pte" else [path]
     for final in finals:
         refuse_to_replace_folder(final)
-    if path.suffix == ".mlpackage" and path.exists():
+    if path.suffix == ".mlpackage" and os.path.lexists(path):   # a symlink too, even a dangling one
         raise SdkError(f"{path} exists: not replacing it (remove it or choose another name)")
     with staging_directory(path) as tmp:
         for item in writer(model, tmp / path.name):
             final = path.parent / item.name
             refuse_to_replace_folder(final)
-            os.replace(item, final)
+            try:
+                os.replace(item, final)
+            except OSError as e:   # e.g. a folder format onto something that appeared meanwhile
+                raise SdkError(f"cannot write {final}: {e.strerror}") from None
     return path
 
 

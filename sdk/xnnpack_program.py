@@ -48,6 +48,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,16 +132,23 @@ def read_companion(path: str | Path, architecture: dict, shapes: dict[str, tuple
     path = Path(path)
     what = f"ExecuTorch companion {path.name}"
     try:
-        with open(path, "rb") as f:
-            size = f.seek(0, 2)
-            if size > MAX_FILE_BYTES:
-                raise BundleError(f"{what}: {size} bytes, more than the {MAX_FILE_BYTES} allowed")
-            f.seek(0)
-            data = f.read(size + 1)
+        # Opened without blocking and checked through its descriptor: a FIFO would block a plain open
+        # forever, and the path could be swapped for one between a check and the open.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise BundleError(f"{what} not found at {path} (write it with `python -m export executorch BUNDLE`)") from None
-    except OSError as e:
-        raise BundleError(f"{what}: {e.strerror}") from None
+    except (OSError, ValueError) as e:
+        raise BundleError(f"{what}: {getattr(e, 'strerror', None) or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise BundleError(f"{what}: not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise BundleError(f"{what}: {info.st_size} bytes, more than the {MAX_FILE_BYTES} allowed")
+        try:
+            data = f.read(info.st_size + 1)
+        except OSError as e:
+            raise BundleError(f"{what}: {e.strerror}") from None
     return parse_companion(data, architecture, shapes, what)
 
 

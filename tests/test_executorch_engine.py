@@ -1,6 +1,7 @@
 """ExecuTorch as the engine (sdk.executorch_engine) and its companion file (sdk.xnnpack_program)."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -88,3 +89,6 @@ def test_engine_choice_errors_are_typed(tiny_bundle, tmp_path):
         sdk.load(tiny_bundle, program=tmp_path / "x.xnnpack")
     with pytest.raises(BundleError, match="python -m export executorch"):
         sdk.load(tiny_bundle, engine="executorch", program=tmp_path / "missing.xnnpack")
+    os.mkfifo(tmp_path / "fifo.xnnpack")   # opened without blocking, then refused (a plain open hung here)
+    with pytest.raises(BundleError, match="not a regular file"):
+        sdk.load(tiny_bundle, engine="executorch", program=tmp_path / "fifo.xnnpack")

@@ -98,6 +98,9 @@ def test_export_never_deletes_a_folder_or_leaves_temporary_files(tiny_bundle, tm
     for hostile in (42, tmp_path / ("m" * 300 + ".onnx"), str(tmp_path / "a\0b.onnx")):   # typed, not OSError
         with pytest.raises(SdkError):
             model.export(hostile)
+    (tmp_path / "link.mlpackage").symlink_to(tmp_path / "nowhere")   # a dangling link is still there
+    with pytest.raises(SdkError, match="not replacing"):
+        model.export(tmp_path / "link.mlpackage")
 
 
 def test_files_are_written_with_the_users_umask(tiny_run, tmp_path):

@@ -1,0 +1,38 @@
+"""A slice of the entry-points harness (scripts/fuzz_entry_points.py; the 2,000-case run is
+docs/results/entry_points.md): every family's hostile cases end typed or accepted and checked."""
+
+import json
+
+import numpy as np
+import pytest
+
+from scripts import fuzz_entry_points
+
+
+def test_hostile_entry_point_cases_end_typed_or_checked(tiny_bundle, tiny_companion, tmp_path):
+    out = tmp_path / "entry"
+    fuzz_entry_points.main(["--cases", "42", "--bundle", str(tiny_bundle), "--companion", str(tiny_companion),
+                            "--seed", "5", "--timeout", "120", "--workers", "2", "--out", str(out)])
+    report = json.loads(out.with_suffix(".json").read_text())
+    counts = report["entry_points"]
+    assert counts["cases"] == 42
+    assert counts["escapes"] == counts["hangs"] == counts["crashes"] == 0, report["failures"]
+    assert counts["silent_wrong"] == counts["partial_files"] == 0, report["failures"]
+    assert counts["typed"] > 0 and counts["ok"] > 0   # the slice reached both refusals and accepted inputs
+    assert len(report["families"]) >= 6
+
+
+def test_the_harness_calls_wrong_probabilities_and_leftovers_failures(tmp_path):
+    assert fuzz_entry_points.checked_probabilities(np.full((2, 3), 1 / 3))["outcome"] == "ok"
+    assert fuzz_entry_points.checked_probabilities(np.full((2, 3), np.nan))["outcome"] == "silent_wrong"
+    assert fuzz_entry_points.checked_probabilities(np.full((2, 3), 1 / 3), reference=np.eye(2, 3))["outcome"] \
+        == "silent_wrong"
+    (tmp_path / "mine.txt").write_text("x")
+    (tmp_path / "left").mkdir()
+    assert fuzz_entry_points.leftovers(tmp_path, {"made": ["mine.txt"]}) == ["left"]
+
+
+@pytest.mark.parametrize("family", list(fuzz_entry_points.FAMILIES))
+def test_cases_are_drawn_reproducibly_for_every_family(family):
+    a = fuzz_entry_points.draw(family, np.random.default_rng(3))
+    assert a == fuzz_entry_points.draw(family, np.random.default_rng(3)) and a["family"] == family
