@@ -427,7 +427,7 @@ def swapped_companion(state: State, raw: bytes, rng: np.random.Generator) -> byt
     a, b = rng.choice(len(names), 2, replace=False)
     slots = header["slots"]
     slots[names[a]]["offset"], slots[names[b]]["offset"] = slots[names[b]]["offset"], slots[names[a]]["offset"]
-    text = json.dumps(header).encode()
+    text = json.dumps(header, separators=(",", ":")).encode()   # as compact as the exporter wrote it
     if len(text) > length:
         return raw
     return raw[:20] + text.ljust(length) + raw[20 + length:]

@@ -139,10 +139,11 @@ def read_companion(path: str | Path, architecture: dict, shapes: dict[str, tuple
         raise BundleError(f"{what} not found at {path} (write it with `python -m export executorch BUNDLE`)") from None
     except (OSError, ValueError) as e:
         raise BundleError(f"{what}: {getattr(e, 'strerror', None) or e}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):   # checked before a file object: a folder is refused, not an OSError
+        os.close(fd)
+        raise BundleError(f"{what}: not a regular file")
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise BundleError(f"{what}: not a regular file")
         if info.st_size > MAX_FILE_BYTES:
             raise BundleError(f"{what}: {info.st_size} bytes, more than the {MAX_FILE_BYTES} allowed")
         try:
