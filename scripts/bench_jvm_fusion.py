@@ -26,6 +26,7 @@ from pathlib import Path
 
 import sdk
 from export.compress import Mode, compress
+from scripts import roofline
 from scripts.bench_runtime import personalize_times, random_bundle
 
 CORE = Path(__file__).resolve().parents[1] / "android_demo" / "core"
@@ -37,7 +38,7 @@ def compile_core(build: Path) -> None:
     subprocess.run(["javac", "-Xlint:all,-serial", "-Werror", "-d", str(build), *sources], check=True)
 
 
-def measure(name: str, path: Path, build: Path, repeats: int) -> dict:
+def measure(name: str, path: Path, build: Path, repeats: int, roof: roofline.Roofline) -> dict:
     cores = len(os.sched_getaffinity(0))
     out = subprocess.run(["java", "-cp", str(build), "org.taper.sdk.FusionBenchmark", str(path), str(repeats),
                           str(cores)], check=True, capture_output=True, text=True, timeout=1800)
@@ -52,6 +53,13 @@ def measure(name: str, path: Path, build: Path, repeats: int) -> dict:
     row["fast_1thread_over_copy"] = round(row["fast_1thread_ms"] / row["copy_ms"], 2)
     row["reference_over_fast_1thread"] = round(row["reference_ms"] / row["fast_1thread_ms"], 1)
     row["fast_threads_over_python"] = round(row["fast_threads_ms"] / row["python_fuse_fold_ms"], 2)
+    # The JVM fuses the convolutions into the plain layout, as the standard route's plan does: the same
+    # reads, writes and arithmetic (scripts/roofline.py), at its thread count.
+    work = roofline.plan_work(bundle.engine.standard.plan, convs_only=True)
+    row["fuse_fold_work"] = work.as_dict()
+    row["roofline_ms_threads"] = roof.ms(work, cores)
+    row["fast_threads_over_roofline"] = roofline.over_roofline(row["fast_threads_ms"], work, roof, cores)
+    row["fast_1thread_over_roofline"] = roofline.over_roofline(row["fast_1thread_ms"], work, roof, 1)
     print(f"[{name}] {json.dumps(row)}", flush=True)
     return {"case": name, **row}
 
@@ -60,18 +68,23 @@ def markdown(result: dict) -> str:
     lines = ["# Fusion on the JVM (android_demo/core)", "", f"Command: `{result['command']}`  ",
              f"Machine: {result['machine']}; {result['java']} (2 cores, noisy: medians of the same run).", "",
              "| case | output MB | copy ms | fast, 1 thread | fast, all cores | reference loops | "
-             "fast (all cores) / copy | reference / fast (1 thread) | Python fuse_fold ms (route) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "fast (all cores) / copy | roofline ms | fast (all cores) / roofline | fast (1 thread) / its roofline | "
+             "reference / fast (1 thread) | Python fuse_fold ms (route) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in result["cases"]:
         lines.append(f"| {c['case']} | {c['output_bytes'] / 2**20:.1f} | {c['copy_ms']} | {c['fast_1thread_ms']} | "
                      f"{c['fast_threads_ms']} ({c['threads']} threads) | {c['reference_ms']} | "
-                     f"{c['fast_threads_over_copy']}x | {c['reference_over_fast_1thread']}x | "
+                     f"{c['fast_threads_over_copy']}x | {c.get('roofline_ms_threads', '')} | "
+                     f"{c.get('fast_threads_over_roofline', '')} | {c.get('fast_1thread_over_roofline', '')} | "
+                     f"{c['reference_over_fast_1thread']}x | "
                      f"{c['python_fuse_fold_ms']} ({c['python_route']}) |")
     lines += ["", "`copy`: a float[] of the folded backbone's size put into a direct buffer (what the core did "
               "after the reference loops). `fast`: `Fusion.foldInto` (fuse, fold, write into the engine's "
               "direct buffer, rows split over threads). `reference`: `Fusion.fuse` + `foldedBackbone`, the plain "
               "loops the tests compare the fast path with. Python: the runtime's `fuse_fold` (its C kernel) on "
-              "the same bundle in this process. Full-width bundles hold random weights: timing only. This is a "
+              "the same bundle in this process. roofline: what the fused weights' reads, writes and arithmetic cost at "
+              "this machine's copy bandwidth and sgemm rate, measured in the same run (scripts/roofline.py; "
+              f"{result.get('roofline')}). Full-width bundles hold random weights: timing only. This is a "
               "desktop JVM (HotSpot C2, AVX2); a phone's ART compiles the same loops differently and was not "
               "measured.", ""]
     return "\n".join(lines)
@@ -86,22 +99,24 @@ def main() -> int:
     if shutil.which("javac") is None:
         raise SystemExit("needs a JDK (javac, java)")
     cases = []
+    roof = roofline.measure()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         build = tmp / "classes"
         compile_core(build)
         small = args.bench_bundle or random_bundle(tmp / "bench64.taper", "imagenet", 0.25, 200, 64, 10)
         cases.append(measure("bench_w025_64px_q10" + ("" if args.bench_bundle else "_random"), small, build,
-                             args.repeats))
+                             args.repeats, roof))
         for mode in FULL_WIDTH_MODES:
             parsed = Mode.parse(mode)
             path = random_bundle(tmp / "full.taper", "imagenet", 1.0, 1000, 224, 10,
                                  store=lambda b, m=parsed: compress(b, m))
-            cases.append(measure(f"full_w1_224px_q10_random_{mode}", path, build, args.repeats))
+            cases.append(measure(f"full_w1_224px_q10_random_{mode}", path, build, args.repeats, roof))
             path.unlink()
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
     result = {"command": "python -m scripts.bench_jvm_fusion " + " ".join(sys.argv[1:]),
-              "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "java": java, "cases": cases}
+              "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "java": java,
+              "roofline": roof.as_dict(), "cases": cases}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(markdown(result))

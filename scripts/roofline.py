@@ -108,11 +108,14 @@ def measure() -> Roofline:
     return roofline
 
 
-def plan_work(plan) -> Work:
-    """What one `plan.fuse_and_fold` reads, writes and computes (see the module's doc)."""
+def plan_work(plan, convs_only: bool = False) -> Work:
+    """What one `plan.fuse_and_fold` reads, writes and computes (see the module's doc); `convs_only`: without
+    the classifier (the Java core mixes only the task's rows of it)."""
     read = written = madds = 0
     q = plan.num_bases
     for layer in plan.layers:
+        if convs_only and layer.bias is None:
+            continue
         lb, n = layer.bases, layer.weight.size
         channels = lb.parts["channels"]
         outputs = layer.layer.rows
