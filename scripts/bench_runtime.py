@@ -88,13 +88,7 @@ def plain_resnet_onnx(bundle: sdk.TaperBundle, alpha: np.ndarray, path: Path) ->
 
 
 def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1000
+    return roofline.median_s(fn, repeats) * 1000
 
 
 def fusion_bandwidth(bundle: sdk.TaperBundle, repeats: int, roof: roofline.Roofline) -> dict:

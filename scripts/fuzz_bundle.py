@@ -125,6 +125,12 @@ class Worker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def close(self) -> None:
+        """End a worker that is still running (its input closed: it finishes its loop)."""
+        if self.alive():
+            self.process.stdin.close()
+            self.process.wait(timeout=60)
+
 
 def hostile_members(blob: bytes) -> list[tuple[str, str, bytes]]:
     """(name, member, bytes): graphs, tokenizers and class files an attacker would write."""

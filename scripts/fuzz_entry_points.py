@@ -36,14 +36,17 @@ from pathlib import Path
 
 import numpy as np
 
+from scripts.fuzz_bundle import Worker
+
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = {"image": 0.3, "examples": 0.15, "adapt": 0.15, "companion": 0.1, "export": 0.12, "changed": 0.1,
             "cli": 0.08}
 OUTCOMES = ("typed", "ok", "escape", "hang", "crash", "silent_wrong", "partial")
 FAILURES = ("escape", "hang", "crash", "silent_wrong", "partial")
 WORKER = r"""
-import resource, sys
+import os, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))  # a runaway allocation fails instead of the machine
+os.environ["TAPER_DEVICE_CACHE"] = "0"   # each case's loads compile afresh: no state between cases
 from scripts.fuzz_entry_points import serve
 serve(sys.argv[1], sys.argv[2], sys.argv[3])
 """
@@ -127,7 +130,6 @@ class State:
 def serve(bundle_path: str, companion_path: str, scratch: str) -> None:
     """The worker's loop: a JSON case per line in, a JSON outcome per line out."""
     state = State(bundle_path, companion_path, scratch)
-    print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         case = json.loads(line)
         print(json.dumps(run_case(state, case)), flush=True)
@@ -597,43 +599,9 @@ def cli_case(state: State, case: dict, folder: Path) -> dict:
 
 # ---------------------------------------------------------------- the parent
 
-class Worker:
-    """A worker subprocess (`serve`), restarted by the parent after a hang or crash."""
-
-    def __init__(self, bundle: Path, companion: Path, scratch: Path):
-        self.args = (bundle, companion, scratch)
-        self.process = subprocess.Popen([sys.executable, "-c", WORKER, str(bundle), str(companion), str(scratch)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                        text=True, cwd=ROOT, env={**os.environ, "TAPER_DEVICE_CACHE": "0"})
-        ready = self.process.stdout.readline()
-        if not ready:
-            raise RuntimeError("the worker did not start")
-
-    def run(self, case: dict, timeout: float) -> dict:
-        import select
-
-        try:
-            self.process.stdin.write(json.dumps(case) + "\n")
-            self.process.stdin.flush()
-        except BrokenPipeError:
-            return {"outcome": "crash", "error": f"exit {self.process.wait()}"}
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        if not ready:
-            self.process.kill()
-            self.process.wait()
-            return {"outcome": "hang"}
-        line = self.process.stdout.readline()
-        if not line:
-            return {"outcome": "crash", "error": f"exit {self.process.wait()}"}
-        return json.loads(line)
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def close(self) -> None:
-        if self.alive():
-            self.process.stdin.close()
-            self.process.wait(timeout=30)
+def worker(bundle: Path, companion: Path, scratch: Path) -> Worker:
+    """A worker subprocess running `serve` (fuzz_bundle's Worker: one JSON line in, one out, a timeout)."""
+    return Worker(command=[sys.executable, "-c", WORKER, str(bundle), str(companion), str(scratch)])
 
 
 def cases(count: int, seed: int) -> list[dict]:
@@ -681,19 +649,19 @@ def main(argv: list[str] | None = None) -> int:
 
         def drive(mine: list[dict], scratch: Path) -> None:
             """One worker's share of the cases (a worker per core; each restarted after a hang or crash)."""
-            worker = Worker(bundle, companion, scratch)
+            runner = worker(bundle, companion, scratch)
             for case in mine:
-                result = worker.run(case, args.timeout)
-                if not worker.alive():
+                result = runner.run(json.dumps(case), args.timeout)
+                if not runner.alive():
                     shutil.rmtree(scratch / f"case-{case['id']}", ignore_errors=True)
-                    worker = Worker(bundle, companion, scratch)
+                    runner = worker(bundle, companion, scratch)
                 with lock:
                     record(case, result, counts, examples)
                     done[0] += 1
                     if done[0] % 100 == 0:
                         print(f"[entry points] {done[0]}/{args.cases}: {dict(sum(counts.values(), Counter()))}",
                               flush=True)
-            worker.close()
+            runner.close()
 
         threads = [threading.Thread(target=drive, args=(todo[i::args.workers], work / f"scratch{i}"))
                    for i in range(args.workers)]

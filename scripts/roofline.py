@@ -61,7 +61,8 @@ class Roofline:
         return {k: round(v, 2) for k, v in asdict(self).items()}
 
 
-def _median_s(fn, repeats: int) -> float:
+def median_s(fn, repeats: int) -> float:
+    """Seconds per call of `fn`, the median of `repeats` after one untimed call."""
     fn()
     times = []
     for _ in range(repeats):
@@ -83,7 +84,7 @@ def copy_bandwidth(repeats: int = 9) -> float:
         np.copyto(target[half:], source[half:])
         other.join()
 
-    best = min(_median_s(lambda: np.copyto(target, source), repeats), _median_s(two_threads, repeats))
+    best = min(median_s(lambda: np.copyto(target, source), repeats), median_s(two_threads, repeats))
     return 2 * source.nbytes / best / 1e9
 
 
@@ -96,7 +97,7 @@ def fma_rate(threads: int, repeats: int = 5) -> float:
     try:
         a, b = torch.rand(GEMM_SIZE, GEMM_SIZE), torch.rand(GEMM_SIZE, GEMM_SIZE)
         out = torch.empty(GEMM_SIZE, GEMM_SIZE)
-        return GEMM_SIZE ** 3 / _median_s(lambda: torch.mm(a, b, out=out), repeats) / 1e9
+        return GEMM_SIZE ** 3 / median_s(lambda: torch.mm(a, b, out=out), repeats) / 1e9
     finally:
         torch.set_num_threads(before)
 
