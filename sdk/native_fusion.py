@@ -67,14 +67,6 @@ class _Layer(ctypes.Structure):
                 ("subspace", ctypes.c_int64)]
 
 
-def _pointer(array: np.ndarray | None) -> int | None:
-    if array is None:
-        return None
-    if not array.flags.c_contiguous:
-        raise ValueError("the native kernel reads contiguous arrays only")
-    return array.ctypes.data
-
-
 @functools.cache
 def layer_array(count: int) -> type:
     """The ctypes type of `count` layers, made once: a ctypes type made per plan would be garbage with
