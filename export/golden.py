@@ -36,20 +36,23 @@ golden.json:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 import sdk
-from sdk.bundle import Bundle, ClassInfo, Concept, bundle_bytes, bundle_members, tensors_member
+from sdk.bundle import HEADER, Bundle, ClassInfo, Concept, bundle_bytes, bundle_members, tensors_member
 from sdk.engine import backbone_session, ort  # onnxruntime as the SDK imports it (telemetry off)
 from sdk.errors import BundleError, DescriptionError
 from sdk.folding import BACKBONE_FILE
 from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, check_backbone_graph, check_encoder_graph, encoder_structure
 from sdk.images import to_uint8_batch
+from sdk.manifest import MAX_PROVENANCE_TEXT, MAX_PROVENANCE_VALUES, json_size
 from sdk.signing import SigningKey
 from sdk.strict_json import loads as strict_json_loads
 from sdk.tasks import TaskOptions, TaskResolver
@@ -199,6 +202,15 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
             pass
         (out_dir / f"hostile_{name}.taper").write_bytes(data)
         spec["hostile_bundles"].append(f"hostile_{name}.taper")
+    spec["limit_bundles"] = []
+    for name, data in provenance_limits(blob):
+        try:
+            Bundle.from_buffer(np.frombuffer(data, np.uint8))
+            verdict = "accepted"
+        except BundleError:
+            verdict = "BundleError"
+        (out_dir / f"limit_{name}.taper").write_bytes(data)
+        spec["limit_bundles"].append({"file": f"limit_{name}.taper", "python": verdict})
     spec["composed"] = composed_resolutions()
     spec["graphs"] = _graphs(bundle.bundle, hostile_members, out_dir)
     spec["signatures"] = _signatures(Path(bundle_path), out_dir)
@@ -236,6 +248,38 @@ def semantic_forgeries(blob: bytes) -> Iterator[tuple[str, bytes]]:
     yield "long_class_embedding", with_tensors("class_embeddings.safetensors",
                                                {"text": np.array(bundle.class_embeddings) * 1.01,
                                                 "concepts": np.array(bundle.concept_embeddings)})
+
+
+def provenance_limits(blob: bytes) -> Iterator[tuple[str, bytes]]:
+    """The bundle with its provenance at each bound both readers enforce (values, code points of keys and
+    strings, depth: sdk/manifest.py) and one past it. A bundle past a bound is the one at it with its
+    manifest edited in place, at the same length (the writer refuses to write it). The text is "é", one
+    code point in two UTF-8 bytes, so a reader that counted bytes would disagree."""
+    manifest, members = bundle_members(blob)
+    provenance = manifest.provenance
+    values, text = json_size(provenance)
+
+    def at(extra: dict) -> bytes:
+        return bundle_bytes(replace(manifest, provenance={**provenance, **extra}), members)
+
+    n = MAX_PROVENANCE_VALUES - values - 1      # the list itself and n empty strings
+    yield "values_at_limit", (limit := at({"k": [""] * n}))
+    yield "values_past_limit", _manifest_edit(limit, b'"",""', b"0,0,0")        # one value more
+    m = MAX_PROVENANCE_TEXT - text - 1          # the key "t" and m characters
+    yield "text_at_limit", (limit := at({"t": "é" * m}))
+    yield "text_past_limit", _manifest_edit(limit, "é".encode(), b"aa")         # one code point more
+    yield "depth_at_limit", (limit := at({"d": [[[0, 0, 0]]]}))
+    yield "depth_past_limit", _manifest_edit(limit, b"[[[0,0,0]]]", b"[[[[0]],0]]")  # one level more
+
+
+def _manifest_edit(blob: bytes, old: bytes, new: bytes) -> bytes:
+    """`blob` with the first `old` in its manifest replaced by `new` (same length) and the header's
+    manifest checksum recomputed (sdk/bundle.py's header layout)."""
+    _, _, _, length, _, _ = HEADER.unpack_from(blob)
+    raw = blob[HEADER.size:HEADER.size + length]
+    assert len(old) == len(new) and old in raw
+    raw = raw.replace(old, new, 1)
+    return blob[:24] + hashlib.sha256(raw).digest() + blob[56:HEADER.size] + raw + blob[HEADER.size + length:]
 
 
 def _json_cases() -> list[dict]:

@@ -63,7 +63,9 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
     passed = int(result.stdout.split(" passed")[0].split()[-1])
     assert passed >= 1 + len(spec["descriptions"]) + len(spec["images"]) + 8 * len(spec["cases"]) + 10 \
         + len(spec["graphs"]["hostile"]) + (1 + len(spec["companion"]["hostile"]) if companion is not None else 0) \
-        + len(spec["signatures"]["cases"]) + 2 + len(spec["json"])
+        + len(spec["signatures"]["cases"]) + 2 + len(spec["json"]) + len(spec["limit_bundles"])
+    # Provenance at each bound loads in Python, one past it is refused; Java gave the same verdicts (above).
+    assert [c["python"] for c in spec["limit_bundles"]] == ["accepted", "BundleError"] * 3
     # Signatures, both ways: every Python verdict was the Java one (above); a bundle signed in Java verifies here.
     verdicts = {c["python"] for c in spec["signatures"]["cases"]}
     assert "BundleError" in verdicts and "ok:unsigned" in verdicts and len(verdicts) == 4  # 2 keys, none, refused

@@ -97,6 +97,14 @@ public final class GoldenTest {
             catch (BundleException e) { check(true, "hostile concepts"); }
             catch (RuntimeException e) { check(false, o + " raised " + e); }
         }
+        for (Object o : (List<Object>) spec.get("limit_bundles")) {  // provenance at and one past each bound
+            Map<String, Object> c = (Map<String, Object>) o;
+            String verdict;
+            try { new Bundle(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) c.get("file"))))); verdict = "accepted"; }
+            catch (BundleException e) { verdict = "BundleError"; }
+            catch (RuntimeException e) { verdict = "untyped " + e; }
+            check(verdict.equals(c.get("python")), c.get("file") + ": Java " + verdict + ", Python " + c.get("python"));
+        }
         checkGraphs(bundle, (Map<String, Object>) spec.get("graphs"), dir);
         checkSignatures((Map<String, Object>) spec.get("signatures"), dir, out);
         checkJson((List<Object>) spec.get("json"));
