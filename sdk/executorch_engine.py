@@ -54,7 +54,10 @@ class ExecutorchNetwork:
         pieces = []
         with self._lock:  # one ExecuTorch method is not meant to run on two threads at once
             for i in range(0, len(images), self.max_batch):
-                out = self.module.forward([self.torch.from_numpy(images[i:i + self.max_batch])])[0]
+                try:
+                    out = self.module.forward([self.torch.from_numpy(images[i:i + self.max_batch])])[0]
+                except RuntimeError as e:   # e.g. a companion header whose max_batch is above the program's
+                    raise BundleError(f"the ExecuTorch companion's program failed to run: {e}") from None
                 pieces.append(out.numpy())
         features = np.concatenate(pieces) if pieces else np.zeros((0, self.head_weight.shape[1]), np.float32)
         return features @ self.head_weight.T + self.head_bias

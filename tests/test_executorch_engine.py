@@ -82,6 +82,15 @@ def test_a_program_executorch_cannot_load_is_a_bundle_error(tiny_bundle, compani
         bundle.personalize("round shapes")
 
 
+def test_a_max_batch_above_the_programs_is_a_bundle_error_at_predict(tiny_bundle, companion, tmp_path):
+    raw = companion.read_bytes()
+    tampered = tmp_path / "mb.xnnpack"
+    tampered.write_bytes(raw.replace(b'"max_batch":8', b'"max_batch":9', 1))   # in range, above the program's 8
+    model = sdk.load(tiny_bundle, engine="executorch", program=tampered).generic()
+    with pytest.raises(BundleError, match="failed to run"):   # was ExecuTorch's own RuntimeError
+        model.predict_proba(np.zeros((12, 32, 32, 3), np.uint8))
+
+
 def test_engine_choice_errors_are_typed(tiny_bundle, tmp_path):
     with pytest.raises(SdkError, match="engine must be one of"):
         sdk.load(tiny_bundle, engine="tflite")
