@@ -139,6 +139,7 @@ def test_bad_examples_raise_typed_errors(tiny_sdk, tiny_data, monkeypatch):
         ({"a": a, "b": b[0]}, ExamplesError, "at least 2"),          # one image given as an array
         ({"a": a, "b": "one.jpg"}, ExamplesError, "at least 2"),     # one path
         ({"Moth": a, " moth ": b}, ExamplesError, "same name"),
+        ({"caf\u00e9": a, "cafe\u0301": b}, ExamplesError, "same name"),   # NFC and NFD spellings of one name
         ({"a": a, 3: b}, ExamplesError, "strings"),
         ({"a": a, "": b}, ExamplesError, "empty"),
         ({"a": a, "b\u200b": b}, ExamplesError, "invisible"),
