@@ -229,8 +229,6 @@ INLINE void channels(const taper_layer *L, const float *alpha, int64_t first, in
     }
 #define LR_PLAIN_STEP(i) a##i += c * f32x8(v + (i) * 8);
 
-#define MAX_BLOCK 16
-
 /* Blocked layouts: one block of W lanes. `scratch` holds k vectors of W floats. */
 #define DEFINE_BLOCKED(NAME, VEC, W, GROUP)                                                               \
     INLINE void NAME(const taper_layer *L, const float *alpha, int64_t q, float eps, float *buffer,      \

@@ -34,7 +34,6 @@ candidate: the task's classes are the examples'.
 from __future__ import annotations
 
 import os
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -111,8 +110,7 @@ def read_examples(examples: Mapping, input_size: int) -> Examples:
         if len(name) > MAX_DESCRIPTION_CHARS:
             raise ExamplesError(f"a class name is longer than {MAX_DESCRIPTION_CHARS} characters")
         try:
-            # Unicode-equivalent spellings (NFC "é" and NFD "e" + accent) are one name, as case and spaces are.
-            key = unicodedata.normalize("NFC", normalize_name(check_text(name, f"class name {name!r}")))
+            key = normalize_name(check_text(name, f"class name {name!r}"))
         except DescriptionError as e:
             raise ExamplesError(str(e)) from None
         if not key:

@@ -67,8 +67,9 @@ class PhraseEmbedder:
 
 
 def reads_mapped_file(method):
-    """The one guard of every TaperBundle method that reads the bundle's mapped file (personalize, generic,
-    the mixer, the classifier for adapt and few-shot, the weights for exports): BundleError if the file
+    """The one guard of every public TaperBundle method that reads the bundle's mapped file (personalize,
+    generic, the classifier for adapt and few-shot, the weights for exports; the mixer is read through
+    personalize and few-shot enrollment, both checked): BundleError if the file
     was truncated or rewritten since it was loaded, instead of reading the mapping (a truncated mapping
     kills the process with SIGBUS). A change in the instant between the check and the read is not caught;
     `sdk.load(..., in_memory=True)` is immune to both."""
@@ -161,7 +162,6 @@ class TaperBundle:
         watch.lap("mixer")
         return self._model(task.classes, alpha, task.how, watch)
 
-    @reads_mapped_file
     def alpha_for(self, embedding: np.ndarray) -> np.ndarray:
         """The mixer's alpha [4, Q] for a task embedding."""
         spec = self.mixer_spec

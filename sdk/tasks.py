@@ -179,8 +179,9 @@ def unit_mean(rows) -> np.ndarray:
 
 
 def normalize_name(text: str) -> str:
-    """How names are compared: case, surrounding space and runs of spaces/underscores do not count."""
-    return re.sub(r"[\s_]+", " ", text.strip().lower())
+    """How names are compared: case, surrounding space, runs of spaces/underscores and the Unicode spelling
+    (NFC: "é" as one code point or as "e" plus an accent) do not count."""
+    return unicodedata.normalize("NFC", re.sub(r"[\s_]+", " ", text.strip().lower()))
 
 
 class TaskResolver:

@@ -88,3 +88,9 @@ def test_a_description_that_no_class_stands_out_for_matches_nothing():
     assert 3 in resolver.resolve("nearly class 3").classes
     # The threshold is the caller's: with min_contrast 0 a vague description falls back to all classes.
     assert len(resolver.resolve("vague", TaskOptions(min_contrast=0, max_classes=8)).classes) == 8
+
+
+def test_names_compare_alike_in_any_unicode_spelling():
+    from sdk.tasks import normalize_name
+
+    assert normalize_name("cafe\u0301  latte") == normalize_name(" Caf\u00e9_latte")   # NFD and NFC, case, spaces

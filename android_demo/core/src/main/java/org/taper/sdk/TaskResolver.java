@@ -133,7 +133,7 @@ public final class TaskResolver {
         return new String(cps, a, b - a);
     }
 
-    /** sdk.tasks._norm: stripped, lower case, runs of whitespace and underscores to one space. */
+    /** sdk.tasks.normalize_name: stripped, lower case, runs of whitespace and underscores to one space, NFC. */
     static String norm(String text) {
         StringBuilder out = new StringBuilder();
         boolean run = false;
@@ -141,7 +141,7 @@ public final class TaskResolver {
             if (isSpace(cp) || cp == '_') { if (!run) out.append(' '); run = true; }
             else { out.appendCodePoint(cp); run = false; }
         }
-        return out.toString();
+        return java.text.Normalizer.normalize(out, java.text.Normalizer.Form.NFC);
     }
 
     /** {@code text} if it is visible Unicode text (sdk.tasks.check_text); DescriptionException otherwise. */
