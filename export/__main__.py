@@ -7,6 +7,8 @@
     python -m export executorch tiny-imagenet.taper        # the companion for sdk.load(..., engine="executorch")
     python -m export keygen --out keys/release.key          # private key (0600) + keys/release.key.pub
     python -m export sign tiny-imagenet.taper --key keys/release.key
+    python -m export sign tiny-imagenet.taper.xnnpack --key keys/release.key   # a companion, checked against
+                                                                               # its bundle beside it
 """
 
 from __future__ import annotations
@@ -38,10 +40,13 @@ def main(argv: list[str] | None = None) -> int:
                       help="sign the bundle with this private key (python -m export keygen)")
     keygen = sub.add_parser("keygen", help="make an Ed25519 signing key: KEY (private, mode 0600) and KEY.pub")
     keygen.add_argument("--out", type=Path, required=True, help="the private key's path; never overwritten")
-    sign = sub.add_parser("sign", help="sign a bundle (format version 6) so that apps can require it")
-    sign.add_argument("bundle", type=Path)
+    sign = sub.add_parser("sign", help="sign a bundle (format version 6) or an ExecuTorch companion (its version 3) "
+                          "so that apps can require it")
+    sign.add_argument("bundle", type=Path, help="a .taper bundle or its .xnnpack companion")
     sign.add_argument("--key", type=Path, required=True, help="the private key (python -m export keygen)")
-    sign.add_argument("--out", type=Path, default=None, help="default: replace the bundle (atomically)")
+    sign.add_argument("--out", type=Path, default=None, help="default: replace the file (atomically)")
+    sign.add_argument("--for-bundle", type=Path, default=None, metavar="BUNDLE",
+                      help="a companion's bundle, which it is checked against (default: its path without .xnnpack)")
     gold = sub.add_parser("golden", help="write golden vectors for the Java mirror (android_demo/core)")
     gold.add_argument("bundle", type=Path)
     gold.add_argument("--out", type=Path, required=True)
@@ -50,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     xnn = sub.add_parser("executorch", help="write a bundle's ExecuTorch companion (XNNPACK program, external weights)")
     xnn.add_argument("bundle", type=Path)
     xnn.add_argument("--out", type=Path, default=None, help="default: <bundle>.xnnpack")
+    xnn.add_argument("--sign", type=Path, default=None, metavar="KEY",
+                     help="sign the companion with this private key (python -m export keygen)")
     look = sub.add_parser("inspect", help="validate a bundle and print its manifest summary")
     look.add_argument("bundle", type=Path)
     args = parser.parse_args(argv)
@@ -75,9 +82,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "sign":
             from sdk.signing import SigningKey
 
-            from .sign import sign_bundle
+            from .sign import is_companion, sign_bundle, sign_companion_file
 
-            signer = sign_bundle(args.bundle, SigningKey.load(args.key), args.out)
+            key = SigningKey.load(args.key)
+            if is_companion(args.bundle):
+                signer = sign_companion_file(args.bundle, key, args.for_bundle, args.out)
+            else:
+                signer = sign_bundle(args.bundle, key, args.out)
             print(f"signed {args.out or args.bundle} with {signer}")
         elif args.command == "golden":
             from .golden import CASES, write_golden
@@ -86,8 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "executorch":
             from .executorch_program import export_companion
 
-            path = export_companion(args.bundle, args.out)
-            print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+            key = None
+            if args.sign is not None:
+                from sdk.signing import SigningKey
+
+                key = SigningKey.load(args.sign)
+            path = export_companion(args.bundle, args.out, key)
+            print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB{', signed by key ' + key.key_id if key else ''})")
         else:
             from sdk.bundle import Bundle
 

@@ -8,6 +8,7 @@ whole parameter in the bundle's order or channels-last; every parameter must app
 SHA-256 of their bytes, so equal weights would share a slot: distinct indices rule that out).
 
     python -m export executorch tiny-imagenet.taper          # -> tiny-imagenet.taper.xnnpack
+    python -m export executorch tiny-imagenet.taper --sign keys/release.key     # signed (version 3)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 import sdk
 from sdk.exports import MAX_PTE_BATCH
 from sdk.files import atomic_file
+from sdk.signing import SigningKey
 from sdk.xnnpack_program import (
     CHANNELS_LAST,
     PTE_HEADER,
@@ -90,13 +92,14 @@ def find_slots(program: bytes, index: dict[str, tuple[int, tuple[int, ...]]]) ->
     return slots
 
 
-def export_companion(bundle_path: str | Path, out: str | Path | None = None) -> Path:
-    """Write the ExecuTorch companion of the bundle at `bundle_path` (default `<bundle>.xnnpack`)."""
+def export_companion(bundle_path: str | Path, out: str | Path | None = None, key: SigningKey | None = None) -> Path:
+    """Write the ExecuTorch companion of the bundle at `bundle_path` (default `<bundle>.xnnpack`), signed by
+    `key` if given (companion version 3, `sdk.xnnpack_program`)."""
     architecture, _ = companion_target(sdk.load(bundle_path).bundle)
     net, index = indexed_backbone(architecture["stem"], architecture["width"])
     program = lower_to_xnnpack(net, architecture["input_size"])
     header = {"architecture": architecture, "max_batch": MAX_PTE_BATCH, "slots": find_slots(program, index)}
     out = Path(out) if out is not None else default_path(bundle_path)
     with atomic_file(out) as f:
-        f.write(companion_bytes(header, program))
+        f.write(companion_bytes(header, program, key))
     return out

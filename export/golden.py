@@ -29,6 +29,10 @@ golden.json:
   golden key, damaged bytes in every part of the signed range and the trailer, other and rotated trusted
   keys, each with the Python reader's verdict; and a signing job for the Java test (its result must be
   the bytes of "expected": Ed25519 signatures are deterministic).
+- "companion" (when a companion is given): {"file", "hostile": [{"name", "file", "python"}], "signatures":
+  {"cases": [{"name", "file", "trusted", "python"}], "sign": {"unsigned", "seed", "public_key", "expected"}}}:
+  hostile companions, and signed (version 3), damaged-signed, forged and unsigned companions with the trusted
+  keys each is read with and the Python reader's verdict; and a signing job as for bundles.
 - "json": [{"hex", "max_depth", "python": "ok" or "error"}]: documents at the edges of the one JSON grammar
   both readers parse (sdk/strict_json.py, Json.java): NaN and Infinity, number forms, control characters,
   whitespace, bad UTF-8, and nesting at and one past each bound the readers use.
@@ -57,7 +61,7 @@ from sdk.signing import SigningKey
 from sdk.strict_json import loads as strict_json_loads
 from sdk.tasks import TaskOptions, TaskResolver
 from sdk.tokenizer_check import check_tokenizer_json
-from sdk.xnnpack_program import PREFIX, companion_bytes, companion_target, parse_companion
+from sdk.xnnpack_program import PREFIX, companion_bytes, companion_target, parse_companion, sign_companion
 
 WORDS = ("moth", "butterfly", "Golden", "retriever", "kitchen", "appliances", "sea", "creatures", "farm", "animals",
          "things", "to", "wear", "cars", "and", "trucks", "a", "the", "of", "photo")
@@ -385,7 +389,45 @@ def _companion(bundle: Bundle, path: Path, out_dir: Path) -> dict:
         file = "hostile_" + "".join(c if c.isalnum() else "_" for c in name) + ".xnnpack"
         (out_dir / file).write_bytes(data)
         hostile.append({"name": name, "file": file, "python": verdict})
-    return {"file": str(path), "hostile": hostile}
+    return {"file": str(path), "hostile": hostile, "signatures": _companion_signatures(raw, architecture, shapes,
+                                                                                       out_dir)}
+
+
+def _companion_signatures(raw: bytes, architecture: dict, shapes: dict, out_dir: Path) -> dict:
+    """Signed, damaged-signed, forged and unsigned companions, each with the trusted keys it is read with and
+    the Python reader's verdict; and the job the Java test signs (its bytes must be Python's)."""
+    golden, other = (SigningKey.from_seed(seed) for seed in GOLDEN_SEEDS)
+    signed = sign_companion(raw, golden)
+    _, _, size = PREFIX.unpack_from(signed)
+    header = json.loads(signed[PREFIX.size:PREFIX.size + size])
+    start, length = header["program"]["offset"], header["program"]["size"]
+    program = bytearray(signed[start:start + length])
+    program[200] ^= 0x01                             # the flatbuffer edited and its SHA-256 redone: a forgery
+    forged = companion_bytes({k: v for k, v in header.items() if k != "program"}, bytes(program))
+    blobs = {"signed": signed, "unsigned": raw, "resigned_other": sign_companion(raw, other),
+             "forged_unsigned": forged, "truncated_trailer": signed[:-1], "trailer_removed": signed[:-128]}
+    for name, offset in {"version": 8, "header_length": 14, "header": PREFIX.size + 10,
+                         "header_end": PREFIX.size + size - 1, "program": start + length // 2,
+                         "trailer_magic": len(signed) - 128,
+                         "scheme": len(signed) - 120, "reserved": len(signed) - 114, "public_key": len(signed) - 100,
+                         "signature": len(signed) - 40, "reserved_tail": len(signed) - 1}.items():
+        damaged = bytearray(signed)
+        damaged[offset] ^= 0x01
+        blobs[f"flip_{name}"] = bytes(damaged)
+    a, b = golden.public_key.hex(), other.public_key.hex()
+    cases = []
+    for name, blob in blobs.items():
+        (out_dir / f"sigc_{name}.xnnpack").write_bytes(blob)
+        for trusted in (None, [a], [b], [b, a]):
+            try:
+                companion = parse_companion(blob, architecture, shapes, trusted_keys=trusted and frozenset(
+                    bytes.fromhex(k) for k in trusted))
+                verdict = f"ok:{companion.signer.key_id if companion.signer else 'unsigned'}"
+            except BundleError:
+                verdict = "BundleError"
+            cases.append({"name": name, "file": f"sigc_{name}.xnnpack", "trusted": trusted, "python": verdict})
+    return {"cases": cases, "sign": {"unsigned": "sigc_unsigned.xnnpack", "seed": GOLDEN_SEEDS[0].hex(),
+                                     "public_key": a, "expected": "sigc_signed.xnnpack"}}
 
 
 def hostile_companions(raw: bytes, shapes: dict[str, tuple[int, ...]]) -> Iterator[tuple[str, bytes]]:

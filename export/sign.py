@@ -1,4 +1,5 @@
-"""Sign a bundle (format version 6, `sdk.signing`): `python -m export keygen` and `python -m export sign`.
+"""Sign a bundle (format version 6, `sdk.signing`) or its ExecuTorch companion (companion version 3,
+`sdk.xnnpack_program`): `python -m export keygen` and `python -m export sign`.
 
 The bundle is validated completely (every member's SHA-256, every weight finite) before it is signed: a
 signature says "this is the bundle we built", so nothing damaged is signed. Signing rewrites only the
@@ -11,12 +12,17 @@ header, the manifest's `version` and the trailer; the members' bytes are the sam
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
 
 from sdk.bundle import HEADER, Bundle, bundle_members, write_bundle
+from sdk.errors import BundleError
+from sdk.files import atomic_file
 from sdk.signing import TRAILER, Signer, SigningKey, verify_trailer
+from sdk.xnnpack_program import MAGIC, SUFFIX, companion_target, parse_companion, sign_companion
 
 
 def sign_bundle(path: str | Path, key: SigningKey, out: str | Path | None = None) -> Signer:
@@ -31,3 +37,33 @@ def sign_bundle(path: str | Path, key: SigningKey, out: str | Path | None = None
         header = f.read(HEADER.size)
         f.seek(-TRAILER.size, 2)
         return verify_trailer(header, f.read())
+
+
+def is_companion(path: str | Path) -> bool:
+    """Whether the file at `path` is an ExecuTorch companion (by its magic, not its name)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # a FIFO must not block here
+    except OSError:
+        return False                       # sign_bundle says what is wrong with the path
+    with os.fdopen(fd, "rb") as f:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and f.read(len(MAGIC)) == MAGIC
+
+
+def sign_companion_file(path: str | Path, key: SigningKey, bundle: str | Path | None = None,
+                        out: str | Path | None = None) -> Signer:
+    """Sign the ExecuTorch companion at `path` with `key`, writing `out` (default: `path`, replaced atomically).
+    It is first read completely against `bundle` (default: `path` without `.xnnpack`), which must validate:
+    nothing damaged, and nothing made for another bundle, is signed. Raises BundleError."""
+    path = Path(path)
+    if bundle is None:
+        if not path.name.endswith(SUFFIX):
+            raise BundleError(f"{path}: name the companion's bundle (--for-bundle): the path does not end in {SUFFIX}")
+        bundle = path.with_name(path.name[:-len(SUFFIX)])
+    target = companion_target(Bundle.open(bundle, verify=True))
+    data = path.read_bytes()
+    parse_companion(data, *target, what=f"ExecuTorch companion {path.name}")
+    signed = sign_companion(data, key)
+    companion = parse_companion(signed, *target, trusted_keys=frozenset([key.public_key]))
+    with atomic_file(out if out is not None else path) as f:
+        f.write(signed)
+    return companion.signer

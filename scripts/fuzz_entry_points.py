@@ -14,8 +14,12 @@ Outcomes of a case:
 - escape: any other exception; hang: no answer within --timeout; crash: the worker died (a signal: SIGBUS,
   SIGSEGV, an abort);
 - silent_wrong: accepted with a wrong result (other probabilities than the same pixels as uint8, a
-  non-finite or unnormalised probability, an input the SDK documents as refused);
+  non-finite or unnormalised probability, an input the SDK documents as refused, a forged companion
+  loaded with trusted_keys);
 - partial: a failed call left a file or folder behind (checked in each case's own folder).
+Half of the companion cases are signed (companion version 3, with the bundle) and read with `trusted_keys`,
+reported as `companion_signed`; among those, a forger's companions (`companion_forged`: the program edited
+and its SHA-256 redone, unsigned or signed by another key) must all be refused.
 """
 
 from __future__ import annotations
@@ -75,8 +79,10 @@ def draw(family: str, rng: np.random.Generator) -> dict:
     if family == "adapt":
         return {"family": family, "variant": str(rng.choice(ADAPT_VARIANTS)),
                 "engine": "executorch" if rng.random() < 0.2 else "onnxruntime", "seed": seed}
-    if family == "companion":
-        return {"family": family, "variant": str(rng.choice(COMPANION_VARIANTS)), "seed": seed}
+    if family == "companion":   # half of them signed and read with trusted_keys (issue 49: signed companions)
+        trusted = bool(rng.random() < 0.5)
+        variants = COMPANION_VARIANTS + (FORGED_COMPANION_VARIANTS if trusted else ())
+        return {"family": family, "variant": str(rng.choice(variants)), "trusted": trusted, "seed": seed}
     if family == "export":
         return {"family": family, "variant": str(rng.choice(EXPORT_VARIANTS)),
                 "suffix": str(rng.choice([".onnx", ".onnx", ".pte", ".mlpackage", ".txt", ""])), "seed": seed}
@@ -96,6 +102,9 @@ ADAPT_VARIANTS = ("good", "empty_list", "empty_array", "nan", "mixed_sizes", "in
 COMPANION_VARIANTS = ("pristine", "header_digit", "header_flip", "program_flip", "truncate", "extend", "empty",
                       "fifo", "folder", "missing", "swap_other", "symlink", "length_field", "weights_flip",
                       "max_batch_up")
+# What a forger without the key can make: the program's operators edited and its SHA-256 redone in the header
+# (left unsigned, or signed by the forger's own key). The format alone lets the first through to ExecuTorch.
+FORGED_COMPANION_VARIANTS = ("forged_program", "forged_program_own_key", "forged_digit_own_key")
 EXPORT_VARIANTS = ("fresh", "existing_file", "existing_folder", "missing_folder", "read_only_folder", "fifo",
                    "symlink_to_file", "dangling_symlink", "long_name", "nul", "not_a_path", "through_file",
                    "dot_name")
@@ -121,6 +130,23 @@ class State:
         self.size = self.bundle.preprocessing.input_size
         self.image = np.random.default_rng(0).integers(0, 256, (self.size + 5, self.size + 9, 3), dtype=np.uint8)
         self._executorch = None
+        self._signed = None
+
+    def signed(self) -> tuple[Path, bytes, bytes, object]:
+        """(the bundle signed by the golden key, its companion so signed, the golden public key, a forger's
+        key), made once in the scratch folder."""
+        if self._signed is None:
+            from export.golden import GOLDEN_SEEDS
+            from export.sign import sign_bundle
+            from sdk.signing import SigningKey
+            from sdk.xnnpack_program import sign_companion
+
+            key, forger = (SigningKey.from_seed(seed) for seed in GOLDEN_SEEDS)
+            bundle = self.scratch / "signed.taper"
+            sign_bundle(self.bundle_path, key, bundle)
+            self._signed = (bundle, sign_companion(Path(self.companion_path).read_bytes(), key), key.public_key,
+                            forger)
+        return self._signed
 
     def executorch(self):
         if self._executorch is None:
@@ -372,12 +398,18 @@ def adapt_case(state: State, case: dict, folder: Path) -> dict:
 def companion_case(state: State, case: dict, folder: Path) -> dict:
     rng = np.random.default_rng(case["seed"])
     raw = Path(state.companion_path).read_bytes()
+    bundle_path, trusted = state.bundle_path, None
+    if case.get("trusted"):
+        bundle_path, raw, public_key, forger = state.signed()
+        trusted = [public_key]
     v = case["variant"]
     path = folder / "c.xnnpack"
     case["made"] = ["c.xnnpack"]
     header_end = 20 + int.from_bytes(raw[12:20], "little")
     if v == "pristine":
         data = raw
+    elif v.startswith("forged_"):
+        data = forged_companion(raw, rng, forger if v.endswith("own_key") else None, v == "forged_digit_own_key")
     elif v == "header_digit":
         digits = [i for i in range(20, header_end) if 48 <= raw[i] <= 57]
         i = int(rng.choice(digits))
@@ -414,7 +446,9 @@ def companion_case(state: State, case: dict, folder: Path) -> dict:
         other = swapped_companion(state, raw, rng)
         path.write_bytes(other)
     # "missing": no file
-    bundle = state.sdk.load(state.bundle_path, engine="executorch", program=path)
+    bundle = state.sdk.load(bundle_path, engine="executorch", program=path, trusted_keys=trusted)
+    if v.startswith("forged_"):   # under trusted_keys a forger's companion must never load
+        return {"outcome": "silent_wrong", "why": "a forged companion loaded with trusted_keys"}
     model = state.sdk.personalize(bundle, state.classes[:3])
     x = np.random.default_rng(1).integers(0, 256, (12, state.size, state.size, 3), dtype=np.uint8)
     p = model.predict_proba(x)   # 12 images: more than one batch of the program
@@ -422,6 +456,27 @@ def companion_case(state: State, case: dict, folder: Path) -> dict:
     if out["outcome"] == "silent_wrong" and np.abs(p - state.model.predict_proba(x)).max() < 1e-4:
         return {"outcome": "ok"}   # the engines agree to 1e-5 (engines.md), not bit for bit
     return out
+
+
+def forged_companion(raw: bytes, rng: np.random.Generator, key, header_digit: bool) -> bytes:
+    """A forger's companion from the signed `raw`: a bit of the program's flatbuffer flipped (or, with
+    `header_digit`, a digit of a slot offset changed) with the program's SHA-256 redone, unsigned or signed by
+    the forger's own `key`."""
+    from sdk.xnnpack_program import PREFIX, companion_bytes
+
+    length = int.from_bytes(raw[12:20], "little")
+    header = json.loads(raw[PREFIX.size:PREFIX.size + length])
+    start, size = header["program"]["offset"], header["program"]["size"]
+    program = bytearray(raw[start:start + size])
+    base = {k: v for k, v in header.items() if k != "program"}
+    if header_digit:
+        name = sorted(base["slots"])[int(rng.integers(len(base["slots"])))]
+        base["slots"][name]["offset"] += 4 * int(rng.integers(1, 64))
+    else:
+        flatbuffer = int.from_bytes(program[16:24], "little")   # the extended header's flatbuffer size
+        i = int(rng.integers(8, max(9, flatbuffer)))
+        program[i] ^= 1 << int(rng.integers(8))
+    return companion_bytes(base, bytes(program), key)
 
 
 def swapped_companion(state: State, raw: bytes, rng: np.random.Generator) -> bytes:
@@ -683,6 +738,8 @@ def main(argv: list[str] | None = None) -> int:
 def record(case: dict, result: dict, counts: dict[str, Counter], examples: dict[str, list]) -> None:
     family = case["family"]
     detail = f"{case['dtype']}/{case['shape']}" if family == "image" else case.get("variant", case.get("call", ""))
+    if family == "companion" and case.get("trusted"):   # reported apart: signed, and forged (issue 49)
+        family = "companion_forged" if detail.startswith("forged_") else "companion_signed"
     counts[family][result["outcome"]] += 1
     key = f"{family}:{detail}"
     if result["outcome"] in FAILURES and len(examples[key]) < 3:
@@ -691,11 +748,15 @@ def record(case: dict, result: dict, counts: dict[str, Counter], examples: dict[
 
 def summary(counts: dict[str, Counter], examples: dict, args, seconds: float) -> dict:
     total = sum(counts.values(), Counter())
+    forged = sum(counts["companion_forged"].values())
     return {"command": "python -m scripts.fuzz_entry_points " + " ".join(args.argv), "seconds": round(seconds),
             "entry_points": {"cases": sum(total.values()), "escapes": total["escape"], "hangs": total["hang"],
                              "crashes": total["crash"], "silent_wrong": total["silent_wrong"],
                              "partial_files": total["partial"], "typed": total["typed"], "ok": total["ok"]},
-            "families": {f: dict(c) for f, c in sorted(counts.items())}, "failures": examples}
+            "families": {f: dict(c) for f, c in sorted(counts.items())}, "failures": examples,
+            # forged companions (program edited, SHA-256 redone; unsigned or signed by another key) read with
+            # trusted_keys: every one must be refused
+            "companion_forged": {"cases": forged, "loaded": forged - counts["companion_forged"]["typed"]}}
 
 
 def markdown(r: dict) -> str:

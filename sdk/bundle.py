@@ -91,9 +91,10 @@ class Bundle:
     """
 
     def __init__(self, data: np.ndarray, manifest: Manifest, source: str, fd: int | None = None,
-                 verify: bool = False, signer: Signer | None = None):
+                 verify: bool = False, signer: Signer | None = None, trusted_keys: frozenset[bytes] | None = None):
         """Use `open` or `from_buffer`, which check the header, the manifest and the signature (`signer`)."""
         self.data, self.manifest, self.source = data, manifest, source
+        self.trusted_keys = trusted_keys     # the loading policy, which files read for this bundle follow too
         # The header's SHA-256 of the manifest, checked by `parse_manifest`; it covers every member's SHA-256.
         self.manifest_sha256 = HEADER.unpack(bytes(data[:HEADER.size]))[4].hex()
         self.signer = signer
@@ -172,7 +173,7 @@ class Bundle:
             check_trusted(signer, trusted_keys)
         if verify or trusted_keys is not None:
             verify_checksums(data, manifest)
-        return cls(data, manifest, source, fd, verify, signer)
+        return cls(data, manifest, source, fd, verify, signer, trusted_keys)
 
     def check_unchanged(self) -> None:
         """BundleError if the mapped file was truncated or rewritten since it was opened: reading a

@@ -131,11 +131,12 @@ class TaperBundle:
 
     def use_executorch(self, program: str | Path) -> TaperBundle:
         """Personalize with ExecuTorch from now on: the companion XNNPACK program at `program`
-        (`sdk.xnnpack_program`, written by `python -m export executorch BUNDLE`)."""
+        (`sdk.xnnpack_program`, written by `python -m export executorch BUNDLE`). A bundle loaded with
+        `trusted_keys` takes only a companion signed by one of them."""
         from .executorch_engine import ExecutorchRoute
         from .xnnpack_program import companion_target, read_companion
 
-        companion = read_companion(program, *companion_target(self.bundle))
+        companion = read_companion(program, *companion_target(self.bundle), self.bundle.trusted_keys)
         self.engine.use(ExecutorchRoute(companion, self.engine.standard, self.bundle.bases))
         return self
 
@@ -239,8 +240,9 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
             checked when read); False neither reads nor writes it.
         trusted_keys: public keys (64 hex digits as in a `.pub` file, 32 raw bytes, or a `.pub` path):
             accept only a bundle signed by one of them (`python -m export sign`), and check its members'
-            SHA-256 whatever `verify` says. None (the default): signed and unsigned bundles load, and
-            `bundle.signer` says who signed (a signature present is always checked).
+            SHA-256 whatever `verify` says; with engine="executorch", its companion too must be signed by
+            one of them. None (the default): signed and unsigned files load, and `bundle.signer` says who
+            signed (a signature present is always checked).
     Returns:
         A TaperBundle (`personalize` it).
     Raises:

@@ -10,6 +10,10 @@ Trailer, the last 128 bytes of a version-6 file (integers little-endian):
     48   64 bytes  the signature of DOMAIN + header[0:64]
     112  16 bytes  reserved (zero)
 
+The ExecuTorch companion (`sdk/xnnpack_program.py`, its version 3) ends in the same trailer; there the
+signed message is COMPANION_DOMAIN + the companion's prefix and JSON header (which holds the SHA-256 of
+its program). Two domains: a bundle's signature can never pass for a companion's, nor the reverse.
+
 Keys: `generate_key(path)` writes the private key (PKCS#8 PEM, mode 0600, never over an existing file) and
 `<path>.pub`, the public key as 64 hex digits. A key's `key_id` is the first 16 hex digits of the SHA-256 of
 the public key. A private key is never printed: its repr shows the key id only.
@@ -40,6 +44,7 @@ TRAILER = struct.Struct("<8sI4s32s64s16s")
 TRAILER_MAGIC = b"TAPERSIG"
 SCHEME_ED25519 = 1
 DOMAIN = b"taper-bundle signature v1\n"          # signed before the header: a signature means this and only this
+COMPANION_DOMAIN = b"taper-companion signature v1\n"
 HEADER_BYTES = 64
 PUBLIC_HEX = re.compile(r"[0-9a-f]{64}")
 
@@ -169,18 +174,23 @@ def sign_header(header: bytes, key: SigningKey) -> bytes:
     """The trailer that signs `header` (the bundle's first 64 bytes)."""
     if len(header) != HEADER_BYTES:
         raise ValueError(f"a bundle header is {HEADER_BYTES} bytes")
-    return TRAILER.pack(TRAILER_MAGIC, SCHEME_ED25519, bytes(4), key.public_key, key.sign(DOMAIN + header),
+    return sign_message(header, key)
+
+
+def sign_message(message: bytes, key: SigningKey, domain: bytes = DOMAIN) -> bytes:
+    """The trailer holding `key`'s signature of `domain` + `message`."""
+    return TRAILER.pack(TRAILER_MAGIC, SCHEME_ED25519, bytes(4), key.public_key, key.sign(domain + message),
                         bytes(16))
 
 
-def verify_trailer(header: bytes, trailer: bytes) -> Signer:
-    """The signer of a version-6 bundle whose first 64 bytes are `header` and last 128 are `trailer`.
-    Raises BundleError when the trailer is malformed or the signature does not verify."""
+def verify_trailer(message: bytes, trailer: bytes, domain: bytes = DOMAIN, what: str = "bundle") -> Signer:
+    """The signer of a signed `what` whose signed bytes are `message` (a bundle's first 64 bytes) and last 128
+    bytes are `trailer`. Raises BundleError when the trailer is malformed or the signature does not verify."""
     if len(trailer) != TRAILER.size:
         raise BundleError("signature: the file is too short for its trailer")
     magic, scheme, reserved, public, signature, reserved_tail = TRAILER.unpack(trailer)
     if magic != TRAILER_MAGIC:
-        raise BundleError("signature: no signature trailer at the end of a version-6 bundle")
+        raise BundleError(f"signature: no signature trailer at the end of a signed {what}")
     if scheme != SCHEME_ED25519:
         raise BundleError(f"signature: scheme {scheme} is not supported (1: Ed25519)")
     if reserved != bytes(4) or reserved_tail != bytes(16):
@@ -189,18 +199,18 @@ def verify_trailer(header: bytes, trailer: bytes) -> Signer:
     from cryptography.exceptions import InvalidSignature
 
     try:
-        ed25519.Ed25519PublicKey.from_public_bytes(public).verify(signature, DOMAIN + bytes(header))
+        ed25519.Ed25519PublicKey.from_public_bytes(public).verify(signature, domain + bytes(message))
     except (InvalidSignature, ValueError):
-        raise BundleError(f"signature: bad signature (key {key_id(public)}): the bundle was changed after "
+        raise BundleError(f"signature: bad signature (key {key_id(public)}): the {what} was changed after "
                           "it was signed, or the signature is forged") from None
     return Signer(public.hex(), key_id(public))
 
 
-def check_trusted(signer: Signer | None, trusted: frozenset[bytes]) -> None:
+def check_trusted(signer: Signer | None, trusted: frozenset[bytes], what: str = "bundle") -> None:
     """BundleError unless `signer` is one of the `trusted` public keys."""
     if signer is None:
-        raise BundleError("unsigned bundle: trusted_keys accepts only bundles signed by one of them "
-                          "(python -m export sign BUNDLE --key KEY)")
+        raise BundleError(f"unsigned {what}: trusted_keys accepts only one signed by one of them "
+                          "(python -m export sign FILE --key KEY)")
     if bytes.fromhex(signer.public_key) not in trusted:
         raise BundleError(f"signed by an unknown key ({signer.key_id}): not among trusted_keys "
                           f"({', '.join(sorted(key_id(k) for k in trusted))})")

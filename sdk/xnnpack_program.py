@@ -14,10 +14,12 @@ argument, so a .ptd could not reach the phone's runtime. One program file works 
 File layout (little-endian):
 
     bytes 0-7    b"TAPERXNN"
-    bytes 8-11   uint32 format version (2)
+    bytes 8-11   uint32 format version (2 unsigned, 3 signed)
     bytes 12-19  uint64 header length H
     then         H bytes of UTF-8 JSON: the header
     then         the program (.pte), where the header says
+    version 3:   the last 128 bytes, a signature trailer (`sdk.signing`): Ed25519 over COMPANION_DOMAIN and
+                 bytes 0 .. 20+H (the prefix and the header, which holds the program's SHA-256)
 
 Header: `architecture` {stem, width, input_size} (must equal the bundle's), `max_batch` (the
 program's largest batch), `program` {offset, size, sha256} (absolute offset), and `slots` {parameter
@@ -34,8 +36,10 @@ a known permutation, and holding what the exporter left there: each parameter's 
 ... over the parameters in order) in the slot's layout. The last check covers the header (the checksum
 of the program is in the header, which nothing else vouches for): a changed offset or axis is refused.
 The rest of the program (its operators) is ExecuTorch's to verify (its internal-consistency check at
-load, structure only): a program edited together with its checksum still loads, so export the companion
-yourself, from a bundle you trust.
+load, structure only): a program edited together with its checksum still loads unless the companion is
+signed. A signed companion's signature is always checked, and with `sdk.load(..., trusted_keys=...)` an
+unsigned companion, or one signed by a key not in the set, is refused before its header is parsed: then
+nothing reaches ExecuTorch that a trusted key did not sign.
 
 >>> header = {"architecture": {}, "max_batch": 8, "slots": {}}
 >>> raw = companion_bytes(header, b"program")
@@ -59,12 +63,14 @@ import numpy as np
 
 from . import strict_json
 from .errors import BundleError
+from .signing import COMPANION_DOMAIN, TRAILER, Signer, SigningKey, check_trusted, sign_message, verify_trailer
 
 if TYPE_CHECKING:
     from .bundle import Bundle
 
 MAGIC = b"TAPERXNN"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 2          # unsigned
+SIGNED_VERSION = 3          # version 2 and a signature trailer
 PREFIX = struct.Struct("<8sIQ")  # magic, version, header length
 ALIGNMENT = 64
 MAX_HEADER_BYTES = 16 << 20
@@ -91,6 +97,7 @@ class Companion:
     program: bytes              # the .pte as exported (weights are written into a copy)
     slots: dict[str, Slot]
     max_batch: int
+    signer: Signer | None = None  # who signed it (version 3), or None
 
 
 def companion_target(bundle: Bundle) -> tuple[dict, dict[str, tuple[int, ...]]]:
@@ -110,8 +117,9 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
-def companion_bytes(header: dict, program: bytes) -> bytes:
-    """The companion file of `program` (its offset, size and checksum added to `header`)."""
+def companion_bytes(header: dict, program: bytes, key: SigningKey | None = None) -> bytes:
+    """The companion file of `program` (its offset, size and checksum added to `header`), signed by `key`
+    (format version 3) or unsigned (version 2)."""
     header = dict(header)
     size = len(json.dumps(header)) + 512  # room for the entries added below, whose digits change the length
     start = _aligned(PREFIX.size + size)
@@ -120,15 +128,28 @@ def companion_bytes(header: dict, program: bytes) -> bytes:
     if PREFIX.size + len(text) > start:
         raise ValueError("companion header larger than planned")
     out = bytearray(start + len(program))
-    out[:PREFIX.size] = PREFIX.pack(MAGIC, FORMAT_VERSION, len(text))
+    out[:PREFIX.size] = PREFIX.pack(MAGIC, FORMAT_VERSION if key is None else SIGNED_VERSION, len(text))
     out[PREFIX.size:PREFIX.size + len(text)] = text
     out[start:] = program
+    if key is not None:
+        out += sign_message(bytes(out[:PREFIX.size + len(text)]), key, COMPANION_DOMAIN)
     return bytes(out)
 
 
-def read_companion(path: str | Path, architecture: dict, shapes: dict[str, tuple[int, ...]]) -> Companion:
+def sign_companion(data: bytes, key: SigningKey) -> bytes:
+    """The same companion signed by `key` (version 3; a signed one is signed again). Checks what it can
+    without the bundle (prefix, header, the program's SHA-256): the caller validates it against its bundle."""
+    body, _ = _unsigned_part(data, "ExecuTorch companion")
+    header, _ = _header(body, "ExecuTorch companion")
+    program = _section(body, header.get("program"), PREFIX.size, "program", "ExecuTorch companion")
+    return companion_bytes({k: v for k, v in header.items() if k != "program"}, program, key)
+
+
+def read_companion(path: str | Path, architecture: dict, shapes: dict[str, tuple[int, ...]],
+                   trusted_keys: frozenset[bytes] | None = None) -> Companion:
     """The companion at `path`, checked against the bundle's `architecture` {stem, width, input_size} and
-    its folded backbone's parameter `shapes`; BundleError for anything else."""
+    its folded backbone's parameter `shapes`; with `trusted_keys` (raw public keys), it must be signed by one
+    of them. BundleError for anything else."""
     path = Path(path)
     what = f"ExecuTorch companion {path.name}"
     try:
@@ -150,18 +171,50 @@ def read_companion(path: str | Path, architecture: dict, shapes: dict[str, tuple
             data = f.read(info.st_size + 1)
         except OSError as e:
             raise BundleError(f"{what}: {e.strerror}") from None
-    return parse_companion(data, architecture, shapes, what)
+    return parse_companion(data, architecture, shapes, what, trusted_keys)
 
 
 def parse_companion(data: bytes, architecture: dict, shapes: dict[str, tuple[int, ...]],
-                    what: str = "ExecuTorch companion") -> Companion:
+                    what: str = "ExecuTorch companion", trusted_keys: frozenset[bytes] | None = None) -> Companion:
+    body, signer = _unsigned_part(data, what)
+    if trusted_keys is not None:   # before the header is parsed: nothing of an untrusted companion is read
+        check_trusted(signer, trusted_keys, "ExecuTorch companion")
+    header, first = _header(body, what)
+    if header.get("architecture") != architecture:
+        raise BundleError(f"{what}: made for {header.get('architecture')!r}, the bundle is {architecture!r}")
+    max_batch = header.get("max_batch")
+    if type(max_batch) is not int or not 1 <= max_batch <= MAX_BATCH_LIMIT:
+        raise BundleError(f"{what}: max_batch must be an integer in [1, {MAX_BATCH_LIMIT}], got {max_batch!r}")
+    program = _section(body, header.get("program"), first, "program", what)
+    slots = _slots(header.get("slots"), shapes, _segment_data(program, what), what)
+    _check_indices(program, slots, shapes, what)
+    return Companion(program, slots, max_batch, signer)
+
+
+def _unsigned_part(data: bytes, what: str) -> tuple[bytes | memoryview, Signer | None]:
+    """(the companion without its signature trailer, who signed it): version 2 is unsigned; a version-3
+    signature is verified over the prefix and the header before anything else reads them."""
     if len(data) < PREFIX.size:
         raise BundleError(f"{what}: truncated ({len(data)} bytes)")
     magic, version, header_size = PREFIX.unpack_from(data)
     if magic != MAGIC:
         raise BundleError(f"{what}: not an ExecuTorch companion (magic {magic!r})")
-    if version != FORMAT_VERSION:
-        raise BundleError(f"{what}: format version {version}, this SDK reads version {FORMAT_VERSION}: export it again")
+    if version == FORMAT_VERSION:
+        return data, None
+    if version != SIGNED_VERSION:
+        raise BundleError(f"{what}: format version {version}, this SDK reads versions {FORMAT_VERSION} and "
+                          f"{SIGNED_VERSION}: export it again")
+    body = memoryview(data)[:max(0, len(data) - TRAILER.size)]
+    if len(data) < PREFIX.size + TRAILER.size or header_size > min(MAX_HEADER_BYTES, len(body) - PREFIX.size):
+        raise BundleError(f"{what}: header of {header_size} bytes does not fit")
+    signer = verify_trailer(bytes(body[:PREFIX.size + header_size]), bytes(data[len(body):]), COMPANION_DOMAIN,
+                            "ExecuTorch companion")
+    return body, signer
+
+
+def _header(data: bytes | memoryview, what: str) -> tuple[dict, int]:
+    """(the JSON header, the first byte after it) of a companion without its trailer."""
+    _, _, header_size = PREFIX.unpack_from(data)
     if header_size > min(MAX_HEADER_BYTES, len(data) - PREFIX.size):
         raise BundleError(f"{what}: header of {header_size} bytes does not fit")
     try:
@@ -170,16 +223,7 @@ def parse_companion(data: bytes, architecture: dict, shapes: dict[str, tuple[int
         raise BundleError(f"{what}: the header is not JSON") from None
     if not isinstance(header, dict):
         raise BundleError(f"{what}: the header is not a JSON object")
-    if header.get("architecture") != architecture:
-        raise BundleError(f"{what}: made for {header.get('architecture')!r}, the bundle is {architecture!r}")
-    max_batch = header.get("max_batch")
-    if type(max_batch) is not int or not 1 <= max_batch <= MAX_BATCH_LIMIT:
-        raise BundleError(f"{what}: max_batch must be an integer in [1, {MAX_BATCH_LIMIT}], got {max_batch!r}")
-    first = PREFIX.size + header_size
-    program = _section(data, header.get("program"), first, "program", what)
-    slots = _slots(header.get("slots"), shapes, _segment_data(program, what), what)
-    _check_indices(program, slots, shapes, what)
-    return Companion(program, slots, max_batch)
+    return header, PREFIX.size + header_size
 
 
 def _check_indices(program: bytes, slots: dict[str, Slot], shapes: dict[str, tuple[int, ...]], what: str) -> None:
@@ -205,7 +249,10 @@ def _section(data: bytes, entry: object, first: int, name: str, what: str) -> by
         raise BundleError(f"{what}: {name} needs integer offset and size and a sha256")
     if not first <= offset <= len(data) - size or size <= 0:
         raise BundleError(f"{what}: {name} ({size} bytes at {offset}) is outside the file ({len(data)} bytes)")
-    section = data[offset:offset + size]
+    if offset + size != len(data):   # nothing unread follows it: a trailer must be a signature's, checked
+        raise BundleError(f"{what}: {len(data) - offset - size} bytes follow the {name} (damaged, or a signed "
+                          "companion's version changed)")
+    section = bytes(data[offset:offset + size])
     if hashlib.sha256(section).hexdigest() != digest:
         raise BundleError(f"{what}: {name} does not match its sha256 (damaged)")
     return section

@@ -62,7 +62,8 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
     spec = json.loads(golden.read_text())
     passed = int(result.stdout.split(" passed")[0].split()[-1])
     assert passed >= 1 + len(spec["descriptions"]) + len(spec["images"]) + 8 * len(spec["cases"]) + 10 \
-        + len(spec["graphs"]["hostile"]) + (1 + len(spec["companion"]["hostile"]) if companion is not None else 0) \
+        + len(spec["graphs"]["hostile"]) \
+        + (2 + len(spec["companion"]["hostile"]) + len(spec["companion"]["signatures"]["cases"]) if companion else 0) \
         + len(spec["signatures"]["cases"]) + 2 + len(spec["json"]) + len(spec["limit_bundles"])
     # Provenance at each bound loads in Python, one past it is refused; Java gave the same verdicts (above).
     assert [c["python"] for c in spec["limit_bundles"]] == ["accepted", "BundleError"] * 3
@@ -76,6 +77,15 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
     if companion is not None:
         assert len(spec["companion"]["hostile"]) == 24
         assert {h["python"] for h in spec["companion"]["hostile"]} == {"BundleError"}
+        # Companion signatures (version 3): Java gave every Python verdict (above); here what those verdicts are.
+        by_case = {(c["name"], tuple(c["trusted"] or ())): c["python"]
+                   for c in spec["companion"]["signatures"]["cases"]}
+        a = spec["companion"]["signatures"]["sign"]["public_key"]
+        assert by_case[("signed", (a,))].startswith("ok:") and by_case[("unsigned", ())] == "ok:unsigned"
+        assert by_case[("unsigned", (a,))] == by_case[("forged_unsigned", (a,))] == "BundleError"
+        assert by_case[("forged_unsigned", ())] == "ok:unsigned"      # what only a signature can refuse
+        assert all(v == "BundleError" for (name, _), v in by_case.items() if name.startswith("flip_")
+                   or name.startswith("trailer") or name == "truncated_trailer")
 
     # Inference cross-check: the Java core's weights and head rows, run in onnxruntime, give the Python logits.
     bundle = sdk.load(path)

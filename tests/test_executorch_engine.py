@@ -101,3 +101,98 @@ def test_engine_choice_errors_are_typed(tiny_bundle, tmp_path):
     os.mkfifo(tmp_path / "fifo.xnnpack")   # opened without blocking, then refused (a plain open hung here)
     with pytest.raises(BundleError, match="not a regular file"):
         sdk.load(tiny_bundle, engine="executorch", program=tmp_path / "fifo.xnnpack")
+
+
+@pytest.fixture(scope="module")
+def signed_pair(tiny_bundle, companion, tmp_path_factory):
+    """The tiny bundle and its companion, both signed by one key (companion version 3), side by side."""
+    from export.sign import sign_bundle, sign_companion_file
+    from sdk.signing import SigningKey
+
+    folder = tmp_path_factory.mktemp("signed_pair")
+    key, other = SigningKey.from_seed(bytes(range(32))), SigningKey.from_seed(bytes(range(32, 64)))
+    bundle = folder / "tiny.taper"
+    sign_bundle(tiny_bundle, key, bundle)
+    program = folder / "tiny.taper.xnnpack"
+    program.write_bytes(companion.read_bytes())
+    assert sign_companion_file(program, key).key_id == key.key_id   # checked against tiny.taper beside it
+    return bundle, program, key, other
+
+
+def test_a_signed_companion_loads_for_its_key_and_is_refused_otherwise(signed_pair, companion):
+    bundle, program, key, other = signed_pair
+    raw = program.read_bytes()
+    unsigned = companion.read_bytes()
+    assert raw[8] == 3 and raw[:8] + raw[9:len(unsigned)] == unsigned[:8] + unsigned[9:]  # version + trailer only
+    assert len(raw) == len(unsigned) + 128
+    architecture, shapes = companion_target(sdk.load(bundle).bundle)
+    with pytest.raises(BundleError, match="bytes follow the program"):   # nothing unread after the program
+        parse_companion(unsigned + bytes(16), architecture, shapes)
+    loaded = sdk.load(bundle, engine="executorch", program=program, trusted_keys=[key.public_key])
+    reference = sdk.load(bundle, engine="executorch", program=companion)   # the same program, unsigned
+    images = np.random.default_rng(1).integers(0, 255, (4, 32, 32, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(loaded.personalize("round shapes").predict_proba(images),
+                                  reference.personalize("round shapes").predict_proba(images))
+    with pytest.raises(BundleError, match="unsigned ExecuTorch companion"):
+        sdk.load(bundle, engine="executorch", program=companion, trusted_keys=[key.public_key])
+    with pytest.raises(BundleError, match="unknown key"):   # a key the app trusts for bundles, not this one
+        companion_signed_by_other = program.with_name("other.xnnpack")
+        from sdk.xnnpack_program import sign_companion
+
+        companion_signed_by_other.write_bytes(sign_companion(raw, other))
+        sdk.load(bundle, engine="executorch", program=companion_signed_by_other,
+                 trusted_keys=[key.public_key])
+
+
+def test_a_flipped_bit_in_a_signed_companion_is_refused_with_or_without_trusted_keys(signed_pair, tmp_path):
+    bundle, program, key, _ = signed_pair
+    raw = program.read_bytes()
+    _, _, size = PREFIX.unpack_from(raw)
+    header = json.loads(raw[PREFIX.size:PREFIX.size + size])
+    start, length = header["program"]["offset"], header["program"]["size"]
+    positions = [9, 14, PREFIX.size + 3, PREFIX.size + size - 2, start + 8, start + length // 2,
+                 start + length - 1, *(len(raw) - 128 + i for i in (0, 8, 13, 20, 60, 127))]
+    architecture, shapes = companion_target(sdk.load(bundle).bundle)
+    for position in positions:
+        damaged = bytearray(raw)
+        damaged[position] ^= 0x04
+        for trusted in (None, frozenset([key.public_key])):
+            with pytest.raises(BundleError):
+                parse_companion(bytes(damaged), architecture, shapes, trusted_keys=trusted)
+
+
+def test_a_re_signed_program_edit_is_refused_with_trusted_keys(signed_pair, companion):
+    """What the format alone cannot catch (issue 49): the program's operators edited and its SHA-256 redone
+    in the header. Unsigned it still reaches ExecuTorch; with trusted_keys it is refused before parsing."""
+    bundle, _, key, _ = signed_pair
+    raw = companion.read_bytes()
+    _, _, size = PREFIX.unpack_from(raw)
+    header = json.loads(raw[PREFIX.size:PREFIX.size + size])
+    program = bytearray(raw[header["program"]["offset"]:][:header["program"]["size"]])
+    program[200] ^= 0x01                  # in the flatbuffer, before the weights: the slots still check out
+    forged = companion_bytes({k: v for k, v in header.items() if k != "program"}, bytes(program))
+    architecture, shapes = companion_target(sdk.load(bundle).bundle)
+    assert parse_companion(forged, architecture, shapes).signer is None      # the format alone lets it through
+    with pytest.raises(BundleError, match="unsigned ExecuTorch companion"):
+        parse_companion(forged, architecture, shapes, trusted_keys=frozenset([key.public_key]))
+
+
+def test_export_sign_cli_signs_a_companion_checked_against_its_bundle(signed_pair, companion, tiny_bundle,
+                                                                       tmp_path, capsys):
+    from export.__main__ import main as export_main
+    from sdk.signing import generate_key
+
+    key = generate_key(tmp_path / "k.key")
+    copy = tmp_path / "tiny.taper.xnnpack"
+    copy.write_bytes(companion.read_bytes())
+    assert export_main(["sign", str(copy), "--key", str(tmp_path / "k.key")]) == 2   # no bundle beside it
+    assert "tiny.taper" in capsys.readouterr().err and copy.read_bytes()[8] == 2
+    assert export_main(["sign", str(copy), "--key", str(tmp_path / "k.key"), "--for-bundle", str(tiny_bundle)]) == 0
+    assert key.key_id in capsys.readouterr().out
+    loaded = sdk.load(tiny_bundle, engine="executorch", program=copy)
+    assert loaded.engine.route == "executorch"
+    wrong = tmp_path / "wrong.xnnpack"   # a companion is refused for a bundle of another architecture
+    wrong.write_bytes(companion.read_bytes().replace(b'"width":0.25', b'"width":0.5', 1))
+    assert export_main(["sign", str(wrong), "--key", str(tmp_path / "k.key"), "--for-bundle", str(tiny_bundle),
+                        "--out", str(tmp_path / "never.xnnpack")]) == 2
+    assert not (tmp_path / "never.xnnpack").exists()

@@ -56,6 +56,8 @@ public final class Bundle {
     public final Map<String, Integer> backboneOffsets = new HashMap<>();
     /** Who signed the bundle (its signature verified), or null: unsigned (format versions 3 to 5). */
     public final Signatures.Signer signer;
+    /** The keys it was opened with (lower-case hex), or null: the policy files read for it follow too. */
+    final java.util.Set<String> trustedKeys;
     private final ByteBuffer data;
 
     /** sdk.manifest's MAX_PROVENANCE_DEPTH, _VALUES and _TEXT. */
@@ -124,6 +126,7 @@ public final class Bundle {
     @SuppressWarnings("unchecked")
     public Bundle(ByteBuffer buffer, java.util.Collection<String> trustedKeys) {
         java.util.Set<String> trusted = trustedKeys == null ? null : Signatures.trustedSet(trustedKeys);
+        this.trustedKeys = trusted;
         data = buffer.duplicate().order(ByteOrder.LITTLE_ENDIAN);
         long size = data.capacity();
         if (size < HEADER) throw new BundleException(size + " bytes is too short for a bundle");

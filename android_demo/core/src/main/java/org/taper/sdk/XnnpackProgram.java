@@ -27,7 +27,8 @@ import java.util.Set;
  */
 public final class XnnpackProgram {
     static final byte[] MAGIC = "TAPERXNN".getBytes(StandardCharsets.US_ASCII);
-    static final int VERSION = 2, PREFIX = 20, MAX_BATCH_LIMIT = 64;
+    /** Format 2 is unsigned; 3 is 2 with a signature trailer (Signatures, COMPANION_DOMAIN). */
+    static final int VERSION = 2, SIGNED_VERSION = 3, PREFIX = 20, MAX_BATCH_LIMIT = 64;
     static final long MAX_HEADER_BYTES = 16L << 20;
     /** The program's extended header "eh00" at byte 8 (magic, length, flatbuffer size, segment base, size). */
     static final int PTE_HEADER_AT = 8, PTE_HEADER_SIZE = 32;
@@ -38,11 +39,16 @@ public final class XnnpackProgram {
     record Slot(int offset, boolean channelsLast) {}
 
     public final int maxBatch;
+    /** Who signed the companion (format 3, its signature verified), or null. */
+    public final Signatures.Signer signer;
     private final ByteBuffer program;
     private final List<Architecture.WeightSlot> backbone;
     private final Map<String, Slot> slots = new HashMap<>();
 
-    /** The companion at {@code path}, memory-mapped and checked against {@code bundle}. */
+    /**
+     * The companion at {@code path}, memory-mapped and checked against {@code bundle}; a bundle opened with
+     * trusted keys takes only a companion signed by one of them.
+     */
     public static XnnpackProgram open(String path, Bundle bundle) throws IOException {
         try (RandomAccessFile f = new RandomAccessFile(path, "r"); FileChannel ch = f.getChannel()) {
             if (ch.size() > Integer.MAX_VALUE) throw new BundleException("ExecuTorch companion: larger than 2 GiB");
@@ -50,8 +56,13 @@ public final class XnnpackProgram {
         }
     }
 
-    @SuppressWarnings("unchecked")
     public XnnpackProgram(ByteBuffer buffer, Bundle bundle) {
+        this(buffer, bundle, bundle.trustedKeys);
+    }
+
+    /** With {@code trustedKeys} (lower-case hex, {@link Signatures#trustedSet}) instead of the bundle's. */
+    @SuppressWarnings("unchecked")
+    XnnpackProgram(ByteBuffer buffer, Bundle bundle, Set<String> trustedKeys) {
         ByteBuffer data = buffer.duplicate().order(ByteOrder.LITTLE_ENDIAN);
         int size = data.capacity();
         if (size < PREFIX) throw fail("truncated (" + size + " bytes)");
@@ -59,9 +70,23 @@ public final class XnnpackProgram {
         Bundle.bytesAt(data, 0, magic);
         if (!java.util.Arrays.equals(magic, MAGIC)) throw fail("not an ExecuTorch companion (bad magic)");
         int version = data.getInt(8);
-        if (version != VERSION)
-            throw fail("format version " + Integer.toUnsignedString(version) + ", this reader reads version " + VERSION + ": export it again");
         long headerSize = data.getLong(12);
+        if (version == SIGNED_VERSION) {   // verified over the prefix and header before anything reads them
+            if (size < PREFIX + Signatures.TRAILER || headerSize < 0
+                    || headerSize > Math.min(MAX_HEADER_BYTES, size - Signatures.TRAILER - PREFIX))
+                throw fail("header of " + Long.toUnsignedString(headerSize) + " bytes does not fit");
+            byte[] signed = new byte[PREFIX + (int) headerSize];
+            Bundle.bytesAt(data, 0, signed);
+            signer = Signatures.verify(data, signed, Signatures.COMPANION_DOMAIN, "ExecuTorch companion");
+            size -= Signatures.TRAILER;
+            data = Bundle.slice(data, 0, size).order(ByteOrder.LITTLE_ENDIAN);
+        } else if (version == VERSION) {
+            signer = null;
+        } else {
+            throw fail("format version " + Integer.toUnsignedString(version) + ", this reader reads versions " + VERSION
+                    + " and " + SIGNED_VERSION + ": export it again");
+        }
+        if (trustedKeys != null) Signatures.checkTrusted(signer, trustedKeys, "ExecuTorch companion");
         if (headerSize < 0 || headerSize > Math.min(MAX_HEADER_BYTES, size - PREFIX))
             throw fail("header of " + Long.toUnsignedString(headerSize) + " bytes does not fit");
         byte[] text = new byte[(int) headerSize];
@@ -114,6 +139,8 @@ public final class XnnpackProgram {
         long o = (Long) offset, n = (Long) size;
         if (n <= 0 || o < first || o > data.capacity() - n)
             throw fail("program (" + n + " bytes at " + o + ") is outside the file (" + data.capacity() + " bytes)");
+        if (o + n != data.capacity())   // nothing unread follows it: a trailer must be a signature's, checked
+            throw fail((data.capacity() - o - n) + " bytes follow the program (damaged, or a signed companion's version changed)");
         ByteBuffer s = Bundle.slice(data, (int) o, (int) n).order(ByteOrder.LITTLE_ENDIAN);
         if (!Bundle.hex(Bundle.sha256(s)).equals(digest)) throw fail("program does not match its sha256 (damaged)");
         return s;

@@ -175,14 +175,7 @@ public final class GoldenTest {
         ByteBuffer o = ByteBuffer.wrap(out).order(ByteOrder.LITTLE_ENDIAN);
         o.putInt(8, 6);
         System.arraycopy(Bundle.sha256(ByteBuffer.wrap(raw)), 0, out, 24, 32);
-        byte[] der = hexBytes("302e020100300506032b657004220420");
-        der = java.util.Arrays.copyOf(der, der.length + 32);
-        System.arraycopy(seed, 0, der, der.length - 32, 32);
-        java.security.Signature signer = java.security.Signature.getInstance("Ed25519");
-        signer.initSign(java.security.KeyFactory.getInstance("Ed25519").generatePrivate(new java.security.spec.PKCS8EncodedKeySpec(der)));
-        signer.update(Signatures.DOMAIN);
-        signer.update(out, 0, 64);
-        byte[] signature = signer.sign();
+        byte[] signature = ed25519(seed, Signatures.DOMAIN, out, 64);
         int t = unsigned.length;
         System.arraycopy(Signatures.MAGIC, 0, out, t, 8);
         o.putInt(t + 8, Signatures.SCHEME_ED25519);
@@ -443,7 +436,7 @@ public final class GoldenTest {
 
     /** The ExecuTorch companion reads; each hostile variant gets the Python reader's verdict. */
     @SuppressWarnings("unchecked")
-    private static XnnpackProgram checkCompanion(Bundle bundle, Map<String, Object> companion, Path dir) throws IOException {
+    private static XnnpackProgram checkCompanion(Bundle bundle, Map<String, Object> companion, Path dir) throws Exception {
         XnnpackProgram program = XnnpackProgram.open((String) companion.get("file"), bundle);
         check(program.maxBatch == 8, "companion max_batch " + program.maxBatch);
         for (Object o : (List<Object>) companion.get("hostile")) {
@@ -460,7 +453,65 @@ public final class GoldenTest {
             check(verdict.equals(h.get("python")), "hostile companion " + h.get("name") + ": Java " + verdict
                     + ", Python " + h.get("python"));
         }
+        checkCompanionSignatures(bundle, (Map<String, Object>) companion.get("signatures"), dir);
         return program;
+    }
+
+    /** Signed, damaged-signed, forged and unsigned companions: each gets the Python reader's verdict with the
+     * same trusted keys; then the Java side signs the unsigned companion: the bytes must be Python's. */
+    @SuppressWarnings("unchecked")
+    private static void checkCompanionSignatures(Bundle bundle, Map<String, Object> signatures, Path dir) throws Exception {
+        for (Object o : (List<Object>) signatures.get("cases")) {
+            Map<String, Object> c = (Map<String, Object>) o;
+            List<String> trusted = (List<String>) c.get("trusted");
+            String verdict;
+            try {
+                XnnpackProgram p = new XnnpackProgram(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) c.get("file")))),
+                        bundle, trusted == null ? null : Signatures.trustedSet(trusted));
+                verdict = "ok:" + (p.signer == null ? "unsigned" : p.signer.keyId);
+            } catch (BundleException e) {
+                verdict = "BundleError";
+            } catch (RuntimeException e) {
+                verdict = "untyped " + e;
+            }
+            check(verdict.equals(c.get("python")), "companion signature case " + c.get("name") + " trusting " + trusted
+                    + ": Java " + verdict + ", Python " + c.get("python"));
+        }
+        Map<String, Object> job = (Map<String, Object>) signatures.get("sign");
+        byte[] signed = signCompanion(Files.readAllBytes(dir.resolve((String) job.get("unsigned"))),
+                hexBytes((String) job.get("seed")), hexBytes((String) job.get("public_key")));
+        check(java.util.Arrays.equals(signed, Files.readAllBytes(dir.resolve((String) job.get("expected")))),
+                "a companion signed in Java has the bytes of the same companion signed in Python");
+    }
+
+    /** Sign an SDK-written version-2 companion as `python -m export sign` does: version 3, and a trailer that
+     * signs COMPANION_DOMAIN + the prefix and header (which hold the program's SHA-256). */
+    static byte[] signCompanion(byte[] unsigned, byte[] seed, byte[] publicKey) throws Exception {
+        ByteBuffer in = ByteBuffer.wrap(unsigned).order(ByteOrder.LITTLE_ENDIAN);
+        if (in.getInt(8) != XnnpackProgram.VERSION) throw new IllegalArgumentException("not a version-2 companion");
+        int signedBytes = XnnpackProgram.PREFIX + (int) in.getLong(12);
+        byte[] out = java.util.Arrays.copyOf(unsigned, unsigned.length + Signatures.TRAILER);
+        ByteBuffer o = ByteBuffer.wrap(out).order(ByteOrder.LITTLE_ENDIAN);
+        o.putInt(8, XnnpackProgram.SIGNED_VERSION);
+        byte[] signature = ed25519(seed, Signatures.COMPANION_DOMAIN, out, signedBytes);
+        int t = unsigned.length;
+        System.arraycopy(Signatures.MAGIC, 0, out, t, 8);
+        o.putInt(t + 8, Signatures.SCHEME_ED25519);
+        System.arraycopy(publicKey, 0, out, t + 16, 32);
+        System.arraycopy(signature, 0, out, t + 48, 64);
+        return out;
+    }
+
+    /** The Ed25519 signature, by the key of RFC 8032 `seed`, of `domain` + the first `length` bytes of `message`. */
+    static byte[] ed25519(byte[] seed, byte[] domain, byte[] message, int length) throws Exception {
+        byte[] der = hexBytes("302e020100300506032b657004220420");
+        der = java.util.Arrays.copyOf(der, der.length + 32);
+        System.arraycopy(seed, 0, der, der.length - 32, 32);
+        java.security.Signature signer = java.security.Signature.getInstance("Ed25519");
+        signer.initSign(java.security.KeyFactory.getInstance("Ed25519").generatePrivate(new java.security.spec.PKCS8EncodedKeySpec(der)));
+        signer.update(domain);
+        signer.update(message, 0, length);
+        return signer.sign();
     }
 
     /** tokenizer.json is untrusted: other pipelines, broken vocabularies and odd added tokens are refused. */
