@@ -81,7 +81,8 @@ def draw(family: str, rng: np.random.Generator) -> dict:
                 "engine": "executorch" if rng.random() < 0.2 else "onnxruntime", "seed": seed}
     if family == "companion":   # half of them signed and read with trusted_keys (issue 49: signed companions)
         trusted = bool(rng.random() < 0.5)
-        variants = COMPANION_VARIANTS + (FORGED_COMPANION_VARIANTS if trusted else ())
+        forged = trusted and rng.random() < 0.5   # half of the signed ones a forger's
+        variants = FORGED_COMPANION_VARIANTS if forged else COMPANION_VARIANTS
         return {"family": family, "variant": str(rng.choice(variants)), "trusted": trusted, "seed": seed}
     if family == "export":
         return {"family": family, "variant": str(rng.choice(EXPORT_VARIANTS)),
@@ -662,9 +663,9 @@ def worker(bundle: Path, companion: Path, scratch: Path) -> Worker:
     return Worker(command=[sys.executable, "-c", WORKER, str(bundle), str(companion), str(scratch)])
 
 
-def cases(count: int, seed: int) -> list[dict]:
+def cases(count: int, seed: int, families: list[str] | None = None) -> list[dict]:
     rng = np.random.default_rng(seed)
-    names = list(FAMILIES)
+    names = families or list(FAMILIES)
     weights = np.array([FAMILIES[n] for n in names])
     return [{**draw(str(rng.choice(names, p=weights / weights.sum())), rng), "id": i} for i in range(count)]
 
@@ -690,6 +691,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bundle", type=Path, default=None, help="default: train the tiny preset's bundle")
     parser.add_argument("--companion", type=Path, default=None, help="the bundle's .xnnpack (default: lowered here)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--families", nargs="+", choices=list(FAMILIES), default=None,
+                        help="draw only these families (default: all, in the fixed proportions)")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=Path("docs/results/entry_points"))
@@ -702,7 +705,7 @@ def main(argv: list[str] | None = None) -> int:
         counts: dict[str, Counter] = defaultdict(Counter)
         examples: dict[str, list] = defaultdict(list)
         lock = threading.Lock()
-        todo = cases(args.cases, args.seed)
+        todo = cases(args.cases, args.seed, args.families)
         done = [0]
 
         def drive(mine: list[dict], scratch: Path) -> None:

@@ -5,7 +5,9 @@ docs/results/reliability.json and .md, each with the command and the result file
 - signing_overhead_ms: what signing adds to `sdk.load` (scripts/bench_signing.py: signing.json);
 - soak: threads and processes for minutes against serial results (scripts/soak.py: soak.json);
 - java, entry_points, real_bundle: written only when their result files exist (java_fuzz.json,
-  entry_points.json, reliability_demo.json: scripts/fuzz_bundle.py on the demo's Tiny ImageNet bundle).
+  entry_points.json, reliability_demo.json: scripts/fuzz_bundle.py on the demo's Tiny ImageNet bundle);
+- signed_companion: signed ExecuTorch companions read with `trusted_keys`, and the forged ones among them
+  (scripts/fuzz_entry_points.py: entry_points.json's `companion_signed`, `companion_forged`).
 
     python -m scripts.reliability_sections            # after any of those commands, or after fuzz_bundle
 
@@ -56,6 +58,12 @@ def sections() -> dict:
     if (entry := _load("entry_points")) is not None:
         out["entry_points"] = {**entry["entry_points"], "families": entry["families"], "source": "entry_points.json",
                                "command": entry["command"]}
+        if "companion_forged" in entry:
+            signed = entry["families"].get("companion_signed", {})
+            out["signed_companion"] = {"cases": sum(signed.values()), "typed": signed.get("typed", 0),
+                                       "ok": signed.get("ok", 0), "forged": entry["companion_forged"]["cases"],
+                                       "forged_loaded": entry["companion_forged"]["loaded"],
+                                       "source": "entry_points.json", "command": entry["command"]}
     return out
 
 
@@ -79,6 +87,11 @@ SUMMARIES = {
                                      "escapes, {hangs} hangs, {crashes} crashes, {silent_wrong} silent wrong "
                                      "results, {partial_files} partial files ({typed} typed errors, {ok} accepted "
                                      "and checked)"),
+    "signed_companion": ("Signed ExecuTorch companions", "{cases} damaged or pristine signed companions read with "
+                                                         "`trusted_keys` ({typed} refused, {ok} accepted and checked), "
+                                                         "and {forged} forged ones (the program edited, its SHA-256 "
+                                                         "redone, unsigned or signed by another key): {forged_loaded} "
+                                                         "loaded"),
 }
 
 

@@ -36,3 +36,16 @@ def test_the_harness_calls_wrong_probabilities_and_leftovers_failures(tmp_path):
 def test_cases_are_drawn_reproducibly_for_every_family(family):
     a = fuzz_entry_points.draw(family, np.random.default_rng(3))
     assert a == fuzz_entry_points.draw(family, np.random.default_rng(3)) and a["family"] == family
+
+
+def test_signed_and_forged_companions_under_trusted_keys(tiny_bundle, tiny_companion, tmp_path):
+    """The companion family alone: signed cases are read with trusted_keys, and not one forged one loads."""
+    out = tmp_path / "companion"
+    fuzz_entry_points.main(["--cases", "16", "--families", "companion", "--bundle", str(tiny_bundle),
+                            "--companion", str(tiny_companion), "--seed", "2", "--workers", "1", "--out", str(out)])
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert set(report["families"]) <= {"companion", "companion_signed", "companion_forged"}
+    assert report["companion_forged"]["cases"] > 0 and report["companion_forged"]["loaded"] == 0, report["failures"]
+    assert sum(report["families"].get("companion_signed", {}).values()) > 0
+    counts = report["entry_points"]
+    assert counts["escapes"] == counts["hangs"] == counts["crashes"] == counts["silent_wrong"] == 0, report["failures"]
