@@ -7,7 +7,8 @@ docs/results/reliability.json and .md, each with the command and the result file
 - java, entry_points, real_bundle: written only when their result files exist (java_fuzz.json,
   entry_points.json, reliability_demo.json: scripts/fuzz_bundle.py on the demo's Tiny ImageNet bundle);
 - signed_companion: signed ExecuTorch companions read with `trusted_keys`, and the forged ones among them
-  (scripts/fuzz_entry_points.py: entry_points.json's `companion_signed`, `companion_forged`).
+  (scripts/fuzz_entry_points.py: `companion_signed`, `companion_forged` of entry_points.json and of the
+  companion-only run, entry_points_companion.json).
 
     python -m scripts.reliability_sections            # after any of those commands, or after fuzz_bundle
 
@@ -58,12 +59,19 @@ def sections() -> dict:
     if (entry := _load("entry_points")) is not None:
         out["entry_points"] = {**entry["entry_points"], "families": entry["families"], "source": "entry_points.json",
                                "command": entry["command"]}
-        if "companion_forged" in entry:
-            signed = entry["families"].get("companion_signed", {})
-            out["signed_companion"] = {"cases": sum(signed.values()), "typed": signed.get("typed", 0),
-                                       "ok": signed.get("ok", 0), "forged": entry["companion_forged"]["cases"],
-                                       "forged_loaded": entry["companion_forged"]["loaded"],
-                                       "source": "entry_points.json", "command": entry["command"]}
+    runs = [(name, r) for name in ("entry_points", "entry_points_companion")
+            if (r := _load(name)) is not None and "companion_forged" in r]
+    if runs:   # the full run's companion cases and the companion-only run's, added up
+        signed = [r["families"].get("companion_signed", {}) for _, r in runs]
+        out["signed_companion"] = {
+            "cases": sum(sum(s.values()) for s in signed), "typed": sum(s.get("typed", 0) for s in signed),
+            "ok": sum(s.get("ok", 0) for s in signed),
+            "forged": sum(r["companion_forged"]["cases"] for _, r in runs),
+            "forged_loaded": sum(r["companion_forged"]["loaded"] for _, r in runs),
+            "failures": sum(r["entry_points"][k] for _, r in runs for k in
+                            ("escapes", "hangs", "crashes", "silent_wrong", "partial_files")),
+            "source": " + ".join(f"{name}.json" for name, _ in runs), "command": " and ".join(
+                f"`{r['command']}`" for _, r in runs).strip("`")}
     return out
 
 
@@ -91,7 +99,8 @@ SUMMARIES = {
                                                          "`trusted_keys` ({typed} refused, {ok} accepted and checked), "
                                                          "and {forged} forged ones (the program edited, its SHA-256 "
                                                          "redone, unsigned or signed by another key): {forged_loaded} "
-                                                         "loaded"),
+                                                         "loaded; {failures} escapes, hangs, crashes, silent wrong "
+                                                         "results or partial files in those runs"),
 }
 
 
