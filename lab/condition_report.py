@@ -228,8 +228,9 @@ def markdown(result: dict, names: tuple[str, ...]) -> str:
     lines = [f"# TAPER over field conditions (`{result['command']}`)", "",
              f"{p['tasks']} tasks (every {p['task_every']}th of task seeds {p['task_seeds']}), the first "
              f"{p['images_per_class']} val images of each class, severities 3 and 5; classifier selection. "
-             "Rows (a) and (e) are the headroom experiment's networks (10 + 2 epochs); (b), (c), (d) and TAPER "
-             f"are this run's (21 epochs each). Method wall time {result['wall_time_method_s']:.0f} s.", "",
+             f"Rows (a) and (e) are the networks in {p['headroom_work']}; (b), (c), (d) and TAPER are this run's "
+             f"((b): stage 1 continued for stages 2 and 3, {p.get('generic_epochs', 21):g} epochs in all). Method "
+             f"wall time {result['wall_time_method_s']:.0f} s.", "",
              table(result, names), "", "| target | value | met |", "|---|---|---|"]
     lines += [f"| {k} | {v['value']:+.2f} | {'yes' if v['met'] else 'no'} |" for k, v in result["targets"].items()]
     seeds = result.get("stage3_seeds")
@@ -300,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     began = time.perf_counter()
-    names = TrainConfig.load(RunDir(args.run_dir).config).conditions
+    config = TrainConfig.load(RunDir(args.run_dir).config)
+    names = config.conditions
     # The scores before any summary, this run's and each seed run's TAPER: --reuse-cells reads them back.
     cells_path = args.run_dir / "condition_cells.json"
     saved = json.loads(cells_path.read_text()) if args.reuse_cells and cells_path.exists() else {}
@@ -324,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         "protocol": {"task_seeds": args.seeds, "task_every": args.task_every, "tasks": scored["tasks"],
                      "images_per_class": args.images_per_class, "images": scored["images"],
                      "conditions": list(names), "run": str(args.run_dir),
-                     "headroom_work": str(args.headroom_work) if args.headroom_work else None},
+                     "headroom_work": str(args.headroom_work) if args.headroom_work else None,
+                     "generic_epochs": round(config.stage1_epochs + config.stage2_epochs + config.stage3_epochs, 2)},
         **summary,
         "targets": targets(summary, names),
         "condition_phrases": {"precision": None, "recall": None,
