@@ -339,19 +339,27 @@ def _signatures(bundle_path: Path, out_dir: Path) -> dict:
         blobs[f"flip_{name}"] = bytes(damaged)
     blobs["truncated_trailer"] = signed[:-1]
     blobs["trailer_removed"] = signed[:-128]
+    return _signature_cases(blobs, lambda blob, trusted: Bundle.from_buffer(
+        np.frombuffer(blob, np.uint8), trusted_keys=trusted).signer, "sig_{}.taper", out_dir, (a, b))
+
+
+def _signature_cases(blobs: dict[str, bytes], read: Callable, file: str, out_dir: Path, keys: tuple[str, str]) -> dict:
+    """Each blob written to `file`.format(name) and read by `read(blob, trusted keys or None)` (returning the
+    signer or None) with no trusted keys, the golden key, the other key and both: the Python verdicts; and
+    the signing job for the Java test (the unsigned blob, signed with the golden seed, must be "signed")."""
+    a, b = keys
     cases = []
     for name, blob in blobs.items():
-        (out_dir / f"sig_{name}.taper").write_bytes(blob)
+        (out_dir / file.format(name)).write_bytes(blob)
         for trusted in (None, [a], [b], [b, a]):
             try:
-                bundle = Bundle.from_buffer(np.frombuffer(blob, np.uint8), trusted_keys=trusted and frozenset(
-                    bytes.fromhex(k) for k in trusted))
-                verdict = f"ok:{bundle.signer.key_id if bundle.signer else 'unsigned'}"
+                signer = read(blob, trusted and frozenset(bytes.fromhex(k) for k in trusted))
+                verdict = f"ok:{signer.key_id if signer else 'unsigned'}"
             except BundleError:
                 verdict = "BundleError"
-            cases.append({"name": name, "file": f"sig_{name}.taper", "trusted": trusted, "python": verdict})
-    return {"cases": cases, "sign": {"unsigned": "sig_unsigned.taper", "seed": GOLDEN_SEEDS[0].hex(),
-                                     "public_key": a, "expected": "sig_signed.taper"}}
+            cases.append({"name": name, "file": file.format(name), "trusted": trusted, "python": verdict})
+    return {"cases": cases, "sign": {"unsigned": file.format("unsigned"), "seed": GOLDEN_SEEDS[0].hex(),
+                                     "public_key": a, "expected": file.format("signed")}}
 
 
 def _graphs(bundle: Bundle, hostile_members: Sequence[tuple[str, str, bytes]], out_dir: Path) -> dict:
@@ -414,20 +422,9 @@ def _companion_signatures(raw: bytes, architecture: dict, shapes: dict, out_dir:
         damaged = bytearray(signed)
         damaged[offset] ^= 0x01
         blobs[f"flip_{name}"] = bytes(damaged)
-    a, b = golden.public_key.hex(), other.public_key.hex()
-    cases = []
-    for name, blob in blobs.items():
-        (out_dir / f"sigc_{name}.xnnpack").write_bytes(blob)
-        for trusted in (None, [a], [b], [b, a]):
-            try:
-                companion = parse_companion(blob, architecture, shapes, trusted_keys=trusted and frozenset(
-                    bytes.fromhex(k) for k in trusted))
-                verdict = f"ok:{companion.signer.key_id if companion.signer else 'unsigned'}"
-            except BundleError:
-                verdict = "BundleError"
-            cases.append({"name": name, "file": f"sigc_{name}.xnnpack", "trusted": trusted, "python": verdict})
-    return {"cases": cases, "sign": {"unsigned": "sigc_unsigned.xnnpack", "seed": GOLDEN_SEEDS[0].hex(),
-                                     "public_key": a, "expected": "sigc_signed.xnnpack"}}
+    return _signature_cases(blobs, lambda blob, trusted: parse_companion(
+        blob, architecture, shapes, trusted_keys=trusted).signer, "sigc_{}.xnnpack", out_dir,
+        (golden.public_key.hex(), other.public_key.hex()))
 
 
 def hostile_companions(raw: bytes, shapes: dict[str, tuple[int, ...]]) -> Iterator[tuple[str, bytes]]:

@@ -116,21 +116,8 @@ public final class GoldenTest {
      * the Java side signs the unsigned bundle with the golden seed: the bytes must be Python's signed bundle. */
     @SuppressWarnings("unchecked")
     private static void checkSignatures(Map<String, Object> signatures, Path dir, Path out) throws Exception {
-        for (Object o : (List<Object>) signatures.get("cases")) {
-            Map<String, Object> c = (Map<String, Object>) o;
-            List<String> trusted = (List<String>) c.get("trusted");
-            String verdict;
-            try {
-                Bundle b = new Bundle(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) c.get("file")))), trusted);
-                verdict = "ok:" + (b.signer == null ? "unsigned" : b.signer.keyId);
-            } catch (BundleException e) {
-                verdict = "BundleError";
-            } catch (RuntimeException e) {
-                verdict = "untyped " + e;
-            }
-            check(verdict.equals(c.get("python")), "signature case " + c.get("name") + " trusting " + trusted
-                    + ": Java " + verdict + ", Python " + c.get("python"));
-        }
+        checkSignatureVerdicts((List<Object>) signatures.get("cases"), dir, "signature case",
+                (data, trusted) -> new Bundle(ByteBuffer.wrap(data), trusted).signer);
         Map<String, Object> job = (Map<String, Object>) signatures.get("sign");
         byte[] signed = signBundle(Files.readAllBytes(dir.resolve((String) job.get("unsigned"))),
                 hexBytes((String) job.get("seed")), hexBytes((String) job.get("public_key")));
@@ -461,27 +448,36 @@ public final class GoldenTest {
      * same trusted keys; then the Java side signs the unsigned companion: the bytes must be Python's. */
     @SuppressWarnings("unchecked")
     private static void checkCompanionSignatures(Bundle bundle, Map<String, Object> signatures, Path dir) throws Exception {
-        for (Object o : (List<Object>) signatures.get("cases")) {
-            Map<String, Object> c = (Map<String, Object>) o;
-            List<String> trusted = (List<String>) c.get("trusted");
-            String verdict;
-            try {
-                XnnpackProgram p = new XnnpackProgram(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) c.get("file")))),
-                        bundle, trusted == null ? null : Signatures.trustedSet(trusted));
-                verdict = "ok:" + (p.signer == null ? "unsigned" : p.signer.keyId);
-            } catch (BundleException e) {
-                verdict = "BundleError";
-            } catch (RuntimeException e) {
-                verdict = "untyped " + e;
-            }
-            check(verdict.equals(c.get("python")), "companion signature case " + c.get("name") + " trusting " + trusted
-                    + ": Java " + verdict + ", Python " + c.get("python"));
-        }
+        checkSignatureVerdicts((List<Object>) signatures.get("cases"), dir, "companion signature case",
+                (data, trusted) -> new XnnpackProgram(ByteBuffer.wrap(data), bundle,
+                        trusted == null ? null : Signatures.trustedSet(trusted)).signer);
         Map<String, Object> job = (Map<String, Object>) signatures.get("sign");
         byte[] signed = signCompanion(Files.readAllBytes(dir.resolve((String) job.get("unsigned"))),
                 hexBytes((String) job.get("seed")), hexBytes((String) job.get("public_key")));
         check(java.util.Arrays.equals(signed, Files.readAllBytes(dir.resolve((String) job.get("expected")))),
                 "a companion signed in Java has the bytes of the same companion signed in Python");
+    }
+
+    /** Each case's file read by `read` (giving its signer, or null) with the case's trusted keys: the verdict
+     * ("ok:<key id>", "ok:unsigned" or "BundleError") must be Python's. */
+    @SuppressWarnings("unchecked")
+    private static void checkSignatureVerdicts(List<Object> cases, Path dir, String what,
+            java.util.function.BiFunction<byte[], List<String>, Signatures.Signer> read) throws IOException {
+        for (Object o : cases) {
+            Map<String, Object> c = (Map<String, Object>) o;
+            List<String> trusted = (List<String>) c.get("trusted");
+            String verdict;
+            try {
+                Signatures.Signer signer = read.apply(Files.readAllBytes(dir.resolve((String) c.get("file"))), trusted);
+                verdict = "ok:" + (signer == null ? "unsigned" : signer.keyId);
+            } catch (BundleException e) {
+                verdict = "BundleError";
+            } catch (RuntimeException e) {
+                verdict = "untyped " + e;
+            }
+            check(verdict.equals(c.get("python")), what + " " + c.get("name") + " trusting " + trusted
+                    + ": Java " + verdict + ", Python " + c.get("python"));
+        }
     }
 
     /** Sign an SDK-written version-2 companion as `python -m export sign` does: version 3, and a trailer that
