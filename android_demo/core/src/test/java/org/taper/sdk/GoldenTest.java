@@ -163,9 +163,13 @@ public final class GoldenTest {
         o.putInt(8, 6);
         System.arraycopy(Bundle.sha256(ByteBuffer.wrap(raw)), 0, out, 24, 32);
         byte[] signature = ed25519(seed, Signatures.DOMAIN, out, 64);
-        int t = unsigned.length;
+        return withTrailer(out, unsigned.length, publicKey, signature);
+    }
+
+    /** `out` with the signature trailer (sdk/signing.py's layout) written at `t`, its last 128 bytes. */
+    private static byte[] withTrailer(byte[] out, int t, byte[] publicKey, byte[] signature) {
         System.arraycopy(Signatures.MAGIC, 0, out, t, 8);
-        o.putInt(t + 8, Signatures.SCHEME_ED25519);
+        ByteBuffer.wrap(out).order(ByteOrder.LITTLE_ENDIAN).putInt(t + 8, Signatures.SCHEME_ED25519);
         System.arraycopy(publicKey, 0, out, t + 16, 32);
         System.arraycopy(signature, 0, out, t + 48, 64);
         return out;
@@ -490,12 +494,7 @@ public final class GoldenTest {
         ByteBuffer o = ByteBuffer.wrap(out).order(ByteOrder.LITTLE_ENDIAN);
         o.putInt(8, XnnpackProgram.SIGNED_VERSION);
         byte[] signature = ed25519(seed, Signatures.COMPANION_DOMAIN, out, signedBytes);
-        int t = unsigned.length;
-        System.arraycopy(Signatures.MAGIC, 0, out, t, 8);
-        o.putInt(t + 8, Signatures.SCHEME_ED25519);
-        System.arraycopy(publicKey, 0, out, t + 16, 32);
-        System.arraycopy(signature, 0, out, t + 48, 64);
-        return out;
+        return withTrailer(out, unsigned.length, publicKey, signature);
     }
 
     /** The Ed25519 signature, by the key of RFC 8032 `seed`, of `domain` + the first `length` bytes of `message`. */
