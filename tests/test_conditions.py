@@ -124,6 +124,22 @@ def test_headroom_summary_is_the_mean_over_non_clean_conditions():
     assert "| (e) - (b) |" in table({**result, "per_condition": per})
 
 
+def test_ceiling_summary_is_the_condition_network_minus_the_longer_generic_one():
+    from lab.condition_ceiling import ROWS as CEILING_ROWS
+    from lab.condition_ceiling import summarise as ceiling_summary
+    from lab.condition_ceiling import table as ceiling_table
+
+    cells = {row: {c: ({"clean": 50.0} if c == "clean" else {"s3": 40.0, "s5": 30.0}) for c in CONDITION_NAMES}
+             for row in CEILING_ROWS}
+    cells["condition_oracle"]["underwater"] = {"s3": 56.0, "s5": 46.0}   # +16 on one of eight conditions
+    cells["generic_more"]["fog"] = {"s3": 36.0, "s5": 26.0}              # the longer generic network: -4 on fog
+    result = ceiling_summary(cells, CONDITION_NAMES)
+    assert result["ceiling_minus_generic_more_per_condition"]["underwater"] == 16.0
+    assert result["ceiling_minus_generic_more_per_condition"]["fog"] == 4.0
+    assert result["ceiling_minus_generic_more"] == 2.5 and result["ceiling_minus_generic"] == 2.0
+    assert "**+2.50**" in ceiling_table(result, CONDITION_NAMES)
+
+
 def test_the_config_knows_the_condition_set_and_one_basis_per_condition():
     from trainer.config import CONDITION_SET, PRESETS, TrainConfig
 
