@@ -60,10 +60,10 @@ def sign_companion_file(path: str | Path, key: SigningKey, bundle: str | Path | 
             raise BundleError(f"{path}: name the companion's bundle (--for-bundle): the path does not end in {SUFFIX}")
         bundle = path.with_name(path.name[:-len(SUFFIX)])
     target = companion_target(Bundle.open(bundle, verify=True))
-    data = path.read_bytes()
-    parse_companion(data, *target, what=f"ExecuTorch companion {path.name}")
-    signed = sign_companion(data, key)
-    companion = parse_companion(signed, *target, trusted_keys=frozenset([key.public_key]))
+    signed = sign_companion(path.read_bytes(), key)
+    # The signed bytes read as a reader will, against the bundle: what fails here is never written.
+    companion = parse_companion(signed, *target, what=f"ExecuTorch companion {path.name}",
+                                trusted_keys=frozenset([key.public_key]))
     with atomic_file(out if out is not None else path) as f:
         f.write(signed)
     return companion.signer

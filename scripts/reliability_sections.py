@@ -70,8 +70,8 @@ def sections() -> dict:
             "forged_loaded": sum(r["companion_forged"]["loaded"] for _, r in runs),
             "failures": sum(r["entry_points"][k] for _, r in runs for k in
                             ("escapes", "hangs", "crashes", "silent_wrong", "partial_files")),
-            "source": " + ".join(f"{name}.json" for name, _ in runs), "command": " and ".join(
-                f"`{r['command']}`" for _, r in runs).strip("`")}
+            "source": " + ".join(f"{name}.json" for name, _ in runs),
+            "command": " and ".join(r["command"] for _, r in runs)}
     return out
 
 

@@ -133,14 +133,13 @@ def soak_process(path: str, seconds: float, threads: int, seed: int) -> dict:
     settle = min(60.0, seconds / 3)
     # Growth is read from windows' medians, not two samples: with 8 threads the resident set swings by a
     # few hundred MiB with the sessions and copies in flight at that second.
-    window = settle
-    windows = [[m for t, m in memory if k * window <= t < (k + 1) * window] for k in range(int(seconds // window))]
+    windows = [[m for t, m in memory if k * settle <= t < (k + 1) * settle] for k in range(int(seconds // settle))]
     medians = [round(float(np.median(w)), 1) for w in windows if w]
     after = [m for t, m in memory if t >= settle] or [memory[-1][1]]
     return {"operations": dict(counts), "mismatches": len(mismatches), "mismatched": sorted(set(mismatches)),
             "crashes": len(crashes), "crash_examples": crashes[:5], "rss_mb_peak": max(m for _, m in memory),
             "rss_mb_settled": after[0], "rss_mb_end": memory[-1][1],
-            "rss_mb_median_per_window": medians, "window_s": window,
+            "rss_mb_median_per_window": medians, "window_s": settle,
             "rss_growth_after_settle_mb": round(medians[-1] - medians[1], 1) if len(medians) > 2 else
             round(memory[-1][1] - after[0], 1), "settle_s": settle}
 
