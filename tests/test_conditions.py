@@ -140,6 +140,22 @@ def test_ceiling_summary_is_the_condition_network_minus_the_longer_generic_one()
     assert "**+2.50**" in ceiling_table(result, CONDITION_NAMES)
 
 
+def test_width_ceiling_headline_is_the_condition_network_minus_the_same_compute_generic_one():
+    from lab.condition_width import ROWS as WIDTH_ROWS
+    from lab.condition_width import summarise as width_summary
+    from lab.condition_width import table as width_table
+
+    cells = {row: {c: ({"clean": 50.0} if c == "clean" else {"s3": 40.0, "s5": 30.0}) for c in CONDITION_NAMES}
+             for row in WIDTH_ROWS}
+    cells["condition_oracle"]["fog"] = {"s3": 48.0, "s5": 38.0}                # +8 on one of eight conditions
+    cells["generic_same_compute"]["snow"] = {"s3": 44.0, "s5": 34.0}           # the same-compute network: +4 on snow
+    result = width_summary(cells, CONDITION_NAMES)
+    assert result["ceiling_minus_same_compute_per_condition"] == {
+        **{c: 0.0 for c in CONDITION_NAMES}, "fog": 8.0, "snow": -4.0}
+    assert result["ceiling_minus_same_compute"] == 0.5 and result["ceiling_minus_generic_more"] == 1.0
+    assert "**+0.50**" in width_table(result, CONDITION_NAMES)
+
+
 def test_the_config_knows_the_condition_set_and_one_basis_per_condition():
     from trainer.config import CONDITION_SET, PRESETS, TrainConfig
 
