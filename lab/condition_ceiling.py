@@ -64,25 +64,43 @@ def score(run_dir: Path, states: dict, task_seeds: list[int], task_every: int, i
     """{row: {condition: {"s3": acc, "s5": acc} or {"clean": acc}}}, condition_oracle on each condition by
     that condition's network."""
     config, ctx, _, _ = open_run(run_dir)
+    tasks = evaluation_tasks(config, ctx, task_seeds, task_every)
+
+    def networks(name: str) -> dict:
+        return {"generic_cs": states["generic_cs"], "generic_more": states["generic_more"],
+                "condition_oracle": states[f"oracle_{name}"]}
+
+    return score_cells(ctx, ctx.conditions, config.conditions, ROWS, networks, tasks, images_per_class,
+                       lambda line: progress(f"[ceiling] {line}"))
+
+
+def score_cells(ctx, conditions, names, rows: tuple[str, ...], networks, tasks: list[np.ndarray],
+                images_per_class: int, progress=print) -> dict:
+    """Classifier selection of each row's network (`networks(condition)` -> {row: state}) on each condition
+    at its report severities: {"cells": {row: {condition: {"s3": acc, ...}}}, "tasks", "images"}."""
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, images_per_class=images_per_class)
     keep, clean_x = evaluator.rows, evaluator.x
-    tasks = evaluation_tasks(config, ctx, task_seeds, task_every)
-    per: dict[str, dict] = {row: {} for row in ROWS}
-    for name in config.conditions:
-        networks = {"generic_cs": states["generic_cs"], "generic_more": states["generic_more"],
-                    "condition_oracle": states[f"oracle_{name}"]}
+    per: dict[str, dict] = {row: {} for row in rows}
+    for name in names:
+        states = networks(name)
         for s in severities(name):
-            evaluator.x = clean_x if name == "clean" else val_images(ctx.conditions, name, s, ctx.preprocessing, keep)
+            evaluator.x = clean_x if name == "clean" else val_images(conditions, name, s, ctx.preprocessing, keep)
             key = "clean" if s == 0 else f"s{s}"
-            for row, state in networks.items():
-                per[row].setdefault(name, {})[key] = round(evaluator.static(evaluator.logits(state), tasks)[0], 2)
-            progress(f"[ceiling] {name} {key}: " + ", ".join(f"{r} {per[r][name][key]:.2f}" for r in ROWS))
+            for row in rows:
+                per[row].setdefault(name, {})[key] = round(evaluator.static(evaluator.logits(states[row]), tasks)[0], 2)
+            progress(f"{name} {key}: " + ", ".join(f"{r} {per[r][name][key]:.2f}" for r in rows))
     return {"cells": per, "tasks": len(tasks), "images": int(len(keep))}
 
 
+def condition_means(cells: dict, names: tuple[str, ...], rows: tuple[str, ...]) -> tuple[dict, dict]:
+    """(per condition: {condition: {row: mean over severities}}, {row: mean over the non-clean conditions})."""
+    per_condition = {c: {row: round(float(np.mean(list(cells[row][c].values()))), 2) for row in rows} for c in names}
+    accuracy = {row: round(float(np.mean([per_condition[c][row] for c in names if c != "clean"])), 2) for row in rows}
+    return per_condition, accuracy
+
+
 def summarise(cells: dict, names: tuple[str, ...]) -> dict:
-    per_condition = {c: {row: round(float(np.mean(list(cells[row][c].values()))), 2) for row in ROWS} for c in names}
-    accuracy = {row: round(float(np.mean([per_condition[c][row] for c in names if c != "clean"])), 2) for row in ROWS}
+    per_condition, accuracy = condition_means(cells, names, ROWS)
     return {
         "accuracy": accuracy,
         "clean": {row: per_condition["clean"][row] for row in ROWS} if "clean" in names else None,

@@ -30,16 +30,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from trainer.config import CONDITIONS_RECIPE, TrainConfig
 from trainer.data.condition_cache import ConditionData, MixtureSplit
 from trainer.data.tasks import TaskSampler
-from trainer.evaluate import Evaluator
 from trainer.run import open_data
 
-from .condition_headroom import FINETUNE_LR, Trainer, severities, val_images
+from .condition_ceiling import condition_means, score_cells
+from .condition_headroom import FINETUNE_LR, Trainer
 
 ROWS = ("generic_cs", "generic_more", "generic_same_compute", "condition_oracle")
 MIXTURE_SEEDS = {"generic_base": 10, "generic": 11, "generic_more": 12, "generic_same_compute": 13}
@@ -68,28 +67,19 @@ def score(trainer: Trainer, names: tuple[str, ...], states: dict, task_seeds: li
           images_per_class: int, progress=print) -> dict:
     """{row: {condition: {"s3": acc, "s5": acc} or {"clean": acc}}}; the oracle row on each condition by
     that condition's network."""
-    ctx = trainer.ctx
-    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, images_per_class=images_per_class)
-    keep, clean_x = evaluator.rows, evaluator.x
-    sampler = TaskSampler(ctx.data.hierarchy, k=trainer.config.task_k)
+    sampler = TaskSampler(trainer.ctx.data.hierarchy, k=trainer.config.task_k)
     tasks = [t for seed in task_seeds for t in sampler.evaluation_tasks(seed)[::task_every]]
-    per: dict[str, dict] = {row: {} for row in ROWS}
-    for name in names:
-        networks = {row: states[row] for row in ROWS if row != "condition_oracle"}
-        networks["condition_oracle"] = states[f"oracle_{name}"]
-        for s in severities(name):
-            evaluator.x = (clean_x if name == "clean"
-                           else val_images(trainer.conditions, name, s, ctx.preprocessing, keep))
-            key = "clean" if s == 0 else f"s{s}"
-            for row, state in networks.items():
-                per[row].setdefault(name, {})[key] = round(evaluator.static(evaluator.logits(state), tasks)[0], 2)
-            progress(f"[width] {name} {key}: " + ", ".join(f"{r} {per[r][name][key]:.2f}" for r in ROWS))
-    return {"cells": per, "tasks": len(tasks), "images": int(len(keep))}
+
+    def networks(name: str) -> dict:
+        return {**{row: states[row] for row in ROWS if row != "condition_oracle"},
+                "condition_oracle": states[f"oracle_{name}"]}
+
+    return score_cells(trainer.ctx, trainer.conditions, names, ROWS, networks, tasks, images_per_class,
+                       lambda line: progress(f"[width] {line}"))
 
 
 def summarise(cells: dict, names: tuple[str, ...]) -> dict:
-    per_condition = {c: {row: round(float(np.mean(list(cells[row][c].values()))), 2) for row in ROWS} for c in names}
-    accuracy = {row: round(float(np.mean([per_condition[c][row] for c in names if c != "clean"])), 2) for row in ROWS}
+    per_condition, accuracy = condition_means(cells, names, ROWS)
 
     def minus(row: str) -> dict:
         return {c: round(per_condition[c]["condition_oracle"] - per_condition[c][row], 2) for c in names}
