@@ -123,16 +123,21 @@ def table(result: dict, names: tuple[str, ...]) -> str:
     return "\n".join(lines)
 
 
+def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    """The scoring protocol's options, shared with lab.condition_width."""
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="task seeds")
+    parser.add_argument("--task-every", type=int, default=5, help="score every n-th task of each seed")
+    parser.add_argument("--images-per-class", type=int, default=10, help="val images of each class scored")
+    parser.add_argument("--out", type=Path, default=None, help="write the JSON here (and the table beside it)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.condition_ceiling", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", type=Path, help="a finished `--preset conditions` run")
     parser.add_argument("--work", type=Path, required=True, help="networks and logs (resumable)")
     parser.add_argument("--finetune-epochs", type=float, default=2, help="F: epochs of every continuation")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="task seeds")
-    parser.add_argument("--task-every", type=int, default=5, help="score every n-th task of each seed")
-    parser.add_argument("--images-per-class", type=int, default=10, help="val images of each class scored")
-    parser.add_argument("--out", type=Path, default=None, help="write the JSON here (and the table beside it)")
+    add_scoring_arguments(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     began = time.perf_counter()

@@ -37,7 +37,7 @@ from trainer.data.condition_cache import ConditionData, MixtureSplit
 from trainer.data.tasks import TaskSampler
 from trainer.run import open_data
 
-from .condition_ceiling import condition_means, score_cells
+from .condition_ceiling import add_scoring_arguments, condition_means, score_cells
 from .condition_headroom import FINETUNE_LR, Trainer
 
 ROWS = ("generic_cs", "generic_more", "generic_same_compute", "condition_oracle")
@@ -113,10 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-epochs", type=float, default=10, help="generic_base's epochs at lr 0.1")
     parser.add_argument("--generic-epochs", type=float, default=11, help="(b)'s epochs after it, at lr 0.01")
     parser.add_argument("--finetune-epochs", type=float, default=2, help="F: epochs of each fine-tune")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="task seeds")
-    parser.add_argument("--task-every", type=int, default=5, help="score every n-th task of each seed")
-    parser.add_argument("--images-per-class", type=int, default=10, help="val images of each class scored")
-    parser.add_argument("--out", type=Path, default=None, help="write the JSON here (and the table beside it)")
+    add_scoring_arguments(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     began = time.perf_counter()
