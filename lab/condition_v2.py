@@ -72,7 +72,8 @@ def build(from_run: Path, ceiling: Path, out: Path, width: float | None = None) 
     (out / "provenance.json").write_text(json.dumps({
         "stage1": stage1,
         "baseline": f"{ceiling}/generic_same_compute.pt" if width is not None else "trained by the trainer",
-        "stage2": f"{ceiling}/oracle_<condition>.pt (lab/condition_ceiling.py)", "changed": ROUND2}, indent=1) + "\n")
+        "stage2": f"{ceiling}/oracle_<condition>.pt (lab/{'condition_width' if width else 'condition_ceiling'}.py)",
+        "changed": ROUND2}, indent=1) + "\n")
     return out
 
 
