@@ -28,6 +28,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -46,20 +47,27 @@ BASE_LR = 0.1
 
 
 def train_networks(trainer: Trainer, names: tuple[str, ...], base_epochs: float, generic_epochs: float,
-                   finetune_epochs: float) -> dict[str, dict]:
-    """{"generic_cs": state, ..., "oracle_<condition>": state}, each trained once and cached (resumable)."""
+                   finetune_epochs: float, train_seed: int = 0) -> dict[str, dict]:
+    """{"generic_cs": state, ..., "oracle_<condition>": state}, each trained once and cached (resumable).
+    `train_seed` > 0: the nine (e) and (b+9F) are trained again from the same (b) with that training seed
+    (files `<name>_s<seed>.pt`; their batch order, augmentation and mixture draws differ)."""
     mixture = {name: MixtureSplit(trainer.conditions, names, seed) for name, seed in MIXTURE_SEEDS.items()}
     trainer.network("generic_base", mixture["generic_base"], base_epochs, BASE_LR)
     states = {"generic_cs": trainer.network("generic", mixture["generic"], generic_epochs, FINETUNE_LR,
                                             start="generic_base")}
     states["generic_more"] = trainer.network("generic_more", mixture["generic_more"], finetune_epochs,
                                              FINETUNE_LR, start="generic")
+    suffix = f"_s{train_seed}" if train_seed else ""
+    if train_seed:
+        trainer = Trainer(replace(trainer.config, seed=train_seed), trainer.conditions, trainer.work)
+        mixture["generic_same_compute"] = MixtureSplit(
+            trainer.conditions, names, MIXTURE_SEEDS["generic_same_compute"] + 100 * train_seed)
     for name in names:
-        states[f"oracle_{name}"] = trainer.network(f"oracle_{name}", trainer.conditions.train(name), finetune_epochs,
-                                                   FINETUNE_LR, start="generic")
+        states[f"oracle_{name}"] = trainer.network(f"oracle_{name}{suffix}", trainer.conditions.train(name),
+                                                   finetune_epochs, FINETUNE_LR, start="generic")
     states["generic_same_compute"] = trainer.network(
-        "generic_same_compute", mixture["generic_same_compute"], finetune_epochs * len(names), FINETUNE_LR,
-        start="generic")
+        f"generic_same_compute{suffix}", mixture["generic_same_compute"], finetune_epochs * len(names),
+        FINETUNE_LR, start="generic")
     return states
 
 
@@ -113,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-epochs", type=float, default=10, help="generic_base's epochs at lr 0.1")
     parser.add_argument("--generic-epochs", type=float, default=11, help="(b)'s epochs after it, at lr 0.01")
     parser.add_argument("--finetune-epochs", type=float, default=2, help="F: epochs of each fine-tune")
+    parser.add_argument("--train-seed", type=int, default=0,
+                        help="> 0: train the (e) networks and (b+9F) again from the same (b) with this seed")
     add_scoring_arguments(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
@@ -121,14 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     names = tuple(config.conditions)
     args.work.mkdir(parents=True, exist_ok=True)
     trainer = Trainer(config, ConditionData.open(open_data(config)), args.work)
-    states = train_networks(trainer, names, args.base_epochs, args.generic_epochs, args.finetune_epochs)
+    states = train_networks(trainer, names, args.base_epochs, args.generic_epochs, args.finetune_epochs,
+                            args.train_seed)
     scored = score(trainer, names, states, args.seeds, args.task_every, args.images_per_class)
     result = {
         "command": " ".join(["python -m lab.condition_width", *(argv or sys.argv[1:])]),
         "protocol": {"width": args.width, "base_epochs": args.base_epochs, "base_lr": BASE_LR,
                      "generic_epochs": args.generic_epochs, "finetune_epochs": args.finetune_epochs,
-                     "finetune_lr": FINETUNE_LR, "mixture_seeds": MIXTURE_SEEDS, "task_seeds": args.seeds,
-                     "task_every": args.task_every, "images_per_class": args.images_per_class,
+                     "finetune_lr": FINETUNE_LR, "mixture_seeds": MIXTURE_SEEDS, "train_seed": args.train_seed,
+                     "task_seeds": args.seeds, "task_every": args.task_every, "images_per_class": args.images_per_class,
                      "tasks": scored["tasks"]},
         **summarise(scored["cells"], names),
         "cells": scored["cells"],
