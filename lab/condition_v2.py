@@ -67,12 +67,13 @@ def build(from_run: Path, ceiling: Path, out: Path, width: float | None = None) 
     for q, name in enumerate(config.conditions):
         state = torch.load(ceiling / f"oracle_{name}.pt", weights_only=True)
         save_state(target.basis(q), state, {"source": f"{ceiling}/oracle_{name}.pt", "epochs": str(per_basis)})
-    stage1 = (f"{ceiling}/generic.pt" if width is not None
-              else f"{source.model('baseline')} (the baseline of {from_run})")
+    if width is None:
+        stage1 = f"{source.model('baseline')} (the baseline of {from_run})"
+        baseline, script = "trained by the trainer", "condition_ceiling"
+    else:
+        stage1, baseline, script = f"{ceiling}/generic.pt", f"{ceiling}/generic_same_compute.pt", "condition_width"
     (out / "provenance.json").write_text(json.dumps({
-        "stage1": stage1,
-        "baseline": f"{ceiling}/generic_same_compute.pt" if width is not None else "trained by the trainer",
-        "stage2": f"{ceiling}/oracle_<condition>.pt (lab/{'condition_width' if width else 'condition_ceiling'}.py)",
+        "stage1": stage1, "baseline": baseline, "stage2": f"{ceiling}/oracle_<condition>.pt (lab/{script}.py)",
         "changed": ROUND2}, indent=1) + "\n")
     return out
 

@@ -35,15 +35,20 @@ import torch
 
 from trainer.config import CONDITIONS_RECIPE, TrainConfig
 from trainer.data.condition_cache import ConditionData, MixtureSplit
-from trainer.data.tasks import TaskSampler
 from trainer.run import open_data
 
 from .condition_ceiling import add_scoring_arguments, condition_means, score_cells
 from .condition_headroom import FINETUNE_LR, Trainer
+from .condition_report import evaluation_tasks
 
 ROWS = ("generic_cs", "generic_more", "generic_same_compute", "condition_oracle")
 MIXTURE_SEEDS = {"generic_base": 10, "generic": 11, "generic_more": 12, "generic_same_compute": 13}
 BASE_LR = 0.1
+
+
+def mixture_seeds(train_seed: int) -> dict[str, int]:
+    """Each network's mixture draw; another training seed redraws only (b+9F)'s ((b) and (b+F) are shared)."""
+    return {**MIXTURE_SEEDS, "generic_same_compute": MIXTURE_SEEDS["generic_same_compute"] + 100 * train_seed}
 
 
 def train_networks(trainer: Trainer, names: tuple[str, ...], base_epochs: float, generic_epochs: float,
@@ -51,7 +56,8 @@ def train_networks(trainer: Trainer, names: tuple[str, ...], base_epochs: float,
     """{"generic_cs": state, ..., "oracle_<condition>": state}, each trained once and cached (resumable).
     `train_seed` > 0: the nine (e) and (b+9F) are trained again from the same (b) with that training seed
     (files `<name>_s<seed>.pt`; their batch order, augmentation and mixture draws differ)."""
-    mixture = {name: MixtureSplit(trainer.conditions, names, seed) for name, seed in MIXTURE_SEEDS.items()}
+    mixture = {name: MixtureSplit(trainer.conditions, names, seed)
+               for name, seed in mixture_seeds(train_seed).items()}
     trainer.network("generic_base", mixture["generic_base"], base_epochs, BASE_LR)
     states = {"generic_cs": trainer.network("generic", mixture["generic"], generic_epochs, FINETUNE_LR,
                                             start="generic_base")}
@@ -60,8 +66,6 @@ def train_networks(trainer: Trainer, names: tuple[str, ...], base_epochs: float,
     suffix = f"_s{train_seed}" if train_seed else ""
     if train_seed:
         trainer = Trainer(replace(trainer.config, seed=train_seed), trainer.conditions, trainer.work)
-        mixture["generic_same_compute"] = MixtureSplit(
-            trainer.conditions, names, MIXTURE_SEEDS["generic_same_compute"] + 100 * train_seed)
     for name in names:
         states[f"oracle_{name}"] = trainer.network(f"oracle_{name}{suffix}", trainer.conditions.train(name),
                                                    finetune_epochs, FINETUNE_LR, start="generic")
@@ -75,8 +79,7 @@ def score(trainer: Trainer, names: tuple[str, ...], states: dict, task_seeds: li
           images_per_class: int, progress=print) -> dict:
     """{row: {condition: {"s3": acc, "s5": acc} or {"clean": acc}}}; the oracle row on each condition by
     that condition's network."""
-    sampler = TaskSampler(trainer.ctx.data.hierarchy, k=trainer.config.task_k)
-    tasks = [t for seed in task_seeds for t in sampler.evaluation_tasks(seed)[::task_every]]
+    tasks = evaluation_tasks(trainer.config, trainer.ctx, task_seeds, task_every)
 
     def networks(name: str) -> dict:
         return {**{row: states[row] for row in ROWS if row != "condition_oracle"},
@@ -138,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python -m lab.condition_width", *(argv or sys.argv[1:])]),
         "protocol": {"width": args.width, "base_epochs": args.base_epochs, "base_lr": BASE_LR,
                      "generic_epochs": args.generic_epochs, "finetune_epochs": args.finetune_epochs,
-                     "finetune_lr": FINETUNE_LR, "mixture_seeds": MIXTURE_SEEDS, "train_seed": args.train_seed,
-                     "task_seeds": args.seeds, "task_every": args.task_every, "images_per_class": args.images_per_class,
-                     "tasks": scored["tasks"]},
+                     "finetune_lr": FINETUNE_LR, "mixture_seeds": mixture_seeds(args.train_seed),
+                     "train_seed": args.train_seed, "task_seeds": args.seeds, "task_every": args.task_every,
+                     "images_per_class": args.images_per_class, "tasks": scored["tasks"]},
         **summarise(scored["cells"], names),
         "cells": scored["cells"],
         "train_wall_s": {p.stem: float(p.read_text()) for p in sorted(args.work.glob("*.wall_s"))},
