@@ -246,3 +246,31 @@ def test_the_conditions_report_summarises_every_row_and_checks_the_targets():
     assert met == {"taper_minus_generic >= +3.0": False, "no condition below (b) - 0.5": True,
                    "clean not below (b) - 0.5": True, "taper_minus_best_of_c_d >= +1.0": True,
                    "taper_minus_uniform_average >= +1.0": True}
+
+
+class _LetterEncoder:
+    """A stand-in encoder: a text's unit vector of letter counts (similar words, similar vectors)."""
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), 26), np.float32)
+        for i, t in enumerate(texts):
+            for ch in t:
+                if "a" <= ch <= "z":
+                    out[i, ord(ch) - 97] += 1
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+def test_the_condition_phrase_resolver_names_exact_and_near_phrases_and_keeps_tau():
+    from lab.condition_phrase_resolver import ConditionPhraseResolver, choose_tau, windows
+
+    assert windows("Owls, at night!") == ["owls", "owls at", "owls at night", "at", "at night", "night"]
+    resolver = ConditionPhraseResolver(_LetterEncoder(), {"fog": ["in fog", "foggy"], "night": ["at night"]})
+    assert resolver.scores("owls at night")["night"] == pytest.approx(1.0)            # an exact span
+    assert resolver.scores("owls at night", exact=False, leave_out="at night")["night"] < 1.0
+    resolver.tau = 0.95
+    assert resolver.decide(resolver.scores("birds in fog")) == "fog"
+    assert resolver.decide(resolver.scores("zebra")) is None                        # nothing reaches tau
+    positives = [("fog", {"fog": 0.9, "night": 0.1}), ("night", {"fog": 0.2, "night": 0.7})]
+    negatives = [{"fog": 0.5, "night": 0.3}]
+    tau, counts = choose_tau(positives, negatives)
+    assert tau == 0.7 and counts == {"right": 3, "wrong": 0}
