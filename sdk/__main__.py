@@ -38,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object instead of a readable report")
     run.add_argument("--trusted-key", action="append", dest="trusted_keys", metavar="KEY",
                      help="accept only a bundle signed by this key (64 hex digits or a .pub file; repeat for several)")
-    cache = sub.add_parser("cache", help="list or clear the warm-start cache of device-compiled backbones")
+    cache = sub.add_parser("cache", help="list or clear the warm-start cache (device-compiled backbones, "
+                                         "text encoder sessions)")
     cache.add_argument("action", choices=("list", "clear"))
     return p
 
@@ -53,7 +54,7 @@ def cache_command(action: str) -> int:
     print(f"{device_cache.cache_dir()}: {len(found)} entries, {sum(e['bytes'] for e in found) / 1e6:.1f} MB "
           f"(cap {device_cache.MAX_BYTES / 1e6:.0f} MB)")
     for e in found:
-        print(f"  {e['key']}  {e['bytes'] / 1e6:8.2f} MB  last used {e['last_used']}")
+        print(f"  {e['key']}  {e['kind']:<12}  {e['bytes'] / 1e6:8.2f} MB  last used {e['last_used']}")
     return 0
 
 

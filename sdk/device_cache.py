@@ -5,11 +5,13 @@ weight lands in onnxruntime's blocked graph, and the engine then checks the comp
 standard one: most of a full-width warm_up (docs/results/warm_start.md). Its result depends only on the bundle
 (its manifest's SHA-256 covers every member), the onnxruntime version and the CPU, so an app pays it at
 its first launch only: the entry is stored under `<cache root>/compiled/<key>/` and the next process
-reads it instead.
+reads it instead. The same folder holds the text encoder's entries (sdk/encoder_cache.py), under the same
+rules, cap and commands; `entries()` tells the two kinds apart.
 
 Rules, as for every file the SDK writes:
-- the key hashes the manifest's SHA-256, the onnxruntime and SDK versions, this format's version and the
-  CPU (architecture and feature flags), so an entry is never used on another CPU or runtime;
+- the key hashes the manifest's SHA-256 (an encoder's: its graph's), the kind, the onnxruntime and SDK
+  versions, this format's version and the CPU (architecture and feature flags), so an entry is never used
+  on another CPU or runtime;
 - an entry is written all or nothing (a staging folder renamed into place) and only after its route was
   checked against the standard route;
 - reading checks every file's SHA-256, size and the entry's fields; anything damaged is removed and
@@ -47,7 +49,8 @@ from .tensorfile import read_tensors
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-MAX_BYTES = 512 * 2 ** 20          # the whole cache folder; an entry is tens of kB (`python -m sdk cache list`)
+MAX_BYTES = 512 * 2 ** 20   # the whole folder: a backbone's entry is tens of kB, an encoder's ~97 MB (MiniLM int8)
+STALE_STAGING_S = 3600      # a staging folder this old is a write that was killed (sdk.files.staging_directory)
 ENTRY = "entry.json"
 GRAPH = "graph.onnx"
 CONSTANTS = "constants.safetensors"   # the optimized weight file's own constants, as (positions, values)
@@ -79,11 +82,12 @@ def cpu_signature() -> str:
     return f"{platform.machine()} {platform.processor()} {flags}".strip()
 
 
-def entry_key(manifest_sha256: str) -> str:
-    """The entry of a bundle on this machine and runtime."""
+def entry_key(content_sha256: str, kind: str = "backbone") -> str:
+    """The entry of a bundle's compiled backbone (its manifest's SHA-256), or of another `kind` of
+    content (sdk.encoder_cache: the encoder graph's SHA-256), on this machine and runtime."""
     import onnxruntime as ort
 
-    fields = {"manifest_sha256": manifest_sha256, "onnxruntime": ort.__version__, "sdk": __version__,
+    fields = {"content_sha256": content_sha256, "kind": kind, "onnxruntime": ort.__version__, "sdk": __version__,
               "format": FORMAT_VERSION, "cpu": cpu_signature()}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -111,10 +115,15 @@ def store(key: str, compiled: CompiledBackbone) -> None:
         log.debug("device cache not written: %s", e)
 
 
+def has_entry(key: str) -> bool:
+    """Whether an entry is stored under `key` (not whether it is sound: `load` checks that)."""
+    return (cache_dir() / key / ENTRY).is_file()
+
+
 def load(key: str) -> CompiledBackbone | None:
     """The entry, checked; None when there is none or it is damaged (then it is removed)."""
     folder = cache_dir() / key
-    if not (folder / ENTRY).is_file():
+    if not has_entry(key):
         return None
     try:
         compiled = _read(folder, key)
@@ -151,23 +160,39 @@ def _read(folder: Path, key: str) -> CompiledBackbone:
 
 
 def entries() -> list[dict]:
-    """Every entry: its key, bytes and when it was last used (newest first)."""
+    """Every entry: its key, kind (`backbone`, or `text_encoder`: sdk.encoder_cache), bytes and when it
+    was last used (newest first)."""
     folders = [f for f in cache_dir().iterdir() if f.is_dir() and not f.name.startswith(".")] \
         if cache_dir().is_dir() else []
     used = {f: (f / ENTRY).stat().st_mtime if (f / ENTRY).exists() else 0.0 for f in folders}
-    return [{"key": f.name, "bytes": sum(x.stat().st_size for x in f.iterdir() if x.is_file()),
+    return [{"key": f.name, "kind": _kind(f), "bytes": sum(x.stat().st_size for x in f.iterdir() if x.is_file()),
              "last_used": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(used[f]))}
             for f in sorted(folders, key=used.get, reverse=True)]
 
 
+def _kind(folder: Path) -> str:
+    try:
+        kind = json.loads((folder / ENTRY).read_text()).get("kind", "backbone")
+        return kind if isinstance(kind, str) else "damaged"
+    except (OSError, ValueError, AttributeError):
+        return "damaged"
+
+
 def trim(max_bytes: int = MAX_BYTES) -> list[str]:
-    """Remove the least recently used entries until the folder holds at most `max_bytes`; their keys."""
+    """Remove the least recently used entries until the folder holds at most `max_bytes`, and the staging
+    folders of writes that died (killed mid-write, an hour ago or more); the entries' keys."""
     kept, removed, total = entries(), [], 0
     for e in kept:
         total += e["bytes"]
         if total > max_bytes:
             shutil.rmtree(cache_dir() / e["key"], ignore_errors=True)
             removed.append(e["key"])
+    for staging in cache_dir().glob(".*.tmp") if cache_dir().is_dir() else ():
+        try:
+            if time.time() - staging.stat().st_mtime > STALE_STAGING_S:
+                shutil.rmtree(staging, ignore_errors=True)
+        except OSError:
+            pass
     return removed
 
 

@@ -284,6 +284,11 @@ class BackboneEngine:
             log.debug("compiled route declined: its logits differ from the standard route's by up to %.3g",
                       float(np.abs(got - expected).max()))
 
+    def compile_is_cached(self) -> bool:
+        """Whether `compile` will find a device cache entry (it is checked when read, and compiled anew if
+        damaged)."""
+        return self.cache_key is not None and device_cache.has_entry(self.cache_key)
+
     def _compiled_from_cache(self) -> bool:
         """Take the compiled route from the device cache: an entry is stored only after its route matched
         the standard one, for this bundle, runtime and CPU, and is checked when read (sdk.device_cache)."""

@@ -12,11 +12,12 @@ import functools
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from . import device_cache
+from . import device_cache, encoder_cache
 from .adapt import AdaptRule, adapt_stream
 from .architecture import NUM_BLOCKS
 from .bundle import Bundle
@@ -41,8 +42,11 @@ class PhraseEmbedder:
     Bundle but not the TaperBundle, so that TaperBundle -> resolver -> embedder is no reference cycle (a
     dropped bundle is then freed at once, without the garbage collector)."""
 
-    def __init__(self, bundle: Bundle):
+    def __init__(self, bundle: Bundle, cache: bool = True):
         self.bundle, self._encoder, self._lock = bundle, None, threading.Lock()
+        # The encoder's compiled session is kept in the device cache (sdk/encoder_cache.py), keyed by its graph.
+        self._cache_key = encoder_cache.entry_key(bundle.manifest.members["text_encoder.onnx"].sha256) \
+            if cache and device_cache.enabled() else None
         # Checked at load, so a hostile graph or tokenizer fails there, not at the first free-text description
         # (~90 ms for the shipped encoder); the session itself is created on first use (~0.2 s).
         self._graph = check_encoder_graph(bundle.member_bytes("text_encoder.onnx"))
@@ -54,7 +58,7 @@ class PhraseEmbedder:
             if self._encoder is None:
                 spec, embed_dim = self.bundle.manifest.text_encoder, self.bundle.manifest.mixer.embed_dim
                 self._encoder = TextEncoder.from_checked_members(self._graph, self._tokenizer, spec.max_tokens,
-                                                                 embed_dim)
+                                                                 embed_dim, self._cache_key)
                 self._graph = self._tokenizer = None  # the session holds its own copy (23 MB for MiniLM)
             return self._encoder
 
@@ -97,7 +101,7 @@ class TaperBundle:
                                      self.preprocessing.input_size, providers, threads, device_compile, key)
         self.prompts = m.text_encoder.prompts
         self._compile_lock = threading.Lock()
-        self.embedder = PhraseEmbedder(bundle)
+        self.embedder = PhraseEmbedder(bundle, cache)
         self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories, self.embedder,
                                      bundle.concepts, bundle.concept_embeddings)
 
@@ -122,11 +126,21 @@ class TaperBundle:
     def warm_up(self) -> TaperBundle:
         """Do the one-time work now instead of in the first `personalize`: create the text encoder's
         session and compile the backbone for this device, reordering the bases into its layout. A later
-        process takes the compiled backbone from the device cache (sdk/device_cache.py) and only reorders
-        the bases; both costs are in docs/results/warm_start.md (scripts/bench_warm_start.py)."""
+        process takes both from the device cache (sdk/device_cache.py, sdk/encoder_cache.py) and only
+        reorders the bases; the costs are in docs/results/warm_start.md (scripts/bench_warm_start.py)."""
         self.bundle.check_unchanged()
-        _ = self.encoder
-        self.compile_engine()
+        if self.engine.compile_tried or self.engine.compile_is_cached():
+            # Both short (~0.1 s): side by side on two cores they only slow each other (128 against 147 ms at
+            # full width; docs/results/experiments.md, 'Warm start, fourth look').
+            _ = self.encoder
+            self.compile_engine()
+            return self
+        # The compile is the long part (~0.6 s at full width): the encoder is created beside it (onnxruntime
+        # and hashlib release the GIL), which also hides the cost of writing the encoder's cache entry.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="taper-warm-up") as pool:
+            encoder = pool.submit(lambda: self.encoder)
+            self.compile_engine()
+            encoder.result()
         return self
 
     def use_executorch(self, program: str | Path) -> TaperBundle:

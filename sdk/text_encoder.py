@@ -17,6 +17,7 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
+from . import encoder_cache
 from .errors import BundleError, DescriptionError, EncoderError
 
 MODEL_FILE, TOKENIZER_FILE = "encoder.onnx", "tokenizer.json"
@@ -57,26 +58,34 @@ def configure_tokenizer(tokenizer: Tokenizer, max_tokens: int = MAX_TOKENS) -> T
     return tokenizer
 
 
+def session_options(threads: int | None = None) -> ort.SessionOptions:
+    """How the SDK runs an encoder graph (the warm-start cache stores what these options make of it)."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Fold the int8 weights' DequantizeLinear nodes into float constants at load: a query then
+    # costs ~1.4 ms instead of ~5 ms (the embedding table stays int8, see export/text_encoder.py).
+    options.add_session_config_entry("session.disable_quant_qdq", "1")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see sdk.engine
+    if threads:
+        options.intra_op_num_threads = threads
+    return options
+
+
 class TextEncoder:
     """Texts -> L2-normalised embeddings (mean pooling is inside the graph)."""
 
     def __init__(self, model: bytes | str | Path, tokenizer_json: str, max_tokens: int = MAX_TOKENS,
-                 threads: int | None = None):
+                 threads: int | None = None, cache_key: str | None = None):
         try:
             self.tokenizer = configure_tokenizer(Tokenizer.from_str(tokenizer_json), max_tokens)
         except Exception as e:  # tokenizers raises plain Exception on bad JSON
             raise EncoderError(f"tokenizer.json is not a valid tokenizer: {e}") from None
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Fold the int8 weights' DequantizeLinear nodes into float constants at load: a query then
-        # costs ~1.4 ms instead of ~5 ms (the embedding table stays int8, see export/text_encoder.py).
-        options.add_session_config_entry("session.disable_quant_qdq", "1")
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # see sdk.engine
-        if threads:
-            options.intra_op_num_threads = threads
         source = str(model) if isinstance(model, Path) else model
         try:
-            self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+            if cache_key is not None and isinstance(source, bytes):
+                self.session = encoder_cache.cached_session(cache_key, source, lambda: session_options(threads))
+            else:
+                self.session = ort.InferenceSession(source, session_options(threads), providers=encoder_cache.PROVIDERS)
         except Exception as e:  # onnxruntime raises its own untyped errors on bad graphs
             raise EncoderError(f"text encoder graph could not be loaded: {e}") from None
         outputs = self.session.get_outputs()
@@ -88,10 +97,12 @@ class TextEncoder:
         self.dim = dims[-1]
 
     @classmethod
-    def from_checked_members(cls, graph: bytes, tokenizer_json: str, max_tokens: int, dim: int) -> TextEncoder:
+    def from_checked_members(cls, graph: bytes, tokenizer_json: str, max_tokens: int, dim: int,
+                             cache_key: str | None = None) -> TextEncoder:
         """The encoder of a bundle, from a graph and tokenizer already checked (`sdk.graph_check`,
-        `sdk.tokenizer_check`); its embeddings must have the bundle's `dim`."""
-        encoder = cls(graph, tokenizer_json, max_tokens)
+        `sdk.tokenizer_check`); its embeddings must have the bundle's `dim`. With `cache_key`, its session
+        comes from the warm-start cache, or is stored there (sdk/encoder_cache.py)."""
+        encoder = cls(graph, tokenizer_json, max_tokens, cache_key=cache_key)
         if encoder.dim != dim:
             raise BundleError(f"member text_encoder.onnx: gives {encoder.dim}-d embeddings, the mixer takes {dim}")
         return encoder

@@ -30,7 +30,8 @@ def _probs(bundle) -> np.ndarray:
 
 def test_an_entry_is_written_after_the_checked_compile_and_read_back_equal(tiny_bundle, cache_folder, monkeypatch):
     first = sdk.load(tiny_bundle).warm_up()
-    assert first.engine.route == "compiled" and [e["key"] for e in device_cache.entries()] == [first.engine.cache_key]
+    backbones = [e["key"] for e in device_cache.entries() if e["kind"] == "backbone"]
+    assert first.engine.route == "compiled" and backbones == [first.engine.cache_key]
     stored = device_cache.load(first.engine.cache_key)
     compiled = first.engine.current.compiled
     assert stored.graph == compiled.graph and np.array_equal(stored.constants, compiled.constants)
@@ -76,7 +77,9 @@ def test_cache_false_neither_reads_nor_writes(tiny_bundle, cache_folder):
 
 
 def test_the_folder_is_capped_least_recently_used_first_and_cleared(tiny_bundle, cache_folder):
-    key = sdk.load(tiny_bundle).warm_up().engine.cache_key
+    bundle = sdk.load(tiny_bundle)
+    bundle.compile_engine()   # the backbone's entry only (warm_up also stores the encoder's: sdk.encoder_cache)
+    key = bundle.engine.cache_key
     compiled = device_cache.load(key)
     for other in ("a" * 32, "b" * 32):
         device_cache.store(other, compiled)
@@ -92,10 +95,11 @@ def test_the_cli_lists_and_clears_the_cache(tiny_bundle, cache_folder):
     env = {**os.environ, device_cache.ENVIRONMENT: str(cache_folder)}
     listed = subprocess.run([sys.executable, "-m", "sdk", "cache", "list"], capture_output=True, text=True, env=env,
                             check=True).stdout
-    assert "1 entries" in listed and device_cache.entries()[0]["key"] in listed
+    assert "2 entries" in listed and all(e["key"] in listed for e in device_cache.entries())
+    assert "backbone" in listed and "text_encoder" in listed
     cleared = subprocess.run([sys.executable, "-m", "sdk", "cache", "clear"], capture_output=True, text=True,
                              env=env, check=True).stdout
-    assert "removed 1 entries" in cleared and device_cache.entries() == []
+    assert "removed 2 entries" in cleared and device_cache.entries() == []
 
 
 def test_the_key_changes_with_the_bundle_the_runtime_and_the_cpu(tiny_bundle, monkeypatch):
@@ -130,3 +134,14 @@ def test_a_second_process_takes_the_compiled_backbone_from_the_cache(tiny_bundle
     assert first.stdout.strip() == second.stdout.strip() == "compiled", (first.stderr[-500:], second.stderr[-500:])
     fresh = subprocess.run([*run, "forbid"], capture_output=True, text=True, env={**env, device_cache.ENVIRONMENT: "0"})
     assert fresh.returncode != 0 and "compiled again" in fresh.stderr     # the check itself can fail
+
+
+def test_trim_removes_the_staging_folders_of_killed_writes_but_not_a_live_one(cache_folder):
+    dead, live = cache_folder / f".{'c' * 32}.0badf00d.tmp", cache_folder / f".{'d' * 32}.0000beef.tmp"
+    for folder in (dead, live):
+        folder.mkdir(parents=True)
+        (folder / "encoder.weights").write_bytes(b"x" * 1000)
+    old = os.stat(dead).st_mtime - device_cache.STALE_STAGING_S - 1
+    os.utime(dead, (old, old))
+    device_cache.trim()
+    assert not dead.exists() and live.is_dir() and device_cache.entries() == []

@@ -1,0 +1,144 @@
+"""Warm start for the text encoder: onnxruntime's optimized session of a bundle's encoder, kept on disk.
+
+Creating the encoder's session costs ~135 ms in a fresh process: onnxruntime folds the int8 weights into
+float constants, fuses the graph and packs the matrices for its GEMM. It can write that result out, as an
+ONNX graph and one external file with the float weights and the packed matrices
+(`session.save_external_prepacked_constant_initializers`); a session made from those with the optimizations
+off is ready in ~60 ms and gives the same embeddings to the bit (tests/test_encoder_cache.py; the figures:
+docs/results/experiments.md, 'Warm start, fourth look', and docs/results/warm_start.md).
+
+The entry lives beside the backbone's (sdk.device_cache: same folder, cap, `python -m sdk cache list` and
+`clear`, same opt-outs), keyed by the encoder member's SHA-256, onnxruntime, the SDK and the CPU, so
+bundles that ship the same encoder share one entry. It is written all or nothing when a process first
+creates the encoder, and checked when read:
+- the entry's fields, and the graph's size and SHA-256, before onnxruntime parses the graph;
+- the weight file's size before, and its SHA-256 computed on a second thread while onnxruntime builds the
+  session from it (hashlib releases the GIL, so the ~70 ms digest and the ~60 ms load overlap). The
+  session is used only if the digest matches; a damaged entry is removed and rebuilt, never an error.
+
+>>> session = cached_session(key, graph, options)     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import onnxruntime as ort
+
+from . import device_cache
+from .cache import atomic_directory
+
+log = logging.getLogger(__name__)
+
+KIND = "text_encoder"
+FORMAT_VERSION = 1
+GRAPH, WEIGHTS = "encoder.onnx", "encoder.weights"
+PROVIDERS = ["CPUExecutionProvider"]
+
+
+def entry_key(encoder_sha256: str) -> str:
+    """The entry of an encoder graph (its SHA-256) on this machine and runtime."""
+    return device_cache.entry_key(encoder_sha256, KIND)
+
+
+def cached_session(key: str, graph: bytes, options: Callable[[], ort.SessionOptions]) -> ort.InferenceSession:
+    """The session of `graph` as `options()` makes it, from the entry `key` when it is there and sound;
+    otherwise created from `graph` and stored under `key` (a cache that cannot be written is skipped)."""
+    folder = device_cache.cache_dir() / key
+    session = _load(folder, key, options) if device_cache.has_entry(key) else None
+    return session or _create_and_store(folder, key, graph, options) \
+        or ort.InferenceSession(graph, options(), providers=PROVIDERS)
+
+
+def _load(folder: Path, key: str, options: Callable[[], ort.SessionOptions]) -> ort.InferenceSession | None:
+    try:
+        entry = json.loads((folder / device_cache.ENTRY).read_text())
+        if entry.get("format") != FORMAT_VERSION or entry.get("key") != key or entry.get("kind") != KIND \
+                or set(entry["files"]) != {GRAPH, WEIGHTS}:
+            raise ValueError("not an entry of this key, kind and format")
+        graph = (folder / GRAPH).read_bytes()
+        if _digest(graph) != entry["files"][GRAPH]:
+            raise ValueError(f"{GRAPH}: size or checksum mismatch")
+        if (folder / WEIGHTS).stat().st_size != entry["files"][WEIGHTS]["bytes"]:
+            raise ValueError(f"{WEIGHTS}: size mismatch")
+        weights = _FileDigest(folder / WEIGHTS)
+        try:
+            session = _session_from_entry(folder, graph, options)
+        finally:
+            digest = weights.result()
+        if digest != entry["files"][WEIGHTS]:
+            raise ValueError(f"{WEIGHTS}: checksum mismatch")
+        (folder / device_cache.ENTRY).touch()   # recently used: the last to go when the folder is trimmed
+        return session
+    except Exception as e:  # noqa: BLE001 - damaged, of another shape, or refused by onnxruntime: rebuild
+        log.debug("encoder cache entry %s damaged (%s): removed", key, e)
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+
+
+def _session_from_entry(folder: Path, graph: bytes, options: Callable[[], ort.SessionOptions]):
+    opts = options()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL   # optimized when stored
+    opts.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
+    return ort.InferenceSession(graph, opts, providers=PROVIDERS)
+
+
+def _create_and_store(folder: Path, key: str, graph: bytes,
+                      options: Callable[[], ort.SessionOptions]) -> ort.InferenceSession | None:
+    """The session, created while onnxruntime writes its optimized form into the entry; None if that
+    failed (the caller then creates the session plainly, so a bad graph still gets its own error)."""
+    try:
+        with atomic_directory(folder) as tmp:
+            opts = options()
+            opts.optimized_model_filepath = str(tmp / GRAPH)
+            opts.log_severity_level = 3   # not its warning that the stored graph fits this CPU only: the key says so
+            opts.add_session_config_entry("session.optimized_model_external_initializers_file_name", WEIGHTS)
+            # Small tensors stay in the graph: shape inference must read them (an external shape constant
+            # makes the stored graph unloadable).
+            opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+            opts.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
+            session = ort.InferenceSession(graph, opts, providers=PROVIDERS)
+            if not (tmp / WEIGHTS).is_file():   # an encoder with no weights big enough to go outside
+                (tmp / WEIGHTS).write_bytes(b"")
+            entry = {"format": FORMAT_VERSION, "key": key, "kind": KIND,
+                     "files": {GRAPH: _digest((tmp / GRAPH).read_bytes()),
+                               WEIGHTS: _FileDigest(tmp / WEIGHTS).result()}}
+            (tmp / device_cache.ENTRY).write_text(json.dumps(entry))
+        device_cache.trim()
+        return session
+    except Exception as e:  # noqa: BLE001 - full disk, read-only home, or a graph onnxruntime refuses
+        log.debug("encoder cache entry %s not written: %s", key, e)
+        return None
+
+
+def _digest(data: bytes) -> dict:
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+class _FileDigest:
+    """A file's size and SHA-256, computed on a thread of its own (hashlib releases the GIL)."""
+
+    def __init__(self, path: Path):
+        self._result: dict | BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(path,), name="taper-encoder-digest", daemon=True)
+        self._thread.start()
+
+    def _run(self, path: Path) -> None:
+        try:
+            with open(path, "rb") as f:
+                digest = hashlib.file_digest(f, "sha256")
+                self._result = {"bytes": f.tell(), "sha256": digest.hexdigest()}
+        except BaseException as e:  # noqa: BLE001 - handed to the caller by result()
+            self._result = e
+
+    def result(self) -> dict:
+        self._thread.join()
+        if isinstance(self._result, BaseException):
+            raise self._result
+        return self._result
