@@ -10,7 +10,8 @@ docs/results/experiments.md, 'Warm start, fourth look', and docs/results/warm_st
 The entry lives beside the backbone's (sdk.device_cache: same folder, cap, `python -m sdk cache list` and
 `clear`, same opt-outs), keyed by the encoder member's SHA-256, onnxruntime, the SDK and the CPU, so
 bundles that ship the same encoder share one entry. It is written all or nothing when a process first
-creates the encoder, and checked when read:
+creates the encoder (onnxruntime writes it while creating the session; a thread hashes it and renames it
+into place, so the caller does not wait for the digest), and checked when read:
 - the entry's fields, and the graph's size and SHA-256, before onnxruntime parses the graph;
 - the weight file's size before, and its SHA-256 computed on a second thread while onnxruntime builds the
   session from it (hashlib releases the GIL, so the ~70 ms digest and the ~60 ms load overlap). The
@@ -24,7 +25,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +43,7 @@ KIND = "text_encoder"
 FORMAT_VERSION = 1
 GRAPH, WEIGHTS = "encoder.onnx", "encoder.weights"
 PROVIDERS = ["CPUExecutionProvider"]
+_writers: list[threading.Thread] = []   # entries this process is finishing (sdk/encoder_cache.py `_finish`)
 
 
 def entry_key(encoder_sha256: str) -> str:
@@ -91,38 +95,70 @@ def _session_from_entry(folder: Path, graph: bytes, options: Callable[[], ort.Se
 
 def _create_and_store(folder: Path, key: str, graph: bytes,
                       options: Callable[[], ort.SessionOptions]) -> ort.InferenceSession | None:
-    """The session, created while onnxruntime writes its optimized form into the entry; None if that
-    failed (the caller then creates the session plainly, so a bad graph still gets its own error)."""
+    """The session, created while onnxruntime writes its optimized form into a staging folder; a thread
+    then hashes it and renames it into place (~75 ms for 97 MB, off the caller's path: `wait_for_writes`).
+    None if that failed (the caller then creates the session plainly, so a bad graph gets its own error)."""
+    staging = None
     try:
-        with atomic_directory(folder) as tmp:
-            opts = options()
-            opts.optimized_model_filepath = str(tmp / GRAPH)
-            opts.log_severity_level = 3   # not its warning that the stored graph fits this CPU only: the key says so
-            opts.add_session_config_entry("session.optimized_model_external_initializers_file_name", WEIGHTS)
-            # Small tensors stay in the graph: shape inference must read them (an external shape constant
-            # makes the stored graph unloadable).
-            opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
-            opts.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
-            session = ort.InferenceSession(graph, opts, providers=PROVIDERS)
-            if not (tmp / WEIGHTS).is_file():   # an encoder with no weights big enough to go outside
-                (tmp / WEIGHTS).write_bytes(b"")
-            entry = {"format": FORMAT_VERSION, "key": key, "kind": KIND,
-                     "files": {GRAPH: _digest((tmp / GRAPH).read_bytes()),
-                               WEIGHTS: _FileDigest(tmp / WEIGHTS).result()}}
-            (tmp / device_cache.ENTRY).write_text(json.dumps(entry))
-        device_cache.trim()
-        return session
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".tmp", dir=folder.parent))  # trim's pattern
+        opts = options()
+        opts.optimized_model_filepath = str(staging / GRAPH)
+        opts.log_severity_level = 3   # not its warning that the stored graph fits this CPU only: the key says so
+        opts.add_session_config_entry("session.optimized_model_external_initializers_file_name", WEIGHTS)
+        # Small tensors stay in the graph: shape inference must read them (an external shape constant
+        # makes the stored graph unloadable).
+        opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+        opts.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
+        session = ort.InferenceSession(graph, opts, providers=PROVIDERS)
     except Exception as e:  # noqa: BLE001 - full disk, read-only home, or a graph onnxruntime refuses
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         log.debug("encoder cache entry %s not written: %s", key, e)
         return None
+    writer = threading.Thread(target=_finish, args=(staging, folder, key), name="taper-encoder-cache")
+    writer.start()   # not a daemon: an exiting process waits for it rather than leave a staging folder
+    _writers.append(writer)
+    return session
+
+
+def _finish(staging: Path, folder: Path, key: str) -> None:
+    """Hash what onnxruntime wrote and put the entry in place, all or nothing."""
+    try:
+        with atomic_directory(folder) as tmp:
+            for name in (GRAPH, WEIGHTS):
+                if name == WEIGHTS and not (staging / name).exists():   # no weight big enough to go outside
+                    (tmp / name).write_bytes(b"")
+                else:
+                    os.replace(staging / name, tmp / name)
+            entry = {"format": FORMAT_VERSION, "key": key, "kind": KIND,
+                     "files": {GRAPH: _digest((tmp / GRAPH).read_bytes()), WEIGHTS: _file_digest(tmp / WEIGHTS)}}
+            (tmp / device_cache.ENTRY).write_text(json.dumps(entry))
+        device_cache.trim()
+    except Exception as e:  # noqa: BLE001 - full disk, a folder removed meanwhile: no entry, nothing else
+        log.debug("encoder cache entry %s not written: %s", key, e)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def wait_for_writes() -> None:
+    """Return when every entry this process began writing is in place (or was given up)."""
+    while _writers:
+        _writers.pop().join()
 
 
 def _digest(data: bytes) -> dict:
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+def _file_digest(path: Path) -> dict:
+    with open(path, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256")
+        return {"bytes": f.tell(), "sha256": digest.hexdigest()}
+
+
 class _FileDigest:
-    """A file's size and SHA-256, computed on a thread of its own (hashlib releases the GIL)."""
+    """`_file_digest` on a thread of its own (hashlib releases the GIL), beside the session's load."""
 
     def __init__(self, path: Path):
         self._result: dict | BaseException | None = None
@@ -131,9 +167,7 @@ class _FileDigest:
 
     def _run(self, path: Path) -> None:
         try:
-            with open(path, "rb") as f:
-                digest = hashlib.file_digest(f, "sha256")
-                self._result = {"bytes": f.tell(), "sha256": digest.hexdigest()}
+            self._result = _file_digest(path)
         except BaseException as e:  # noqa: BLE001 - handed to the caller by result()
             self._result = e
 

@@ -136,7 +136,7 @@ class TaperBundle:
             self.compile_engine()
             return self
         # The compile is the long part (~0.6 s at full width): the encoder is created beside it (onnxruntime
-        # and hashlib release the GIL), which also hides the cost of writing the encoder's cache entry.
+        # releases the GIL), and so is most of what writing the encoder's cache entry costs.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="taper-warm-up") as pool:
             encoder = pool.submit(lambda: self.encoder)
             self.compile_engine()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import sdk
-from sdk import device_cache
+from sdk import device_cache, encoder_cache
 
 
 @pytest.fixture()
@@ -92,6 +92,7 @@ def test_the_folder_is_capped_least_recently_used_first_and_cleared(tiny_bundle,
 
 def test_the_cli_lists_and_clears_the_cache(tiny_bundle, cache_folder):
     sdk.load(tiny_bundle).warm_up()
+    encoder_cache.wait_for_writes()
     env = {**os.environ, device_cache.ENVIRONMENT: str(cache_folder)}
     listed = subprocess.run([sys.executable, "-m", "sdk", "cache", "list"], capture_output=True, text=True, env=env,
                             check=True).stdout

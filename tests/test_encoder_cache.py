@@ -34,6 +34,7 @@ def reference(tiny_bundle) -> np.ndarray:
 
 
 def _entry(cache_folder: Path) -> Path:
+    encoder_cache.wait_for_writes()   # the entry is hashed and renamed into place on a thread
     found = [e for e in device_cache.entries() if e["kind"] == encoder_cache.KIND]
     assert len(found) == 1, device_cache.entries()
     return cache_folder / found[0]["key"]
@@ -54,6 +55,7 @@ def test_the_first_encoder_is_stored_and_a_later_one_read_back_identical(tiny_bu
     assert entry["kind"] == encoder_cache.KIND and folder.name == encoder_cache.entry_key(
         sdk.load(tiny_bundle, cache=False).bundle.manifest.members["text_encoder.onnx"].sha256)
     assert (folder / encoder_cache.WEIGHTS).stat().st_size == entry["files"][encoder_cache.WEIGHTS]["bytes"] > 0
+    assert not list(cache_folder.glob(".*"))   # the staging folder went into place
     _forbid_creating(monkeypatch)
     second = sdk.load(tiny_bundle).encoder.encode(PHRASES)
     assert np.array_equal(first, reference) and np.array_equal(second, reference)
