@@ -141,7 +141,7 @@ def soak_process(path: str, seconds: float, threads: int, seed: int) -> dict:
             "rss_mb_settled": after[0], "rss_mb_end": memory[-1][1],
             "rss_mb_median_per_window": medians, "window_s": settle,
             "rss_growth_after_settle_mb": round(medians[-1] - medians[1], 1) if len(medians) > 2 else
-            round(memory[-1][1] - after[0], 1), "settle_s": settle}
+            round(memory[-1][1] - after[0], 1)}
 
 
 def _child(args: tuple, queue) -> None:

@@ -61,6 +61,7 @@ def cached_session(key: str, graph: bytes, options: Callable[[], ort.SessionOpti
 
 
 def _load(folder: Path, key: str, options: Callable[[], ort.SessionOptions]) -> ort.InferenceSession | None:
+    """The entry's session if every check passes; otherwise None, and the entry is removed."""
     try:
         entry = json.loads((folder / device_cache.ENTRY).read_text())
         if entry.get("format") != FORMAT_VERSION or entry.get("key") != key or entry.get("kind") != KIND \
