@@ -274,3 +274,19 @@ def test_the_condition_phrase_resolver_names_exact_and_near_phrases_and_keeps_ta
     negatives = [{"fog": 0.5, "night": 0.3}]
     tau, counts = choose_tau(positives, negatives)
     assert tau == 0.7 and counts == {"right": 3, "wrong": 0}
+
+
+def test_condition_fewshot_draws_each_class_from_its_own_images_and_reads_the_choice():
+    from lab.condition_fewshot import chosen_candidate, examples_for
+    from trainer.data.cache import Split
+
+    labels = np.repeat(np.arange(4), 6)
+    images = np.arange(len(labels), dtype=np.uint8)[:, None, None, None] * np.ones((1, 2, 2, 3), np.uint8)
+    drawn = examples_for(Split(images, labels), np.array([1, 3]), ["a", "b", "c", "d"], 4, np.random.default_rng(0))
+    assert sorted(drawn) == ["b", "d"]
+    for name, c in (("b", 1), ("d", 3)):
+        rows = [int(image[0, 0, 0]) for image in drawn[name]]
+        assert len(set(rows)) == 4 and all(labels[r] == c for r in rows)
+    assert chosen_candidate(["2 classes from 10 example images", "basis 3: trained rows' accuracy 0.900, margin 0.1",
+                             "selected 'basis 3'"]) == "basis 3"
+    assert chosen_candidate(["selected 'mixer: class names'"]) == "mixer: class names"
