@@ -6,8 +6,10 @@
 The protocol and prediction are in docs/results/experiments.md ("Few-shot enrollment on condition
 images"), written before this ran. Per task and condition: `sdk.personalize(bundle, examples=...)` with
 `--shots` training images per class in that condition, scored on the task's val images in the condition
-through onnxruntime; beside it, on the same tasks and images, the run's same-compute generic network with
-classifier selection (generic_cs) and the true condition's basis alone (condition_basis), in torch.
+through onnxruntime; `personalize(bundle, stream=...)` (adapt) from 192 other val images of the task in
+the condition, scored on the same images; beside them, on the same tasks and images, the run's same-compute
+generic network with classifier selection (generic_cs) and the true condition's basis alone
+(condition_basis), in torch.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from .condition_ceiling import condition_means
 from .condition_headroom import severities, val_images
 from .condition_report import evaluation_tasks, open_run
 
-ROWS = ("generic_cs", "condition_basis", "fewshot")
+ROWS = ("generic_cs", "condition_basis", "fewshot", "adapt")
+STREAM_BATCHES, STREAM_BATCH = 6, 32   # the adapt row: 192 unlabelled images of the task, in the condition
 
 
 def examples_for(train, task: np.ndarray, names: list[str], shots: int, rng: np.random.Generator) -> dict:
@@ -45,6 +48,32 @@ def chosen_candidate(resolution: list[str]) -> str:
     """The candidate few-shot selected ("basis 3", "uniform", "mixer: class names"), from its resolution."""
     found = [m.group(1) for line in resolution if (m := re.fullmatch(r"selected '(.+)'", line))]
     return found[-1] if found else "?"
+
+
+def accuracy(model, images: np.ndarray, labels: np.ndarray, class_names: list[str]) -> tuple[int, int]:
+    """(right, total) of a personalized model on `images`: its argmax class against the true names; a class
+    the model does not have is always wrong."""
+    predicted = np.asarray(model.classes)[model.predict_proba(images).argmax(1)]
+    return int((predicted == np.asarray(class_names)[labels]).sum()), len(labels)
+
+
+def adapt_accuracy(bundle, val, keep: np.ndarray, tasks: list[np.ndarray], images: np.ndarray, evaluator,
+                   class_names: list[str], seed: list[int]) -> float:
+    """Per task: the task's val images outside the scored ones stream in as unlabelled batches
+    (`personalize(stream=...)`); the adapted model is scored on the task's scored images."""
+    rng = np.random.default_rng(seed)
+    scored = np.zeros(len(val.labels), bool)
+    scored[keep] = True
+    right = total = 0
+    for task in tasks:
+        pool = np.flatnonzero(np.isin(val.labels, task) & ~scored)
+        drawn = rng.choice(pool, STREAM_BATCHES * STREAM_BATCH, replace=False)   # in a random order
+        stream = [np.asarray(val.images[np.sort(batch)]) for batch in np.split(drawn, STREAM_BATCHES)]
+        model = sdk.personalize(bundle, stream=stream)
+        idx = evaluator.task_index(task).numpy()
+        r, t = accuracy(model, images[idx], evaluator.labels.numpy()[idx], class_names)
+        right, total = right + r, total + t
+    return round(100.0 * right / total, 2)
 
 
 def score(run_dir: Path, bundle_path: Path, shots: int, task_every: int, progress=print) -> dict:
@@ -75,12 +104,13 @@ def score(run_dir: Path, bundle_path: Path, shots: int, task_every: int, progres
             for task in tasks:
                 model = sdk.personalize(bundle, examples=examples_for(train, task, class_names, shots, rng))
                 idx = evaluator.task_index(task).numpy()
-                predicted = np.asarray(model.classes)[model.predict_proba(images[idx]).argmax(1)]
-                right += int((predicted == np.asarray(class_names)[evaluator.labels.numpy()[idx]]).sum())
-                total += len(idx)
+                r, t = accuracy(model, images[idx], evaluator.labels.numpy()[idx], class_names)
+                right, total = right + r, total + t
                 pick = chosen_candidate(model.resolution)
                 picks["own basis" if pick == f"basis {q}" else "other basis" if pick.startswith("basis") else pick] += 1
             cells["fewshot"].setdefault(name, {})[key] = round(100.0 * right / total, 2)
+            cells["adapt"].setdefault(name, {})[key] = adapt_accuracy(
+                bundle, conditions.val(name, s), keep, tasks, images, evaluator, class_names, [51, q, s])
             chosen.setdefault(name, {})[key] = dict(picks)
             progress(f"[fewshot] {name} {key}: " + ", ".join(f"{row} {cells[row][name][key]:.2f}" for row in ROWS)
                      + f"; chosen {dict(picks)}")
@@ -106,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                            "images_per_class": 10},
               "mean_non_clean": accuracy, "per_condition": per_condition,
               "fewshot_minus_generic": round(accuracy["fewshot"] - accuracy["generic_cs"], 2),
+              "adapt_minus_generic": round(accuracy["adapt"] - accuracy["generic_cs"], 2),
               "chosen": scored["chosen"], "cells": scored["cells"], "seconds": round(time.perf_counter() - began)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
@@ -123,7 +154,8 @@ def markdown(r: dict, names: list[str]) -> str:
     for row in ROWS:
         lines.append(f"| {row} | " + " | ".join(f"{r['per_condition'][n][row]:.2f}" for n in names)
                      + f" | {r['mean_non_clean'][row]:.2f} |")
-    lines += ["", f"fewshot - generic_cs, mean non-clean: {r['fewshot_minus_generic']:+.2f}.", "",
+    lines += ["", f"fewshot - generic_cs, mean non-clean: {r['fewshot_minus_generic']:+.2f}; adapt - generic_cs: "
+              f"{r['adapt_minus_generic']:+.2f}.", "",
               "What few-shot chose (tasks, severity 3 and 5 together):", ""]
     for n in names:
         total = Counter()
