@@ -249,9 +249,10 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
         engine: "onnxruntime" (default) or "executorch": personalized models run the bundle's ExecuTorch
             companion, an XNNPACK program (`sdk.executorch_engine`; needs the executorch package).
         program: the companion's path for engine="executorch" (default: `<path>.xnnpack`).
-        cache: keep what compiling the backbone for this device computes in the user's cache folder and
-            reuse it in later processes (`sdk.device_cache`: keyed by the bundle, onnxruntime and the CPU,
-            checked when read); False neither reads nor writes it.
+        cache: keep what compiling the backbone and the text encoder for this device computes in the
+            user's cache folder and reuse it in later processes (`sdk.device_cache`, `sdk.encoder_cache`:
+            keyed by the bundle or its encoder, onnxruntime and the CPU, checked when read); False neither
+            reads nor writes it.
         trusted_keys: public keys (64 hex digits as in a `.pub` file, 32 raw bytes, or a `.pub` path):
             accept only a bundle signed by one of them (`python -m export sign`), and check its members'
             SHA-256 whatever `verify` says; with engine="executorch", its companion too must be signed by
