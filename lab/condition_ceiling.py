@@ -75,9 +75,11 @@ def score(run_dir: Path, states: dict, task_seeds: list[int], task_every: int, i
 
 
 def score_cells(ctx, conditions, names, rows: tuple[str, ...], networks, tasks: list[np.ndarray],
-                images_per_class: int, progress=print) -> dict:
+                images_per_class: int, progress=print, extra=None) -> dict:
     """Classifier selection of each row's network (`networks(condition)` -> {row: state}) on each condition
-    at its report severities: {"cells": {row: {condition: {"s3": acc, ...}}}, "tasks", "images"}."""
+    at its report severities: {"cells": {row: {condition: {"s3": acc, ...}}}, "tasks", "images"}.
+    `extra(condition, severity, evaluator)` -> {row: acc}: rows scored another way on the same cell (the
+    evaluator's `x` then holds the cell's images)."""
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, images_per_class=images_per_class)
     keep, clean_x = evaluator.rows, evaluator.x
     per: dict[str, dict] = {row: {} for row in rows}
@@ -88,7 +90,10 @@ def score_cells(ctx, conditions, names, rows: tuple[str, ...], networks, tasks: 
             key = "clean" if s == 0 else f"s{s}"
             for row in rows:
                 per[row].setdefault(name, {})[key] = round(evaluator.static(evaluator.logits(states[row]), tasks)[0], 2)
-            progress(f"{name} {key}: " + ", ".join(f"{r} {per[r][name][key]:.2f}" for r in rows))
+            for row, acc in (extra(name, s, evaluator) if extra else {}).items():
+                per.setdefault(row, {}).setdefault(name, {})[key] = acc
+            progress(f"{name} {key}: " + ", ".join(f"{r} {per[r][name][key]:.2f}" for r in per))
+    evaluator.x = clean_x
     return {"cells": per, "tasks": len(tasks), "images": int(len(keep))}
 
 

@@ -23,14 +23,13 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import torch
 
 import sdk
 from trainer.checkpoints import load_state
-from trainer.evaluate import Evaluator
 from trainer.rundir import RunDir
 
-from .condition_ceiling import condition_means
-from .condition_headroom import severities, val_images
+from .condition_ceiling import condition_means, score_cells
 from .condition_report import evaluation_tasks, open_run
 
 ROWS = ("generic_cs", "condition_basis", "fewshot", "adapt")
@@ -50,72 +49,64 @@ def chosen_candidate(resolution: list[str]) -> str:
     return found[-1] if found else "?"
 
 
-def accuracy(model, images: np.ndarray, labels: np.ndarray, class_names: list[str]) -> tuple[int, int]:
-    """(right, total) of a personalized model on `images`: its argmax class against the true names; a class
-    the model does not have is always wrong."""
-    predicted = np.asarray(model.classes)[model.predict_proba(images).argmax(1)]
-    return int((predicted == np.asarray(class_names)[labels]).sum()), len(labels)
+def sdk_accuracy(evaluator, tasks: list[np.ndarray], images: np.ndarray, class_index: dict[str, int],
+                 model_for) -> float:
+    """Accuracy of a personalized model per task (`model_for(task)`), run by the SDK on the task's val
+    images (uint8 `images`, the evaluator's rows): the evaluator's plain accuracy, the logits of every class
+    the model does not have at -inf (so such a class is never predicted, and its images are always wrong)."""
+    def logits_for(i, task, idx):
+        model = model_for(task)
+        logits = torch.full((len(idx), evaluator.num_classes), float("-inf"))
+        logits[:, [class_index[c] for c in model.classes]] = torch.from_numpy(model.logits(images[idx.numpy()]))
+        return logits
+
+    return round(evaluator.accumulate(tasks, logits_for)[1], 2)
 
 
-def adapt_accuracy(bundle, val, keep: np.ndarray, tasks: list[np.ndarray], images: np.ndarray, evaluator,
-                   class_names: list[str], seed: list[int]) -> float:
-    """Per task: the task's val images outside the scored ones stream in as unlabelled batches
-    (`personalize(stream=...)`); the adapted model is scored on the task's scored images."""
-    rng = np.random.default_rng(seed)
-    scored = np.zeros(len(val.labels), bool)
-    scored[keep] = True
-    right = total = 0
-    for task in tasks:
-        pool = np.flatnonzero(np.isin(val.labels, task) & ~scored)
-        drawn = rng.choice(pool, STREAM_BATCHES * STREAM_BATCH, replace=False)   # in a random order
-        stream = [np.asarray(val.images[np.sort(batch)]) for batch in np.split(drawn, STREAM_BATCHES)]
-        model = sdk.personalize(bundle, stream=stream)
-        idx = evaluator.task_index(task).numpy()
-        r, t = accuracy(model, images[idx], evaluator.labels.numpy()[idx], class_names)
-        right, total = right + r, total + t
-    return round(100.0 * right / total, 2)
+def stream_for(val, keep: np.ndarray, task: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """The adapt row's unlabelled batches: the task's val images outside the scored ones (`keep`), drawn in
+    a random order."""
+    pool = np.setdiff1d(np.flatnonzero(np.isin(val.labels, task)), keep)
+    drawn = rng.choice(pool, STREAM_BATCHES * STREAM_BATCH, replace=False)
+    return [np.asarray(val.images[np.sort(batch)]) for batch in np.split(drawn, STREAM_BATCHES)]
 
 
 def score(run_dir: Path, bundle_path: Path, shots: int, task_every: int, progress=print) -> dict:
     config, ctx, taper, _ = open_run(run_dir)
-    names_in_run = list(config.conditions)
-    conditions = ctx.conditions
-    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, images_per_class=10)
-    keep, clean_x = evaluator.rows, evaluator.x
+    names = tuple(config.conditions)
     tasks = evaluation_tasks(config, ctx, [0, 1, 2], 5)[::task_every]
     generic = load_state(RunDir(run_dir).model("baseline"))
     bundle = sdk.load(bundle_path, cache=False)
     class_names = bundle.classes
     if len(class_names) != ctx.data.num_classes:
         raise SystemExit(f"{bundle_path}: {len(class_names)} classes, the run has {ctx.data.num_classes}")
-    cells: dict[str, dict] = {row: {} for row in ROWS}
+    class_index = {c: i for i, c in enumerate(class_names)}
     chosen: dict[str, dict] = {}
-    for q, name in enumerate(names_in_run):
-        train = conditions.train(name)
-        for s in severities(name):
-            key = "clean" if s == 0 else f"s{s}"
-            evaluator.x = clean_x if name == "clean" else val_images(conditions, name, s, ctx.preprocessing, keep)
-            images = np.asarray(conditions.val(name, s).images[keep])   # uint8, as a user's photos reach the SDK
-            for row, state in (("generic_cs", generic), ("condition_basis", taper.bank.basis_state_dict(q))):
-                cells[row].setdefault(name, {})[key] = round(evaluator.static(evaluator.logits(state), tasks)[0], 2)
-            rng = np.random.default_rng([50, q, s])
-            right = total = 0
-            picks = Counter()
-            for task in tasks:
-                model = sdk.personalize(bundle, examples=examples_for(train, task, class_names, shots, rng))
-                idx = evaluator.task_index(task).numpy()
-                r, t = accuracy(model, images[idx], evaluator.labels.numpy()[idx], class_names)
-                right, total = right + r, total + t
-                pick = chosen_candidate(model.resolution)
-                picks["own basis" if pick == f"basis {q}" else "other basis" if pick.startswith("basis") else pick] += 1
-            cells["fewshot"].setdefault(name, {})[key] = round(100.0 * right / total, 2)
-            cells["adapt"].setdefault(name, {})[key] = adapt_accuracy(
-                bundle, conditions.val(name, s), keep, tasks, images, evaluator, class_names, [51, q, s])
-            chosen.setdefault(name, {})[key] = dict(picks)
-            progress(f"[fewshot] {name} {key}: " + ", ".join(f"{row} {cells[row][name][key]:.2f}" for row in ROWS)
-                     + f"; chosen {dict(picks)}")
-    evaluator.x = clean_x
-    return {"cells": cells, "chosen": chosen, "tasks": len(tasks), "names": names_in_run}
+
+    def networks(name: str) -> dict:
+        return {"generic_cs": generic, "condition_basis": taper.bank.basis_state_dict(names.index(name))}
+
+    def sdk_rows(name: str, s: int, evaluator) -> dict:
+        q, train, val = names.index(name), ctx.conditions.train(name), ctx.conditions.val(name, s)
+        images = np.asarray(val.images[evaluator.rows])   # uint8, as a user's photos reach the SDK
+        picks = Counter()
+        examples_rng, stream_rng = np.random.default_rng([50, q, s]), np.random.default_rng([51, q, s])
+
+        def enrolled(task):
+            model = sdk.personalize(bundle, examples=examples_for(train, task, class_names, shots, examples_rng))
+            pick = chosen_candidate(model.resolution)
+            picks["own basis" if pick == f"basis {q}" else "other basis" if pick.startswith("basis") else pick] += 1
+            return model
+
+        rows = {"fewshot": sdk_accuracy(evaluator, tasks, images, class_index, enrolled),
+                "adapt": sdk_accuracy(evaluator, tasks, images, class_index, lambda task: sdk.personalize(
+                    bundle, stream=stream_for(val, evaluator.rows, task, stream_rng)))}
+        chosen.setdefault(name, {})["clean" if s == 0 else f"s{s}"] = dict(picks)
+        return rows
+
+    scored = score_cells(ctx, ctx.conditions, names, ROWS[:2], networks, tasks, 10,
+                         lambda line: progress(f"[fewshot] {line}"), extra=sdk_rows)
+    return {"cells": scored["cells"], "chosen": chosen, "tasks": len(tasks), "names": list(names)}
 
 
 def main(argv: list[str] | None = None) -> int:

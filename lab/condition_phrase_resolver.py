@@ -28,7 +28,6 @@ HELDOUT = ROOT / "lab" / "condition_phrases_heldout.json"
 TUNING_NEGATIVES = ROOT / "scripts" / "retrieval_phrasings.json"
 HELDOUT_NEGATIVES = sorted((ROOT / "scripts").glob("retrieval_phrasings_heldout*.json"))
 MAX_WINDOW = 6
-NONE = None
 
 
 def words(text: str) -> list[str]:
@@ -75,7 +74,7 @@ class ConditionPhraseResolver:
 
     def decide(self, scores: dict[str, float]) -> str | None:
         condition = max(scores, key=scores.get)
-        return condition if scores[condition] >= self.tau else NONE
+        return condition if scores[condition] >= self.tau else None
 
 
 def choose_tau(positives: list[tuple[str, dict]], negatives: list[dict]) -> tuple[float, dict]:
@@ -95,9 +94,9 @@ def choose_tau(positives: list[tuple[str, dict]], negatives: list[dict]) -> tupl
 def score(resolver: ConditionPhraseResolver, items: list[tuple[str, str | None]]) -> dict:
     """Precision, recall and every miss over (text, true condition or None)."""
     rows = [{"text": t, "truth": c, "said": resolver.decide(resolver.scores(t))} for t, c in items]
-    said = [r for r in rows if r["said"] is not NONE]
-    held = [r for r in rows if r["truth"] is not NONE]
-    right = [r for r in rows if r["truth"] is not NONE and r["said"] == r["truth"]]
+    said = [r for r in rows if r["said"] is not None]
+    held = [r for r in rows if r["truth"] is not None]
+    right = [r for r in rows if r["truth"] is not None and r["said"] == r["truth"]]
     return {"n": len(rows), "with_condition": len(held), "given_condition": len(said), "right": len(right),
             "precision": round(len(right) / len(said), 3) if said else None,
             "recall": round(len(right) / len(held), 3) if held else None,
@@ -126,7 +125,7 @@ def main() -> None:
     heldout = json.loads(HELDOUT.read_text())
     phrasings = [(p, c) for c, ps in heldout.items() if c not in ("_about", "requests") for p in ps]
     requests = [(t, c) for c, ts in heldout["requests"].items() for t in ts]
-    negatives = [(t, NONE) for path in HELDOUT_NEGATIVES for t in retrieval_texts(path)]
+    negatives = [(t, None) for path in HELDOUT_NEGATIVES for t in retrieval_texts(path)]
     result = {"command": f"python -m lab.condition_phrase_resolver --bundle {args.bundle} --out {args.out}",
               "tau": round(resolver.tau, 4), "tuning": {**tuned, "leave_one_out_right": loo_right,
                                                         "leave_one_out_n": len(loo),

@@ -30,6 +30,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import onnxruntime as ort
@@ -72,12 +73,10 @@ def _load(folder: Path, key: str, options: Callable[[], ort.SessionOptions]) -> 
             raise ValueError(f"{GRAPH}: size or checksum mismatch")
         if (folder / WEIGHTS).stat().st_size != entry["files"][WEIGHTS]["bytes"]:
             raise ValueError(f"{WEIGHTS}: size mismatch")
-        weights = _FileDigest(folder / WEIGHTS)
-        try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="taper-encoder-digest") as pool:
+            digest = pool.submit(_file_digest, folder / WEIGHTS)   # hashlib releases the GIL: beside the load
             session = _session_from_entry(folder, graph, options)
-        finally:
-            digest = weights.result()
-        if digest != entry["files"][WEIGHTS]:
+        if digest.result() != entry["files"][WEIGHTS]:
             raise ValueError(f"{WEIGHTS}: checksum mismatch")
         (folder / device_cache.ENTRY).touch()   # recently used: the last to go when the folder is trimmed
         return session
@@ -156,24 +155,3 @@ def _file_digest(path: Path) -> dict:
     with open(path, "rb") as f:
         digest = hashlib.file_digest(f, "sha256")
         return {"bytes": f.tell(), "sha256": digest.hexdigest()}
-
-
-class _FileDigest:
-    """`_file_digest` on a thread of its own (hashlib releases the GIL), beside the session's load."""
-
-    def __init__(self, path: Path):
-        self._result: dict | BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(path,), name="taper-encoder-digest", daemon=True)
-        self._thread.start()
-
-    def _run(self, path: Path) -> None:
-        try:
-            self._result = _file_digest(path)
-        except BaseException as e:  # noqa: BLE001 - handed to the caller by result()
-            self._result = e
-
-    def result(self) -> dict:
-        self._thread.join()
-        if isinstance(self._result, BaseException):
-            raise self._result
-        return self._result
