@@ -51,7 +51,6 @@ from .bn_recalibration import recalibrated
 
 FINETUNE_LR = 0.01
 BN_IMAGES_PER_CLASS = 10  # (d): 2,000 training images of the condition at 200 classes
-ADAPT_SIZES = (16, 64)
 ROWS = (
     "clean_generic_cs",
     "generic_cs",
@@ -162,23 +161,35 @@ def val_images(conditions: ConditionData, name: str, severity: int, preprocessin
     return to_normalized_tensor(torch.from_numpy(np.ascontiguousarray(images)), preprocessing)
 
 
-def bn_adapt(evaluator: Evaluator, model: ResNet18, state: dict, tasks: list[np.ndarray], seed: int) -> dict:
-    """(c): per task, batch-norm statistics from k of the task's val images, i.i.d. or class-sorted."""
+STREAMS = {"iid_16": 16, "iid_64": 64, "sorted_64": -64}  # k images at random, or the first |k| in class order
+
+
+def stream_rows(evaluator: Evaluator, tasks: list[np.ndarray], seed: int) -> dict[str, list[np.ndarray]]:
+    """{stream: the evaluator rows each task's stream of unlabelled images shows}: k of the task's val
+    images drawn at random (seeded by `seed`), or the first 64 in class order (a class-sorted stream: a
+    few classes). (c) and lab/condition_stream.py read the same draws."""
     rng = np.random.default_rng([50, seed])
-    streams = {f"bn_adapt_iid_{k}": k for k in ADAPT_SIZES} | {"bn_adapt_sorted_64": -64}
-    out = {}
     labels = evaluator.labels.numpy()
-    for row, k in streams.items():
-
-        def state_for(i, task, k=k):
+    out = {}
+    for name, k in STREAMS.items():
+        out[name] = []
+        for task in tasks:
             index = evaluator.task_index(task).numpy()
-            if k < 0:  # a class-sorted stream: the first |k| images in class order (two or so classes)
-                chosen = index[np.argsort(labels[index], kind="stable")][:-k]
+            if k < 0:
+                out[name].append(index[np.argsort(labels[index], kind="stable")][:-k])
             else:
-                chosen = rng.choice(index, size=min(k, len(index)), replace=False)
-            return recalibrated(model, state, evaluator.x[torch.from_numpy(chosen)])
+                out[name].append(rng.choice(index, size=min(k, len(index)), replace=False))
+    return out
 
-        out[row] = evaluator.per_task(state_for, tasks)[0]
+
+def bn_adapt(evaluator: Evaluator, model: ResNet18, state: dict, tasks: list[np.ndarray], seed: int) -> dict:
+    """(c): per task, batch-norm statistics from the task's stream of unlabelled images (`stream_rows`)."""
+    out = {}
+    for name, rows in stream_rows(evaluator, tasks, seed).items():
+        def state_for(i, task, rows=rows):
+            return recalibrated(model, state, evaluator.x[torch.from_numpy(rows[i])])
+
+        out[f"bn_adapt_{name}"] = evaluator.per_task(state_for, tasks)[0]
     return out
 
 
