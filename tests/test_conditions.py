@@ -290,3 +290,57 @@ def test_condition_fewshot_draws_each_class_from_its_own_images_and_reads_the_ch
     assert chosen_candidate(["2 classes from 10 example images", "basis 3: trained rows' accuracy 0.900, margin 0.1",
                              "selected 'basis 3'"]) == "basis 3"
     assert chosen_candidate(["selected 'mixer: class names'"]) == "mixer: class names"
+
+
+def test_a_stream_picks_the_basis_whose_batch_norm_statistics_it_matches():
+    from lab.bn_recalibration import recalibrated
+    from lab.condition_stream import BatchNormInputs, basis_pass, choose, mean_entropy, statistics_mismatch
+    from trainer.models import ResNet18, ResNetConfig
+
+    torch.manual_seed(0)
+    model = ResNet18(ResNetConfig(stem="imagenet", width=0.125, num_classes=20))
+    bright, dark = torch.randn(32, 3, 32, 32) + 1.0, 0.3 * torch.randn(32, 3, 32, 32) - 1.0
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    bases = [recalibrated(model, weights, bright[:16]), recalibrated(model, weights, dark[:16])]
+    probe = ResNet18(ResNetConfig(stem="imagenet", width=0.125, num_classes=20))
+    recorder = BatchNormInputs(probe)
+    x = torch.cat([bright[16:], dark[16:]])
+    passes = [basis_pass(probe, recorder, state, x) for state in bases]
+    # A stream's statistics are exact averages of its images' moments: the stem's input (which no batch norm
+    # has touched) over the first 16 images equals a batch's statistics (recalibrated keeps the unbiased var).
+    means, squares = passes[0]["moments"][0]
+    stem = recalibrated(model, weights, x[:16])
+    n = 16 * 16 * 16   # images x H x W of the stem's 16 x 16 output at 32 px (stride 2)
+    mu = means[:16].mean(0)
+    assert torch.allclose(mu, stem["stem.bn1.running_mean"], atol=1e-5)
+    assert torch.allclose((squares[:16].mean(0) - mu * mu) * n / (n - 1), stem["stem.bn1.running_var"], rtol=1e-3)
+    bright_rows, dark_rows = np.arange(16), np.arange(16, 32)
+    assert statistics_mismatch(passes[0]["moments"], passes[0]["running"], bright_rows) < \
+        statistics_mismatch(passes[1]["moments"], passes[1]["running"], bright_rows)
+    assert choose(passes, bright_rows, np.arange(20))["bn"] == 0
+    assert choose(passes, dark_rows, np.arange(20))["bn"] == 1
+    task = np.array([2, 5, 7])
+    assert mean_entropy(torch.zeros(4, 20), task) == pytest.approx(np.log(3))
+    assert mean_entropy(torch.zeros(4, 20).index_fill_(1, torch.tensor([5]), 50.0), task) < 1e-6
+
+
+def test_streams_are_the_same_draws_for_every_reader():
+    from lab.condition_headroom import STREAMS, stream_rows
+
+    class Rows:   # the two things stream_rows reads of an evaluator
+        labels = torch.from_numpy(np.repeat(np.arange(30), 10))
+
+        def task_index(self, task):
+            return torch.from_numpy(np.flatnonzero(np.isin(self.labels.numpy(), task)))
+
+    tasks = [np.arange(20), np.arange(5, 25)]
+    first, again, other = (stream_rows(Rows(), tasks, seed) for seed in (3, 3, 5))
+    assert set(first) == set(STREAMS)
+    for name, k in STREAMS.items():
+        for i, task in enumerate(tasks):
+            rows = first[name][i]
+            assert len(rows) == abs(k) and len(set(rows)) == abs(k)
+            assert np.isin(Rows.labels.numpy()[rows], task).all()
+            assert np.array_equal(rows, again[name][i])
+    assert np.array_equal(first["sorted_64"][1], np.arange(50, 114))                 # the first 64 in class order
+    assert not np.array_equal(first["iid_64"][0], other["iid_64"][0])                # the seed moves the draws
