@@ -233,6 +233,11 @@ def markdown(result: dict, names: tuple[str, ...]) -> str:
              f"wall time {result['wall_time_method_s']:.0f} s.", "",
              table(result, names), "", "| target | value | met |", "|---|---|---|"]
     lines += [f"| {k} | {v['value']:+.2f} | {'yes' if v['met'] else 'no'} |" for k, v in result["targets"].items()]
+    phrases = result.get("condition_phrases") or {}
+    if phrases.get("precision") is not None:
+        lines += ["", f"Condition phrasings ({phrases['source']}, a lab resolver): precision "
+                      f"{phrases['precision']:.3f}, recall {phrases['recall']:.3f} on {phrases['n']} held-out "
+                      f"phrasings (target >= 0.9 both: {'met' if phrases['met'] else 'not met'})."]
     seeds = result.get("stage3_seeds")
     if seeds:
         lines += ["", f"Stage-3 seeds: TAPER {seeds['taper']} (std {seeds['stage3_seed_std']})."]
@@ -244,6 +249,19 @@ def markdown(result: dict, names: tuple[str, ...]) -> str:
         lines += ["", f"Diagnostic (after the rows were fixed): each condition's stage-2 basis alone, before stage "
                       f"3: {d['mean_non_clean']:.2f} mean non-clean, clean {d['per_condition']['clean']:.2f}."]
     return "\n".join(lines) + "\n"
+
+
+def phrase_scores(path: Path) -> dict:
+    """Part 4's phrase target as lab/condition_phrase_resolver.py scored it (held-out phrasings; the
+    pooled set with retrieval descriptions as negatives beside it); None where it has not been scored."""
+    if not path.exists():
+        return {"precision": None, "recall": None, "note": f"{path} not found: the phrase resolver not scored"}
+    scored = json.loads(path.read_text())
+    held_out, pooled = scored["phrasings"], scored["together"]
+    return {"precision": held_out["precision"], "recall": held_out["recall"], "n": held_out["n"],
+            "met": held_out["precision"] >= 0.9 and held_out["recall"] >= 0.9,
+            "pooled_with_negatives": {k: pooled[k] for k in ("n", "precision", "recall")},
+            "source": str(path), "note": "a lab resolver (not product code): the product path is gated"}
 
 
 def method_wall_time(run_dir: Path) -> dict:
@@ -297,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs that differ from RUN_DIR in stage 3 only: their taper row, beside the rest")
     parser.add_argument("--reuse-cells", action="store_true",
                         help="summarise the scores a previous run left in RUN_DIR/condition_cells.json")
+    parser.add_argument("--phrases", type=Path, default=Path("docs/results/condition_phrases.json"),
+                        help="lab.condition_phrase_resolver's result: condition_phrases.{precision, recall}")
     parser.add_argument("--out", type=Path, default=None, help="write <OUT>.json and <OUT>.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
@@ -330,8 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                      "generic_epochs": round(config.stage1_epochs + config.stage2_epochs + config.stage3_epochs, 2)},
         **summary,
         "targets": targets(summary, names),
-        "condition_phrases": {"precision": None, "recall": None,
-                              "note": "the resolver's condition phrases (part 4) are not built"},
+        "condition_phrases": phrase_scores(args.phrases),
         "wall_time_method_s": method_wall_time(args.run_dir)["method_s"],
         "wall_time_s": method_wall_time(args.run_dir)["stages"],
         "stage3_seeds": seed_spread(args.run_dir, seed_taper, summary["accuracy"]["taper"]),

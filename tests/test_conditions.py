@@ -248,6 +248,21 @@ def test_the_conditions_report_summarises_every_row_and_checks_the_targets():
                    "taper_minus_uniform_average >= +1.0": True}
 
 
+def test_the_conditions_report_reads_the_phrase_target_from_the_resolvers_result(tmp_path):
+    from lab.condition_report import phrase_scores
+
+    assert phrase_scores(tmp_path / "absent.json")["precision"] is None
+    scored = {"phrasings": {"n": 36, "precision": 0.9, "recall": 0.95},
+              "together": {"n": 195, "precision": 0.7, "recall": 0.75}}
+    (tmp_path / "phrases.json").write_text(json.dumps(scored))
+    read = phrase_scores(tmp_path / "phrases.json")
+    assert (read["precision"], read["recall"], read["met"]) == (0.9, 0.95, True)
+    assert read["pooled_with_negatives"] == scored["together"]
+    scored["phrasings"]["recall"] = 0.72
+    (tmp_path / "phrases.json").write_text(json.dumps(scored))
+    assert phrase_scores(tmp_path / "phrases.json")["met"] is False
+
+
 class _LetterEncoder:
     """A stand-in encoder: a text's unit vector of letter counts (similar words, similar vectors)."""
 
