@@ -118,7 +118,10 @@ def score(run_dir: Path, task_seeds: list[int], task_every: int, images_per_clas
             for proxy in PROXIES:
                 row = f"stream_{proxy}_{stream}"
                 picked = [c[proxy] for c in chosen]
-                logits_for = lambda i, _task, idx, p=picked: passes[p[i]]["logits"][idx]  # noqa: E731
+
+                def logits_for(i, _task, idx, picked=picked):   # the picked basis's logits on the task's images
+                    return passes[picked[i]]["logits"][idx]
+
                 out[row] = round(evaluator.accumulate(tasks, logits_for)[0], 2)
                 picks.setdefault(row, {}).setdefault(name, {})["clean" if severity == 0 else f"s{severity}"] = picked
         return out
