@@ -110,6 +110,26 @@ def test_cache_builds_every_condition_once_and_mixes_them(synthetic_root, tmp_pa
     origin = [next(i for i, s in enumerate(sources) if np.array_equal(images[j].numpy(), s[j])) for j in index]
     assert len(set(origin)) > 3  # images come from several conditions
 
+    # The CUDA path (on the CPU): the same mixture from the conditions' training images held as device
+    # tensors, gathered there, for the same seed.
+    on_device = conditions.on(data, torch.device("cpu"))
+    assert type(on_device.train("fog")).__name__ == "DeviceSplit" and on_device.train("fog") is on_device.train("fog")
+    for rows in (index, np.array([5, 1, 5, 9])):
+        a, b = MixtureSplit(conditions, CONDITION_NAMES, seed=3), MixtureSplit(on_device, CONDITION_NAMES, seed=3)
+        for _ in range(2):
+            (xa, ya), (xb, yb) = a.take(rows), b.take(rows)
+            assert torch.equal(xa, xb) and torch.equal(ya, yb)
+
+
+def test_conditions_built_in_worker_processes_are_the_same_bytes(synthetic_root, tmp_path):
+    from trainer.data.cache import load_dataset
+
+    one, two = (load_dataset(synthetic_root, cache_dir=tmp_path / d, progress=False) for d in ("one", "two"))
+    serial, parallel = ConditionData.open(one, progress=False), ConditionData.open(two, progress=False, workers=3)
+    for name in CONDITION_NAMES[1:]:
+        for file in ("train_images.npy", "train_severity.npy", "val_s3_images.npy", "val_s5_images.npy"):
+            assert (serial.folder / name / file).read_bytes() == (parallel.folder / name / file).read_bytes()
+
 
 def test_headroom_summary_is_the_mean_over_non_clean_conditions():
     per = {
@@ -228,6 +248,33 @@ def test_a_run_over_conditions_trains_a_basis_per_condition(tmp_path):
     tasks = [np.array([0, 1, 2])] * 3
     alphas = taper.alpha(embedder(tasks, conditions=[0, 1, 2]))
     assert alphas.shape == (3, 4, 3) and torch.allclose(alphas.sum(-1), torch.ones(3, 4))
+
+
+def test_a_run_over_conditions_on_the_cuda_path_trains_what_the_cpu_path_trains(tmp_path, monkeypatch):
+    """`--device cuda` over conditions: the training images of every condition on the device, batches
+    gathered there. On the CPU (the CUDA path's data handling without a GPU) its networks equal the plain
+    run's to the bit, stage 1 over the mixture and each condition's basis alike."""
+    from trainer.checkpoints import load_state
+    from trainer.data.cache import DeviceSplit
+    from trainer.device import TrainDevice
+    from trainer.run import run
+    from trainer.rundir import RunDir
+
+    cuda_path_on_cpu = TrainDevice(torch.device("cpu"), bf16=False, data_on_device=True)
+    overrides = {"conditions": ["clean", "night_infrared", "fog"], "num_bases": 3, "threads": 2,
+                 "stage1_epochs": 1, "baseline": False}
+    gathered = set()   # the device splits batches were gathered from: clean's and each condition's
+    device_take = DeviceSplit.take
+    monkeypatch.setattr(DeviceSplit, "take", lambda self, index: gathered.add(id(self)) or device_take(self, index))
+    plain = run(tmp_path / "cpu", "tiny", overrides, progress=False, until="stage2")
+    assert not gathered
+    device = run(tmp_path / "dev", "tiny", overrides, progress=False, until="stage2", device=cuda_path_on_cpu)
+    assert len(gathered) == 3
+    for name in ("stage1", "basis0", "basis1", "basis2"):
+        path = RunDir(plain).model(name) if name == "stage1" else RunDir(plain).basis(int(name[-1]))
+        other = RunDir(device).model(name) if name == "stage1" else RunDir(device).basis(int(name[-1]))
+        a, b = load_state(path), load_state(other)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
 
 
 def test_the_conditions_report_summarises_every_row_and_checks_the_targets():

@@ -2,8 +2,9 @@
 
 A run's recipe (TrainConfig) does not say where it runs, so a run directory trained on one resumes and
 evaluates on the other. On CUDA: the decoded training set is copied to the GPU once (1.2 GB for Tiny
-ImageNet) and batches are gathered there, networks are channels-last, and forward passes run under
-bf16 autocast (weights, optimizer state and checkpoints stay float32). Batches and augmentation draws
+ImageNet; a run over conditions copies each condition's too) and batches are gathered there, networks
+are channels-last, and forward passes run under bf16 autocast (weights, optimizer state and checkpoints
+stay float32). Batches and augmentation draws
 come from the same CPU generators on both devices, so a CUDA run sees the same images in the same order
 as a CPU run of its recipe.
 

@@ -117,7 +117,8 @@ def network_config(config: TrainConfig, num_classes: int) -> ResNetConfig:
 
 
 def make_context(run_dir: Path, config: TrainConfig, progress: bool = True, device: TrainDevice = CPU) -> StageContext:
-    """The stages' shared inputs; on a GPU the training split is copied there once (`DeviceSplit`)."""
+    """The stages' shared inputs; on a GPU the training split is copied there once (`DeviceSplit`), and in
+    a run over conditions each condition's training images too, when a stage first asks for them."""
     data = open_data(config, progress)
     conditions = None
     if config.conditions:
@@ -125,11 +126,10 @@ def make_context(run_dir: Path, config: TrainConfig, progress: bool = True, devi
         from .data.conditions import condition_phrases
 
         condition_phrases(config.conditions)  # unknown names fail here, before anything is built
-        if device.data_on_device:
-            raise ValueError("a run over conditions trains from the memory-mapped condition cache, on the CPU only")
         conditions = ConditionData.open(data, progress=progress)
     if device.data_on_device:
         data = dataclasses.replace(data, train=DeviceSplit.of(data.train, device.device))
+        conditions = conditions.on(data, device.device) if conditions else None
     model_config = network_config(config, data.num_classes)
     return StageContext(config, data, model_config, Preprocessing(config.input_size), JsonLog(RunDir(run_dir).log),
                         device, conditions)

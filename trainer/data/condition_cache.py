@@ -13,6 +13,7 @@ a chunk's randomness is seeded by (condition, split, severity, chunk), so the by
 the order of the build or on the machine.
 
     python -m trainer.data.condition_cache ../shared/data/tiny-imagenet-200.tar.gz            # builds what is missing
+    python -m trainer.data.condition_cache ../shared/data/tiny-imagenet-200.tar.gz --workers 8  # 8 at once
     python -m trainer.data.condition_cache ../shared/data/tiny-imagenet-200.tar.gz --check    # PSNR per condition
 """
 
@@ -20,9 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import sys
 import time
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +35,8 @@ from tqdm import tqdm
 
 from sdk.cache import atomic_directory
 
-from .cache import DecodedDataset, Split, load_dataset
+from ..device import host_to
+from .cache import DecodedDataset, DeviceSplit, Split, load_dataset
 from .conditions import CONDITION_NAMES, REPORT_SEVERITIES, SEVERITIES, apply_condition, psnr
 
 CONDITIONS_VERSION = 1
@@ -106,24 +111,50 @@ class ConditionData:
     data: DecodedDataset
     folder: Path
 
+    device: torch.device | None = None   # set by `on`: train() gives DeviceSplits there
+    _on_device: dict = field(default_factory=dict, repr=False)
+
     @classmethod
-    def open(cls, data: DecodedDataset, build: bool = True, progress: bool = True) -> ConditionData:
+    def open(cls, data: DecodedDataset, build: bool = True, progress: bool = True, workers: int = 1) -> ConditionData:
+        """The conditions of `data`, building the missing ones (`workers` > 1: that many at once, each in
+        its own process; the bytes do not depend on it, as every chunk is seeded by itself)."""
         folder = conditions_folder(data)
-        for name in CONDITION_NAMES[1:]:
-            if not (folder / name / "meta.json").is_file():
-                if not build:
-                    raise FileNotFoundError(
-                        f"{folder / name}: condition not built (python -m trainer.data.condition_cache)"
-                    )
+        missing = [name for name in CONDITION_NAMES[1:] if not (folder / name / "meta.json").is_file()]
+        if missing and not build:
+            raise FileNotFoundError(
+                f"{folder / missing[0]}: condition not built (python -m trainer.data.condition_cache)"
+            )
+        if workers > 1 and len(missing) > 1:
+            threads = max(1, (os.cpu_count() or 1) // min(workers, len(missing)))
+            context = multiprocessing.get_context("spawn")   # no forked torch thread pools
+            with ProcessPoolExecutor(min(workers, len(missing)), mp_context=context) as pool:
+                futures = {name: pool.submit(_build_from_folder, str(data.folder), name, threads) for name in missing}
+                for name, future in futures.items():
+                    seconds = future.result()
+                    if progress:
+                        print(f"[conditions] {name} built in {seconds:.0f} s", flush=True)
+        else:
+            for name in missing:
                 seconds = build_condition(data, name, progress)
                 if progress:
                     print(f"[conditions] {name} built in {seconds:.0f} s", flush=True)
         return cls(data, folder)
 
-    def train(self, name: str) -> Split:
+    def on(self, data: DecodedDataset, device: torch.device) -> ConditionData:
+        """These conditions with `data` (whose training split is already on `device`, the CUDA path) as
+        clean, each other condition's training images copied to `device` when first asked for (1.2 GB each
+        for Tiny ImageNet), so batches are gathered there."""
+        return ConditionData(data, self.folder, device)
+
+    def train(self, name: str) -> Split | DeviceSplit:
         if name == "clean":
             return self.data.train
-        return Split(np.load(self.folder / name / "train_images.npy", mmap_mode="r"), self.data.train.labels)
+        if name not in self._on_device:
+            split = Split(np.load(self.folder / name / "train_images.npy", mmap_mode="r"), self.data.train.labels)
+            if self.device is None:
+                return split
+            self._on_device[name] = DeviceSplit.of(split, self.device)
+        return self._on_device[name]
 
     def val(self, name: str, severity: int) -> Split:
         if name == "clean":
@@ -142,10 +173,11 @@ class ConditionData:
 class MixtureSplit:
     """The training images, each batch drawing every image's condition uniformly from `names` (a Split's
     interface for trainer.batches.plain_batches). The draws come from a generator seeded once, so the
-    sequence of batches is deterministic for one uninterrupted run."""
+    sequence of batches is deterministic for one uninterrupted run, and the same on either device: the
+    conditions' splits are memory-mapped, or on the GPU (`ConditionData.on`), and each gathers its own rows."""
 
     def __init__(self, conditions: ConditionData, names: tuple[str, ...], seed: int):
-        self.arrays = [conditions.train(name).images for name in names]
+        self.splits = [conditions.train(name) for name in names]
         self.labels = conditions.data.train.labels
         self.rng = np.random.default_rng([SEED, seed, 1])
 
@@ -153,12 +185,22 @@ class MixtureSplit:
         return len(self.labels)
 
     def take(self, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        which = self.rng.integers(len(self.arrays), size=len(index))
-        images = np.empty((len(index), *self.arrays[0].shape[1:]), np.uint8)
+        which = self.rng.integers(len(self.splits), size=len(index))
+        images = labels = None
         for c in np.unique(which):
-            rows = which == c
-            images[rows] = self.arrays[c][index[rows]]
-        return torch.from_numpy(images), torch.from_numpy(self.labels[index])
+            part_images, part_labels = self.splits[c].take(index[which == c])
+            if images is None:
+                images = part_images.new_empty((len(index), *part_images.shape[1:]))
+                labels = part_labels.new_empty(len(index))
+            rows = host_to(torch.from_numpy(np.flatnonzero(which == c)), images.device)
+            images[rows], labels[rows] = part_images, part_labels
+        return images, labels
+
+
+def _build_from_folder(folder: str, name: str, threads: int) -> float:
+    """build_condition in a worker process, from the decoded data set's folder (memory maps are not sent)."""
+    torch.set_num_threads(threads)
+    return build_condition(DecodedDataset.open(folder), name, progress=False)
 
 
 def check(conditions: ConditionData, count: int = 1000) -> dict:
@@ -181,9 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("data", type=Path, help="the data set (e.g. ../shared/data/tiny-imagenet-200.tar.gz)")
     parser.add_argument("--check", action="store_true", help="print each condition's PSNR against clean")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="conditions built at once, each in its own process (the same bytes; e.g. 8 on 16 cores)")
     args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
     torch.set_num_threads(2)
-    conditions = ConditionData.open(load_dataset(args.data))
+    conditions = ConditionData.open(load_dataset(args.data), workers=args.workers)
     result = {"folder": str(conditions.folder), "build_seconds": conditions.build_seconds()}
     if args.check:
         result["psnr_db"] = check(conditions)
