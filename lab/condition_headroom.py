@@ -151,7 +151,8 @@ def condition_bn_state(model: ResNet18, state: dict, conditions: ConditionData, 
     rows = np.concatenate(
         [np.flatnonzero(labels == c)[:BN_IMAGES_PER_CLASS] for c in range(conditions.data.num_classes)]
     )
-    return recalibrated(model, state, to_normalized_tensor(conditions.train(name).take(rows)[0], preprocessing))
+    images = to_normalized_tensor(conditions.train(name).take(rows)[0], preprocessing)
+    return recalibrated(model, state, images.to(next(model.parameters()).device))
 
 
 def val_images(conditions: ConditionData, name: str, severity: int, preprocessing, rows=None) -> torch.Tensor:

@@ -72,17 +72,18 @@ def evaluation_tasks(config: TrainConfig, ctx, task_seeds: list[int], task_every
 
 
 def score_run(run_dir: Path, headroom_work: Path | None, task_seeds: list[int], task_every: int,
-              images_per_class: int, progress=print, taper_only: bool = False) -> dict:
+              images_per_class: int, progress=print, taper_only: bool = False, device: str = "cpu") -> dict:
     """{row: {condition: {"s3": acc, "s5": acc} or {"clean": acc}}} and the seconds each row took;
-    `taper_only`: the taper row alone (a second stage-3 seed)."""
+    `taper_only`: the taper row alone (a second stage-3 seed); `device`: where the networks run."""
     config, ctx, taper, embedder = open_run(run_dir)
     conditions, names = ctx.conditions, config.conditions
-    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, images_per_class=images_per_class)
+    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, images_per_class=images_per_class,
+                          device=device)
     keep, clean_x = evaluator.rows, evaluator.x
     tasks = evaluation_tasks(config, ctx, task_seeds, task_every)
     bank = taper.bank
     generic = load_state(RunDir(run_dir).model("baseline"))
-    model = ResNet18(ctx.model_config)
+    model = ResNet18(ctx.model_config).to(device)   # (c) and (d) re-estimate batch norms with it
     uniform = bank.state_dict_for(torch.full((NUM_BLOCKS, bank.num_bases), 1.0 / bank.num_bases))
     seconds = dict.fromkeys(ROWS, 0.0)
     per: dict[str, dict] = {row: {} for row in ROWS}
@@ -109,7 +110,8 @@ def score_run(run_dir: Path, headroom_work: Path | None, task_seeds: list[int], 
         if taper_only:
             static, per_task = {}, {"taper": per_task["taper"]}
         for s in severities(name):
-            evaluator.x = clean_x if name == "clean" else val_images(conditions, name, s, ctx.preprocessing, keep)
+            evaluator.x = clean_x if name == "clean" else val_images(conditions, name, s, ctx.preprocessing,
+                                                                     keep).to(device)
             key = "clean" if s == 0 else f"s{s}"
             for row, state in static.items():
                 began = time.perf_counter()
@@ -129,18 +131,21 @@ def score_run(run_dir: Path, headroom_work: Path | None, task_seeds: list[int], 
             "images": int(len(keep)), "row_seconds": {k: round(v, 1) for k, v in seconds.items() if v}}
 
 
-def stage2_bases(run_dir: Path, task_seeds: list[int], task_every: int, images_per_class: int) -> dict:
+def stage2_bases(run_dir: Path, task_seeds: list[int], task_every: int, images_per_class: int,
+                 device: str = "cpu") -> dict:
     """A diagnostic added after the pre-registered rows: condition q's stage-2 basis alone (before stage 3
     trained the bank), on condition q, by the same protocol: {condition: {"s3": acc, ...}}."""
     config, ctx, _, _ = open_run(run_dir)
-    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, images_per_class=images_per_class)
+    evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, images_per_class=images_per_class,
+                          device=device)
     keep, clean_x = evaluator.rows, evaluator.x
     tasks = evaluation_tasks(config, ctx, task_seeds, task_every)
     out = {}
     for q, name in enumerate(config.conditions):
         state = load_state(RunDir(run_dir).basis(q))
         for s in severities(name):
-            evaluator.x = clean_x if name == "clean" else val_images(ctx.conditions, name, s, ctx.preprocessing, keep)
+            evaluator.x = clean_x if name == "clean" else val_images(ctx.conditions, name, s, ctx.preprocessing,
+                                                                     keep).to(device)
             key = "clean" if s == 0 else f"s{s}"
             out.setdefault(name, {})[key] = round(evaluator.static(evaluator.logits(state), tasks)[0], 2)
     return out
@@ -274,7 +279,8 @@ def method_wall_time(run_dir: Path) -> dict:
 
 def taper_cells(run_dir: Path, args) -> dict:
     """The taper row alone of another run over the same conditions (a stage-3 seed or recipe)."""
-    scored = score_run(run_dir, None, args.seeds, args.task_every, args.images_per_class, taper_only=True)
+    scored = score_run(run_dir, None, args.seeds, args.task_every, args.images_per_class, taper_only=True,
+                       device=args.device)
     return scored["cells"]["taper"]
 
 
@@ -317,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="summarise the scores a previous run left in RUN_DIR/condition_cells.json")
     parser.add_argument("--phrases", type=Path, default=Path("docs/results/condition_phrases.json"),
                         help="lab.condition_phrase_resolver's result: condition_phrases.{precision, recall}")
+    parser.add_argument("--device", default="cpu", help="where the networks run: cpu or cuda (the GPU run)")
     parser.add_argument("--out", type=Path, default=None, help="write <OUT>.json and <OUT>.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
@@ -328,10 +335,11 @@ def main(argv: list[str] | None = None) -> int:
     saved = json.loads(cells_path.read_text()) if args.reuse_cells and cells_path.exists() else {}
     if "scored" not in saved:
         saved["scored"] = score_run(args.run_dir, args.headroom_work, args.seeds, args.task_every,
-                                    args.images_per_class)
+                                    args.images_per_class, device=args.device)
         cells_path.write_text(json.dumps(saved, indent=1))
     if "stage2_basis" not in saved:
-        saved["stage2_basis"] = stage2_bases(args.run_dir, args.seeds, args.task_every, args.images_per_class)
+        saved["stage2_basis"] = stage2_bases(args.run_dir, args.seeds, args.task_every, args.images_per_class,
+                                             args.device)
         cells_path.write_text(json.dumps(saved, indent=1))
     scored = saved["scored"]
     variant_cells = saved.setdefault("variant_cells", {})

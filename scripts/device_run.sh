@@ -17,17 +17,7 @@ set -euo pipefail
 name=$1
 budget=$2
 stage3_seed=${3:-}
-data=../shared/data/tiny-imagenet-200.tar.gz
-sha=373810002cccd58cc4de79415e73072e6afd14a896072c9d268ad6854156ac35   # ../shared/data/README.md
-export PYTHONUNBUFFERED=1
-
-if [ ! -f "$data" ]; then
-  mkdir -p ../shared/data /root/parts
-  cp .gpu/ti.part* /root/parts/ 2>/dev/null || true
-  cat /root/parts/ti.part0 /root/parts/ti.part1 /root/parts/ti.part2 > "$data.tmp"
-  echo "$sha  $data.tmp" | sha256sum -c --quiet
-  mv "$data.tmp" "$data"
-fi
+source "$(dirname "$0")/device_data.sh"   # $data: the data set, restored from its parts
 mkdir -p /root/runs "$OUT/$name"
 [ -d "/root/runs/$name" ] || cp -r ".gpu/$name" "/root/runs/$name"
 python3 -m trainer cache --data "$data"
