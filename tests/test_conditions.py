@@ -121,6 +121,22 @@ def test_cache_builds_every_condition_once_and_mixes_them(synthetic_root, tmp_pa
             assert torch.equal(xa, xb) and torch.equal(ya, yb)
 
 
+def test_stage3_batches_over_conditions_on_the_device_are_the_memory_mapped_ones(synthetic_root, tmp_path):
+    from trainer.batches import task_batches
+    from trainer.data.cache import load_dataset
+    from trainer.data.tasks import TaskSampler
+
+    data = load_dataset(synthetic_root, cache_dir=tmp_path / "data", progress=False)
+    conditions = ConditionData.open(data, progress=False)
+    on_device = conditions.on(data, torch.device("cpu"))
+    names = ("clean", "fog", "underwater")
+    sampler = TaskSampler(data.hierarchy, k=4)
+    a = task_batches(data.train, sampler, 16, 2, np.random.default_rng(7), 5, [conditions.train(n) for n in names])
+    b = task_batches(data.train, sampler, 16, 2, np.random.default_rng(7), 5, [on_device.train(n) for n in names])
+    for x, y in zip(a, b, strict=True):
+        assert x.conditions == y.conditions and torch.equal(x.images, y.images) and torch.equal(x.labels, y.labels)
+
+
 def test_conditions_built_in_worker_processes_are_the_same_bytes(synthetic_root, tmp_path):
     from trainer.data.cache import load_dataset
 
