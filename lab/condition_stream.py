@@ -1,6 +1,8 @@
 """The condition from unlabelled images: a batch-norm statistics proxy over the bases (issue 50, part 4; lab).
 
     python -m lab.condition_stream --run /root/runs/conditions-v2 --out docs/results/condition_stream
+    python -m lab.condition_stream --run /root/runs/conditions-v2 --networks /root/cond-w0125 --width 0.125 \
+        --out docs/results/condition_stream_w0125          # lab/condition_width.py's networks, same protocol
 
 The protocol and predictions are in docs/results/experiments.md ("The condition from unlabelled images"),
 written before this ran. On a run whose bases are one per condition, per task and cell, a stream of the
@@ -20,6 +22,7 @@ import json
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -99,13 +102,27 @@ def choose(passes: list[dict], rows: np.ndarray, task: np.ndarray) -> dict[str, 
             "entropy": int(np.argmin([mean_entropy(p["logits"][torch.as_tensor(rows)], task) for p in passes]))}
 
 
-def score(run_dir: Path, task_seeds: list[int], task_every: int, images_per_class: int, progress=print) -> dict:
-    """The cells of every row and, per proxy and stream, the bases picked on each cell."""
-    config, ctx, taper, _ = open_run(run_dir)
+def networks_of(run_dir: Path, folder: Path | None) -> tuple[dict, list[dict]]:
+    """(the generic network, the bases in the conditions' order): the run's baseline and bank, or from
+    `folder` (lab/condition_width.py's: generic_same_compute.pt and oracle_<condition>.pt)."""
+    config, _, taper, _ = open_run(run_dir)
+    if folder is None:
+        return (load_state(RunDir(run_dir).model("baseline")),
+                [taper.bank.basis_state_dict(q) for q in range(taper.bank.num_bases)])
+    return (torch.load(folder / "generic_same_compute.pt", weights_only=True),
+            [torch.load(folder / f"oracle_{name}.pt", weights_only=True) for name in config.conditions])
+
+
+def score(run_dir: Path, task_seeds: list[int], task_every: int, images_per_class: int, progress=print,
+          folder: Path | None = None, width: float | None = None) -> dict:
+    """The cells of every row and, per proxy and stream, the bases picked on each cell; the networks are
+    the run's, or those in `folder` (of `width`, on the run's tasks and images)."""
+    config, ctx, _, _ = open_run(run_dir)
+    if width is not None:
+        ctx = replace(ctx, model_config=replace(ctx.model_config, width=width))
     names = config.conditions
     tasks = evaluation_tasks(config, ctx, task_seeds, task_every)
-    generic = load_state(RunDir(run_dir).model("baseline"))
-    bases = [taper.bank.basis_state_dict(q) for q in range(taper.bank.num_bases)]
+    generic, bases = networks_of(run_dir, folder)
     model, probe = ResNet18(ctx.model_config), ResNet18(ctx.model_config)   # (c)'s and the proxy's
     recorder = BatchNormInputs(probe)
     picks: dict[str, dict] = {}
@@ -172,11 +189,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.condition_stream", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", type=Path, required=True, help="a finished run whose bases are one per condition")
+    parser.add_argument("--networks", type=Path, default=None,
+                        help="score lab.condition_width's networks in this folder instead of the run's")
+    parser.add_argument("--width", type=float, default=None, help="the width of the --networks (default: the run's)")
     add_scoring_arguments(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     began = time.perf_counter()
-    scored = score(args.run, args.seeds, args.task_every, args.images_per_class)
+    scored = score(args.run, args.seeds, args.task_every, args.images_per_class, folder=args.networks,
+                   width=args.width)
     names = list(open_run(args.run)[0].conditions)
     per_condition, accuracy = condition_means(scored["cells"], tuple(names), ROWS)
     result = {
