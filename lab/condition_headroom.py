@@ -137,7 +137,8 @@ def evaluate_rows(
             key = "clean" if s == 0 else f"s{s}"
             for row, state in (*states.items(), ("condition_oracle", oracle), ("condition_bn", condition_bn)):
                 per[row].setdefault(name, {})[key] = round(cs(evaluator.logits(state)), 2)
-            for row, score in bn_adapt(evaluator, model, states["generic_cs"], adapt_tasks, seed=s).items():
+            streams = stream_rows(evaluator, adapt_tasks, s)
+            for row, score in bn_adapt(evaluator, model, states["generic_cs"], adapt_tasks, streams).items():
                 per[row].setdefault(name, {})[key] = round(score, 2)
             progress(f"[headroom] {name} {key}: " + ", ".join(f"{row} {per[row][name][key]:.2f}" for row in ROWS))
     evaluator.x = clean_x
@@ -183,10 +184,12 @@ def stream_rows(evaluator: Evaluator, tasks: list[np.ndarray], seed: int) -> dic
     return out
 
 
-def bn_adapt(evaluator: Evaluator, model: ResNet18, state: dict, tasks: list[np.ndarray], seed: int) -> dict:
-    """(c): per task, batch-norm statistics from the task's stream of unlabelled images (`stream_rows`)."""
+def bn_adapt(evaluator: Evaluator, model: ResNet18, state: dict, tasks: list[np.ndarray],
+             streams: dict[str, list[np.ndarray]]) -> dict:
+    """(c): per task, batch-norm statistics from the task's stream of unlabelled images (`streams`, as
+    `stream_rows` draws them for these tasks)."""
     out = {}
-    for name, rows in stream_rows(evaluator, tasks, seed).items():
+    for name, rows in streams.items():
         def state_for(i, task, rows=rows):
             return recalibrated(model, state, evaluator.x[torch.from_numpy(rows[i])])
 

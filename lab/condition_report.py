@@ -42,7 +42,7 @@ from trainer.run import load_taper, make_context
 from trainer.rundir import RunDir
 
 from .condition_headroom import ROWS as HEADROOM_ROWS
-from .condition_headroom import bn_adapt, condition_bn_state, severities, val_images
+from .condition_headroom import bn_adapt, condition_bn_state, severities, stream_rows, val_images
 
 ROWS = (
     *HEADROOM_ROWS,   # (a)-(e), as the headroom experiment names them
@@ -122,7 +122,8 @@ def score_run(run_dir: Path, headroom_work: Path | None, task_seeds: list[int], 
                 per[row].setdefault(name, {})[key] = round(evaluator.per_task(state_for, tasks)[0], 2)
                 seconds[row] += time.perf_counter() - began
             began = time.perf_counter()
-            for row, score in ({} if taper_only else bn_adapt(evaluator, model, generic, tasks, seed=s)).items():
+            adapted = {} if taper_only else bn_adapt(evaluator, model, generic, tasks, stream_rows(evaluator, tasks, s))
+            for row, score in adapted.items():
                 per[row].setdefault(name, {})[key] = round(score, 2)
             seconds["bn_adapt_iid_16"] += time.perf_counter() - began  # the three (c) rows together
             progress(f"[conditions] {name} {key}: " + ", ".join(

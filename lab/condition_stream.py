@@ -129,8 +129,9 @@ def score(run_dir: Path, task_seeds: list[int], task_every: int, images_per_clas
 
     def streamed(name: str, severity: int, evaluator) -> dict[str, float]:
         passes = [basis_pass(probe, recorder, state, evaluator.x) for state in bases]
-        out = {row: round(acc, 2) for row, acc in bn_adapt(evaluator, model, generic, tasks, seed=severity).items()}
-        for stream, rows in stream_rows(evaluator, tasks, severity).items():
+        streams = stream_rows(evaluator, tasks, severity)   # (c) and the proxies read the same images
+        out = {row: round(acc, 2) for row, acc in bn_adapt(evaluator, model, generic, tasks, streams).items()}
+        for stream, rows in streams.items():
             chosen = [choose(passes, rows[i], task) for i, task in enumerate(tasks)]
             for proxy in PROXIES:
                 row = f"stream_{proxy}_{stream}"

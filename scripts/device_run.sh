@@ -17,27 +17,16 @@ set -euo pipefail
 name=$1
 budget=$2
 stage3_seed=${3:-}
-source "$(dirname "$0")/device_data.sh"   # $data: the data set, restored from its parts
-mkdir -p /root/runs "$OUT/$name"
-[ -d "/root/runs/$name" ] || cp -r ".gpu/$name" "/root/runs/$name"
-python3 -m trainer cache --data "$data"
-set +e
-timeout "$budget" python3 -m trainer run --out "/root/runs/$name" --device cuda > "/root/runs/$name.out" 2>&1
-rc=$?
-set -e
-tail -c 4000 "/root/runs/$name.out" | tr '\r' '\n' | grep -v 'step/s' | tail -n 25 || true
-cp "/root/runs/$name/metrics.json" "/root/runs/$name/log.jsonl" "$OUT/$name/"
-if [ "$rc" != 0 ]; then
-  echo "training stopped (rc $rc); checkpoints are in /root/runs/$name"
-  exit 0
-fi
+source "$(dirname "$0")/device_common.sh"   # $data, $device, place_run, train_run
+place_run "$name"
+train_run "$name" "$budget"
 seed_runs=()
 if [ -n "$stage3_seed" ]; then
   seed_run="/root/runs/$name-s3seed$stage3_seed"   # the run's configuration, another stage-3 seed; stages 1-2 reused
   python3 -m trainer run --out "$seed_run" --reuse-from "/root/runs/$name" --set "stage3_seed=$stage3_seed" \
-    --device cuda > "$seed_run.out" 2>&1 \
+    --device "$device" > "$seed_run.out" 2>&1 \
     && seed_runs=(--seed-runs "$seed_run") || { echo "stage-3 seed run failed:"; tail -n 5 "$seed_run.out"; }
 fi
-python3 -m trainer eval "/root/runs/$name" --device cuda "${seed_runs[@]}" --report "$OUT/$name/report" | tail -n 40
+python3 -m trainer eval "/root/runs/$name" --device "$device" "${seed_runs[@]}" --report "$OUT/$name/report" | tail -n 40
 cp "/root/runs/$name/eval.json" "$OUT/$name/"
-python3 -m lab bases "/root/runs/$name" --device cuda --out "$OUT/$name/bases.json" > /dev/null
+python3 -m lab bases "/root/runs/$name" --device "$device" --out "$OUT/$name/bases.json" > /dev/null

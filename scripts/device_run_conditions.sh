@@ -4,7 +4,7 @@
 #   bash scripts/device_run_conditions.sh NAME TRAIN_SECONDS
 #
 # Made on the CPU machine first (the text encoder is not on the GPU one), with the data set's parts as
-# scripts/device_data.sh says:
+# scripts/device_common.sh says:
 #   python -m trainer prepare --preset conditions --set width=1.0 --out .gpu/NAME
 # On the GPU machine: the decoded cache, then the condition cache (8 conditions at once, `--workers`; the
 # same bytes as a serial build), then the run with `--device cuda` (each condition's training images
@@ -16,22 +16,10 @@
 set -euo pipefail
 name=$1
 budget=$2
-device=${TAPER_DEVICE:-cuda}   # cpu: this script's plumbing on the CPU machine, on a tiny run
-source "$(dirname "$0")/device_data.sh"   # $data: the data set, restored from its parts
+source "$(dirname "$0")/device_common.sh"   # $data, $device, place_run, train_run
 
-mkdir -p /root/runs "$OUT/$name"
-[ -d "/root/runs/$name" ] || cp -r ".gpu/$name" "/root/runs/$name"
-python3 -m trainer cache --data "$data"
+place_run "$name"
 python3 -m trainer.data.condition_cache "$data" --workers 8 | tail -n 3
-set +e
-timeout "$budget" python3 -m trainer run --out "/root/runs/$name" --device "$device" > "/root/runs/$name.out" 2>&1
-rc=$?
-set -e
-tail -c 4000 "/root/runs/$name.out" | tr '\r' '\n' | grep -v 'step/s' | tail -n 25 || true
-cp "/root/runs/$name/metrics.json" "/root/runs/$name/log.jsonl" "$OUT/$name/" 2>/dev/null || true
-if [ "$rc" != 0 ]; then
-  echo "training stopped (rc $rc); checkpoints are in /root/runs/$name"
-  exit 0
-fi
+train_run "$name" "$budget"
 python3 -m lab.condition_report "/root/runs/$name" --device "$device" --out "$OUT/$name/conditions" | tail -n 30
 cp "/root/runs/$name/condition_cells.json" "$OUT/$name/"

@@ -25,6 +25,7 @@ import multiprocessing
 import os
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,20 +125,9 @@ class ConditionData:
             raise FileNotFoundError(
                 f"{folder / missing[0]}: condition not built (python -m trainer.data.condition_cache)"
             )
-        if workers > 1 and len(missing) > 1:
-            threads = max(1, (os.cpu_count() or 1) // min(workers, len(missing)))
-            context = multiprocessing.get_context("spawn")   # no forked torch thread pools
-            with ProcessPoolExecutor(min(workers, len(missing)), mp_context=context) as pool:
-                futures = {name: pool.submit(_build_from_folder, str(data.folder), name, threads) for name in missing}
-                for name, future in futures.items():
-                    seconds = future.result()
-                    if progress:
-                        print(f"[conditions] {name} built in {seconds:.0f} s", flush=True)
-        else:
-            for name in missing:
-                seconds = build_condition(data, name, progress)
-                if progress:
-                    print(f"[conditions] {name} built in {seconds:.0f} s", flush=True)
+        for name, seconds in _build(data, missing, workers, progress):
+            if progress:
+                print(f"[conditions] {name} built in {seconds:.0f} s", flush=True)
         return cls(data, folder)
 
     def on(self, data: DecodedDataset, device: torch.device) -> ConditionData:
@@ -195,6 +185,19 @@ class MixtureSplit:
             rows = host_to(torch.from_numpy(np.flatnonzero(which == c)), images.device)
             images[rows], labels[rows] = part_images, part_labels
         return images, labels
+
+
+def _build(data: DecodedDataset, names: list[str], workers: int, progress: bool) -> Iterator[tuple[str, float]]:
+    """Build each condition of `names`, one after another or `workers` at once in worker processes;
+    (name, seconds) as each is done (in `names`' order)."""
+    if workers < 2 or len(names) < 2:
+        yield from ((name, build_condition(data, name, progress)) for name in names)
+        return
+    threads = max(1, (os.cpu_count() or 1) // min(workers, len(names)))
+    context = multiprocessing.get_context("spawn")   # no forked torch thread pools
+    with ProcessPoolExecutor(min(workers, len(names)), mp_context=context) as pool:
+        futures = {name: pool.submit(_build_from_folder, str(data.folder), name, threads) for name in names}
+        yield from ((name, future.result()) for name, future in futures.items())
 
 
 def _build_from_folder(folder: str, name: str, threads: int) -> float:
