@@ -3,6 +3,7 @@ personalized model (needs the export extra). Prints a readable report, or with -
 
     python -m sdk personalize tiny-imagenet.taper "insects" --images photos/ --export insects.onnx
     python -m sdk personalize tiny-imagenet.taper "insects" --images photos/ --json
+    python -m sdk personalize tiny-imagenet.taper "insects" --images photos/ --report photos.html   # a contact sheet
     python -m sdk cache list        # the warm-start cache (sdk/device_cache.py): entries, bytes, last use
     python -m sdk cache clear
     python -m sdk --version
@@ -14,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 from ._version import __version__
@@ -21,6 +23,7 @@ from .errors import ImageError, SdkError
 from .runtime import load, personalize
 from .text_encoder import primary_name
 
+UNSURE = 0.5  # a contact sheet's summary counts the photos below this probability
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif"}
 
 
@@ -36,6 +39,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--max-classes", type=int, default=20)
     run.add_argument("--export", type=Path, help="write the personalized model: .onnx, .pte or .mlpackage")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of a readable report")
+    run.add_argument("--report", type=Path, metavar="HTML",
+                     help="also write a contact sheet of the --images (thumbnail, label, probability; least "
+                          "confident first): one self-contained page that opens offline")
     run.add_argument("--trusted-key", action="append", dest="trusted_keys", metavar="KEY",
                      help="accept only a bundle signed by this key (64 hex digits or a .pub file; repeat for several)")
     cache = sub.add_parser("cache", help="list or clear the warm-start cache (device-compiled backbones, "
@@ -83,13 +89,43 @@ def report(result: dict) -> str:
         lines += ["", f"{'image':<{width}}  label  (probability)"]
         lines += [f"{p['image']:<{width}}  {primary_name(p['label'])}  ({p['probability']:.3f})"
                   for p in result["predictions"]]
+    if result.get("report"):
+        lines.append(f"contact sheet {result['report']}")
     if result.get("exported"):
         lines.append(f"exported {result['exported']}")
     return "\n".join(lines)
 
 
+def contact_sheet(description: str, result: dict, files: list[Path]) -> str:
+    """The --report page: how the description was read, then every photo with its label and probability,
+    the least confident first (the ones a person should look at)."""
+    from .images import read_image_file
+    from .report_page import THUMBNAIL_PX, Section, Tile, cpu_name, render_page, thumbnail_uri
+    from .tasks import MISSING
+
+    predictions = result["predictions"]
+    order = sorted(range(len(files)), key=lambda i: predictions[i]["probability"])
+    # Thumbnails are decoded again at display size: predict() decoded at the model's input size.
+    tiles = [Tile(thumbnail_uri(read_image_file(files[i], size=2 * THUMBNAIL_PX)),
+                  [predictions[i]["image"], primary_name(predictions[i]["label"]),
+                   f"probability {predictions[i]['probability']:.2f}"]) for i in order]
+    counts = Counter(primary_name(p["label"]) for p in predictions)
+    unsure = sum(p["probability"] < UNSURE for p in predictions)
+    summary = [f"{len(files)} photos classified for the description {description!r} "
+               f"({len(result['classes'])} classes); the least confident come first.",
+               f"{unsure} of {len(files)} have a probability below {UNSURE}: look at those first.",
+               f"Personalized in {result['timings_ms'].get('total', 0):.1f} ms on {cpu_name()}."]
+    reading = Section("How the description was read", facts=[
+        ("classes", ", ".join(map(primary_name, result["classes"]))),
+        ("labels given", ", ".join(f"{name} {n}" for name, n in counts.most_common()))],
+        reading=[(how, MISSING in how) for how in result["resolution"]])
+    return render_page(f"Contact sheet: {description}", summary, [reading, Section("Photos", tiles=tiles)])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "personalize" and args.report and not args.images:
+        parser().error("--report needs --images (the photos to show)")
     if args.command == "cache":
         return cache_command(args.action)
     try:
@@ -102,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
             result["predictions"] = [{"image": shown(f.name), "label": label, "probability": round(prob, 6)}
                                      for f, (label, prob) in zip(files, model.predict(files) if files else [],
                                                                  strict=True)]
+        if args.report:
+            from .report_page import write_page
+
+            result["report"] = shown(str(write_page(args.report, contact_sheet(args.description, result, files))))
         if args.export:
             result["exported"] = shown(str(model.export(args.export)))
     except SdkError as e:
