@@ -4,6 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+# The page tests load each result page in a real browser (tests/test_report_pages.py): Debian's headless
+# Chromium and a font. Checked on every run (cheap); installed where this runs as root, as CI does.
+if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing chromium-headless-shell and fonts-dejavu-core (Debian) for the page tests"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        chromium-headless-shell fonts-dejavu-core; } >/dev/null || echo "[setup] WARNING: the Chromium install failed"
+  else
+    echo "[setup] no Chromium: the page tests are skipped (as root: apt-get install chromium-headless-shell)"
+  fi
+fi
 stamp=.venv/.taper-setup
 want=$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -c1-16)
 if [ -x .venv/bin/python ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
