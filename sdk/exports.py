@@ -24,7 +24,7 @@ import numpy as np
 
 from .engine import FEATURES, HEAD_BIAS, HEAD_WEIGHT, LOGITS
 from .errors import SdkError
-from .files import refuse_to_replace_folder, staging_directory
+from .files import refuse_to_replace_folder, staging_directory, user_path
 from .folding import BACKBONE_FILE
 from .onnx_proto import append_linear_head, inline_external_data, inputs_to_initializers, with_metadata
 
@@ -50,10 +50,7 @@ def metadata_json(model) -> dict:
 def export_model(model, path: str | os.PathLike) -> Path:
     """Write `model` to `path`; the format follows the suffix (.onnx, .pte, .mlpackage). Atomic: on
     failure nothing is left, the folders it made included."""
-    try:
-        path = Path(path)
-    except TypeError:
-        raise SdkError(f"export takes a file path, got {type(path).__name__}") from None
+    path = user_path(path, "export's path")
     if path.suffix not in FORMATS:
         raise SdkError(f"cannot export to {path.name!r}: use one of {FORMATS}")
     if model.source is None:

@@ -57,6 +57,24 @@ def _cleanup_on_signals() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def user_path(value: object, what: str) -> Path:
+    """`value` (a str or a path-like object) as a Path; SdkError naming `what` for anything else (bytes,
+    None, a number), which pathlib would refuse with an untyped TypeError.
+
+    >>> user_path("model.onnx", "the export path")
+    PosixPath('model.onnx')
+    """
+    if isinstance(value, Path):
+        return value
+    try:
+        path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    except TypeError:   # a PathLike whose __fspath__ returns something else
+        path = None
+    if not isinstance(path, str):
+        raise SdkError(f"{what} must be a path (str or pathlib.Path), got {type(value).__name__}")
+    return Path(path)
+
+
 def _raise_interrupted(signum: int, _frame: object) -> None:
     raise WriteInterrupted(128 + signum)
 

@@ -35,6 +35,10 @@ from .resample import resample
 MAX_IMAGE_PIXELS = 64_000_000  # a larger image is refused before decoding (decompression bombs)
 MAX_IMAGE_FILE_BYTES = 100 * 1024 * 1024
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+# What Pillow raises for a file or image it cannot read: a truncated file (OSError), a closed image
+# (ValueError), a malformed header (SyntaxError, struct's errors as ValueError, a bad table's IndexError).
+PIL_ERRORS = (UnidentifiedImageError, OSError, ValueError, SyntaxError, TypeError, KeyError, IndexError,
+              ZeroDivisionError, Image.DecompressionBombError)
 
 
 def decode_image(data: bytes, name: str = "<bytes>", size: int | None = None) -> Image.Image:
@@ -49,8 +53,7 @@ def decode_image(data: bytes, name: str = "<bytes>", size: int | None = None) ->
         return _to_rgb(image, name)
     except ImageError:
         raise
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, TypeError, KeyError, IndexError,
-            ZeroDivisionError, Image.DecompressionBombError) as e:
+    except PIL_ERRORS as e:
         raise ImageError(f"{name}: not a readable image ({type(e).__name__}: {e})") from None
 
 
@@ -94,6 +97,8 @@ def to_uint8(array: np.ndarray, name: str = "image array", pil_sixteen_bit: bool
     caller's int32 array is refused instead: its range (8 or 16 bits) cannot be told from its values."""
     if array.dtype == np.uint8:
         return array
+    if array.dtype.kind in "uif" and not array.dtype.isnative:   # big-endian pixels: the same values, native
+        array = array.astype(array.dtype.newbyteorder("="))
     sixteen_bit = array.dtype == np.uint16 or (pil_sixteen_bit and
         array.dtype == np.int32 and array.size > 0 and array.min() >= 0 and array.max() <= 65535)
     if sixteen_bit:
@@ -130,6 +135,8 @@ def to_uint8_batch(images, size: int) -> tuple[np.ndarray, bool]:
     """Paths, PIL images, arrays [H, W, 3] / [H, W] / [N, H, W, 3] (uint8, uint16 or float in [0, 1]), or a
     list of those -> uint8 [N, size, size, 3] and whether a single image was given. Other sizes are
     resized (shorter side) and center-cropped; other channel counts or dtypes raise ImageError."""
+    if isinstance(images, np.ndarray):
+        images = _plain_array(images)
     if isinstance(images, np.ndarray) and images.ndim == 4:
         if len(images) == 0:
             raise ImageError("no images given (an empty batch)")
@@ -145,11 +152,24 @@ def _one(image, size: int) -> np.ndarray:
     if isinstance(image, (str, os.PathLike)):
         return fit_to_square(read_image_file(image, size), size)
     if isinstance(image, Image.Image):
-        _check_dimensions(image.width, image.height, "image")
-        return fit_to_square(_to_rgb(ImageOps.exif_transpose(image), "image"), size)
+        try:  # a lazy image decodes here: a truncated or closed one fails here
+            _check_dimensions(image.width, image.height, "image")
+            return fit_to_square(_to_rgb(ImageOps.exif_transpose(image), "image"), size)
+        except ImageError:
+            raise
+        except PIL_ERRORS as e:
+            raise ImageError(f"PIL image: not readable ({type(e).__name__}: {e})") from None
     if isinstance(image, np.ndarray):
-        return fit_to_square(image, size)
+        return fit_to_square(_plain_array(image), size)
     raise ImageError(f"cannot read an image from {type(image).__name__}")
+
+
+def _plain_array(image: np.ndarray) -> np.ndarray:
+    """A numpy subclass as a plain array (np.matrix keeps 2 dimensions under every operation; a memmap
+    or recarray view reads the same): a masked array is refused, since its mask would be silently lost."""
+    if isinstance(image, np.ma.MaskedArray):
+        raise ImageError("a masked array is not an image: fill it first (array.filled(0))")
+    return image if type(image) is np.ndarray else np.asarray(image)
 
 
 def _check_array(image: np.ndarray) -> np.ndarray:

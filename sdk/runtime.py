@@ -24,6 +24,7 @@ from .bundle import Bundle
 from .engine import BackboneEngine
 from .errors import DescriptionError, SdkError
 from .fewshot import enroll
+from .files import user_path
 from .folding import fold_batch_norm
 from .graph_check import check_backbone_graph, check_encoder_graph
 from .mixer import predict_alpha, uniform_alpha
@@ -150,7 +151,8 @@ class TaperBundle:
         from .executorch_engine import ExecutorchRoute
         from .xnnpack_program import companion_target, read_companion
 
-        companion = read_companion(program, *companion_target(self.bundle), self.bundle.trusted_keys)
+        companion = read_companion(user_path(program, "the companion's path"), *companion_target(self.bundle),
+                                   self.bundle.trusted_keys)
         self.engine.use(ExecutorchRoute(companion, self.engine.standard, self.bundle.bases))
         return self
 
@@ -270,6 +272,8 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
         raise SdkError(f"engine must be one of {ENGINES}, got {engine!r}")
     if program is not None and engine != "executorch":
         raise SdkError("program= names the ExecuTorch companion: it needs engine='executorch'")
+    path = user_path(path, "the bundle's path")
+    program = None if program is None else user_path(program, "program= (the companion's path)")
     trusted = None if trusted_keys is None else trusted_set(trusted_keys)
     bundle = TaperBundle(Bundle.open(path, verify, in_memory, trusted), providers, threads, device_compile, cache)
     if engine == "executorch":

@@ -164,6 +164,10 @@ def public_key_bytes(value: str | bytes | os.PathLike) -> bytes:
 def trusted_set(keys: Iterable[str | bytes | os.PathLike]) -> frozenset[bytes]:
     if isinstance(keys, (str, bytes, os.PathLike)):
         raise SdkError("trusted_keys is a list of keys (e.g. [key]), not one key")
+    try:
+        keys = list(keys)
+    except TypeError:
+        raise SdkError(f"trusted_keys is a list of keys, got {type(keys).__name__}") from None
     out = frozenset(public_key_bytes(k) for k in keys)
     if not out:
         raise SdkError("trusted_keys is empty: no bundle could load (pass None to accept unsigned bundles)")

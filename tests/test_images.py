@@ -157,3 +157,90 @@ def test_a_16_bit_png_is_still_scaled_to_8_bits(tmp_path):
     path = tmp_path / "grey16.png"
     Image.fromarray(np.full((8, 8), 65535, np.uint16)).save(path)
     assert to_uint8_batch([path], 8)[0].min() == 255
+
+
+RGB = (np.random.default_rng(3).random((40, 30, 3)) * 255).astype(np.uint8)
+
+
+def _encoded(image: Image.Image, fmt: str = "PNG", **options) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format=fmt, **options)
+    return out.getvalue()
+
+
+def _closed() -> Image.Image:
+    image = Image.fromarray(RGB)
+    image.close()
+    return image
+
+
+def _animated() -> Image.Image:
+    frames = [Image.fromarray(RGB), Image.fromarray(255 - RGB)]
+    return Image.open(io.BytesIO(_encoded(frames[0], "GIF", save_all=True, append_images=frames[1:])))
+
+
+# Issue 63: objects a caller may pass by mistake. Each is an image (the same pixels as its plain form) or
+# an ImageError, never numpy's or Pillow's own exception.
+SAME_PIXELS = {
+    "np.matrix (grey)": (lambda: np.matrix(RGB[..., 0]), RGB[..., 0]),
+    "memmap": (lambda: _memmap(), RGB),
+    "recarray view": (lambda: RGB.view(np.recarray), RGB),
+    "big-endian uint16": (lambda: (RGB.astype(np.uint16) * 257).astype(">u2"), RGB),
+    "lazy PIL (not yet decoded)": (lambda: Image.open(io.BytesIO(_encoded(Image.fromarray(RGB)))), RGB),
+    "animated GIF (first frame)": (_animated, np.asarray(_animated().convert("RGB"))),
+}
+REFUSED = {
+    "masked array": (lambda: np.ma.masked_array(RGB, mask=RGB > 200), "masked array"),
+    "closed PIL image": (_closed, "closed image"),
+    "truncated PIL image": (lambda: _truncated(), "truncated"),
+    "object array": (lambda: RGB.astype(object), "got object"),
+}
+
+
+def _truncated() -> Image.Image:
+    data = _encoded(Image.fromarray(RGB), "JPEG")
+    return Image.open(io.BytesIO(data[:len(data) // 2]))   # the header reads; the pixels fail at decode
+
+
+def _memmap() -> np.ndarray:
+    import tempfile
+
+    array = np.memmap(tempfile.NamedTemporaryFile(delete=False).name, np.uint8, "w+", shape=RGB.shape)
+    array[:] = RGB
+    return array
+
+
+@pytest.mark.parametrize("case", sorted(SAME_PIXELS))
+def test_numpy_and_pil_variants_read_as_their_plain_pixels(case):
+    make, plain = SAME_PIXELS[case]
+    got, _ = to_uint8_batch(make(), 32)
+    want, _ = to_uint8_batch(np.ascontiguousarray(plain), 32)
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_numpy_and_pil_variants_that_are_not_images_are_image_errors(case):
+    make, message = REFUSED[case]
+    with pytest.raises(ImageError, match=message):
+        to_uint8_batch(make(), 32)
+
+
+@pytest.mark.parametrize("mode", ["P", "CMYK", "LA", "RGBA", "1", "I;16", "L"])
+def test_every_pil_mode_gives_pixels(mode):
+    image = Image.fromarray(RGB).convert(mode) if mode != "I;16" else Image.fromarray(RGB[..., 0].astype(np.uint16))
+    batch, single = to_uint8_batch(image, 16)
+    assert single and batch.shape == (1, 16, 16, 3) and batch.dtype == np.uint8
+
+
+@pytest.mark.parametrize("value", [5, None, b"/tmp/x.taper", 3.5, ["a.taper"]], ids=repr)
+def test_every_path_argument_of_any_type_is_a_typed_error(value, tiny_bundle):
+    """Issue 63: bytes or a number as a path was pathlib's TypeError."""
+    import sdk
+
+    with pytest.raises(sdk.SdkError, match="must be a path"):
+        sdk.load(value)
+    if value is not None:   # program=None is the default companion path
+        with pytest.raises(sdk.SdkError, match="must be a path"):
+            sdk.load(tiny_bundle, engine="executorch", program=value)
+    with pytest.raises(sdk.SdkError):
+        sdk.load(tiny_bundle, trusted_keys=value if value is not None else 5)
