@@ -9,7 +9,8 @@ images of those classes, the same for classifier selection (the run's baseline o
 head pruned to the same classes; needs the run directory), and the personalization time. At the end: how many
 descriptions the personalized model won, said plainly, beside the figures the longer training runs
 measured (docs/results/bench.json and headroom.json), since the demo's few epochs are not the method's
-result.
+result. The same, with a strip of the val photos and what the model called them, goes to a page
+(`--report`, default demo-report.html: one self-contained file that opens offline).
 """
 
 from __future__ import annotations
@@ -19,17 +20,21 @@ import hashlib
 import json
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 import sdk
 from sdk.cache import cache_root
+from sdk.report_page import Section, Tile, cpu_name, render_page, thumbnail_uri, write_page
+from sdk.tasks import MISSING
 from sdk.text_encoder import primary_name
 from trainer.data import DataError, load_dataset
 from trainer.rundir import RunDir
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+PHOTOS_SHOWN = 14  # per description, spread evenly over its val images
 DESCRIPTIONS = ["insects", "dogs", "a drinking glass with a base and stem", "vehicles", "bicycle, pedestrian, tree",
                 "kitchen appliances"]
 
@@ -80,11 +85,112 @@ def _num_classes(run_dir: Path) -> int:
     return int(load_state(RunDir(run_dir).classes)["text"].shape[0])
 
 
+@dataclass
+class Outcome:
+    """One description's result, as the terminal and the page show it."""
+
+    description: str
+    error: str | None = None
+    classes: list[str] = field(default_factory=list)
+    resolution: list[str] = field(default_factory=list)
+    images: int = 0
+    accuracy: float = 0.0
+    baseline: float | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    tiles: list[Tile] = field(default_factory=list)
+
+
+def personalize_and_score(bundle, description: str, data, index: dict[str, int], run_dir: Path) -> Outcome:
+    """Personalize for `description` and score the model and classifier selection on the val images of
+    its classes; a strip of PHOTOS_SHOWN of those images with true and predicted labels for the page."""
+    try:
+        model = sdk.personalize(bundle, description)
+    except sdk.DescriptionError as e:
+        return Outcome(description, error=str(e))
+    classes = np.array([index[c] for c in model.class_ids])
+    pick = np.flatnonzero(np.isin(data.val.labels, classes))
+    images, labels = np.ascontiguousarray(data.val.images[pick]), data.val.labels[pick]
+    probabilities = model.predict_proba(images)
+    predicted = classes[probabilities.argmax(1)]
+    names = {c: primary_name(model.classes[k]) for k, c in enumerate(classes)}
+    shown = np.linspace(0, len(pick) - 1, min(PHOTOS_SHOWN, len(pick))).astype(int)
+    tiles = [Tile(thumbnail_uri(images[i]), [f"true: {names[labels[i]]}",
+                                             f"predicted: {names[predicted[i]]} ({probabilities[i].max():.2f})"],
+                  "right" if predicted[i] == labels[i] else "wrong") for i in shown]
+    return Outcome(description, classes=list(model.classes), resolution=list(model.resolution), images=len(pick),
+                   accuracy=float((predicted == labels).mean() * 100),
+                   baseline=baseline_accuracy(run_dir, images, labels, classes), timings=dict(model.timings),
+                   tiles=tiles)
+
+
+def print_outcome(outcome: Outcome) -> None:
+    if outcome.error:
+        print(f"\n{outcome.description!r}: {outcome.error}")
+        return
+    names = ", ".join(map(primary_name, outcome.classes[:8])) + (" ..." if len(outcome.classes) > 8 else "")
+    print(f"\n{outcome.description!r} -> {len(outcome.classes)} classes: {names}")
+    print(f"  resolved by: {'; '.join(outcome.resolution)}")
+    print(f"  top-1 on {outcome.images} val images: personalized {outcome.accuracy:.1f}%"
+          + (f", classifier selection {outcome.baseline:.1f}%" if outcome.baseline is not None else
+             " (no run directory: classifier selection not shown)"))
+    print("  personalize: " + ", ".join(f"{k} {v:.1f} ms" for k, v in outcome.timings.items()))
+
+
+def report_page(outcomes: list[Outcome], closing: list[str], bundle_name: str) -> str:
+    """The demo's page: three lines that say what the numbers mean, then per description how it was read
+    (missing items marked), the two accuracies side by side, the timings, and a strip of photos."""
+    scored = [o for o in outcomes if not o.error]
+    if closing and closing[0].startswith("personalized"):
+        sizes = sorted(o.images for o in scored if o.baseline is not None)
+        headline = (f"{closing[0][0].upper()}{closing[0][1:]}, on {sizes[0]}-{sizes[-1]} val images each (one "
+                    f"point is {sizes[0] / 100:.1f}-{sizes[-1] / 100:.1f} images).")
+    else:
+        headline = "Classifier selection was not measured (no run directory), so there is nothing to compare against."
+    longer = [line for line in closing if not line.startswith(("personalized", "At "))]
+    meaning = next((line for line in closing if line.startswith("At ")), None) or (
+        "A few descriptions are not the method's measurement; the longer runs below are, e.g. " + longer[0]
+        if longer else "A few descriptions are not the method's measurement.")
+    timed = [o for o in scored if "total" in o.timings]
+    if timed:
+        slowest = max(timed, key=lambda o: o.timings["total"])
+        step, ms = max(((k, v) for k, v in slowest.timings.items() if k != "total"), key=lambda kv: kv[1])
+        timing = (f"Personalizing took {min(o.timings['total'] for o in timed):.1f}-{slowest.timings['total']:.1f} "
+                  f"ms per description on {cpu_name()}; the slowest ({slowest.description!r}) spent {ms:.1f} ms of "
+                  f"it in {step}.")
+    else:
+        timing = "No description was personalized."
+    overview = [["description", "classes", "personalized", "classifier selection", "difference", "personalize"]]
+    overview += [[o.description, "not read: see below", "", "", "", ""] if o.error else
+                 [o.description, str(len(o.classes)), f"{o.accuracy:.1f}%",
+                  "-" if o.baseline is None else f"{o.baseline:.1f}%",
+                  "-" if o.baseline is None else f"{o.accuracy - o.baseline:+.1f}",
+                  f"{o.timings.get('total', 0):.1f} ms"] for o in outcomes]
+    sections = [Section("Top-1 accuracy on the val images of each description's classes", table=overview)]
+    for o in outcomes:
+        if o.error:
+            sections.append(Section(o.description, reading=[(o.error, MISSING in o.error)]))
+            continue
+        facts = [("classes", f"{len(o.classes)}: " + ", ".join(map(primary_name, o.classes))),
+                 ("top-1, personalized", f"{o.accuracy:.1f}% on {o.images} val images"),
+                 ("top-1, classifier selection", "not measured (no run directory)" if o.baseline is None
+                  else f"{o.baseline:.1f}% on the same images ({o.accuracy - o.baseline:+.1f} points)"),
+                 ("personalize (ms)", ", ".join(f"{k} {v:.1f}" for k, v in o.timings.items()))]
+        right = sum(t.verdict == "right" for t in o.tiles)
+        facts.append(("photos below", f"{len(o.tiles)} of the {o.images}, evenly spread: {right} right, "
+                                      f"{len(o.tiles) - right} wrong"))
+        sections.append(Section(o.description, facts, [(how, MISSING in how) for how in o.resolution], o.tiles))
+    sections.append(Section("The longer runs (the method's measurement)", facts=[("run", line) for line in longer]))
+    return render_page(f"TAPER demo: {bundle_name}", [headline, meaning, timing], sections,
+                       footer="Made by scripts/demo.py. Photos: Tiny ImageNet validation images (ImageNet's terms).")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="../shared/data/tiny-imagenet-200.tar.gz")
     parser.add_argument("--bundle", type=Path, default=None, help="use this bundle instead of the demo one")
     parser.add_argument("--run", type=Path, default=None, help="its run directory (for the baseline)")
+    parser.add_argument("--report", type=Path, default=Path("demo-report.html"),
+                        help="the page to write (default: demo-report.html here)")
     args = parser.parse_args()
     try:
         data = load_dataset(args.data)
@@ -101,29 +207,18 @@ def main() -> int:
           f"{(time.perf_counter() - start) * 1000:.0f} ms")
     bundle.warm_up()  # the text encoder session, created once as an app does at start
     index = {w: i for i, w in enumerate(data.wnids)}
-    comparisons: list[tuple[float, float]] = []
-    for description in DESCRIPTIONS:
-        try:
-            model = sdk.personalize(bundle, description)
-        except sdk.DescriptionError as e:
-            print(f"\n{description!r}: {e}")
-            continue
-        classes = np.array([index[c] for c in model.class_ids])
-        pick = np.flatnonzero(np.isin(data.val.labels, classes))
-        images, labels = np.ascontiguousarray(data.val.images[pick]), data.val.labels[pick]
-        predicted = classes[model.predict_proba(images).argmax(1)]
-        accuracy = float((predicted == labels).mean() * 100)
-        baseline = baseline_accuracy(run_dir, images, labels, classes)
-        names = ", ".join(primary_name(c) for c in model.classes[:8]) + (" ..." if len(model.classes) > 8 else "")
-        print(f"\n{description!r} -> {len(model.classes)} classes: {names}")
-        print(f"  resolved by: {'; '.join(model.resolution)}")
-        print(f"  top-1 on {len(pick)} val images: personalized {accuracy:.1f}%"
-              + (f", classifier selection {baseline:.1f}%" if baseline is not None else
-                 " (no run directory: classifier selection not shown)"))
-        print("  personalize: " + ", ".join(f"{k} {v:.1f} ms" for k, v in model.timings.items()))
-        if baseline is not None:
-            comparisons.append((accuracy, baseline))
-    print("\n" + "\n".join(summary(comparisons, _stage1_epochs(run_dir))))
+    outcomes = [personalize_and_score(bundle, d, data, index, run_dir) for d in DESCRIPTIONS]
+    for outcome in outcomes:
+        print_outcome(outcome)
+    closing = summary([(o.accuracy, o.baseline) for o in outcomes if not o.error and o.baseline is not None],
+                      _stage1_epochs(run_dir))
+    print("\n" + "\n".join(closing))
+    try:
+        page = write_page(args.report, report_page(outcomes, closing, bundle_path.name))
+    except sdk.SdkError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"\nthe same, with photos: {page.resolve()} (one file, opens offline in any browser)")
     return 0
 
 

@@ -29,7 +29,8 @@ from PIL import Image
 
 from .files import atomic_file
 
-MAX_SHOWN_CHARS = 160
+MAX_SHOWN_CHARS = 160      # a name, a title, a caption
+LONG_TEXT_CHARS = 1000     # a sentence: the summary, a fact's value, how a description was read
 THUMBNAIL_PX = 112
 BIDI_CONTROL_CHARS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 BIDI_CONTROLS = {ord(c): f"[U+{ord(c):04X}]" for c in BIDI_CONTROL_CHARS}
@@ -80,16 +81,16 @@ class Section:
     table: Sequence[Sequence[str]] = ()
 
 
-def text(value: object) -> str:
-    """`value` as escaped HTML text, isolated for bidirectional display and cut to MAX_SHOWN_CHARS.
+def text(value: object, limit: int = MAX_SHOWN_CHARS) -> str:
+    """`value` as escaped HTML text, isolated for bidirectional display and cut to `limit` characters.
 
     >>> text('<script>alert("x")</script>')
     '<bdi>&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</bdi>'
     """
     raw = _printable(str(value))
-    if len(raw) <= MAX_SHOWN_CHARS:
+    if len(raw) <= limit:
         return f"<bdi>{html.escape(raw)}</bdi>"
-    return f'<bdi title="{html.escape(raw)}">{html.escape(raw[:MAX_SHOWN_CHARS])}…</bdi>'
+    return f'<bdi title="{html.escape(raw)}">{html.escape(raw[:limit])}…</bdi>'
 
 
 def _printable(raw: str) -> str:
@@ -119,7 +120,8 @@ def render_page(title: str, summary: Sequence[str], sections: Sequence[Section],
              f"<title>{html.escape(_printable(title)[:MAX_SHOWN_CHARS])}</title>", f"<style>{STYLE}</style>",
              "</head><body>", f"<h1>{text(title)}</h1>"]
     if summary:
-        parts.append('<div class="summary">' + "".join(f"<p>{text(line)}</p>" for line in summary) + "</div>")
+        lines = "".join(f"<p>{text(line, LONG_TEXT_CHARS)}</p>" for line in summary)
+        parts.append(f'<div class="summary">{lines}</div>')
     parts += [_section(s) for s in sections]
     if footer:
         parts.append(f"<p><small>{text(footer)}</small></p>")
@@ -130,11 +132,12 @@ def render_page(title: str, summary: Sequence[str], sections: Sequence[Section],
 def _section(section: Section) -> str:
     parts = [f"<section><h2>{text(section.title)}</h2>"]
     if section.facts:
-        parts.append("<dl>" + "".join(f"<dt>{text(k)}</dt><dd>{text(v)}</dd>" for k, v in section.facts) + "</dl>")
+        facts = "".join(f"<dt>{text(k)}</dt><dd>{text(v, LONG_TEXT_CHARS)}</dd>" for k, v in section.facts)
+        parts.append(f"<dl>{facts}</dl>")
     if section.reading:
         parts.append('<ul class="reading">' + "".join(
-            f'<li class="missing"><span class="badge">⚠ MISSING</span>{text(line)}</li>' if missing
-            else f"<li>{text(line)}</li>" for line, missing in section.reading) + "</ul>")
+            f'<li class="missing"><span class="badge">⚠ MISSING</span>{text(line, LONG_TEXT_CHARS)}</li>'
+            if missing else f"<li>{text(line, LONG_TEXT_CHARS)}</li>" for line, missing in section.reading) + "</ul>")
     if section.table:
         head, *rows = section.table
         parts.append("<table><thead><tr>" + "".join(f"<th>{text(h)}</th>" for h in head) + "</tr></thead><tbody>"

@@ -135,6 +135,6 @@ def test_the_demo_page_marks_missing_items_and_right_and_wrong(tiny_sdk, tiny_da
     page = write_page(tmp_path / "demo-report.html", demo.report_page(outcomes, closing, "tiny.taper"))
     html = page.read_text()
     assert "⚠ MISSING" in html and ("✓ right" in html or "✗ wrong" in html)
-    assert html.index(closing[0]) < html.index("round shapes")  # the summary comes first
+    assert html.index('class="summary"') < html.index("<h2>") and "bove classifier selection on" in html  # on top
     seen = page_check.check_page(page, tmp_path / "demo.png")
     assert seen.problems == [] and seen.images == sum(len(o.tiles) for o in outcomes) > 0
