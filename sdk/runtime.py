@@ -91,6 +91,7 @@ class TaperBundle:
     def __init__(self, bundle: Bundle, providers: Sequence[str] | None = None, threads: int | None = None,
                  device_compile: bool = True, cache: bool = True):
         self.bundle = bundle
+        self.cache = cache
         m = bundle.manifest
         self.num_bases, self.mixer_spec = m.num_bases, m.mixer
         self.preprocessing = m.preprocessing
@@ -147,23 +148,33 @@ class TaperBundle:
     def use_executorch(self, program: str | Path) -> TaperBundle:
         """Personalize with ExecuTorch from now on: the companion XNNPACK program at `program`
         (`sdk.xnnpack_program`, written by `python -m export executorch BUNDLE`). A bundle loaded with
-        `trusted_keys` takes only a companion signed by one of them."""
+        `trusted_keys` takes only a companion signed by one of them; without them, the companion is first
+        run in a probe process and checked against the onnxruntime engine (`sdk.companion_check`)."""
+        from .companion_check import check_companion
         from .executorch_engine import ExecutorchRoute
         from .xnnpack_program import companion_target, read_companion
 
         companion = read_companion(user_path(program, "the companion's path"), *companion_target(self.bundle),
                                    self.bundle.trusted_keys)
-        self.engine.use(ExecutorchRoute(companion, self.engine.standard, self.bundle.bases))
+        route = ExecutorchRoute(companion, self.engine.standard, self.bundle.bases)
+        if self.bundle.trusted_keys is None:  # no signer the caller trusts vouches for the program
+            check_companion(route, self.engine.standard, self.probe_alpha(), self.preprocessing.input_size,
+                            self.bundle.manifest_sha256, self.cache)
+        self.engine.use(route)
         return self
+
+    def probe_alpha(self) -> np.ndarray:
+        """A fixed mixer [4, Q] for checking one route against another: distinct weights per basis and
+        block, so that a basis or block put in the wrong place shows."""
+        weights = np.arange(1, NUM_BLOCKS * self.num_bases + 1, dtype=np.float32).reshape(NUM_BLOCKS, -1)
+        return weights / weights.sum(1, keepdims=True)
 
     def compile_engine(self) -> bool:
         """Compile the backbone for this device unless done; True if it was done now."""
         with self._compile_lock:
             if self.engine.compile_tried:
                 return False
-            # Distinct weights per basis and block, so that a basis or block put in the wrong place shows.
-            weights = np.arange(1, NUM_BLOCKS * self.num_bases + 1, dtype=np.float32).reshape(NUM_BLOCKS, -1)
-            self.engine.compile(weights / weights.sum(1, keepdims=True))
+            self.engine.compile(self.probe_alpha())
             return True
 
     @reads_mapped_file
