@@ -31,8 +31,33 @@ def readme_commands() -> list[list[str]]:
 
 def test_the_readme_is_short_and_its_links_resolve():
     assert len(README.splitlines()) <= 160
-    for target in re.findall(r"\]\(([^)#]+)\)", README):
+    for target in re.findall(r"\]\(([^)#]+)\)", README) + re.findall(r'<img src="([^"]+)"', README):
         assert (ROOT / target).exists(), target
+
+
+def test_the_results_table_is_the_results_files():
+    """Every figure in the README's table is the one its results file holds (scripts/readme_results.py)."""
+    from scripts import readme_results
+
+    table = readme_results.table()
+    assert readme_results.replaced(README, table) == README, "run: python -m scripts.readme_results --write"
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| what")]
+    assert len(rows) == len(readme_results.ROWS) <= readme_results.MAX_ROWS
+
+
+def test_a_changed_results_file_changes_the_table(tmp_path):
+    import json
+    import shutil
+
+    from scripts import readme_results
+
+    results = tmp_path / "results"
+    shutil.copytree(readme_results.RESULTS, results, ignore=shutil.ignore_patterns("*.md", "*.svg"))
+    bench = json.loads((results / "bench.json").read_text())
+    bench["accuracy"]["taper"] = 99.99
+    (results / "bench.json").write_text(json.dumps(bench))
+    changed = readme_results.table(results)
+    assert "99.99 vs 64.81 (+35.18)" in changed and changed != readme_results.table()
 
 
 def test_the_readme_names_the_commands_of_every_way_in():
