@@ -43,8 +43,10 @@ import numpy as np
 from scripts.fuzz_bundle import Worker
 
 ROOT = Path(__file__).resolve().parents[1]
-FAMILIES = {"image": 0.3, "examples": 0.15, "adapt": 0.15, "companion": 0.1, "export": 0.12, "changed": 0.1,
-            "cli": 0.08}
+# companion_unsigned and image_objects are issue 63's: an outside harness found crashes, a silent wrong
+# model and untyped errors there that the families before them did not reach.
+FAMILIES = {"image": 0.22, "image_objects": 0.06, "examples": 0.11, "adapt": 0.11, "companion": 0.08,
+            "companion_unsigned": 0.2, "export": 0.09, "changed": 0.07, "cli": 0.06}
 OUTCOMES = ("typed", "ok", "escape", "hang", "crash", "silent_wrong", "partial")
 FAILURES = ("escape", "hang", "crash", "silent_wrong", "partial")
 WORKER = r"""
@@ -84,6 +86,11 @@ def draw(family: str, rng: np.random.Generator) -> dict:
         forged = trusted and rng.random() < 0.5   # half of the signed ones a forger's
         variants = FORGED_COMPANION_VARIANTS if forged else COMPANION_VARIANTS
         return {"family": family, "variant": str(rng.choice(variants)), "trusted": trusted, "seed": seed}
+    if family == "companion_unsigned":
+        return {"family": family, "variant": str(rng.choice(UNSIGNED_COMPANION_VARIANTS)), "seed": seed}
+    if family == "image_objects":
+        return {"family": family, "variant": str(rng.choice(IMAGE_OBJECT_VARIANTS)),
+                "call": str(rng.choice(["predict", "examples", "adapt"])), "seed": seed}
     if family == "export":
         return {"family": family, "variant": str(rng.choice(EXPORT_VARIANTS)),
                 "suffix": str(rng.choice([".onnx", ".onnx", ".pte", ".mlpackage", ".txt", ""])), "seed": seed}
@@ -106,6 +113,14 @@ COMPANION_VARIANTS = ("pristine", "header_digit", "header_flip", "program_flip",
 # What a forger without the key can make: the program's operators edited and its SHA-256 redone in the header
 # (left unsigned, or signed by the forger's own key). The format alone lets the first through to ExecuTorch.
 FORGED_COMPANION_VARIANTS = ("forged_program", "forged_program_own_key", "forged_digit_own_key")
+# What anyone can make without a key (issue 63): one bit of the unsigned companion's program flipped and its
+# SHA-256 and size redone in the header, in the program's flatbuffer, the XNNPACK segment's first 256 bytes
+# (its header and graph's start), or anywhere in the segment outside the weight slots.
+UNSIGNED_COMPANION_VARIANTS = ("flatbuffer_flip", "segment_head_flip", "segment_flip")
+# Objects a caller may pass as an image by mistake (issue 63): numpy subclasses, PIL images in odd states.
+IMAGE_OBJECT_VARIANTS = ("matrix", "masked", "memmap", "recarray", "big_endian", "pil_closed", "pil_truncated",
+                         "pil_lazy", "pil_palette", "pil_16bit", "pil_cmyk", "pil_animated", "pil_la", "pil_1bit",
+                         "pil_float")
 EXPORT_VARIANTS = ("fresh", "existing_file", "existing_folder", "missing_folder", "read_only_folder", "fifo",
                    "symlink_to_file", "dangling_symlink", "long_name", "nul", "not_a_path", "through_file",
                    "dot_name")
@@ -132,6 +147,7 @@ class State:
         self.image = np.random.default_rng(0).integers(0, 256, (self.size + 5, self.size + 9, 3), dtype=np.uint8)
         self._executorch = None
         self._signed = None
+        self._outside = None
 
     def signed(self) -> tuple[Path, bytes, bytes, object]:
         """(the bundle signed by the golden key, its companion so signed, the golden public key, a forger's
@@ -148,6 +164,20 @@ class State:
             self._signed = (bundle, sign_companion(Path(self.companion_path).read_bytes(), key), key.public_key,
                             forger)
         return self._signed
+
+    def outside_slots(self, header: dict, start: int, size: int) -> np.ndarray:
+        """Byte positions of the program's segment data that no weight slot covers (computed once)."""
+        if self._outside is None:
+            import math
+
+            from sdk.xnnpack_program import companion_target
+
+            shapes = companion_target(self.bundle.bundle)[1]
+            covered = np.zeros(start + size, bool)
+            for name, slot in header["slots"].items():
+                covered[slot["offset"]:slot["offset"] + 4 * math.prod(shapes[name])] = True
+            self._outside = np.flatnonzero(~covered[start:]) + start
+        return self._outside
 
     def executorch(self):
         if self._executorch is None:
@@ -168,9 +198,9 @@ def run_case(state: State, case: dict) -> dict:
     folder = state.scratch / f"case-{case['id']}"
     folder.mkdir(parents=True)
     try:
-        outcome = {"image": image_case, "examples": examples_case, "adapt": adapt_case,
-                   "companion": companion_case, "export": export_case, "changed": changed_case,
-                   "cli": cli_case}[case["family"]](state, case, folder)
+        outcome = {"image": image_case, "image_objects": image_object_case, "examples": examples_case,
+                   "adapt": adapt_case, "companion": companion_case, "companion_unsigned": unsigned_companion_case,
+                   "export": export_case, "changed": changed_case, "cli": cli_case}[case["family"]](state, case, folder)
     except state.sdk.SdkError as e:
         outcome = {"outcome": "typed", "error": f"{type(e).__name__}: {str(e)[:160]}"}
     except Caller:
@@ -290,6 +320,70 @@ def image_case(state: State, case: dict, folder: Path) -> dict:
         return {"outcome": "silent_wrong", "error": f"a {case['dtype']} array was accepted (documented as refused)"}
     reference = state.model.predict_proba(same) if same is not None else None
     return checked_probabilities(p, count if case["shape"] != "hw" else 1, reference)
+
+
+def image_object(state: State, variant: str, folder: Path) -> tuple[object, np.ndarray | None]:
+    """(an odd numpy or PIL object, the uint8 pixels it holds or None when it must be refused)."""
+    import io
+
+    from PIL import Image
+
+    rgb = state.image
+
+    def encoded(image: Image.Image, fmt: str = "PNG", **options) -> bytes:
+        out = io.BytesIO()
+        image.save(out, format=fmt, **options)
+        return out.getvalue()
+
+    if variant == "matrix":
+        return np.matrix(rgb[..., 0]), rgb[..., 0]
+    if variant == "masked":
+        return np.ma.masked_array(rgb, mask=rgb > 128), None
+    if variant == "memmap":
+        mapped = np.memmap(folder / "m.bin", np.uint8, "w+", shape=rgb.shape)
+        mapped[:] = rgb
+        return mapped, rgb
+    if variant == "recarray":
+        return rgb.view(np.recarray), rgb
+    if variant == "big_endian":
+        return (rgb.astype(np.uint16) * 257).astype(">u2"), rgb
+    if variant == "pil_closed":
+        image = Image.fromarray(rgb)
+        image.close()
+        return image, None
+    if variant == "pil_truncated":
+        data = encoded(Image.fromarray(rgb), "JPEG")
+        return Image.open(io.BytesIO(data[:len(data) // 2])), None
+    if variant == "pil_lazy":
+        return Image.open(io.BytesIO(encoded(Image.fromarray(rgb)))), rgb
+    if variant == "pil_animated":
+        frames = [Image.fromarray(rgb), Image.fromarray(255 - rgb)]
+        return Image.open(io.BytesIO(encoded(frames[0], "GIF", save_all=True, append_images=frames[1:]))), None
+    if variant == "pil_float":
+        return Image.fromarray(rgb[..., 0].astype(np.float32)), None
+    mode = {"pil_palette": "P", "pil_cmyk": "CMYK", "pil_la": "LA", "pil_1bit": "1"}.get(variant)
+    if mode:
+        return Image.fromarray(rgb).convert(mode), None
+    return Image.fromarray(rgb[..., 0].astype(np.uint16) * 257), rgb[..., 0]   # pil_16bit
+
+
+def image_object_case(state: State, case: dict, folder: Path) -> dict:
+    """An odd object through predict, examples= or adapt: a result (the same as its plain pixels where it
+    has them) or a typed error; pil_float and masked arrays are documented as refused."""
+    made, same = image_object(state, case["variant"], folder)
+    case["made"] = ["m.bin"] if case["variant"] == "memmap" else []
+    if case["call"] == "examples":
+        state.sdk.personalize(state.bundle, examples={"a moth": [made, state.image], "b moth": [state.image] * 2})
+        return {"outcome": "ok"} if case["variant"] not in ("masked", "pil_float") else \
+            {"outcome": "silent_wrong", "error": "an input documented as refused was accepted"}
+    if case["call"] == "adapt":
+        state.model.adapt([made, state.image], min_images=1)
+        return {"outcome": "ok"} if case["variant"] not in ("masked", "pil_float") else \
+            {"outcome": "silent_wrong", "error": "an input documented as refused was accepted"}
+    p = state.model.predict_proba(made)
+    if case["variant"] in ("masked", "pil_float"):
+        return {"outcome": "silent_wrong", "error": "an input documented as refused was accepted"}
+    return checked_probabilities(p, 1, state.model.predict_proba(same) if same is not None else None)
 
 
 # -- examples
@@ -455,6 +549,38 @@ def companion_case(state: State, case: dict, folder: Path) -> dict:
     p = model.predict_proba(x)   # 12 images: more than one batch of the program
     out = checked_probabilities(p, 12, state.model.predict_proba(x))
     if out["outcome"] == "silent_wrong" and np.abs(p - state.model.predict_proba(x)).max() < 1e-4:
+        return {"outcome": "ok"}   # the engines agree to 1e-5 (engines.md), not bit for bit
+    return out
+
+
+def unsigned_companion_case(state: State, case: dict, folder: Path) -> dict:
+    """One bit of the unsigned companion's program flipped, its SHA-256 redone, loaded without trusted_keys:
+    refused (typed), or loaded and predicting what the onnxruntime engine predicts; never a crash."""
+    from sdk.xnnpack_program import PREFIX, PTE_HEADER, PTE_HEADER_AT, companion_bytes
+
+    rng = np.random.default_rng(case["seed"])
+    raw = Path(state.companion_path).read_bytes()
+    length = int.from_bytes(raw[12:20], "little")
+    header = json.loads(raw[PREFIX.size:PREFIX.size + length])
+    start, size = header["program"]["offset"], header["program"]["size"]
+    program = bytearray(raw[start:start + size])
+    _, _, flatbuffer, segments, segment_size = PTE_HEADER.unpack_from(program, PTE_HEADER_AT)
+    if case["variant"] == "flatbuffer_flip":
+        i = int(rng.integers(8, flatbuffer))
+    elif case["variant"] == "segment_head_flip":
+        i = segments + int(rng.integers(0, 256))
+    else:
+        i = int(rng.choice(state.outside_slots(header, segments, segment_size)))
+    program[i] ^= 1 << int(rng.integers(8))
+    path = folder / "c.xnnpack"
+    path.write_bytes(companion_bytes({k: v for k, v in header.items() if k != "program"}, bytes(program)))
+    case["made"] = ["c.xnnpack"]
+    bundle = state.sdk.load(state.bundle_path, engine="executorch", program=path)
+    model = state.sdk.personalize(bundle, state.classes[:3])
+    x = np.random.default_rng(1).integers(0, 256, (12, state.size, state.size, 3), dtype=np.uint8)
+    p, reference = model.predict_proba(x), state.model.predict_proba(x)
+    out = checked_probabilities(p, 12, reference)
+    if out["outcome"] == "silent_wrong" and np.abs(p - reference).max() < 1e-4:
         return {"outcome": "ok"}   # the engines agree to 1e-5 (engines.md), not bit for bit
     return out
 
@@ -741,6 +867,8 @@ def main(argv: list[str] | None = None) -> int:
 def record(case: dict, result: dict, counts: dict[str, Counter], examples: dict[str, list]) -> None:
     family = case["family"]
     detail = f"{case['dtype']}/{case['shape']}" if family == "image" else case.get("variant", case.get("call", ""))
+    if family == "image_objects":
+        detail = f"{case['variant']}/{case['call']}"
     if family == "companion" and case.get("trusted"):   # reported apart: signed, and forged (issue 49)
         family = "companion_forged" if detail.startswith("forged_") else "companion_signed"
     counts[family][result["outcome"]] += 1
@@ -752,6 +880,7 @@ def record(case: dict, result: dict, counts: dict[str, Counter], examples: dict[
 def summary(counts: dict[str, Counter], examples: dict, args, seconds: float) -> dict:
     total = sum(counts.values(), Counter())
     forged = sum(counts["companion_forged"].values())
+    unsigned = counts["companion_unsigned"]
     return {"command": "python -m scripts.fuzz_entry_points " + " ".join(args.argv), "seconds": round(seconds),
             "entry_points": {"cases": sum(total.values()), "escapes": total["escape"], "hangs": total["hang"],
                              "crashes": total["crash"], "silent_wrong": total["silent_wrong"],
@@ -759,7 +888,11 @@ def summary(counts: dict[str, Counter], examples: dict, args, seconds: float) ->
             "families": {f: dict(c) for f, c in sorted(counts.items())}, "failures": examples,
             # forged companions (program edited, SHA-256 redone; unsigned or signed by another key) read with
             # trusted_keys: every one must be refused
-            "companion_forged": {"cases": forged, "loaded": forged - counts["companion_forged"]["typed"]}}
+            "companion_forged": {"cases": forged, "loaded": forged - counts["companion_forged"]["typed"]},
+            # re-checksummed flips of an unsigned companion, loaded without trusted_keys (issue 63)
+            "companion_unsigned": {"cases": sum(unsigned.values()), "crashes": unsigned["crash"],
+                                   "hangs": unsigned["hang"], "silent_wrong": unsigned["silent_wrong"],
+                                   "refused": unsigned["typed"], "loaded_and_right": unsigned["ok"]}}
 
 
 def markdown(r: dict) -> str:
