@@ -206,15 +206,9 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
             pass
         (out_dir / f"hostile_{name}.taper").write_bytes(data)
         spec["hostile_bundles"].append(f"hostile_{name}.taper")
-    spec["limit_bundles"] = []
-    for name, data in provenance_limits(blob):
-        try:
-            Bundle.from_buffer(np.frombuffer(data, np.uint8))
-            verdict = "accepted"
-        except BundleError:
-            verdict = "BundleError"
-        (out_dir / f"limit_{name}.taper").write_bytes(data)
-        spec["limit_bundles"].append({"file": f"limit_{name}.taper", "python": verdict})
+    spec["limit_bundles"] = _python_verdicts("limit", provenance_limits(blob), out_dir)
+    if hostile_members:   # once per golden set, as the hostile graphs are (they do not depend on the storage)
+        spec["grammar_bundles"] = _python_verdicts("grammar", grammar_bundles(blob), out_dir, loaded=True)
     spec["composed"] = composed_resolutions()
     spec["graphs"] = _graphs(bundle.bundle, hostile_members, out_dir)
     spec["signatures"] = _signatures(Path(bundle_path), out_dir)
@@ -274,6 +268,87 @@ def provenance_limits(blob: bytes) -> Iterator[tuple[str, bytes]]:
     yield "text_past_limit", _manifest_edit(limit, "é".encode(), b"aa")         # one code point more
     yield "depth_at_limit", (limit := at({"d": [[[0, 0, 0]]]}))
     yield "depth_past_limit", _manifest_edit(limit, b"[[[0,0,0]]]", b"[[[[0]],0]]")  # one level more
+
+
+def transposed_text_embeddings(raw: bytes) -> bytes:
+    """class_embeddings.safetensors with its `text` table stored transposed ([D, C]): as many floats, the
+    wrong shape (issue 63: the Java core checked the size only)."""
+    from sdk.bundle import safetensors_bytes
+    from sdk.tensorfile import read_tensors
+
+    tables = dict(read_tensors(raw)[0])
+    tables["text"] = np.ascontiguousarray(tables["text"].T)
+    return safetensors_bytes(tables)
+
+
+def _extra(where: Callable[[dict], dict]) -> Callable[[dict], None]:
+    return lambda m: where(m).update(extra_field=1)
+
+
+# The manifest's grammar (sdk/manifest.py), one case per rule both readers must apply alike (issue 63: the
+# Java core ignored unknown fields in every object, and took an integer width and a float block count).
+GRAMMAR_EDITS: dict[str, Callable[[dict], None]] = {
+    "unknown_top": _extra(lambda m: m),
+    "unknown_architecture": _extra(lambda m: m["architecture"]),
+    "unknown_mixer": _extra(lambda m: m["mixer"]),
+    "unknown_text_encoder": _extra(lambda m: m["text_encoder"]),
+    "unknown_preprocessing": _extra(lambda m: m["preprocessing"]),
+    "unknown_member_entry": _extra(lambda m: m["members"]["NOTICE"]),
+    "unknown_member": lambda m: m["members"].update({"extra.bin": dict(m["members"]["NOTICE"])}),
+    "unknown_layer_field": _extra(lambda m: next(iter(m["bases"].values()))),
+    "unknown_layer": lambda m: m["bases"].update(extra_layer=dict(next(iter(m["bases"].values())))),
+    "width_integer": lambda m: m["architecture"].update(width=int(m["architecture"]["width"] * 4) or 1),
+    "blocks_float": lambda m: m["mixer"].update(blocks=float(m["mixer"]["blocks"])),
+    "num_classes_one": lambda m: m["architecture"].update(num_classes=1),
+    "num_bases_257": lambda m: m.update(num_bases=257),
+    "embed_dim_4097": lambda m: m["mixer"].update(embed_dim=4097),
+    "version_true": lambda m: m.update(version=True),
+    "sha256_upper": lambda m: m["members"]["NOTICE"].update(sha256=m["members"]["NOTICE"]["sha256"].upper()),
+    "mean_text": lambda m: m["preprocessing"].update(mean=["0.5", 0.5, 0.5]),
+}
+GRAMMAR_MEMBERS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
+    "tokenizer_truncation_text": ("tokenizer.json", lambda raw: edited_json(raw, lambda t: t.update(
+        truncation="longest_first"))),
+    "tokenizer_padding_number": ("tokenizer.json", lambda raw: edited_json(raw, lambda t: t.update(padding=128))),
+    "class_embeddings_transposed": ("class_embeddings.safetensors", transposed_text_embeddings),
+}
+
+
+def _python_verdicts(prefix: str, cases: Iterator[tuple[str, bytes]], out_dir: Path, loaded: bool = False
+                     ) -> list[dict]:
+    """Each case written as `<prefix>_<name>.taper` with the Python reader's verdict, for the Java core to match:
+    of `Bundle.from_buffer`, or with `loaded` of `sdk.load` (which also checks the tokenizer and graphs)."""
+    out = []
+    for name, data in cases:
+        path = out_dir / f"{prefix}_{name}.taper"
+        path.write_bytes(data)
+        try:
+            sdk.load(path, cache=False) if loaded else Bundle.from_buffer(np.frombuffer(data, np.uint8))
+            verdict = "accepted"
+        except BundleError:
+            verdict = "BundleError"
+        out.append({"file": path.name, "python": verdict})
+    return out
+
+
+def grammar_bundles(blob: bytes) -> Iterator[tuple[str, bytes]]:
+    """(name, bundle) for each GRAMMAR_EDITS and GRAMMAR_MEMBERS case and the unedited bundle, each in format
+    5 and again stamped 6 and signed (export.bundle_edits.signed_copy), so that both versions are pinned."""
+    from export.bundle_edits import PAD, manifest_of, signed_copy, with_manifest, with_member_bytes
+
+    manifest, members = bundle_members(blob)
+    padded = bundle_bytes(replace(manifest, provenance={**manifest.provenance, "pad": "x" * PAD}), members)
+    cases = [("pristine", padded)]
+    for name, edit in GRAMMAR_EDITS.items():
+        raw = manifest_of(padded)[0]
+        edit(raw)
+        cases.append((name, with_manifest(padded, raw)))
+    for name, (member, edit) in GRAMMAR_MEMBERS.items():
+        cases.append((name, with_member_bytes(padded, member, edit(members[member]))))
+    key = SigningKey.from_seed(bytes(range(32)))
+    for name, data in cases:
+        yield f"{name}_v5", data
+        yield f"{name}_v6", signed_copy(data, key)
 
 
 def _manifest_edit(blob: bytes, old: bytes, new: bytes) -> bytes:

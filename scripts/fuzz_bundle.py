@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from export.golden import HOSTILE_CONCEPTS, edited_json
-from scripts.bundle_edits import PAD, manifest_of, with_manifest, with_member, with_member_bytes, with_signature_of
+from export.bundle_edits import PAD, manifest_of, with_manifest, with_member, with_member_bytes, with_signature_of
+from export.golden import HOSTILE_CONCEPTS, edited_json, transposed_text_embeddings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -199,6 +199,9 @@ def hostile_members(blob: bytes) -> list[tuple[str, str, bytes]]:
         ("tokenizer_bad_ids", lambda t: t["model"]["vocab"].update({"zzz": 10**9})),
         ("tokenizer_huge_token", lambda t: t["model"]["vocab"].update({"x" * 5000: len(t["model"]["vocab"])})),
         ("tokenizer_empty", lambda t: t.clear()),
+        # Option types (issue 63: the Java core took these; the SDK sets its own values, but checks the types)
+        ("tokenizer_truncation_text", lambda t: t.update(truncation="longest_first")),
+        ("tokenizer_padding_number", lambda t: t.update(padding=128)),
         ("tokenizer_normalized_added_token", lambda t: t["added_tokens"][0].update(normalized=True, lstrip=True)),
         ("tokenizer_template_without_text",
          lambda t: t["post_processor"].update(single=t["post_processor"]["single"][:1])),
@@ -216,6 +219,8 @@ def hostile_members(blob: bytes) -> list[tuple[str, str, bytes]]:
     ):
         out.append((name, "classes.json", edited_json(member("classes.json"), edit)))
     out.append(("classes_deep", "classes.json", b"[" * 5000 + b"]" * 5000))
+    out.append(("class_embeddings_transposed", "class_embeddings.safetensors",
+                transposed_text_embeddings(member("class_embeddings.safetensors"))))
     if "concepts" in json.loads(member("classes.json")):  # format 5
         out += [(f"concepts_{name}", "classes.json", edited_json(member("classes.json"), edit))
                 for name, edit in HOSTILE_CONCEPTS.items()]
@@ -277,9 +282,13 @@ def make_case(kind: str, blob: bytes, rng: np.random.Generator, hostile: list) -
         if section in ("members", "bases"):
             target = target[str(rng.choice(sorted(target)))]
         key = str(rng.choice(sorted(target)))
-        if rng.random() < 0.2:
+        draw = rng.random()
+        if draw < 0.2:
             target.pop(key)
             what = f"drop {section}.{key}"
+        elif draw < 0.35:   # a field the version does not define: an error in both readers (issue 63)
+            target[f"{key}_extra"] = MANIFEST_VALUES[int(rng.integers(len(MANIFEST_VALUES)))]
+            what = f"unknown field {section}.{key}_extra"
         else:
             value = MANIFEST_VALUES[int(rng.integers(len(MANIFEST_VALUES)))]
             if isinstance(target[key], int) and not isinstance(target[key], bool) and rng.random() < 0.5:

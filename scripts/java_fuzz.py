@@ -6,7 +6,9 @@ loaded and personalized by both readers, each in its own worker process with a t
     python -m scripts.java_fuzz --cases 200 --bundle x.taper --out /tmp/java_fuzz
 
 The cases are scripts/fuzz_bundle.py's (its kinds and weights, unsigned and re-signed, on the same
-mixed-storage base bundle). Each is given to a Python worker (`sdk.load`, `sdk.personalize(bundle,
+mixed-storage base bundle), each given in both format versions the readers share: as damaged (format 5), and
+stamped version 6 and signed by a key (`bundle_edits.signed_copy`: the signature holds, so each reader's
+own checks decide), alternately. Each is given to a Python worker (`sdk.load`, `sdk.personalize(bundle,
 [three class names])`) and to the Java core's harness (android_demo/core/src/test/.../FuzzHarness.java:
 `Bundle.open`, `Personalizer.personalize(classNames)`), both without a text encoder. Outcomes per reader:
 typed (BundleError / BundleException, DescriptionError / DescriptionException), escape (anything else),
@@ -122,8 +124,17 @@ def main(argv: list[str] | None = None) -> int:
         hostile = hostile_members(blob)
         rng = np.random.default_rng(args.seed)
         path = work / "case.taper"
+        from export.bundle_edits import signed_copy
+        from sdk.signing import SigningKey
+
+        key = SigningKey.from_seed(bytes(range(32)))
         for i in range(args.cases):
             kind, label, data = draw_case(blob, rng, hostile)
+            version = "5"
+            if i % 2:   # every other case in format 6, signed (one whose header is damaged stays as it is)
+                signed = signed_copy(data, key)
+                version = "6" if signed is not data else "5"
+                data = signed
             path.write_bytes(data)
             results = run_both(workers, path, args.timeout)
             for reader, w in workers.items():
@@ -132,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                     workers[reader] = w.restarted()
             agreed = agree(results["python"], results["java"])
             counts["agreement"]["agree" if agreed else "disagree"] += 1
+            counts[f"agreement_v{version}"]["agree" if agreed else "disagree"] += 1
             if not agreed and len(examples[kind]) < 10:
                 examples[kind].append(f"{label}: python {results['python']['outcome']} "
                                       f"{results['python'].get('error', '')}; java {results['java']['outcome']} "
@@ -169,7 +181,13 @@ def summarise(counts, examples, args, argv, seconds: float) -> dict:
               "python_totals": {o: sum(by_kind["python"][k][o] for k in kinds) for o in outcomes},
               "java_totals": java, "examples": dict(examples),
               "command": " ".join(["python -m scripts.java_fuzz", *(argv if argv is not None else sys.argv[1:])])}
-    result["failures"] = result["untyped"] + result["hangs"] + result["crashes"] + result["disagreements"]
+    result["python_untyped"] = result["python_totals"]["escape"]
+    result["by_version"] = {v: {"cases": sum(counts[f"agreement_v{v}"].values()),
+                                "agreement": round(counts[f"agreement_v{v}"]["agree"]
+                                                   / max(sum(counts[f"agreement_v{v}"].values()), 1), 4)}
+                            for v in ("5", "6")}
+    result["failures"] = result["untyped"] + result["hangs"] + result["crashes"] + result["disagreements"] \
+        + result["python_untyped"]
     return result
 
 
@@ -177,7 +195,9 @@ def markdown(r: dict) -> str:
     lines = [f"# The Java core on the reliability suite's damaged bundles (`{r['command']}`)", "",
              f"{r['cases']} cases in {r['seconds']:.0f} s: Java untyped {r['untyped']}, hangs {r['hangs']}, "
              f"crashes {r['crashes']}; agreement with Python on accept/refuse (and on the loaded task) "
-             f"{r['agreement']:.2%} ({r['disagreements']} disagreements).", "",
+             f"{r['agreement']:.2%} ({r['disagreements']} disagreements); Python untyped {r.get('python_untyped', 0)}.",
+             "", "By format version: " + ", ".join(f"{v}: {c['cases']} cases, agreement {c['agreement']:.2%}"
+                                                  for v, c in r.get("by_version", {}).items()), "",
              "| kind | Python typed / loaded / other | Java typed / loaded / other |", "|---|---|---|"]
     for kind in r["by_kind"]["python"]:
         p, j = r["by_kind"]["python"][kind], r["by_kind"]["java"][kind]

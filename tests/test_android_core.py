@@ -64,16 +64,23 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
     assert passed >= 1 + len(spec["descriptions"]) + len(spec["images"]) + 8 * len(spec["cases"]) + 10 \
         + len(spec["graphs"]["hostile"]) \
         + (2 + len(spec["companion"]["hostile"]) + len(spec["companion"]["signatures"]["cases"]) if companion else 0) \
-        + len(spec["signatures"]["cases"]) + 2 + len(spec["json"]) + len(spec["limit_bundles"])
+        + len(spec["signatures"]["cases"]) + 2 + len(spec["json"]) + len(spec["limit_bundles"]) \
+        + len(spec.get("grammar_bundles", []))
     # Provenance at each bound loads in Python, one past it is refused; Java gave the same verdicts (above).
     assert [c["python"] for c in spec["limit_bundles"]] == ["accepted", "BundleError"] * 3
+    # The manifest's grammar in formats 5 and 6: the unedited bundle loads, every edit is refused, and Java
+    # gave each verdict (above; before issue 63 it loaded the unknown fields, the option types, the transposed table).
+    if mode == "fp32":
+        grammar = {c["file"]: c["python"] for c in spec["grammar_bundles"]}
+        assert len(grammar) == 2 * 21 and {v for f, v in grammar.items() if "pristine" not in f} == {"BundleError"}
+        assert grammar["grammar_pristine_v5.taper"] == grammar["grammar_pristine_v6.taper"] == "accepted"
     # Signatures, both ways: every Python verdict was the Java one (above); a bundle signed in Java verifies here.
     verdicts = {c["python"] for c in spec["signatures"]["cases"]}
     assert "BundleError" in verdicts and "ok:unsigned" in verdicts and len(verdicts) == 4  # 2 keys, none, refused
     job = spec["signatures"]["sign"]
     java_signed = sdk.load(out / "java_signed.taper", trusted_keys=[job["public_key"]])
     assert java_signed.signer.public_key == job["public_key"]
-    assert len(spec["graphs"]["hostile"]) == (0 if mode != "fp32" else 9 + 4 + 10)  # backbone, encoder, tokenizer
+    assert len(spec["graphs"]["hostile"]) == (0 if mode != "fp32" else 9 + 4 + 12)  # backbone, encoder, tokenizer
     if companion is not None:
         assert len(spec["companion"]["hostile"]) == 24
         assert {h["python"] for h in spec["companion"]["hostile"]} == {"BundleError"}

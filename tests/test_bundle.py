@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from export.bundle import run_contents
+from export.bundle_edits import PAD, manifest_of, with_manifest, with_member, without_concepts
 from export.golden import HOSTILE_CONCEPTS, with_classes_json
-from scripts.bundle_edits import PAD, manifest_of, with_manifest, with_member, without_concepts
 from sdk.bundle import HEADER, MEMBERS, Bundle, bundle_bytes, parse_manifest, write_bundle
 from sdk.errors import BundleError
 
@@ -204,7 +204,7 @@ def test_tensor_shapes_whose_product_would_overflow_are_rejected(small_bundle, s
     b'{"classes": [{"id": "a", "name": "b", "path": ["x"]}], "supercategories": {"g": "abc"}}',
 ])
 def test_bad_classes_json_is_a_bundle_error(small_bundle, classes_json):
-    from scripts.bundle_edits import with_member_bytes
+    from export.bundle_edits import with_member_bytes
 
     with pytest.raises(BundleError, match="classes.json"):
         load_bytes(with_member_bytes(small_bundle, "classes.json", classes_json))
@@ -220,7 +220,7 @@ def test_bad_concepts_are_bundle_errors(small_bundle, name):
 @pytest.mark.parametrize("value", [np.inf, np.nan])
 def test_non_finite_class_or_concept_embeddings_are_bundle_errors(small_bundle, tensor, value):
     """(The 10,000-case reliability run found non-finite concept embeddings loading: they were not verified.)"""
-    from scripts.bundle_edits import with_member_bytes
+    from export.bundle_edits import with_member_bytes
     from sdk.bundle import safetensors_bytes
     from sdk.tensorfile import read_tensors
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import sdk
+from export.bundle_edits import with_member_bytes
 from export.golden import HOSTILE_CONCEPTS
 from scripts import fuzz_bundle
-from scripts.bundle_edits import with_member_bytes
 from sdk.errors import BundleError, EncoderError
 from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, encoder_structure
 

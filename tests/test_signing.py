@@ -9,8 +9,8 @@ import pytest
 
 import sdk
 from export.__main__ import main as export_main
+from export.bundle_edits import without_concepts
 from export.sign import sign_bundle
-from scripts.bundle_edits import without_concepts
 from sdk.bundle import Bundle, bundle_members, write_bundle
 from sdk.errors import BundleError, SdkError
 from sdk.signing import SIGNED_SINCE, TRAILER, SigningKey, generate_key

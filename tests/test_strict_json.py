@@ -4,8 +4,8 @@ documents in tests/test_android_core.py through export.golden.JSON_CASES)."""
 import numpy as np
 import pytest
 
+from export.bundle_edits import resign
 from export.golden import JSON_CASES
-from scripts.bundle_edits import resign
 from sdk import strict_json
 from sdk.bundle import Bundle
 from sdk.errors import BundleError, TensorFileError

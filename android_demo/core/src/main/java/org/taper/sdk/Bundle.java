@@ -152,6 +152,7 @@ public final class Bundle {
         Object parsed = Json.parse(raw, "manifest", Json.MANIFEST_DEPTH);
         if (!(parsed instanceof Map)) throw new BundleException("manifest: not a JSON object");
         manifest = (Map<String, Object>) parsed;
+        ManifestGrammar.check(manifest);   // sdk/manifest.py's grammar: types, ranges, no unknown field
         if (!"taper-bundle".equals(manifest.get("format")) || integer(manifest, "version", OLDEST, VERSION) != version)
             throw new BundleException("manifest: format/version fields wrong");
         Map<String, Object> arch = obj(manifest, "architecture"), mix = obj(manifest, "mixer");
@@ -193,10 +194,16 @@ public final class Bundle {
         checkMixerShapes(mixerTensors);
         mixer = floats(mixerTensors);
         readClasses(version);
-        Map<String, FloatBuffer> embedded = floats(tensors("class_embeddings.safetensors"));
+        Map<String, Bases.Tensor> embeddingTensors = tensors("class_embeddings.safetensors");
+        Map<String, FloatBuffer> embedded = floats(embeddingTensors);
         java.util.Set<String> names = version >= CONCEPTS_SINCE ? java.util.Set.of("text", "concepts") : java.util.Set.of("text");
         if (!embedded.keySet().equals(names))
             throw new BundleException("member class_embeddings.safetensors: tensors must be exactly " + new java.util.TreeSet<>(names));
+        // Shapes, not only sizes, as sdk/bundle.py checks them: a table stored transposed ([384, 200]) holds as
+        // many floats as the right one and would be read as other classes' vectors.
+        expectShape(embeddingTensors.get("text"), new long[]{numClasses, embedDim}, "class_embeddings.safetensors:text");
+        if (version >= CONCEPTS_SINCE)
+            expectShape(embeddingTensors.get("concepts"), new long[]{concepts.size(), embedDim}, "class_embeddings.safetensors:concepts");
         classEmbeddings = embedded.get("text");
         expect(classEmbeddings, (long) numClasses * embedDim, "class embeddings");
         conceptEmbeddings = embedded.containsKey("concepts") ? embedded.get("concepts") : FloatBuffer.allocate(0);
@@ -458,6 +465,12 @@ public final class Bundle {
         ((java.nio.Buffer) d).position(offset);
         ((java.nio.Buffer) d).limit(offset + length);
         return d.slice();
+    }
+
+    static void expectShape(Bases.Tensor t, long[] shape, String what) {
+        if (!java.util.Arrays.equals(t.shape, shape))
+            throw new BundleException(what + " has shape " + java.util.Arrays.toString(t.shape) + ", expected "
+                    + java.util.Arrays.toString(shape));
     }
 
     static void expect(FloatBuffer t, long count, String what) {

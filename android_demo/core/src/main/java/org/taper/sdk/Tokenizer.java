@@ -70,6 +70,8 @@ public final class Tokenizer {
         Map<String, Object> spec = (Map<String, Object>) parsed;
         need(TOP_LEVEL.containsAll(spec.keySet()) && spec.containsKey("model"),
                 "must be an object with 'model' and only the fields " + TOP_LEVEL);
+        for (String key : new String[]{"truncation", "padding"})   // the SDK sets its own: checked for type only
+            need(spec.get(key) == null || spec.get(key) instanceof Map, key + " must be an object or null");
         Map<String, Object> model = object(spec.get("model"), "model");
         need("WordPiece".equals(model.get("type")) && model.keySet().equals(Set.of("type", "unk_token",
                 "continuing_subword_prefix", "max_input_chars_per_word", "vocab")), "model must be a WordPiece model");

@@ -105,6 +105,20 @@ public final class GoldenTest {
             catch (RuntimeException e) { verdict = "untyped " + e; }
             check(verdict.equals(c.get("python")), c.get("file") + ": Java " + verdict + ", Python " + c.get("python"));
         }
+        // The manifest's grammar and the members' types, formats 5 and 6, loaded as sdk.load loads them (the
+        // tokenizer is checked at load): the same verdict as the Python reader's (issue 63).
+        for (Object o : (List<Object>) spec.getOrDefault("grammar_bundles", List.of())) {
+            Map<String, Object> c = (Map<String, Object>) o;
+            String verdict;
+            try {
+                new Personalizer(new Bundle(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) c.get("file"))))),
+                        FuzzHarness.NO_ENGINE);
+                verdict = "accepted";
+            }
+            catch (BundleException e) { verdict = "BundleError"; }
+            catch (RuntimeException e) { verdict = "untyped " + e; }
+            check(verdict.equals(c.get("python")), c.get("file") + ": Java " + verdict + ", Python " + c.get("python"));
+        }
         checkGraphs(bundle, (Map<String, Object>) spec.get("graphs"), dir);
         checkSignatures((Map<String, Object>) spec.get("signatures"), dir, out);
         checkJson((List<Object>) spec.get("json"));

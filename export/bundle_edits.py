@@ -1,5 +1,5 @@
-"""Helpers to damage bundles on purpose (tests and scripts/fuzz_bundle.py): re-sign an edited manifest
-so that its checksum passes and the edit itself is what the reader must catch."""
+"""Helpers to damage bundles on purpose (tests, export/golden.py and scripts/fuzz_bundle.py): re-sign an
+edited manifest so that its checksum passes and the edit itself is what the reader must catch."""
 
 from __future__ import annotations
 
@@ -66,6 +66,24 @@ def with_signature_of(blob: bytes, signed: bytes) -> bytes:
     raw = raw.replace(b'"version":5,', b'"version":6,', 1)
     stamped = blob[:8] + struct.pack("<I", SIGNED_SINCE) + blob[12:HEADER.size] + raw + blob[HEADER.size + length:]
     return resign(stamped) + signed[-TRAILER.size:]
+
+
+def signed_copy(blob: bytes, key) -> bytes:
+    """`blob` (format 5, damaged or not) stamped version 6 and signed by `key`: what a key holder's own faulty
+    build would carry, where the signature holds and only the reader's checks stand between it and a model.
+    A blob whose header or manifest cannot be read as version 5 is returned as it is."""
+    from sdk.signing import SIGNED_SINCE, sign_header
+
+    if len(blob) < HEADER.size or struct.unpack("<I", blob[8:12])[0] != SIGNED_SINCE - 1:
+        return blob
+    length = struct.unpack("<Q", blob[16:24])[0]
+    raw = blob[HEADER.size:HEADER.size + length]
+    if len(raw) != length or b'"version":5,' not in raw:
+        return blob
+    raw = raw.replace(b'"version":5,', b'"version":6,', 1)
+    stamped = resign(blob[:8] + struct.pack("<I", SIGNED_SINCE) + blob[12:HEADER.size] + raw
+                     + blob[HEADER.size + length:])
+    return stamped + sign_header(stamped[:HEADER.size], key)
 
 
 def without_concepts(members: dict[str, bytes]) -> dict[str, bytes]:
