@@ -880,7 +880,7 @@ def record(case: dict, result: dict, counts: dict[str, Counter], examples: dict[
 def summary(counts: dict[str, Counter], examples: dict, args, seconds: float) -> dict:
     total = sum(counts.values(), Counter())
     forged = sum(counts["companion_forged"].values())
-    unsigned = counts["companion_unsigned"]
+    unsigned = counts.get("companion_unsigned", Counter())   # .get: a run without the family does not list it
     return {"command": "python -m scripts.fuzz_entry_points " + " ".join(args.argv), "seconds": round(seconds),
             "entry_points": {"cases": sum(total.values()), "escapes": total["escape"], "hangs": total["hang"],
                              "crashes": total["crash"], "silent_wrong": total["silent_wrong"],

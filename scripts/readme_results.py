@@ -71,11 +71,11 @@ ROWS = (
     Row("damaged and hostile bundles", "reliability.json", _no_failures),
     Row("forged bundles loaded with trusted_keys", "reliability_signed.json",
         lambda d: f"{d['accepted_forged_edits']} of {d['cases']:,} damaged signed bundles accepted"),
-    Row("hostile calls through images, examples, adapt, companion, exports, CLI (our fuzzer, which missed "
-        "the companion crashes of issue 63)", "entry_points.json",
-        lambda d: f"{int(d['entry_points']['cases']):,} cases: {d['entry_points']['crashes']} crashes, "
+    Row("hostile calls through images, examples, adapt, the ExecuTorch companion, exports, CLI", "entry_points.json",
+        lambda d: f"{int(d['entry_points']['cases']):,} cases ({d['companion_unsigned']['cases']} re-checksummed "
+                  f"unsigned companions): {d['entry_points']['crashes']} crashes, "
                   f"{d['entry_points']['silent_wrong']} silent wrong"),
-    Row("Java core vs Python on damaged bundles: agreement", "java_fuzz.json",
+    Row("Java core vs Python on damaged bundles, formats 5 and 6: agreement", "java_fuzz.json",
         lambda d: f"{d['agreement']:.0%} of {d['cases']:,}"),
     Row("field conditions: per-condition networks over a same-compute generic one (gate +1.5)",
         "conditions_v2.json", lambda d: f"{d['condition_basis_minus_generic']:+.2f} points"),

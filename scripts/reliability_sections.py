@@ -8,7 +8,10 @@ docs/results/reliability.json and .md, each with the command and the result file
   entry_points.json, reliability_demo.json: scripts/fuzz_bundle.py on the demo's Tiny ImageNet bundle);
 - signed_companion: signed ExecuTorch companions read with `trusted_keys`, and the forged ones among them
   (scripts/fuzz_entry_points.py: `companion_signed`, `companion_forged` of entry_points.json and of the
-  companion-only run, entry_points_companion.json).
+  companion-only run, entry_points_companion.json);
+- companion_unsigned: unsigned companions with a program bit flipped and its SHA-256 redone, loaded without
+  keys (entry_points.json's `companion_unsigned`, issue 63), with what the probe costs a load
+  (scripts/bench_companion_check.py: companion_check.json).
 
     python -m scripts.reliability_sections            # after any of those commands, or after fuzz_bundle
 
@@ -51,6 +54,8 @@ def sections() -> dict:
     if (java := _load("java_fuzz")) is not None:
         out["java"] = {k: java[k] for k in ("cases", "untyped", "hangs", "crashes", "agreement", "disagreements",
                                             "command")} | {"source": "java_fuzz.json"}
+        out["java"].update(python_untyped=java.get("python_untyped", "not measured"),
+                           by_version=java.get("by_version", "not measured"))
     if (real := _load("reliability_demo")) is not None:
         out["real_bundle"] = {"cases": real["cases"], "description": real["description"], **real["totals"],
                               "silent_changes": real["silent_changes"], "failures": real["failures"],
@@ -72,6 +77,15 @@ def sections() -> dict:
                             ("escapes", "hangs", "crashes", "silent_wrong", "partial_files")),
             "source": " + ".join(f"{name}.json" for name, _ in runs),
             "command": " and ".join(r["command"] for _, r in runs)}
+    if entry is not None and "companion_unsigned" in entry:
+        check = _load("companion_check")
+        out["companion_unsigned"] = {
+            **{k: entry["companion_unsigned"][k] for k in ("cases", "crashes", "hangs", "silent_wrong", "refused",
+                                                           "loaded_and_right")},
+            "load_overhead_ms": check["probe_overhead_ms"] if check else "not measured",
+            "load_overhead_cached_ms": check["cached_overhead_ms"] if check else "not measured",
+            "source": "entry_points.json" + (" + companion_check.json" if check else ""),
+            "command": entry["command"] + (f" and {check['command']}" if check else "")}
     return out
 
 
@@ -95,6 +109,12 @@ SUMMARIES = {
                                      "escapes, {hangs} hangs, {crashes} crashes, {silent_wrong} silent wrong "
                                      "results, {partial_files} partial files ({typed} typed errors, {ok} accepted "
                                      "and checked)"),
+    "companion_unsigned": ("Unsigned ExecuTorch companions", "{cases} with one bit of the program flipped and its "
+                                                             "SHA-256 redone, loaded without keys: {crashes} crashes, "
+                                                             "{hangs} hangs, {silent_wrong} silent wrong; {refused} "
+                                                             "refused, {loaded_and_right} loaded and predicting as "
+                                                             "the bundle; the probe adds {load_overhead_ms} ms to the "
+                                                             "first load, {load_overhead_cached_ms} ms once known"),
     "signed_companion": ("Signed ExecuTorch companions", "{cases} damaged or pristine signed companions read with "
                                                          "`trusted_keys` ({typed} refused, {ok} accepted and checked), "
                                                          "and {forged} forged ones (the program edited, its SHA-256 "

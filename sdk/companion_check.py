@@ -14,8 +14,9 @@ would. Those two parsers are not ours to make safe, so the choice is explicit:
   (a signal), hangs (PROBE_TIMEOUT_S) or fails is a BundleError naming what happened, and so is a probe
   output that differs from the onnxruntime engine's for the same weights by more than the tolerance
   the engine's own compiled route is held to (`sdk.engine.BackboneEngine.compile`).
-- The verdict is kept per process, and, with the device cache on, on disk, keyed by the program's and
-  the bundle's SHA-256 and the executorch version: a companion is probed once per machine. The cost
+- The verdict is kept per process, and, with the device cache on, in its folder (`python -m sdk cache
+  clear` empties it), keyed by the program's and the bundle's SHA-256 and the executorch version: a
+  companion is probed once per machine. The cost
   (a Python process that imports torch and executorch) is in docs/results/entry_points.md.
 
 Since the structure of every personalized program is the probed one (personalization writes only the
@@ -54,20 +55,20 @@ def probe_key(program: bytes, bundle_sha256: str) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def verdict_folder() -> Path | None:
-    """Where passed verdicts are kept between processes (beside the device cache), or None when the
-    device cache is off (`TAPER_DEVICE_CACHE=0`)."""
+def verdict_file(key: str) -> Path | None:
+    """Where a passed verdict is kept between processes: a small file in the device cache's folder (which
+    `python -m sdk cache clear` empties), or None when the device cache is off (`TAPER_DEVICE_CACHE=0`)."""
     from . import device_cache
 
-    return device_cache.cache_dir().parent / "companion-checks" if device_cache.enabled() else None
+    return device_cache.cache_dir() / f"companion-check-{key}" if device_cache.enabled() else None
 
 
 def passed_before(key: str, use_disk: bool) -> bool:
     with _lock:
         if key in _verdicts:
             return True
-    folder = verdict_folder() if use_disk else None
-    if folder is not None and (folder / key).is_file():
+    path = verdict_file(key) if use_disk else None
+    if path is not None and path.is_file():
         with _lock:
             _verdicts.add(key)
         return True
@@ -77,12 +78,12 @@ def passed_before(key: str, use_disk: bool) -> bool:
 def remember(key: str, use_disk: bool) -> None:
     with _lock:
         _verdicts.add(key)
-    folder = verdict_folder() if use_disk else None
-    if folder is not None:
+    path = verdict_file(key) if use_disk else None
+    if path is not None:
         from .files import atomic_file
 
         try:
-            with atomic_file(folder / key) as f:
+            with atomic_file(path) as f:
                 f.write(b"passed\n")
         except Exception:  # a cache that cannot be written only costs the next process a probe
             pass

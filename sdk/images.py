@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -167,7 +168,8 @@ def _one(image, size: int) -> np.ndarray:
 def _plain_array(image: np.ndarray) -> np.ndarray:
     """A numpy subclass as a plain array (np.matrix keeps 2 dimensions under every operation; a memmap
     or recarray view reads the same): a masked array is refused, since its mask would be silently lost."""
-    if isinstance(image, np.ma.MaskedArray):
+    masked = sys.modules.get("numpy.ma")   # not np.ma: its first import leaves cyclic garbage; without it
+    if masked is not None and isinstance(image, masked.MaskedArray):   # loaded, no masked array exists
         raise ImageError("a masked array is not an image: fill it first (array.filled(0))")
     return image if type(image) is np.ndarray else np.asarray(image)
 

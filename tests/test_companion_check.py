@@ -85,3 +85,19 @@ def test_a_companion_signed_by_a_trusted_key_is_not_probed(tiny_bundle, tiny_com
     assert sdk.load(bundle, engine="executorch", trusted_keys=[key.public_key.hex()]).engine.route == "executorch"
     with pytest.raises(pytest.fail.Exception, match="probed a trusted program"):   # without trusted_keys: probed
         sdk.load(bundle, engine="executorch")
+
+
+def test_a_verdict_is_kept_in_the_device_cache_and_cleared_with_it(tiny_bundle, tiny_companion, tmp_path,
+                                                                    monkeypatch):
+    from sdk import device_cache
+
+    monkeypatch.setenv("TAPER_DEVICE_CACHE", str(tmp_path / "cache"))
+    sdk.load(tiny_bundle, engine="executorch", program=tiny_companion)   # probed, and the verdict kept
+    assert len(list((tmp_path / "cache").glob("companion-check-*"))) == 1
+    companion_check._verdicts.clear()                                   # as a new process
+    monkeypatch.setattr(companion_check, "probe_in_child", lambda *a, **k: pytest.fail("probed again"))
+    sdk.load(tiny_bundle, engine="executorch", program=tiny_companion)
+    device_cache.clear()
+    companion_check._verdicts.clear()
+    with pytest.raises(pytest.fail.Exception, match="probed again"):
+        sdk.load(tiny_bundle, engine="executorch", program=tiny_companion)
