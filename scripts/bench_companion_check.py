@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{medians['cached']} |\n\n"
         f"The probe adds {result['probe_overhead_ms']} ms to the first load of a companion on a machine (a Python "
         "process importing torch and ExecuTorch's native module, loading and running the program once); a known "
-        f"verdict adds {result['cached_overhead_ms']} ms (the program's SHA-256). A companion signed by a key in "
+        f"verdict adds {result['cached_overhead_ms']} ms (the program's SHA-256 is computed). A companion signed "
+        "by a key in "
         "`trusted_keys` is not probed.\n")
     print(json.dumps({k: result[k] for k in ("load_ms_median", "probe_overhead_ms", "cached_overhead_ms")}))
     return 0
