@@ -123,6 +123,11 @@ def personalize_and_score(bundle, description: str, data, index: dict[str, int],
                    tiles=tiles)
 
 
+def timing_text(timings: dict[str, float]) -> str:
+    """personalize()'s steps as the terminal and the page show them: "encode 0.0, resolve 0.3, ..."."""
+    return ", ".join(f"{k} {v:.1f}" for k, v in timings.items())
+
+
 def print_outcome(outcome: Outcome) -> None:
     if outcome.error:
         print(f"\n{outcome.description!r}: {outcome.error}")
@@ -133,7 +138,7 @@ def print_outcome(outcome: Outcome) -> None:
     print(f"  top-1 on {outcome.images} val images: personalized {outcome.accuracy:.1f}%"
           + (f", classifier selection {outcome.baseline:.1f}%" if outcome.baseline is not None else
              " (no run directory: classifier selection not shown)"))
-    print("  personalize: " + ", ".join(f"{k} {v:.1f} ms" for k, v in outcome.timings.items()))
+    print(f"  personalize (ms): {timing_text(outcome.timings)}")
 
 
 def report_page(outcomes: list[Outcome], closing: list[str], bundle_name: str) -> str:
@@ -174,7 +179,7 @@ def report_page(outcomes: list[Outcome], closing: list[str], bundle_name: str) -
                  ("top-1, personalized", f"{o.accuracy:.1f}% on {o.images} val images"),
                  ("top-1, classifier selection", "not measured (no run directory)" if o.baseline is None
                   else f"{o.baseline:.1f}% on the same images ({o.accuracy - o.baseline:+.1f} points)"),
-                 ("personalize (ms)", ", ".join(f"{k} {v:.1f}" for k, v in o.timings.items()))]
+                 ("personalize (ms)", timing_text(o.timings))]
         right = sum(t.verdict == "right" for t in o.tiles)
         facts.append(("photos below", f"{len(o.tiles)} of the {o.images}, evenly spread: {right} right, "
                                       f"{len(o.tiles) - right} wrong"))

@@ -17,7 +17,8 @@ would. Those two parsers are not ours to make safe, so the choice is explicit:
 - The verdict is kept per process, and, with the device cache on, in its folder (`python -m sdk cache
   clear` empties it), keyed by the program's and the bundle's SHA-256 and the executorch version: a
   companion is probed once per machine. The cost
-  (a Python process that imports torch and executorch) is in docs/results/entry_points.md.
+  (a Python process that imports torch and executorch) is in docs/results/companion_check.md
+  (scripts/bench_companion_check.py).
 
 Since the structure of every personalized program is the probed one (personalization writes only the
 weight slots, which hold plain float32 values), a program that passed runs in this process afterwards.
