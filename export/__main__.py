@@ -73,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
             path = bundle_run(args.run_dir, args.out, args.variant, Mode.parse(args.mode), args.collections,
                               args.facets, key=key)
             print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB{', signed by key ' + key.key_id if key else ''})")
+            from sdk.bundle import Bundle
+
+            from .bundle import description_kinds
+
+            for line in description_kinds(Bundle.open(path, verify=False)):
+                print(line)
         elif args.command == "keygen":
             from sdk.signing import generate_key
 

@@ -18,7 +18,7 @@ import numpy as np
 import sdk
 from sdk.architecture import NUM_BLOCKS, parameter_shapes
 from sdk.bases import CompactBases
-from sdk.bundle import bases_bytes, safetensors_bytes, write_bundle
+from sdk.bundle import bases_bytes, display_name, safetensors_bytes, write_bundle
 from sdk.manifest import Architecture, Manifest, MixerSpec, TextEncoderSpec
 from sdk.preprocessing import Preprocessing
 from sdk.signing import SigningKey
@@ -45,6 +45,37 @@ def dataset_name(data: str) -> str:
     return name or "unknown"
 
 
+def class_entry(class_id: str, synonyms: str, path, description: str = "") -> dict:
+    """classes.json's row of one class: the display name (the first of the synonyms, "ladybug"), the
+    others as aliases, the hierarchy path and, if there is one, the description.
+
+    >>> class_entry("n1", "ladybug, ladybird", ["insect", "ladybug"])
+    {'id': 'n1', 'name': 'ladybug', 'aliases': ['ladybird'], 'path': ['insect', 'ladybug']}
+    """
+    name, aliases = display_name(synonyms)
+    return {"id": class_id, "name": name, "aliases": aliases, "path": list(path),
+            **({"description": description} if description else {})}
+
+
+def description_kinds(bundle) -> list[str]:
+    """What a user of this bundle (`sdk.bundle.Bundle`) can write, one line per kind, and what will not work.
+
+    The words come from the data's vocabulary (docs/training.md, "The vocabulary file"); a bundle without
+    groups resolves group words ("insects") only by text similarity, which issue 60 found unreliable."""
+    named = sum(1 for c in bundle.classes if c.aliases)
+    groups = len(bundle.concepts) + len(bundle.supercategories)
+    lines = [f"descriptions: class names ({len(bundle.classes)} classes, {named} with aliases) and lists of them work"]
+    if groups:
+        examples = [c.names[0] for c in bundle.concepts[:3]] or list(bundle.supercategories)[:3]
+        lines.append(f"descriptions: group words work ({groups} groups, e.g. {', '.join(map(repr, examples))})")
+    else:
+        lines.append("descriptions: group words ('insects', 'vehicles') will NOT work: this bundle has no groups. "
+                     "Write a vocabulary.toml beside train/ (docs/training.md) and train again")
+    if not named:
+        lines.append("descriptions: other names of a class (aliases) will not resolve: the data has none")
+    return lines
+
+
 def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32", collections: bool = True,
                  facets: bool = True) -> tuple[Manifest, dict[str, bytes]]:
     """The manifest and member bytes of a finished run, its bases stored as `mode` says (export.compress).
@@ -64,8 +95,8 @@ def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32
     if not uses_mixer:
         raise ValueError(f"variant {variant!r} has no mixer predictor; bundle 'taper' or an ablation with one")
     hierarchy = ctx.data.hierarchy
-    classes = {"classes": [{"id": w, "name": n, "path": list(p)} for w, n, p in
-                           zip(hierarchy.wnids, hierarchy.names, hierarchy.paths, strict=True)],
+    classes = {"classes": [class_entry(w, n, p, d) for w, n, p, d in
+                           zip(hierarchy.wnids, hierarchy.names, hierarchy.paths, hierarchy.descriptions, strict=True)],
                "supercategories": {g: [hierarchy.index(w) for w in ws] for g, ws in hierarchy.supercategories.items()},
                "concepts": hierarchy.concepts() + (everyday_concepts(hierarchy.wnids, facets) if collections else [])}
     evaluation = json.loads(run.eval.read_text()) if run.eval.exists() else {}
@@ -126,4 +157,4 @@ def bundle_run(run_dir: Path, out: Path, variant: str = "taper", mode: Mode | st
     """Pack a finished run into a bundle at `out`; signed (format version 6) when `key` is given."""
     manifest, members = run_contents(Path(run_dir), variant, mode, collections, facets)
     return write_bundle(out, manifest, members, key)
-__all__ = ["assemble", "bundle_run", "dataset_name", "run_contents", "write_bundle"]
+__all__ = ["assemble", "bundle_run", "class_entry", "description_kinds", "dataset_name", "run_contents", "write_bundle"]

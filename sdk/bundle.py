@@ -33,7 +33,7 @@ import stat
 import struct
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -63,9 +63,30 @@ OLDER_VERSIONS = {1: "taper-sdk 0.1 (no manifest checksum)", 2: "taper-sdk 0.2 (
 
 @dataclass
 class ClassInfo:
+    """One class: its id, the short name a person sees, its other names, its hierarchy path (root first) and
+    a one-line description ("" if none)."""
     id: str
     name: str
     path: list[str]
+    aliases: list[str] = field(default_factory=list)
+    description: str = ""
+
+
+CLASS_KEYS, CLASS_OPTIONAL_KEYS = frozenset({"id", "name", "path"}), frozenset({"aliases", "description"})
+MAX_ALIASES = 64
+
+
+def display_name(stored: str) -> tuple[str, list[str]]:
+    """(display name, aliases) of a class name stored without `aliases`: older exporters wrote WordNet's
+    synonym list ("ladybug, ladybeetle, lady beetle") as the name. Split at commas, ASCII spaces trimmed
+    (Bundle.java does the same), empty parts dropped.
+
+    >>> display_name("ladybug, ladybeetle, lady beetle")
+    ('ladybug', ['ladybeetle', 'lady beetle'])
+    """
+    parts = [p.strip(" ") for p in stored.split(",")]
+    parts = [p for p in parts if p]
+    return (parts[0], parts[1:]) if parts else (stored, [])
 
 
 @dataclass
@@ -255,13 +276,17 @@ class Bundle:
             raise BundleError(f"{what}: 'classes' must list {n} classes")
         classes = []
         for i, row in enumerate(rows):
-            ok = (isinstance(row, dict) and set(row) == {"id", "name", "path"}
+            ok = (isinstance(row, dict) and CLASS_KEYS <= set(row) <= CLASS_KEYS | CLASS_OPTIONAL_KEYS
                   and all(_short_text(row[k]) for k in ("id", "name"))
-                  and _text_list(row["path"], MAX_PATH_DEPTH))
+                  and _text_list(row["path"], MAX_PATH_DEPTH)
+                  and ("aliases" not in row or _text_list(row["aliases"], MAX_ALIASES, least=0))
+                  and ("description" not in row or _short_text(row["description"])))
             if not ok:
-                raise BundleError(f"{what}: class {i} must be {{id, name, path}} with non-empty strings of at most "
-                                  f"{MAX_NAME_CHARS} characters and a path of 1-{MAX_PATH_DEPTH} of them")
-            classes.append(ClassInfo(row["id"], row["name"], list(row["path"])))
+                raise BundleError(f"{what}: class {i} must be {{id, name, path}} and optionally aliases and a "
+                                  f"description, with non-empty strings of at most {MAX_NAME_CHARS} characters, a path "
+                                  f"of 1-{MAX_PATH_DEPTH} of them and at most {MAX_ALIASES} aliases")
+            name, aliases = (row["name"], list(row["aliases"])) if "aliases" in row else display_name(row["name"])
+            classes.append(ClassInfo(row["id"], name, list(row["path"]), aliases, row.get("description", "")))
         if len({c.id for c in classes}) != n:
             raise BundleError(f"{what}: class ids are not unique")
         ok = isinstance(groups, dict) and all(
@@ -283,8 +308,8 @@ def _short_text(value: object) -> bool:
     return isinstance(value, str) and 0 < len(value) <= MAX_NAME_CHARS
 
 
-def _text_list(value: object, most: int) -> bool:
-    return isinstance(value, list) and 1 <= len(value) <= most and all(_short_text(v) for v in value)
+def _text_list(value: object, most: int, least: int = 1) -> bool:
+    return isinstance(value, list) and least <= len(value) <= most and all(_short_text(v) for v in value)
 
 
 def _concepts(rows: object, n: int, what: str) -> list[Concept]:

@@ -10,10 +10,10 @@ from sdk.errors import DescriptionError
 from sdk.tasks import TaskOptions, TaskResolver, singular_forms
 
 CLASSES = [
-    ClassInfo("n1", "monarch, monarch butterfly", ["animal", "insect", "butterfly", "monarch"]),
+    ClassInfo("n1", "monarch", ["animal", "insect", "butterfly", "monarch"], ["monarch butterfly"]),
     ClassInfo("n2", "sulphur butterfly", ["animal", "insect", "butterfly", "sulphur_butterfly"]),
     ClassInfo("n3", "goose", ["animal", "bird", "goose"]),
-    ClassInfo("n4", "timber wolf, grey wolf", ["animal", "canine", "wolf", "timber_wolf"]),
+    ClassInfo("n4", "timber wolf", ["animal", "canine", "wolf", "timber_wolf"], ["grey wolf"]),
     ClassInfo("n5", "red fox", ["animal", "canine", "fox", "red_fox"]),
     ClassInfo("n6", "ladybug", ["animal", "insect", "beetle", "ladybug"]),
 ]

@@ -4,7 +4,7 @@ Built once per (source, image size) under `<cache root>/data/`, atomically (temp
     meta.json                        classes, names, counts, image size, source, build time
     {train,val}_images.npy           uint8 [N, S, S, 3]
     {train,val}_labels.npy           int64 [N]
-    wordnet_hierarchy.tsv, supercategories.json, concept_names.tsv   (from the source when present)
+    wordnet_hierarchy.tsv, supercategories.json, concept_names.tsv, vocabulary.toml   (from the source when present)
 
 >>> data = load_dataset("../shared/data/tiny-imagenet-200.tar.gz")   # ~20 s the first time  # doctest: +SKIP
 >>> data.train.images.shape                                                                  # doctest: +SKIP
@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +28,14 @@ from sdk.errors import ImageError
 from sdk.images import decode_image, fit_to_square
 
 from ..device import host_to
+from .checks import DataReport
 from .errors import DataError
 from .hierarchy import HIERARCHY_FILE, ClassHierarchy
 from .sources import LabelledImages, open_source
+from .vocabulary import VOCABULARY_FILE, Vocabulary
 
-CACHE_VERSION = 2  # 2: concept_names.tsv (names of the WordNet ancestors) kept beside the hierarchy
+CACHE_VERSION = 3  # 2: concept_names.tsv (names of the WordNet ancestors) kept beside the hierarchy;
+#                   3: an ImageFolder's vocabulary.toml kept, its names read from it (or its folder names)
 TINY_IMAGENET_SIZE = 64
 
 
@@ -93,6 +96,8 @@ class DecodedDataset:
     hierarchy: ClassHierarchy
     train: Split
     val: Split
+    report: list[str] = field(default_factory=list)   # what the cache build found (trainer.data.checks)
+    checks: dict = field(default_factory=dict)
 
     @property
     def num_classes(self) -> int:
@@ -108,25 +113,63 @@ class DecodedDataset:
         except (OSError, ValueError, KeyError) as e:
             raise DataError(f"{folder}: not a decoded data set cache ({e})") from None
         wnids, names = meta["wnids"], meta["names"]
-        if (folder / HIERARCHY_FILE).is_file():
+        if (folder / VOCABULARY_FILE).is_file():
+            hierarchy = Vocabulary.load(folder / VOCABULARY_FILE, wnids).hierarchy()
+        elif (folder / HIERARCHY_FILE).is_file():
             hierarchy = ClassHierarchy.load(folder / HIERARCHY_FILE).restrict_to(wnids, str(folder))
+        elif meta.get("layout") == "imagefolder":
+            hierarchy = Vocabulary.default(wnids).hierarchy()
         else:
             hierarchy = ClassHierarchy.flat(wnids, names)
-        return cls(folder, wnids, names, meta["image_size"], hierarchy, splits["train"], splits["val"])
+        if meta.get("layout") == "imagefolder":
+            names = hierarchy.names  # the vocabulary's (or the folder names'), whatever the cache recorded
+        return cls(folder, wnids, names, meta["image_size"], hierarchy, splits["train"], splits["val"],
+                   meta.get("report", []), meta.get("checks", {}))
 
 
 def load_dataset(source: str | Path, image_size: int | None = None, cache_dir: Path | None = None,
-                 progress: bool = True) -> DecodedDataset:
+                 progress: bool = True, strict: bool = False) -> DecodedDataset:
     """The decoded data set of `source` (a Tiny ImageNet .tar.gz / folder, or an ImageFolder),
-    building the cache on first use. `image_size` defaults to 64 (Tiny ImageNet's size)."""
+    building the cache on first use. `image_size` defaults to 64 (Tiny ImageNet's size); other images are
+    resized and centre-cropped to it. `strict`: DataError instead of skipping a file that is not a readable
+    image or keeping a val image that is also a training image (also for a cache built without it)."""
     source = Path(source).expanduser()
     if not source.exists():
         raise DataError(f"{source}: data path does not exist")
     size = image_size or TINY_IMAGENET_SIZE
     folder = (cache_dir or cache_root() / "data") / f"{source.name}-{size}px-{_fingerprint(source, size)}"
     if not (folder / "meta.json").is_file():
-        build_cache(open_source(source), folder, size, progress)
-    return DecodedDataset.open(folder)
+        build_cache(open_source(source), folder, size, progress, strict)
+    data = DecodedDataset.open(folder)
+    if strict and (data.checks.get("skipped") or data.checks.get("duplicates")):
+        raise DataError(f"{source}: refused (strict): its cache {folder} was built skipping files or with val "
+                        f"images equal to training ones: {'; '.join(data.report)}")
+    return data
+
+
+def list_caches(cache_dir: Path | None = None) -> list[dict]:
+    """The decoded caches under the cache root: {folder, source, size_mb}, largest first."""
+    root = cache_dir or cache_root() / "data"
+    rows = []
+    for folder in sorted(root.glob("*/meta.json")) if root.is_dir() else []:
+        folder = folder.parent
+        try:
+            source = json.loads((folder / "meta.json").read_text()).get("source", "?")
+        except (OSError, ValueError):
+            source = "? (unreadable meta.json)"
+        size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+        rows.append({"folder": str(folder), "source": source, "size_mb": round(size / 1e6, 1)})
+    return sorted(rows, key=lambda r: -r["size_mb"])
+
+
+def clear_caches(cache_dir: Path | None = None) -> int:
+    """Remove every decoded cache (folders holding a meta.json, nothing else) under the cache root; their count."""
+    import shutil
+
+    rows = list_caches(cache_dir)
+    for row in rows:
+        shutil.rmtree(row["folder"])
+    return len(rows)
 
 
 def _fingerprint(source: Path, size: int) -> str:
@@ -140,30 +183,61 @@ def _fingerprint(source: Path, size: int) -> str:
     return h.hexdigest()[:12]
 
 
-def build_cache(data: LabelledImages, folder: Path, image_size: int, progress: bool = True) -> None:
-    """Decode every image of `data` into uint8 arrays under `folder` (written atomically)."""
+def build_cache(data: LabelledImages, folder: Path, image_size: int, progress: bool = True,
+                strict: bool = False) -> DataReport:
+    """Decode every image of `data` into uint8 arrays under `folder` (written atomically), checking them as
+    it goes (trainer.data.checks): files that are not readable images are skipped and named, or with
+    `strict` the build is refused and nothing is written. Returns what was found (also in meta.json)."""
     start = time.perf_counter()
+    report = DataReport(notes=list(data.notes))
+    where = str(data.files.source)
+    seen: dict[bytes, str] = {}
     with atomic_directory(folder) as tmp:
         for split, items in data.splits.items():
             images = np.lib.format.open_memmap(tmp / f"{split}_images.npy", mode="w+", dtype=np.uint8,
                                                shape=(len(items), image_size, image_size, 3))
-            labels = np.array([label for _, label in items], dtype=np.int64)
+            kept: list[int] = []
             bar = tqdm(items, desc=f"decode {split}", unit="img", disable=not progress, mininterval=1.0)
             for i, (rel, _) in enumerate(bar):
+                name = f"{split}/{rel.split('/', 1)[-1]}" if data.layout == "imagefolder" else rel
                 try:
-                    images[i] = fit_to_square(decode_image(data.files.read(rel), f"{data.files.source}/{rel}"),
-                                              image_size)
-                except ImageError as e:
-                    raise DataError(str(e)) from None
+                    blob = data.files.read(rel)
+                    if not blob:
+                        raise ImageError(f"{where}/{rel}: zero bytes")
+                    images[len(kept)] = fit_to_square(decode_image(blob, f"{where}/{rel}"), image_size)
+                except (ImageError, DataError) as e:
+                    report.skip(name, str(e).removeprefix(f"{where}/{rel}: "))
+                    continue
+                report.look(blob, image_size, name)
+                digest = hashlib.sha256(blob).digest()
+                if split == "train":
+                    seen.setdefault(digest, name)
+                elif digest in seen:
+                    report.duplicates.append((seen[digest], name))
+                kept.append(i)
+            labels = np.array([items[i][1] for i in kept], dtype=np.int64)
             images.flush()
-            del images
+            if len(kept) < len(items):   # rare: rewrite without the skipped rows' space
+                rows = np.array(images[:len(kept)])
+                del images
+                np.save(tmp / f"{split}_images.npy", rows)
+            else:
+                del images
             np.save(tmp / f"{split}_labels.npy", labels)
+            if split == "train":
+                counts = np.bincount(labels, minlength=len(data.wnids))
+                report.check_classes({w: int(n) for w, n in zip(data.wnids, counts, strict=True)}, where)
+        report.refuse_if_strict(strict, where)
         for name, blob in data.extra_files.items():
             (tmp / name).write_bytes(blob)
         meta = {"version": CACHE_VERSION, "source": str(data.files.source), "layout": data.layout,
                 "image_size": image_size, "wnids": data.wnids, "names": data.names,
                 "counts": {s: len(items) for s, items in data.splits.items()},
+                "checks": report.to_dict(), "report": report.lines(image_size),
                 "build_seconds": round(time.perf_counter() - start, 1)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     if progress:
+        for line in report.lines(image_size):
+            print(f"[data] {line}", flush=True)
         print(f"[cache] {folder} built in {time.perf_counter() - start:.1f} s", flush=True)
+    return report

@@ -34,11 +34,13 @@ class ClassHierarchy:
     supercategories: dict[str, list[str]] = field(default_factory=dict)  # name -> wnids
     ancestors: list[tuple[str, ...]] = field(default_factory=list)  # per class: all ancestor ids ([] if unknown)
     concept_names: dict[str, list[str]] = field(default_factory=dict)  # ancestor id -> its names, first = primary
+    descriptions: list[str] = field(default_factory=list)  # per class: one line ("" if none; vocabulary.toml's)
 
     def __post_init__(self):
         self._index = {w: i for i, w in enumerate(self.wnids)}
         self.distances = _tree_distances(self.paths)
         self.ancestors = self.ancestors or [() for _ in self.wnids]
+        self.descriptions = self.descriptions or ["" for _ in self.wnids]
 
     def concepts(self) -> list[dict]:
         """The inner nodes that hold at least two classes but not all of them, largest first, as
@@ -112,7 +114,7 @@ class ClassHierarchy:
         groups = {g: [w for w in ws if w in kept] for g, ws in self.supercategories.items()}
         return ClassHierarchy(list(wnids), [self.names[i] for i in order], [self.paths[i] for i in order],
                               {g: ws for g, ws in groups.items() if ws}, [self.ancestors[i] for i in order],
-                              self.concept_names)
+                              self.concept_names, [self.descriptions[i] for i in order])
 
     def nearest(self, label: int, n: int, rng: np.random.Generator | None = None) -> np.ndarray:
         """The n classes nearest to `label` (itself excluded); ties broken at random if rng is given."""

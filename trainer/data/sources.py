@@ -6,19 +6,21 @@ read through a small file-access layer so the same parser works for a .tar.gz an
 Supported layouts:
 - Tiny ImageNet (`wnids.txt`, `train/<wnid>/images/*`, `val/images/*` + `val/val_annotations.txt`),
   as the .tar.gz or extracted; `wordnet_hierarchy.tsv` / `supercategories.json` are used when present.
-- ImageFolder: `<root>/train/<class>/*.{jpg,png,...}` and `<root>/val/<class>/*`; a
-  `wordnet_hierarchy.tsv` in the root is used when present, otherwise the hierarchy is flat.
+- ImageFolder: `<root>/train/<class>/*.{jpg,png,...}` and `<root>/val/<class>/*`; the words come from
+  `<root>/vocabulary.toml` (trainer/data/vocabulary.py) when present, else from a `wordnet_hierarchy.tsv`
+  in the root, else from the folder names alone (no groups: `vocabulary_notice` says what that costs).
 """
 
 from __future__ import annotations
 
 import tarfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .errors import DataError
 from .hierarchy import CONCEPT_NAMES_FILE, HIERARCHY_FILE, SUPERCATEGORIES_FILE, ClassHierarchy, parse_concept_names
+from .vocabulary import VOCABULARY_FILE, Vocabulary
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp"}
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
@@ -90,6 +92,7 @@ class LabelledImages:
     splits: dict[str, list[tuple[str, int]]]
     hierarchy: ClassHierarchy
     extra_files: dict[str, bytes]  # hierarchy files copied into the cache
+    notes: list[str] = field(default_factory=list)  # what was done to the layout (a val split made from train)
 
 
 def open_source(path: str | Path) -> LabelledImages:
@@ -168,10 +171,14 @@ def _word_names(files: Files, wnids: list[str]) -> list[str]:
 
 def _image_folder(files: Files) -> LabelledImages:
     splits: dict[str, list[tuple[str, str]]] = {"train": [], "val": []}
+    ignored = []
     for rel in files.paths:
         parts = rel.split("/")
-        if len(parts) == 3 and parts[0] in splits and _is_image(rel):
-            splits[parts[0]].append((rel, parts[1]))
+        if len(parts) == 3 and parts[0] in splits:
+            if _is_image(rel):
+                splits[parts[0]].append((rel, parts[1]))
+            elif not parts[2].startswith("."):   # hidden files (.DS_Store) are a file system's, not the user's
+                ignored.append(rel)
     if not splits["train"]:
         raise DataError(f"{files.source}: no images under train/<class>/ (expected an ImageFolder layout "
                         "with train/ and val/, or a Tiny ImageNet folder with wnids.txt)")
@@ -180,9 +187,47 @@ def _image_folder(files: Files) -> LabelledImages:
     unknown = sorted({c for _, c in splits["val"]} - set(index))
     if unknown:
         raise DataError(f"{files.source}/val: classes with no training images: {unknown[:5]}")
-    hierarchy, extra = _hierarchy(files, wnids, list(wnids))
+    if VOCABULARY_FILE in files:
+        text = files.text(VOCABULARY_FILE)
+        hierarchy = Vocabulary.from_text(text, wnids, where=f"{files.source}/{VOCABULARY_FILE}").hierarchy()
+        extra = {VOCABULARY_FILE: text.encode()}
+    elif HIERARCHY_FILE in files:
+        hierarchy, extra = _hierarchy(files, wnids, list(wnids))
+    else:
+        hierarchy, extra = Vocabulary.default(wnids).hierarchy(), {}
     labelled = {s: [(rel, index[c]) for rel, c in items] for s, items in splits.items()}
-    return LabelledImages(files, "imagefolder", wnids, hierarchy.names, labelled, hierarchy, extra)
+    notes = []
+    if ignored:
+        suffixes = ", ".join(sorted(IMAGE_SUFFIXES))
+        notes.append(f"ignored {len(ignored)} file(s) whose names are not images' ({suffixes}): "
+                     + ", ".join(ignored[:10]) + (f", ... ({len(ignored)} in all)" if len(ignored) > 10 else ""))
+    if not labelled["val"]:
+        labelled["train"], labelled["val"] = split_off_val(labelled["train"])
+        notes.append(f"no val/ folder: {len(labelled['val'])} training images ({VAL_FRACTION:.0%} of each class of "
+                     f"at least {2 * MIN_VAL_SOURCE} images, seed 0) are held out as val")
+    return LabelledImages(files, "imagefolder", wnids, hierarchy.names, labelled, hierarchy, extra, notes)
+
+
+VAL_FRACTION, MIN_VAL_SOURCE = 0.1, 5
+
+
+def split_off_val(train: list[tuple[str, int]], seed: int = 0) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """(train, val): a seeded VAL_FRACTION of each class's images (at least one) as val, for classes of at
+    least 2 * MIN_VAL_SOURCE images; smaller classes keep all theirs for training."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    by_class: dict[int, list[tuple[str, int]]] = {}
+    for item in train:
+        by_class.setdefault(item[1], []).append(item)
+    kept, val = [], []
+    for label in sorted(by_class):
+        items = by_class[label]
+        n = max(1, round(len(items) * VAL_FRACTION)) if len(items) >= 2 * MIN_VAL_SOURCE else 0
+        held = set(rng.permutation(len(items))[:n].tolist())
+        for i, item in enumerate(items):
+            (val if i in held else kept).append(item)
+    return kept, val
 
 
 def _is_image(rel: str) -> bool:

@@ -42,6 +42,11 @@ public final class Bundle {
     public final Map<String, FloatBuffer> mixer;
     public final FloatBuffer classEmbeddings;
     public final List<String> classIds = new ArrayList<>(), classNames = new ArrayList<>();
+    /** Each class's other names and its one-line description ("" if none): classes.json's optional
+     * {@code aliases} and {@code description}; without {@code aliases}, a stored name is split as
+     * sdk.bundle.display_name splits it (older exporters wrote WordNet's synonym list as the name). */
+    public final List<List<String>> classAliases = new ArrayList<>();
+    public final List<String> classDescriptions = new ArrayList<>();
     /** Each class's path in the hierarchy, root first, ending in its own name (classes.json). */
     public final List<List<String>> classPaths = new ArrayList<>();
     /** Named groups of classes ("insects": indices), as classes.json lists them. */
@@ -256,12 +261,28 @@ public final class Bundle {
         for (Object c : (List<Object>) classes) {
             Map<String, Object> m = c instanceof Map ? (Map<String, Object>) c : Map.of();
             Object path = m.get("path");
-            boolean ok = m.keySet().equals(java.util.Set.of("id", "name", "path")) && shortText(m.get("id"))
+            Object aliases = m.get("aliases");
+            boolean ok = m.keySet().containsAll(CLASS_KEYS) && CLASS_ALL_KEYS.containsAll(m.keySet())
+                    && shortText(m.get("id"))
                     && shortText(m.get("name")) && path instanceof List && !((List<Object>) path).isEmpty()
-                    && ((List<Object>) path).size() <= 64 && ((List<Object>) path).stream().allMatch(Bundle::shortText);
-            if (!ok) throw new BundleException(what + "class " + classIds.size() + " must be {id, name, path} with short names");
+                    && ((List<Object>) path).size() <= 64 && ((List<Object>) path).stream().allMatch(Bundle::shortText)
+                    && (!m.containsKey("aliases") || (aliases instanceof List && ((List<Object>) aliases).size() <= MAX_ALIASES
+                        && ((List<Object>) aliases).stream().allMatch(Bundle::shortText)))
+                    && (!m.containsKey("description") || shortText(m.get("description")));
+            if (!ok) throw new BundleException(what + "class " + classIds.size() + " must be {id, name, path} and "
+                    + "optionally aliases and a description, with short names");
             classIds.add((String) m.get("id"));
-            classNames.add((String) m.get("name"));
+            if (m.containsKey("aliases")) {
+                classNames.add((String) m.get("name"));
+                List<String> others = new ArrayList<>();
+                for (Object a : (List<Object>) aliases) others.add((String) a);
+                classAliases.add(others);
+            } else {
+                List<String> parts = displayName((String) m.get("name"));
+                classNames.add(parts.get(0));
+                classAliases.add(new ArrayList<>(parts.subList(1, parts.size())));
+            }
+            classDescriptions.add(m.containsKey("description") ? (String) m.get("description") : "");
             List<String> steps = new ArrayList<>();
             for (Object step : (List<Object>) path) steps.add((String) step);
             classPaths.add(steps);
@@ -311,6 +332,24 @@ public final class Bundle {
             if (!ids.add((String) m.get("id"))) throw new BundleException(what + "concept ids are not unique");
             concepts.add(new Concept((String) m.get("id"), List.copyOf(list), indices));
         }
+    }
+
+    static final java.util.Set<String> CLASS_KEYS = java.util.Set.of("id", "name", "path"),
+            CLASS_ALL_KEYS = java.util.Set.of("id", "name", "path", "aliases", "description");
+    static final int MAX_ALIASES = 64;
+
+    /** sdk.bundle.display_name: [display name, aliases...] of a name stored without aliases, split at commas,
+     * ASCII spaces trimmed, empty parts dropped; [stored] if every part is empty. */
+    static List<String> displayName(String stored) {
+        List<String> parts = new ArrayList<>();
+        for (String part : stored.split(",", -1)) {
+            int a = 0, b = part.length();
+            while (a < b && part.charAt(a) == ' ') a++;
+            while (b > a && part.charAt(b - 1) == ' ') b--;
+            if (a < b) parts.add(part.substring(a, b));
+        }
+        if (parts.isEmpty()) parts.add(stored);
+        return parts;
     }
 
     private static boolean shortText(Object o) {

@@ -1,0 +1,123 @@
+"""The vocabulary file (trainer/data/vocabulary.py, issue 60): a hand-written TOML per ImageFolder that gives
+each class a display name, aliases and a description, and nested groups; what the trainer, the exporter and
+the SDK make of it; and its errors."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from export.bundle import class_entry
+from sdk.bundle import ClassInfo, Concept, display_name
+from sdk.tasks import TaskOptions, TaskResolver
+from trainer.config import PRESETS, fit_to_classes
+from trainer.data.errors import DataError
+from trainer.data.vocabulary import GROUP_KEY, Vocabulary
+
+OWN = Path(__file__).resolve().parents[1] / "scripts" / "own_data"
+IDS = sorted(json.loads((OWN / "source_classes.json").read_text())["classes"])
+
+
+@pytest.fixture(scope="module")
+def vocabulary() -> Vocabulary:
+    return Vocabulary.load(OWN / "vocabulary.toml", IDS)
+
+
+def test_the_worked_example_vocabulary_gives_names_aliases_and_nested_groups(vocabulary):
+    assert vocabulary.classes["yorkshire_terrier"].name == "Yorkshire terrier"
+    assert vocabulary.classes["school_bus"].name == "school bus"          # the folder name, "_" read as a space
+    assert vocabulary.classes["labrador"].synonyms == "labrador, labrador retriever, lab"
+    assert vocabulary.members("dogs") == ["chihuahua", "german_shepherd", "golden_retriever", "labrador", "poodle",
+                                          "yorkshire_terrier"]   # the subgroup 'retrievers' included
+    assert set(vocabulary.members("animals")) == set(vocabulary.members("dogs")) | set(vocabulary.members("insects"))
+    h = vocabulary.hierarchy()
+    i = h.index("golden_retriever")
+    assert h.paths[i] == ("animals", "dogs", "retrievers", "golden retriever")
+    assert {GROUP_KEY + g for g in ("animals", "dogs", "retrievers", "pets")} == set(h.ancestors[i])
+    concepts = {c["names"][0]: c for c in h.concepts()}
+    assert concepts["dogs"]["names"] == ["dogs", "dog", "puppies", "hounds", "dog breeds"]
+    assert [h.wnids[m] for m in concepts["citrus"]["members"]] == ["lemon", "orange"]
+    assert h.supercategories == {}  # every group is a concept
+    assert h.descriptions[h.index("chihuahua")] == "a very small dog with large ears"
+
+
+def test_no_vocabulary_names_classes_by_their_folders():
+    h = Vocabulary.default(["school_bus", "my__cat", "Dog"]).hierarchy()
+    assert h.names == ["school bus", "my cat", "Dog"] and h.concepts() == []
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[classes.cat\n", "not valid TOML"),
+    ("colour = 1\n", "unknown key"),
+    ("[classes.owl]\nname = 'owl'\n", "no folder under train/"),
+    ("[classes.cat]\nnickname = 'kitty'\n", "unknown key"),
+    ("[classes.cat]\nname = ''\n", "non-empty string"),
+    ("[classes.cat]\nname = 'cat, kitty'\n", "comma"),
+    ("[classes.cat]\naliases = 'kitty'\n", "aliases must be a list"),
+    ("[classes.cat]\naliases = [3]\n", "non-empty string"),
+    ("[classes.cat]\naliases = ['x'] \n[classes.dog]\naliases = ['X']\n", "given to class 'dog' and to class 'cat'"),
+    ("[classes.cat]\nname = '" + "x" * 161 + "'\n", "longer than 160"),
+    ("[classes.cat]\naliases = [" + ", ".join(f"'a{i}'" for i in range(64)) + "]\n", "at most 63"),
+    ("[groups.pets]\nmembers = []\n", "non-empty list"),
+    ("[groups.pets]\naliases = ['x']\n", "non-empty list"),
+    ("[groups.pets]\nmembers = ['cat', 'owl']\n", "'owl', which is neither"),
+    ("[groups.pets]\nmembers = ['pets']\n", "lists itself"),
+    ("[groups.a]\nmembers = ['b']\n[groups.b]\nmembers = ['a']\n", "contains itself"),
+    ("[groups.cat]\nmembers = ['dog', 'fish']\n", "given to group 'cat' and to class 'cat'"),
+    ("[groups.pets]\nmembers = ['cat']\ndescription = 7\n", "non-empty string"),
+])
+def test_a_faulty_vocabulary_is_a_data_error_naming_the_fault(text, message):
+    with pytest.raises(DataError, match=message):
+        Vocabulary.from_text(text, ["cat", "dog", "fish"])
+
+
+def test_a_vocabulary_file_that_is_not_utf8_or_missing_is_a_data_error(tmp_path):
+    (tmp_path / "v.toml").write_bytes(b"\xff\xfe[classes]")
+    with pytest.raises(DataError, match="cannot read"):
+        Vocabulary.load(tmp_path / "v.toml", ["cat"])
+    with pytest.raises(DataError, match="not found"):
+        Vocabulary.load(tmp_path / "none.toml", ["cat"])
+
+
+def test_the_exporter_writes_the_display_name_and_the_reader_splits_older_names():
+    assert class_entry("n1", "ladybug, ladybeetle, lady beetle", ["insect", "ladybug"], "a small beetle") == {
+        "id": "n1", "name": "ladybug", "aliases": ["ladybeetle", "lady beetle"], "path": ["insect", "ladybug"],
+        "description": "a small beetle"}
+    assert display_name("Egyptian cat") == ("Egyptian cat", [])
+    assert display_name(" , a , b\u00a0,,") == ("a", ["b\u00a0"])   # ASCII spaces only (Bundle.java too)
+    assert display_name(",") == (",", [])
+
+
+def test_the_resolver_reads_the_vocabulary_as_a_user_writes(vocabulary):
+    """Through the exporter's classes.json rows and concepts, with each class and group on its own axis."""
+    h = vocabulary.hierarchy()
+    rows = [class_entry(w, n, p, d) for w, n, p, d in zip(h.wnids, h.names, h.paths, h.descriptions, strict=True)]
+    classes = [ClassInfo(r["id"], r["name"], r["path"], r["aliases"]) for r in rows]
+    concepts = [Concept(c["id"], c["names"], c["members"]) for c in h.concepts()]
+    dim = len(classes) + len(concepts)
+    eye = np.eye(dim, dtype=np.float32)
+    resolver = TaskResolver(classes, eye[:len(classes)], {}, lambda text: eye[0], concepts, eye[len(classes):])
+
+    def ids(text: str) -> set[str]:
+        return {h.wnids[i] for i in resolver.resolve(text, TaskOptions(min_classes=1)).classes}
+
+    assert ids("retrievers") == {"labrador", "golden_retriever"}
+    assert ids("puppy") == set(vocabulary.members("dogs"))           # a group's alias in the singular
+    assert ids("insetcs") == set(vocabulary.members("insects"))      # one edit from a group's name
+    assert ids("yorkie, lab") == {"yorkshire_terrier", "labrador"}   # aliases
+    assert ids("trains, limo") == {"bullet_train", "limousine"}      # 'train' ends "bullet train": a kind of it
+    assert ids("Yellow Things") == {"banana", "lemon", "school_bus", "sulphur_butterfly"}
+    task = resolver.resolve("cars, owl", TaskOptions(min_classes=1))
+    assert {h.wnids[i] for i in task.classes} == set(vocabulary.members("cars")) and "owl" in task.how[1]
+
+
+def test_presets_are_fitted_to_the_class_count_and_say_so():
+    config, notes = fit_to_classes(PRESETS["demo"], 24)
+    assert (config.task_k, config.stage2_shard_size, config.num_bases) == (6, 12, 8) and len(notes) == 3
+    assert "stage2_shard_size 60 -> 12 for 24 classes" in notes[1]
+    kept, notes = fit_to_classes(PRESETS["demo"], 24, fixed={"task_k"})
+    assert kept.task_k == 20 and len(notes) == 2                      # what the user set stays
+    assert fit_to_classes(PRESETS["bench"], 200) == (PRESETS["bench"], [])
+    with pytest.raises(ValueError, match="at least 2"):
+        fit_to_classes(PRESETS["demo"], 1)

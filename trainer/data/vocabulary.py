@@ -1,0 +1,223 @@
+"""The words of a data set: one hand-written `vocabulary.toml` per ImageFolder (docs/training.md, "The
+vocabulary file").
+
+Per class (its id is its folder name under `train/`): a display name, aliases and an optional one-line
+description. Groups, nested, a class in as many as you like, each with its own aliases. The trainer
+embeds each class as "display name, alias, ..." (the same text Tiny ImageNet's WordNet synonyms give), the
+exporter writes the display name, aliases and description into the bundle's classes.json and every group
+of two or more classes as a concept, and the SDK resolves descriptions against all of them.
+
+    [classes.golden_retriever]
+    name = "golden retriever"          # optional: the folder name with "_" read as a space
+    aliases = ["goldie"]
+    description = "a large dog with a golden coat"
+
+    [groups.dogs]
+    aliases = ["dog", "puppies"]
+    members = ["golden_retriever", "retrievers"]   # class ids or other groups' names
+
+>>> v = Vocabulary.from_text('[groups.pets]\\nmembers = ["cat", "dog"]\\n', ["cat", "dog", "fish"])
+>>> v.classes["dog"].name, v.members("pets")
+('dog', ['cat', 'dog'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomllib
+
+from .errors import DataError
+from .hierarchy import ClassHierarchy
+
+VOCABULARY_FILE = "vocabulary.toml"
+MAX_TEXT = 160          # characters of a name or an alias (the bundle allows 1000; a label is short)
+MAX_DESCRIPTION = 1000  # characters of a description
+MAX_ALIASES = 63          # a group's name and aliases are its concept's names: at most 64 in a bundle
+GROUP_KEY = "group:"    # a group's key among a class's ancestors (ClassHierarchy.ancestors / concept_names)
+
+
+@dataclass(frozen=True)
+class ClassWords:
+    """One class: its id (the folder name), the name a person sees, other names, a one-line description."""
+    id: str
+    name: str
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+
+    @property
+    def synonyms(self) -> str:
+        """The text the class is embedded by: its names, comma-separated (as WordNet's synonym lists)."""
+        return ", ".join((self.name, *self.aliases))
+
+
+@dataclass(frozen=True)
+class GroupWords:
+    """A named group: its aliases and its direct members (class ids or group names)."""
+    name: str
+    aliases: tuple[str, ...]
+    members: tuple[str, ...]
+    description: str = ""
+
+
+@dataclass
+class Vocabulary:
+    classes: dict[str, ClassWords]   # by class id, in the data's class order
+    groups: dict[str, GroupWords]    # by name, in the file's order
+
+    @classmethod
+    def default(cls, class_ids: list[str]) -> Vocabulary:
+        """No file: each class named by its folder name ("school_bus" -> "school bus"), no aliases, no groups."""
+        return cls({c: ClassWords(c, _folder_name(c)) for c in class_ids}, {})
+
+    @classmethod
+    def load(cls, path: str | Path, class_ids: list[str]) -> Vocabulary:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise DataError(f"{path}: file not found") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise DataError(f"{path}: cannot read ({e})") from None
+        return cls.from_text(text, class_ids, where=str(path))
+
+    @classmethod
+    def from_text(cls, text: str, class_ids: list[str], where: str = VOCABULARY_FILE) -> Vocabulary:
+        """Parse and check the TOML text against the data's class ids; DataError naming the fault."""
+        try:
+            spec = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise DataError(f"{where}: not valid TOML ({e})") from None
+        _keys(spec, {"classes", "groups"}, where)
+        raw_classes, raw_groups = spec.get("classes", {}), spec.get("groups", {})
+        if not isinstance(raw_classes, dict) or not isinstance(raw_groups, dict):
+            raise DataError(f"{where}: [classes.<id>] and [groups.<name>] must be tables")
+        unknown = [c for c in raw_classes if c not in set(class_ids)]
+        if unknown:
+            more = "..." if len(class_ids) > 8 else ""
+            raise DataError(f"{where}: classes with no folder under train/: {unknown[:5]} (the class id is the "
+                            f"folder's name; the data has {sorted(class_ids)[:8]}{more})")
+        classes = {c: _class_words(c, raw_classes.get(c, {}), f"{where}: [classes.{c}]") for c in class_ids}
+        groups = {g: _group_words(g, body, f"{where}: [groups.{g}]") for g, body in raw_groups.items()}
+        vocabulary = cls(classes, groups)
+        vocabulary._check(where)
+        return vocabulary
+
+    def members(self, group: str) -> list[str]:
+        """The class ids under a group, its subgroups' included, in class order."""
+        found: set[str] = set()
+        stack = [group]
+        while stack:
+            for m in self.groups[stack.pop()].members:
+                if m in self.groups:
+                    stack.append(m)
+                else:
+                    found.add(m)
+        return [c for c in self.classes if c in found]
+
+    def hierarchy(self) -> ClassHierarchy:
+        """The ClassHierarchy the trainer and the exporter use: names are `ClassWords.synonyms`, each
+        class's path runs through the first group that lists it (and that group's first parent, up to a
+        top group), its ancestors are every group above it, and the groups are concepts named by their
+        name and aliases. No super-categories: every group is a concept of the bundle."""
+        ids = list(self.classes)
+        parent: dict[str, str] = {}
+        for g, group in self.groups.items():
+            for m in group.members:
+                parent.setdefault(m, g)
+        paths, ancestors = [], []
+        for c in ids:
+            chain, node = [], c
+            while node in parent:
+                node = parent[node]
+                chain.append(node)
+            paths.append((*reversed(chain), self.classes[c].name))
+            ancestors.append(tuple(GROUP_KEY + g for g in self.groups if c in set(self.members(g))))
+        concept_names = {GROUP_KEY + g: [g, *group.aliases] for g, group in self.groups.items()}
+        return ClassHierarchy(ids, [self.classes[c].synonyms for c in ids], paths, {}, ancestors, concept_names,
+                              descriptions=[self.classes[c].description for c in ids])
+
+    def _check(self, where: str) -> None:
+        for g, group in self.groups.items():
+            for m in group.members:
+                if m not in self.classes and m not in self.groups:
+                    raise DataError(f"{where}: group {g!r} lists {m!r}, which is neither a class id nor a group")
+                if m == g:
+                    raise DataError(f"{where}: group {g!r} lists itself")
+        for g in self.groups:  # no cycles: a group may not contain itself through others
+            seen, stack = set(), list(self.groups[g].members)
+            while stack:
+                m = stack.pop()
+                if m == g:
+                    raise DataError(f"{where}: group {g!r} contains itself through its subgroups")
+                if m in self.groups and m not in seen:
+                    seen.add(m)
+                    stack.extend(self.groups[m].members)
+        owners: dict[str, str] = {}
+        for c, words in self.classes.items():
+            for name in (words.name, *words.aliases):
+                key = _key(name)
+                if key in owners and owners[key] != f"class {c!r}":
+                    raise DataError(f"{where}: the name {name!r} is given to class {c!r} and to {owners[key]}")
+                owners[key] = f"class {c!r}"
+        for g, group in self.groups.items():
+            for name in (g, *group.aliases):
+                key = _key(name)
+                if key in owners and owners[key] != f"group {g!r}":
+                    raise DataError(f"{where}: the name {name!r} is given to group {g!r} and to {owners[key]}")
+                owners[key] = f"group {g!r}"
+
+
+def _folder_name(class_id: str) -> str:
+    return " ".join(class_id.replace("_", " ").split()) or class_id
+
+
+def _key(name: str) -> str:
+    return " ".join(name.lower().split())
+
+
+def _keys(table: dict, allowed: set[str], where: str) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise DataError(f"{where}: unknown key(s) {extra} (allowed: {sorted(allowed)})")
+
+
+def _text(value, what: str, limit: int = MAX_TEXT) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(f"{what} must be a non-empty string, got {value!r}")
+    value = " ".join(value.split())
+    if len(value) > limit:
+        raise DataError(f"{what} is longer than {limit} characters")
+    if "," in value and limit == MAX_TEXT:
+        raise DataError(f"{what} holds a comma ({value!r}): a comma separates the items of a description, "
+                        "so a name cannot hold one; give each name as its own alias")
+    return value
+
+
+def _aliases(value, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or len(value) > MAX_ALIASES:
+        raise DataError(f"{what}: aliases must be a list of at most {MAX_ALIASES} strings, got {value!r}")
+    return tuple(dict.fromkeys(_text(a, f"{what}: an alias") for a in value))
+
+
+def _class_words(class_id: str, body, what: str) -> ClassWords:
+    if not isinstance(body, dict):
+        raise DataError(f"{what} must be a table")
+    _keys(body, {"name", "aliases", "description"}, what)
+    name = _text(body["name"], f"{what}: name") if "name" in body else _folder_name(class_id)
+    description = _text(body["description"], f"{what}: description", MAX_DESCRIPTION) if "description" in body else ""
+    aliases = tuple(a for a in _aliases(body.get("aliases", []), what) if _key(a) != _key(name))
+    return ClassWords(class_id, name, aliases, description)
+
+
+def _group_words(name: str, body, what: str) -> GroupWords:
+    if not isinstance(body, dict):
+        raise DataError(f"{what} must be a table")
+    _keys(body, {"aliases", "members", "description"}, what)
+    _text(name, f"{what}: the group's name")
+    members = body.get("members")
+    if not isinstance(members, list) or not members or not all(isinstance(m, str) and m for m in members):
+        raise DataError(f"{what}: members must be a non-empty list of class ids or group names")
+    description = _text(body["description"], f"{what}: description", MAX_DESCRIPTION) if "description" in body else ""
+    return GroupWords(name, _aliases(body.get("aliases", []), what), tuple(dict.fromkeys(members)), description)
