@@ -88,6 +88,9 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("🐶🐶", {}), ("", {}), ("   ", {}), (",,,", {}), ("a\u200bb", {}), ("x" * 1001, {}), ("\u0007bell", {}),
     ("yellow things", {"max_classes": 3}), ("red disc", {"min_classes": 4}), ("green shapes", {"margin": 0.2}),
     ("a striped pattern", {"min_contrast": 0.9}), (["red disc"], {"min_classes": 5}),
+    # issue 60: a word no name holds takes nothing by default, its nearest classes with missing="nearest"
+    ("tuesday", {"missing": "nearest"}), ("red disc, owl", {}), ("red disc, owl", {"missing": "nearest"}),
+    ("polar bear", {}), ("polar bear, rings", {}), ("discs", {}), ("red dsic, blue rnig", {}),
     # Concepts (format 5) by name and by similarity, and "and"/"or" lists.
     ("shapes", {}), ("angular shape", {}), ("round shapes and textures", {}), ("discs or rings", {}),
     ("stripes & squares", {}), ("red and blue", {}), ("and", {}), ("circles and stripes, squares", {}),
@@ -115,7 +118,10 @@ COMPOSED_DESCRIPTIONS = (
     "invertebrates excluding insects", "invertebrates but not insects", "invertebrates other than insects",
     "non-flying birds", "birds except penguins", "Non-Insect  Invertebrates", "small insects", "large insects",
     "purple mammals", "non-bird mammals", "mammals except", "except mammals", "non- mammals",
-    "invertebrates except purple", "sea slug", "sea slugs", "small", "mammals", "non-mammals")
+    "invertebrates except purple", "sea slug", "sea slugs", "small", "mammals", "non-mammals",
+    # issue 60: near-typos read as names (rule 3c), a group's singular, words ending names (rule 3d)
+    "mosue, lion", "elephnat and sea sulg", "insetcs", "mammmals", "hamstres, ant", "predator", "slugs, crabb",
+    "mouse, elphant, bee", "Sea  Slgu", "sae sulg, lion", "penguinss")
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
                                       ["s00000003", "red checkerboard"], "rings", "something red",
                                       "checkered or striped")
@@ -311,6 +317,22 @@ GRAMMAR_MEMBERS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
         truncation="longest_first"))),
     "tokenizer_padding_number": ("tokenizer.json", lambda raw: edited_json(raw, lambda t: t.update(padding=128))),
     "class_embeddings_transposed": ("class_embeddings.safetensors", transposed_text_embeddings),
+    # classes.json's optional aliases and description (issue 60), and the split of a name stored without them
+    **{f"class_{name}": ("classes.json", lambda raw, edit=edit: edited_json(raw, lambda s: edit(s["classes"][0])))
+       for name, edit in {
+           "aliases": lambda c: c.update(aliases=["alias one", "alias two"], description="one line"),
+           "aliases_empty_list": lambda c: c.update(aliases=[]),
+           "aliases_not_a_list": lambda c: c.update(aliases="alias"),
+           "aliases_empty_string": lambda c: c.update(aliases=[""]),
+           "aliases_number": lambda c: c.update(aliases=[7]),
+           "aliases_65": lambda c: c.update(aliases=[f"a{i}" for i in range(65)]),
+           "alias_too_long": lambda c: c.update(aliases=["x" * 1001]),
+           "description_number": lambda c: c.update(description=3),
+           "description_empty": lambda c: c.update(description=""),
+           "extra_key": lambda c: c.update(colour="red"),
+           "stored_synonyms": lambda c: (c.pop("aliases", None), c.update(name=" , first ,second  ,, third\u00a0,")),
+           "stored_only_commas": lambda c: (c.pop("aliases", None), c.update(name=" , ,")),
+       }.items()},
 }
 
 
@@ -323,11 +345,13 @@ def _python_verdicts(prefix: str, cases: Iterator[tuple[str, bytes]], out_dir: P
         path = out_dir / f"{prefix}_{name}.taper"
         path.write_bytes(data)
         try:
-            sdk.load(path, cache=False) if loaded else Bundle.from_buffer(np.frombuffer(data, np.uint8))
+            opened = sdk.load(path, cache=False).bundle if loaded else Bundle.from_buffer(np.frombuffer(data, np.uint8))
             verdict = "accepted"
         except BundleError:
             verdict = "BundleError"
         out.append({"file": path.name, "python": verdict})
+        if verdict == "accepted":  # the names each reader shows: display name first, then the aliases
+            out[-1]["names"] = [[c.name, *c.aliases] for c in opened.classes]
     return out
 
 

@@ -42,7 +42,8 @@ def verdict(result: dict, item: str) -> dict:
         said = MISSING in result["error"]
         return {"missing_said": said, "taken_said": said, "concept": False}
     line = next((h for h in result["how"] if h.startswith(repr(item))), "")
-    return {"missing_said": MISSING in line, "taken_said": "instead" in line or "left out" in line,
+    taken = any(w in line for w in ("instead", "left out", "nothing taken"))   # "nothing taken": issue 60's default
+    return {"missing_said": MISSING in line, "taken_said": taken,
             "concept": "concept" in line}
 
 

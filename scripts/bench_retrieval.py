@@ -122,6 +122,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bundle", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=Path("docs/results/retrieval"))
+    parser.add_argument("--missing", choices=("tell", "nearest"), default="tell",
+                        help="TaskOptions.missing: what a word the bundle lacks gets (default: nothing, as the SDK)")
     args = parser.parse_args()
     bundle = sdk.load(args.bundle).warm_up()
     b = bundle.bundle
@@ -130,7 +132,7 @@ def main() -> None:
     from trainer.data.glosses import read_glosses
 
     glosses = read_glosses([c.id for c in b.classes])
-    options = TaskOptions()
+    options = TaskOptions(missing=args.missing)
     plain = TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder)
 
     def resolver_of(concepts: Iterable[int], compose: bool = True) -> TaskResolver:

@@ -314,7 +314,7 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
         stream: batches of unlabelled images and no description: start from `bundle.generic()` and
             `adapt` to each batch in turn (`sdk.adapt`; options: min_count, max_classes, min_classes,
             pad_to, min_images: the model stays generic until 96 images have been seen).
-        **options: max_classes, min_classes, margin, min_contrast (see `TaskOptions`).
+        **options: max_classes, min_classes, margin, min_contrast, missing ("tell" or "nearest"; see `TaskOptions`).
     Returns:
         A PersonalizedModel: `classes`, `predict`, `predict_proba`, `logits`, `export`, `timings`.
     Raises:

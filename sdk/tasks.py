@@ -12,9 +12,9 @@ Rules, in order:
    ("insects"), else any name of a concept (bundles of format 5: every WordNet hypernym of the classes
    with all its synonyms, "clothing", "wear", "veggie", "household appliance", and the exporter's
    everyday collections and class facets, "farm animals", "livestock"), else a node of the
-   classes' hierarchy paths ("dog"). An exact class name selects that class and its nearest neighbours by
-   text similarity. Plurals are made singular first (`singular_forms`: "butterflies" -> the butterfly
-   group, "wolves" -> "wolf", "geese" -> "goose").
+   classes' hierarchy paths ("dog"). An exact class name selects that class and the classes within
+   `margin` of it by text similarity (the resolution names them). Plurals are made singular first
+   (`singular_forms`: "butterflies" -> the butterfly group, "wolves" -> "wolf", "geese" -> "goose").
 3b. A phrase that is no name but is built from two groups (`TaskResolver._composed`): "non-X Y", "Y except
    X" (also "excluding", "but not", "other than") takes group Y's classes without those of X (a group, a
    modifier as below, or a class name: "non-insect invertebrates", "non-flying birds", "dogs except
@@ -22,11 +22,24 @@ Rules, in order:
    the modifier naming a group alone or before "animals", "things" or "creatures" ("small mammals": small
    animals and mammals; "large carnivores"). Only if both parts are understood and the result is a
    non-empty strict subset of Y, and never for a class name ("sea slug"); otherwise rules 4-5 read the phrase as before.
-4a. One word that names nothing in the bundle ("owl", "tree", "laptop") is a missing item: the resolution
-   says so (MISSING), with what was taken instead: its closest class by text similarity (as one item of
-   a list) or the classes within `margin` of it (alone), never a concept (rule 5), since a concept near
-   the word need not be a kind of it ("tree" is near the concept 'wood'). As one item of a list, a
-   missing item that nothing matches (rule 4's contrast) is left out, and said so, where alone it fails.
+3c. A phrase that names nothing but is, or has a singular form that is, one edit from a name (two for
+   one word of 8 or more characters; at least 4 characters) is read as that name, and the resolution
+   says so: "insetcs" -> "insects", "retreivers" -> "retrievers" (`edit_distance`, `_spelling`).
+3d. One word that names nothing but ends names ("trains": "bullet train", "high-speed train") takes the
+   classes so named: kinds of it. (Group names answer their singular too: "puppy" for "puppies".)
+   Rule 3d is tried before 3c.
+4a. An item that names nothing in the bundle is a missing item: one word that is no name ("owl", "tree",
+   "laptop"), or a few words none of which is a word of any name ("polar bear", "coffee mug"), unless
+   they read as a description: a gloss word, "my", "all", "kinds"... (DESCRIBING_WORDS), or a last word
+   "things", "animals", "creatures", "stuff", "items" or "objects" ("my pets", "seaside creatures").
+   By default (`TaskOptions.missing="tell"`) nothing is taken for it: the resolution says so (MISSING)
+   and names its CLOSEST_NAMES closest classes by text similarity, and a description whose items are
+   all missing raises DescriptionError with that text. (Issue 60: taking the nearest classes instead
+   gave "owl" five unrelated classes.) With `missing="nearest"` (the behaviour before), a one-word
+   missing item takes its closest class by text similarity (as one item of a list) or the classes
+   within `margin` of it (alone), never a concept (rule 5), since a concept near the word need not be a
+   kind of it ("tree" is near the concept 'wood'); as one item of a list, one that nothing matches
+   (rule 4's contrast) is left out, and said so, where alone it fails.
 4. Otherwise the text is embedded (with the first prompt of the class names' ensemble). If the best
    class stands out from the mean score over all classes by less than `min_contrast`, nothing matches
    and DescriptionError is raised. (Absolute similarities do not separate: with the prompt ensemble even
@@ -80,11 +93,22 @@ CONJUNCTIONS = frozenset({"and", "or", "&"})
 GLOSS_WORDS = frozenset({"a", "an", "the", "with", "without", "of", "for", "in", "on", "at", "to", "from", "by",
                          "that", "which", "who", "whose", "having"})
 MISSING = "not a name this bundle knows"   # rule 4a's words in a resolution (the Java core's too)
+MISSING_POLICIES = ("tell", "nearest")
+CLOSEST_NAMES = 3        # rule 4a names this many closest classes for a missing item
+# Rule 3c: a word of at least SPELLING_MIN_CHARS characters at most one edit (two from SPELLING_LONG_CHARS)
+# from a name is read as that name ("insetcs" -> "insects"; an edit: a letter added, dropped, changed, or
+# two neighbours swapped). Shorter words are left alone: "cat" is one edit from "car".
+SPELLING_MIN_CHARS, SPELLING_LONG_CHARS = 4, 8
 # Rule 3b. The kind nouns are those the exporter's class facets are named with ("small animals", "wooden
 # things", "slimy creatures"), so a bare modifier ("small", "wooden") finds its facet.
 EXCLUSION_PREFIX = "non-"
 EXCLUSION_WORDS = ("except", "excluding", "but not", "other than")
 KIND_NOUNS = ("animals", "things", "creatures")
+# Rule 4a: a phrase ending in one of these describes (by meaning: rule 5) rather than names a missing item
+DESCRIBING_NOUNS = frozenset({*KIND_NOUNS, "stuff", "items", "objects"})
+# ... and so does a phrase holding a gloss word or one of these ("my pets", "all kinds of dogs")
+DESCRIBING_WORDS = GLOSS_WORDS | {"my", "our", "your", "their", "his", "her", "its", "some", "all", "any", "every",
+                                  "different", "kind", "kinds", "type", "types", "sort", "sorts"}
 # Unicode categories refused in a description: control (tab and newlines aside), format (zero-width and
 # bidirectional marks: invisible, and able to make two different strings look alike), surrogate, private
 # use and unassigned.
@@ -109,13 +133,18 @@ class TaskOptions:
         min_classes: fewest classes in a task (1 to max_classes); nearest classes pad it.
         margin: free text takes the classes within this of the best similarity (0 to 2).
         min_contrast: the best class must stand out from the mean similarity by this much (0 to 2).
+        missing: what an item the bundle lacks gets (rule 4a): "tell" (default) nothing, only the closest
+            names in the resolution; "nearest" its nearest classes by text similarity, as before issue 60.
     """
     max_classes: int = 20
     min_classes: int = 2
     margin: float = 0.08
     min_contrast: float = 0.13   # best similarity minus the mean over all classes; below: nothing matches
+    missing: str = "tell"        # rule 4a: "tell" takes nothing for an item the bundle lacks; "nearest" its nearest
 
     def __post_init__(self) -> None:
+        if self.missing not in MISSING_POLICIES:
+            raise DescriptionError(f"missing must be one of {MISSING_POLICIES}, got {self.missing!r}")
         for name in ("max_classes", "min_classes"):
             value = getattr(self, name)
             if type(value) is not int or not 1 <= value <= MAX_TASK_CLASSES:
@@ -172,6 +201,28 @@ class Task:
     encode_ms: float = 0.0        # time spent embedding text (part of resolving)
 
 
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Optimal string alignment distance of two strings (insertions, deletions, substitutions and swaps of
+    neighbours, each 1), or limit + 1 if it is more than `limit`. Rule 3c's measure (TaskResolver.java too).
+
+    >>> edit_distance("insetcs", "insects", 2), edit_distance("cat", "dog", 1)
+    (1, 2)
+    """
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], prev2[j - 2] + 1)
+        if min(row) > limit:
+            return limit + 1
+        prev2, prev = prev, row
+    return min(prev[len(b)], limit + 1)
+
+
 def unit_mean(rows) -> np.ndarray:
     """The normalised mean of embedding rows, float32: a task's embedding from its classes' (as in training)."""
     mean = np.mean(rows, axis=0)
@@ -205,9 +256,21 @@ class TaskResolver:
         self.concept_sizes = np.array([len(c.members) for c in self.concepts], np.int64)
         self.by_name: dict[str, int] = {}
         for i, c in enumerate(classes):
-            for key in [c.id, c.name, *c.name.split(",")]:
+            for key in [c.id, c.name, *c.aliases]:
                 self.by_name.setdefault(normalize_name(key), i)
         self.groups = self._groups(classes, supercategories)
+        for name in list(self.groups):   # "puppies" (a group's alias) also answers "puppy"
+            for form in singular_forms(name)[:1]:
+                if form not in self.groups and form not in self.by_name:
+                    self.groups[form] = self.groups[name]
+        self.heads: dict[str, list[int]] = {}   # rule 3d: "train" -> the classes named "... train"
+        for key, i in self.by_name.items():
+            if " " in key:
+                members = self.heads.setdefault(key.rsplit(" ", 1)[1], [])
+                if i not in members:
+                    members.append(i)
+        self.names = sorted(set(self.by_name) | set(self.groups))   # every name rule 3c may correct to
+        self.words = {w for name in self.names for w in name.split(" ")}   # rule 4a: words the bundle knows
 
     def _groups(self, classes: list[ClassInfo], supercategories: dict[str, list[int]]) -> dict[str, list[int]]:
         """Name -> classes, for rule 3: super-categories over concepts' primary names over their other
@@ -300,14 +363,30 @@ class TaskResolver:
             return (*composed, 0.0)
         if key in self.by_name and not single:  # one item of a list: the class itself, no embedding needed
             return [self.by_name[key]], "class name", 0.0
+        head = next((f for f in (key, *singular_forms(key)) if f in self.heads), None) if " " not in key else None
+        if head is not None and key not in self.by_name:
+            members = sorted(self.heads[head])[:MAX_GROUP_CLASSES]
+            return members, f"the classes named '... {head}' (kinds of {head!r})", 0.0
+        fixed = None if key in self.by_name or composed is not None else next(
+            (f for f in map(self._spelling, (key, *singular_forms(key))) if f is not None), None)
+        if fixed is not None:
+            indices, why, seconds = self._resolve_phrase(fixed, options, single)
+            return indices, f"read as {fixed!r} (spelling): {why}", seconds
         start = time.perf_counter()
         embedding = self.embed_phrase(phrase)
         seconds = time.perf_counter() - start
         scores = self.embeddings @ embedding
         best = int(np.argmax(scores))
         if key in self.by_name:  # a single class name: it and its nearest neighbours
-            return self._top(scores, options, include=self.by_name[key]), "class name", seconds
+            chosen = self._top(scores, options, include=self.by_name[key])
+            others = [self.classes[i].name for i in chosen if i != self.by_name[key]]
+            why = ("class name" if not others else f"class name, with the classes within {options.margin} of its "
+                   f"similarity ({', '.join(map(repr, others[:5]))}{', ...' if len(others) > 5 else ''}): a model "
+                   "tells its classes apart, so it holds the class's look-alikes; give a list to choose them")
+            return chosen, why, seconds
         standout = contrast(scores)
+        if options.missing == "tell" and self._unknown(key):
+            return [], self._told(scores), seconds
         if " " not in key:
             return (*self._missing(phrase, scores, standout, options, single), seconds)
         if standout < options.min_contrast:
@@ -321,6 +400,39 @@ class TaskResolver:
         closest = f"{self.classes[best].name!r}: {scores[best]:.2f}, contrast {standout:.2f}"
         return (self._top(scores, options), f"classes within {options.margin} of the best similarity ({closest})",
                 seconds)
+
+    def _unknown(self, key: str) -> bool:
+        """Rule 4a: whether the normalised phrase names nothing here: one word that is no name, or a few words
+        (no DESCRIBING_WORDS word, not ending in a DESCRIBING_NOUNS one: "my pets", "seaside creatures"
+        describe) none of which,
+        nor its singular, is a word of any name ("polar bear", "coffee mug")."""
+        words = key.split(" ")
+        if len(words) == 1:
+            return key not in self.by_name and key not in self.groups
+        if any(w in DESCRIBING_WORDS for w in words) or words[-1] in DESCRIBING_NOUNS:
+            return False
+        return not any(f in self.words for w in words for f in (w, *singular_forms(w)))
+
+    def _told(self, scores: np.ndarray) -> str:
+        """Rule 4a with missing="tell": what the resolution says of an item the bundle lacks."""
+        closest = ", ".join(repr(self.classes[int(i)].name) for i in np.argsort(-scores, kind="stable")[:CLOSEST_NAMES])
+        return f"{MISSING}: nothing taken for it (closest classes: {closest})"
+
+    def _spelling(self, key: str) -> str | None:
+        """Rule 3c: the name one edit from `key` (two from SPELLING_LONG_CHARS characters for one word), the
+        nearest and then the first in sorted order; None if there is none or `key` is short."""
+        n = len(key)
+        if n < SPELLING_MIN_CHARS:
+            return None
+        limit = 1 if n < SPELLING_LONG_CHARS or " " in key else 2   # a phrase: one edit ("medical things" is
+        #                                                               two from "musical things")
+        best, best_distance = None, limit + 1
+        for name in self.names:
+            if abs(len(name) - n) <= limit and len(name) >= SPELLING_MIN_CHARS:
+                d = edit_distance(key, name, limit)
+                if d < best_distance:
+                    best, best_distance = name, d
+        return best
 
     def _missing(self, phrase: str, scores: np.ndarray, standout: float, options: TaskOptions,
                  single: bool) -> tuple[list[int], str]:

@@ -72,8 +72,17 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
     # gave each verdict (above; before issue 63 it loaded the unknown fields, the option types, the transposed table).
     if mode == "fp32":
         grammar = {c["file"]: c["python"] for c in spec["grammar_bundles"]}
-        assert len(grammar) == 2 * 21 and {v for f, v in grammar.items() if "pristine" not in f} == {"BundleError"}
-        assert grammar["grammar_pristine_v5.taper"] == grammar["grammar_pristine_v6.taper"] == "accepted"
+        loads = ("pristine", "class_aliases", "class_aliases_empty_list", "class_stored_synonyms",
+                 "class_stored_only_commas")   # issue 60: a class's optional aliases and description
+        accepted = {f"grammar_{name}_v{v}.taper" for name in loads for v in (5, 6)}
+        assert len(grammar) == 2 * 33 and {f for f, v in grammar.items() if v == "accepted"} == accepted
+        assert {v for f, v in grammar.items() if f not in accepted} == {"BundleError"}
+        # A name stored without aliases (older exporters) is split at commas, ASCII spaces trimmed, in both readers
+        # (Java compared every accepted case's names with these, above).
+        names = {c["file"]: c.get("names") for c in spec["grammar_bundles"]}
+        assert names["grammar_class_stored_synonyms_v5.taper"][0] == ["first", "second", "third\u00a0"]
+        assert names["grammar_class_stored_only_commas_v6.taper"][0] == [" , ,"]
+        assert names["grammar_class_aliases_v5.taper"][0][1:] == ["alias one", "alias two"]
     # Signatures, both ways: every Python verdict was the Java one (above); a bundle signed in Java verifies here.
     verdicts = {c["python"] for c in spec["signatures"]["cases"]}
     assert "BundleError" in verdicts and "ok:unsigned" in verdicts and len(verdicts) == 4  # 2 keys, none, refused

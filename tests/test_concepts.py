@@ -85,12 +85,12 @@ def test_concept_matching_respects_max_classes_and_the_margin():
     assert "concept" not in beasts.how[0]
     assert chosen(r, "beast", max_classes=3) == {3, 4, 5, 6, 8}
     # A near concept that would take the task past max_classes stays out.
-    assert chosen(r, "pets", max_classes=2) == {5, 6}
+    assert chosen(r, "pets", max_classes=2, missing="nearest") == {5, 6}   # one word, no name: rule 4a
     # Only concepts within CONCEPT_MARGIN of the best join.
     far = unit((10, 0.6), (11, 0.6), (12, 1.0), (5, 0.5), (6, 0.5))
     rows = r.concept_embeddings
     assert far @ rows[3] - far @ rows[2] > CONCEPT_MARGIN > near["pets"] @ rows[3] - near["pets"] @ rows[2]
-    assert chosen(resolver({"pets": far}), "pets") == {5, 6}
+    assert chosen(resolver({"pets": far}), "pets", missing="nearest") == {5, 6}
 
 
 def test_and_or_lists_are_resolved_item_by_item_unless_the_whole_is_a_name():
@@ -99,7 +99,8 @@ def test_and_or_lists_are_resolved_item_by_item_unless_the_whole_is_a_name():
     assert chosen(r, "goose or tabby") == {3, 4}
     assert chosen(r, "dog & goose") == {3, 5, 6}
     assert chosen(r, "socks and shoes") == {2}                 # one super-category, not two items
-    assert chosen(resolver({"and": unit((3, 1.0))}), "and") == {3}   # nothing but a conjunction: one phrase
+    # nothing but a conjunction: one phrase (a word no name holds: rule 4a, here with its nearest class)
+    assert chosen(resolver({"and": unit((3, 1.0))}), "and", missing="nearest") == {3}
 
 
 def test_hierarchy_concepts_use_all_ancestors_and_their_names():

@@ -1,5 +1,7 @@
-"""Rules 2 and 4a of sdk/tasks.py (issue 50): a gloss is not cut at "and", and a one-word item that names
-nothing in the bundle is said to be missing, with what was taken instead, never through a concept."""
+"""Rules 2, 3c and 4a of sdk/tasks.py: a gloss is not cut at "and" (issue 50); an item that names nothing in
+the bundle is said to be missing and, by default, nothing is taken for it, only its closest names said
+(issue 60), or with missing="nearest" its nearest classes, never through a concept (issue 50); a near-typo
+of a name is read as that name (issue 60)."""
 
 import numpy as np
 import pytest
@@ -41,27 +43,67 @@ def names(task) -> set[str]:
 
 
 def test_a_missing_word_alone_takes_the_nearest_classes_not_a_concept_and_says_so(resolver):
-    task = resolver.resolve("tree", TaskOptions(min_classes=1))
+    task = resolver.resolve("tree", TaskOptions(min_classes=1, missing="nearest"))
     assert names(task) == {"crab"}
     (how,) = task.how
     assert MISSING in how and "instead" in how and "concept" not in how and "'crab'" in how
 
 
 def test_a_missing_word_in_a_list_takes_its_closest_class_and_says_so(resolver):
-    task = resolver.resolve("tree, mouse", TaskOptions(min_classes=1))
+    task = resolver.resolve("tree, mouse", TaskOptions(min_classes=1, missing="nearest"))
     assert names(task) == {"crab", "mouse"}
     assert task.how[0].startswith(f"'tree': {MISSING}: took the closest class 'crab'")
     assert task.how[1] == "'mouse': class name"
 
 
 def test_a_missing_word_nothing_matches_is_left_out_of_a_list_and_fails_alone(resolver):
-    task = resolver.resolve("tuesday, mouse", TaskOptions(min_classes=1))
+    nearest = TaskOptions(min_classes=1, missing="nearest")
+    task = resolver.resolve("tuesday, mouse", nearest)
     assert names(task) == {"mouse"}
     assert MISSING in task.how[0] and task.how[0].endswith("left out")
     with pytest.raises(DescriptionError, match=MISSING):
-        resolver.resolve("tuesday")
+        resolver.resolve("tuesday", nearest)
     with pytest.raises(DescriptionError, match="nothing in this bundle matches any of"):
-        resolver.resolve("tuesday, wednesday")
+        resolver.resolve("tuesday, wednesday", nearest)
+
+
+def test_by_default_a_missing_word_takes_nothing_and_names_the_closest_classes(resolver):
+    task = resolver.resolve("tree, mouse", TaskOptions(min_classes=1))
+    assert names(task) == {"mouse"}
+    assert task.how[0].startswith(f"'tree': {MISSING}: nothing taken for it (closest classes: 'crab'")
+    with pytest.raises(DescriptionError, match=f"'tree': {MISSING}: nothing taken for it \\(closest classes: 'crab'"):
+        resolver.resolve("tree")            # alone: a typed error naming the closest classes
+    with pytest.raises(DescriptionError, match="nothing in this bundle matches any of"):
+        resolver.resolve("tuesday, tree")
+
+
+def test_a_compound_of_unknown_words_is_missing_but_a_describing_phrase_is_not(resolver):
+    task = resolver.resolve("polar bear, mouse", TaskOptions(min_classes=1))   # no word of it is any name's
+    assert names(task) == {"mouse"} and MISSING in task.how[0]
+    task = resolver.resolve("sea crab, mouse", TaskOptions(min_classes=1))    # 'crab' is a class: by meaning
+    assert MISSING not in task.how[0]
+    task = resolver.resolve("seaside creatures", TaskOptions(min_classes=1))  # ends in a describing noun
+    assert MISSING not in task.how[0]
+
+
+@pytest.mark.parametrize("typed,read", [("mosue", "mouse"), ("hamstre", "hamster"), ("elephnat", "elephant"),
+                                        ("insetcs", "insect"), ("penguins", "penguin"), ("Sea Sulg", "sea slug")])
+def test_a_near_typo_of_a_name_is_read_as_that_name_and_said(resolver, typed, read):
+    task = resolver.resolve(f"{typed}, lion", TaskOptions(min_classes=1))
+    assert resolver.encoded == [] and "lion" in names(task)
+    if typed != "penguins":   # a plural is a name already (rule 3)
+        assert task.how[0].startswith(f"'{typed}': read as '{read}' (spelling)"), task.how[0]
+
+
+@pytest.mark.parametrize("word", ["bee", "cat", "ants", "cab", "hamsters2x"])
+def test_short_words_and_far_words_are_not_corrected(resolver, word):
+    task = resolver.resolve(f"{word}, lion", TaskOptions(min_classes=1))
+    assert "spelling" not in task.how[0] or word == "bee"   # 'bee' is a class name itself
+
+
+def test_missing_option_is_checked():
+    with pytest.raises(DescriptionError, match="missing must be one of"):
+        TaskOptions(missing="guess")
 
 
 def test_a_phrase_of_several_words_still_takes_a_concept(resolver):

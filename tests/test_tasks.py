@@ -83,11 +83,14 @@ def test_a_description_that_no_class_stands_out_for_matches_nothing():
     phrases = {"vague": np.full(8, 8 ** -0.5, np.float32),                      # equally close to all
                "nearly class 3": np.where(np.arange(8) == 3, 0.9, 0.15).astype(np.float32)}
     resolver = TaskResolver(classes, embeddings, {}, lambda text: phrases[text])
+    nearest = TaskOptions(missing="nearest")
     with pytest.raises(DescriptionError, match="nothing in this bundle matches 'vague'"):
-        resolver.resolve("vague")
+        resolver.resolve("vague", nearest)
+    with pytest.raises(DescriptionError, match="'vague': not a name this bundle knows: nothing taken"):
+        resolver.resolve("vague")   # by default a word that is no name takes nothing (issue 60)
     assert 3 in resolver.resolve("nearly class 3").classes
     # The threshold is the caller's: with min_contrast 0 a vague description falls back to all classes.
-    assert len(resolver.resolve("vague", TaskOptions(min_contrast=0, max_classes=8)).classes) == 8
+    assert len(resolver.resolve("vague", TaskOptions(min_contrast=0, max_classes=8, missing="nearest")).classes) == 8
 
 
 def test_names_compare_alike_in_any_unicode_spelling():

@@ -8,7 +8,7 @@ package org.taper.sdk;
  */
 public final class TaskOptions {
     static final int MAX_TASK_CLASSES = 100_000;
-    public static final TaskOptions DEFAULT = new TaskOptions(20, 2, 0.08, 0.13);
+    public static final TaskOptions DEFAULT = new TaskOptions(20, 2, 0.08, 0.13, "tell");
 
     /** Most classes taken from free text (a named group is taken whole). */
     public final int maxClasses;
@@ -18,8 +18,16 @@ public final class TaskOptions {
     public final double margin;
     /** The best class must stand out from the mean similarity by this much, else nothing matches. */
     public final double minContrast;
+    /** What an item the bundle lacks gets: "tell" (nothing; the closest names are said) or "nearest". */
+    public final String missing;
 
     public TaskOptions(int maxClasses, int minClasses, double margin, double minContrast) {
+        this(maxClasses, minClasses, margin, minContrast, "tell");
+    }
+
+    public TaskOptions(int maxClasses, int minClasses, double margin, double minContrast, String missing) {
+        if (!"tell".equals(missing) && !"nearest".equals(missing))
+            throw new DescriptionException("missing must be one of ('tell', 'nearest'), got " + missing);
         for (int v : new int[]{maxClasses, minClasses})
             if (v < 1 || v > MAX_TASK_CLASSES)
                 throw new DescriptionException("max_classes and min_classes must be integers from 1 to " + MAX_TASK_CLASSES + ", got " + v);
@@ -32,10 +40,12 @@ public final class TaskOptions {
         this.minClasses = minClasses;
         this.margin = margin;
         this.minContrast = minContrast;
+        this.missing = missing;
     }
 
-    public TaskOptions withMaxClasses(int v) { return new TaskOptions(v, minClasses, margin, minContrast); }
-    public TaskOptions withMinClasses(int v) { return new TaskOptions(maxClasses, v, margin, minContrast); }
-    public TaskOptions withMargin(double v) { return new TaskOptions(maxClasses, minClasses, v, minContrast); }
-    public TaskOptions withMinContrast(double v) { return new TaskOptions(maxClasses, minClasses, margin, v); }
+    public TaskOptions withMaxClasses(int v) { return new TaskOptions(v, minClasses, margin, minContrast, missing); }
+    public TaskOptions withMinClasses(int v) { return new TaskOptions(maxClasses, v, margin, minContrast, missing); }
+    public TaskOptions withMargin(double v) { return new TaskOptions(maxClasses, minClasses, v, minContrast, missing); }
+    public TaskOptions withMinContrast(double v) { return new TaskOptions(maxClasses, minClasses, margin, v, missing); }
+    public TaskOptions withMissing(String v) { return new TaskOptions(maxClasses, minClasses, margin, minContrast, v); }
 }

@@ -37,6 +37,13 @@ public final class TaskResolver {
             "to", "from", "by", "that", "which", "who", "whose", "having");
     /** sdk.tasks.MISSING: rule 4a's words in a resolution. */
     static final String MISSING = "not a name this bundle knows";
+    /** sdk.tasks.CLOSEST_NAMES, SPELLING_MIN_CHARS and SPELLING_LONG_CHARS (rules 4a and 3c). */
+    /** sdk.tasks.DESCRIBING_NOUNS: a phrase ending in one describes rather than names a missing item. */
+    static final Set<String> DESCRIBING_NOUNS = Set.of("animals", "things", "creatures", "stuff", "items", "objects");
+    /** sdk.tasks.DESCRIBING_WORDS beyond GLOSS_WORDS: a phrase holding one describes ("my pets"). */
+    static final Set<String> DESCRIBING_WORDS = Set.of("my", "our", "your", "their", "his", "her", "its", "some", "all",
+            "any", "every", "different", "kind", "kinds", "type", "types", "sort", "sorts");
+    static final int CLOSEST_NAMES = 3, SPELLING_MIN_CHARS = 4, SPELLING_LONG_CHARS = 8;
     /** sdk.tasks.EXCLUSION_PREFIX, EXCLUSION_WORDS and KIND_NOUNS (the composition rule 3b). */
     static final String EXCLUSION_PREFIX = "non-";
     static final List<String> EXCLUSION_WORDS = List.of("except", "excluding", "but not", "other than");
@@ -76,12 +83,18 @@ public final class TaskResolver {
     private final FloatBuffer conceptEmbeddings;
     private final Map<String, Integer> byName = new HashMap<>();
     private final Map<String, List<Integer>> groups = new LinkedHashMap<>();
+    /** Every class and group name, in code-point order (rule 3c), and every word of them (rule 4a). */
+    private final List<String> allNames = new ArrayList<>();
+    private final Set<String> words = new java.util.HashSet<>();
+    /** Rule 3d: the last word of class names with a space -> those classes. */
+    private final Map<String, List<Integer>> heads = new HashMap<>();
 
     /**
+     * @param aliases each class's other names (Bundle.classAliases)
      * @param embedPhrase a description's unit embedding (the text encoder with the first prompt)
      * @param concepts the bundle's concepts (empty before format 5), with their embeddings [concepts, dim]
      */
-    public TaskResolver(List<String> ids, List<String> names, List<List<String>> paths,
+    public TaskResolver(List<String> ids, List<String> names, List<List<String>> aliases, List<List<String>> paths,
                         Map<String, int[]> supercategories, FloatBuffer embeddings, int dim,
                         Function<String, float[]> embedPhrase, List<Concept> concepts, FloatBuffer conceptEmbeddings) {
         this.names = names;
@@ -92,7 +105,7 @@ public final class TaskResolver {
         this.conceptEmbeddings = conceptEmbeddings;
         for (int i = 0; i < names.size(); i++) {
             List<String> keys = new ArrayList<>(List.of(ids.get(i), names.get(i)));
-            keys.addAll(Arrays.asList(names.get(i).split(",", -1)));
+            keys.addAll(aliases.get(i));
             for (String key : keys) byName.putIfAbsent(norm(key), i);
         }
         for (boolean synonyms : new boolean[]{false, true}) {  // primary names first; concepts sharing a name merge
@@ -117,6 +130,91 @@ public final class TaskResolver {
             for (int c : e.getValue()) members.add(c);
             groups.put(norm(e.getKey()), members);
         }
+        for (String name : new ArrayList<>(groups.keySet())) {  // "puppies" (a group's alias) also answers "puppy"
+            List<String> forms = singularForms(name);
+            if (!forms.isEmpty() && !groups.containsKey(forms.get(0)) && !byName.containsKey(forms.get(0)))
+                groups.put(forms.get(0), groups.get(name));
+        }
+        for (Map.Entry<String, Integer> e : byName.entrySet()) {  // rule 3d: "train" -> the classes named "... train"
+            int space = e.getKey().lastIndexOf(' ');
+            if (space < 0) continue;
+            List<Integer> members = heads.computeIfAbsent(e.getKey().substring(space + 1), k -> new ArrayList<>());
+            if (!members.contains(e.getValue())) members.add(e.getValue());
+        }
+        java.util.TreeSet<String> sorted = new java.util.TreeSet<>(TaskResolver::compareCodePoints);
+        sorted.addAll(byName.keySet());
+        sorted.addAll(groups.keySet());
+        allNames.addAll(sorted);
+        for (String name : allNames) words.addAll(Arrays.asList(name.split(" ", -1)));
+    }
+
+    /** Python's ordering of str: by code points (String.compareTo orders UTF-16 units). */
+    static int compareCodePoints(String a, String b) {
+        int[] x = a.codePoints().toArray(), y = b.codePoints().toArray();
+        for (int i = 0; i < Math.min(x.length, y.length); i++) if (x[i] != y[i]) return Integer.compare(x[i], y[i]);
+        return Integer.compare(x.length, y.length);
+    }
+
+    /** sdk.tasks.edit_distance: optimal string alignment distance over code points, or limit + 1 past limit. */
+    static int editDistance(String first, String second, int limit) {
+        int[] a = first.codePoints().toArray(), b = second.codePoints().toArray();
+        int[] prev2 = new int[0], prev = new int[b.length + 1];
+        for (int j = 0; j <= b.length; j++) prev[j] = j;
+        for (int i = 1; i <= a.length; i++) {
+            int[] row = new int[b.length + 1];
+            row[0] = i;
+            int least = i;
+            for (int j = 1; j <= b.length; j++) {
+                int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+                row[j] = Math.min(Math.min(prev[j] + 1, row[j - 1] + 1), prev[j - 1] + cost);
+                if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) row[j] = Math.min(row[j], prev2[j - 2] + 1);
+                least = Math.min(least, row[j]);
+            }
+            if (least > limit) return limit + 1;
+            prev2 = prev;
+            prev = row;
+        }
+        return Math.min(prev[b.length], limit + 1);
+    }
+
+    /** Rule 3c (sdk.tasks.TaskResolver._spelling): the name one edit from key (two from 8 characters). */
+    private String spelling(String key) {
+        int n = key.codePointCount(0, key.length());
+        if (n < SPELLING_MIN_CHARS) return null;
+        int limit = n < SPELLING_LONG_CHARS || key.contains(" ") ? 1 : 2, bestDistance = limit + 1;
+        String best = null;
+        for (String name : allNames) {
+            int m = name.codePointCount(0, name.length());
+            if (Math.abs(m - n) <= limit && m >= SPELLING_MIN_CHARS) {
+                int d = editDistance(key, name, limit);
+                if (d < bestDistance) { best = name; bestDistance = d; }
+            }
+        }
+        return best;
+    }
+
+    /** Rule 4a (sdk.tasks.TaskResolver._unknown): whether the normalised phrase names nothing here. */
+    private boolean unknown(String key) {
+        String[] parts = key.split(" ", -1);
+        if (parts.length == 1) return !byName.containsKey(key) && !groups.containsKey(key);
+        for (String w : parts) if (GLOSS_WORDS.contains(w) || DESCRIBING_WORDS.contains(w)) return false;
+        if (DESCRIBING_NOUNS.contains(parts[parts.length - 1])) return false;
+        for (String w : parts) {
+            List<String> forms = new ArrayList<>(List.of(w));
+            forms.addAll(singularForms(w));
+            for (String f : forms) if (words.contains(f)) return false;
+        }
+        return true;
+    }
+
+    /** Rule 4a with missing "tell": what the resolution says of an item the bundle lacks. */
+    private String told(double[] scores) {
+        Integer[] order = new Integer[scores.length];
+        for (int c = 0; c < order.length; c++) order[c] = c;
+        Arrays.sort(order, (x, y) -> Double.compare(scores[y], scores[x]));  // stable: ties keep class order
+        List<String> closest = new ArrayList<>();
+        for (int k = 0; k < Math.min(CLOSEST_NAMES, order.length); k++) closest.add("'" + names.get(order[k]) + "'");
+        return MISSING + ": nothing taken for it (closest classes: " + String.join(", ", closest) + ")";
     }
 
     /** Python's str.isspace: Unicode White_Space and the separators U+001C-U+001F. */
@@ -284,6 +382,29 @@ public final class TaskResolver {
             how.add("'" + phrase + "': class name");
             return List.of(byName.get(key));
         }
+        if (!key.contains(" ") && !byName.containsKey(key)) {
+            List<String> headForms = new ArrayList<>(List.of(key));
+            headForms.addAll(singularForms(key));
+            for (String f : headForms) {
+                if (heads.containsKey(f)) {
+                    List<Integer> members = new ArrayList<>(heads.get(f));
+                    java.util.Collections.sort(members);
+                    how.add("'" + phrase + "': the classes named '... " + f + "' (kinds of '" + f + "')");
+                    return members.subList(0, Math.min(MAX_GROUP_CLASSES, members.size()));
+                }
+            }
+        }
+        if (!byName.containsKey(key)) {
+            String fixed = spelling(key);
+            for (String form : singularForms(key)) if (fixed == null) fixed = spelling(form);
+            if (fixed != null) {
+                List<String> inner = new ArrayList<>();
+                List<Integer> found = resolvePhrase(fixed, options, single, inner, encodeMs);
+                String why = inner.get(0).substring(inner.get(0).indexOf("': ") + 3);
+                how.add("'" + phrase + "': read as '" + fixed + "' (spelling): " + why);
+                return found;
+            }
+        }
         long start = System.nanoTime();
         float[] embedding = embedPhrase.apply(phrase);
         encodeMs[0] += (System.nanoTime() - start) / 1e6;
@@ -295,10 +416,21 @@ public final class TaskResolver {
             sum += scores[c];
         }
         if (byName.containsKey(key)) {
-            how.add("'" + phrase + "': class name");
-            return top(scores, options, byName.get(key));
+            int self = byName.get(key);
+            List<Integer> chosen = top(scores, options, self);
+            List<String> others = new ArrayList<>();
+            for (int c : chosen) if (c != self) others.add("'" + names.get(c) + "'");
+            how.add("'" + phrase + "': " + (others.isEmpty() ? "class name" : "class name, with the classes within "
+                    + options.margin + " of its similarity (" + String.join(", ", others.subList(0, Math.min(5, others.size())))
+                    + (others.size() > 5 ? ", ..." : "") + "): a model tells its classes apart, so it holds the class's "
+                    + "look-alikes; give a list to choose them"));
+            return chosen;
         }
         double standout = scores[best] - sum / scores.length;
+        if (options.missing.equals("tell") && unknown(key)) {
+            how.add("'" + phrase + "': " + told(scores));
+            return List.of();
+        }
         if (!key.contains(" ")) return missing(phrase, scores, best, standout, options, single, how);
         if (standout < options.minContrast)
             throw new DescriptionException(String.format(Locale.ROOT, "nothing in this bundle matches '%s' (closest: '%s', which "

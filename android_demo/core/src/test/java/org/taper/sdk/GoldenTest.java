@@ -110,14 +110,24 @@ public final class GoldenTest {
         for (Object o : (List<Object>) spec.getOrDefault("grammar_bundles", List.of())) {
             Map<String, Object> c = (Map<String, Object>) o;
             String verdict;
+            Bundle opened = null;
             try {
-                new Personalizer(new Bundle(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) c.get("file"))))),
-                        FuzzHarness.NO_ENGINE);
+                opened = new Bundle(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) c.get("file")))));
+                new Personalizer(opened, FuzzHarness.NO_ENGINE);
                 verdict = "accepted";
             }
             catch (BundleException e) { verdict = "BundleError"; }
             catch (RuntimeException e) { verdict = "untyped " + e; }
             check(verdict.equals(c.get("python")), c.get("file") + ": Java " + verdict + ", Python " + c.get("python"));
+            if (verdict.equals("accepted") && c.containsKey("names")) {  // display name, then aliases (issue 60)
+                List<Object> names = new ArrayList<>();
+                for (int k = 0; k < opened.classNames.size(); k++) {
+                    List<Object> row = new ArrayList<>(List.of(opened.classNames.get(k)));
+                    row.addAll(opened.classAliases.get(k));
+                    names.add(row);
+                }
+                check(names.equals(c.get("names")), c.get("file") + ": Java names " + names + ", Python " + c.get("names"));
+            }
         }
         checkGraphs(bundle, (Map<String, Object>) spec.get("graphs"), dir);
         checkSignatures((Map<String, Object>) spec.get("signatures"), dir, out);
@@ -243,7 +253,9 @@ public final class GoldenTest {
         for (int i = 0; i < dim; i++) eye.put(i * dim + i, 1f);
         FloatBuffer classRows = eye.duplicate().position(0).limit(names.size() * dim).slice();
         FloatBuffer conceptRows = eye.duplicate().position(names.size() * dim).slice();
-        TaskResolver resolver = new TaskResolver(ids, names, paths, Map.of(), classRows, dim,
+        List<List<String>> noAliases = new ArrayList<>();
+        for (int i = 0; i < names.size(); i++) noAliases.add(List.of());
+        TaskResolver resolver = new TaskResolver(ids, names, noAliases, paths, Map.of(), classRows, dim,
                 text -> { throw new NeedsEncoder(); }, concepts, conceptRows);
         for (Object o : (List<Object>) composed.get("descriptions")) {
             Map<String, Object> c = (Map<String, Object>) o;
@@ -275,6 +287,7 @@ public final class GoldenTest {
                 if (opts.containsKey("min_classes")) options = options.withMinClasses(((Number) opts.get("min_classes")).intValue());
                 if (opts.containsKey("margin")) options = options.withMargin(((Number) opts.get("margin")).doubleValue());
                 if (opts.containsKey("min_contrast")) options = options.withMinContrast(((Number) opts.get("min_contrast")).doubleValue());
+                if (opts.containsKey("missing")) options = options.withMissing((String) opts.get("missing"));
                 got = (d instanceof String ? resolver.resolve((String) d, options) : resolver.resolve((List<String>) d, options)).classes;
             } catch (DescriptionException e) {
                 error = e.getMessage();
