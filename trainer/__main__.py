@@ -7,6 +7,7 @@
     python -m trainer eval runs/bench
     python -m trainer run --preset bench --out runs/s2 --reuse-from runs/bench --set stage2_epochs=10 --until stage2
     python -m trainer cache --data ../shared/data/tiny-imagenet-200.tar.gz
+    python -m trainer cache list                                              # or: cache clear
     python -m trainer throughput --width 0.5 0.25 --size 64
 """
 
@@ -28,23 +29,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    cache = sub.add_parser("cache", help="build (or reuse) the decoded uint8 cache of a data set")
-    cache.add_argument("--data", required=True, help="Tiny ImageNet .tar.gz or folder, or an ImageFolder")
-    cache.add_argument("--size", type=int, default=None, help="image size (default 64)")
+    cache = sub.add_parser("cache", help="build (or reuse) the decoded uint8 cache of a data set, or list or "
+                           "clear the caches")
+    cache.add_argument("action", nargs="?", choices=("build", "list", "clear"), default="build")
+    cache.add_argument("--data", default=None, help="Tiny ImageNet .tar.gz or folder, or an ImageFolder (build)")
+    cache.add_argument("--size", type=int, default=None, help="image size (default: the data's own, 64 for Tiny "
+                       "ImageNet; other images are resized and centre-cropped to it)")
     train = sub.add_parser("run", help="train all stages (resumes if --out exists)")
-    train.add_argument("--preset", default=None, help="tiny | bench | paper (not needed to resume)")
+    train.add_argument("--preset", default=None, help=f"{' | '.join(PRESETS)} (not needed to resume; fitted to "
+                       "the data's class count, and each change printed)")
     train.add_argument("--data", default=None, help="data path (overrides the preset's)")
     train.add_argument("--out", required=True, type=Path, help="run directory")
     train.add_argument("--reuse-from", type=Path, default=None,
                        help="copy finished stages of another run whose configuration they do not depend on")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config field (value parsed as JSON when it can be)")
+    train.add_argument("--init", type=Path, default=None, metavar="FILE",
+                       help="start stage 1 from a ResNet-18 state dict in torchvision's layout (.pth or "
+                       ".safetensors; needs --set width=1.0 and the imagenet stem; the classifier is re-sized)")
     train.add_argument("--until", choices=("stage1", "stage2", "stage3"), default="stage3",
                        help="stop after this stage (e.g. stage2 to judge a stage-2 recipe with `bases`)")
     train.add_argument("--device", default="cpu", help="cpu (default) or cuda: training set on the GPU, bf16 autocast")
     prepare = sub.add_parser("prepare", help="write a run directory's configuration and class embeddings, no "
                              "training (for a machine without the text encoder; then `run --out` there)")
-    prepare.add_argument("--preset", required=True)
+    prepare.add_argument("--preset", required=True, help=" | ".join(PRESETS))
     prepare.add_argument("--data", default=None, help="data path (overrides the preset's)")
     prepare.add_argument("--out", required=True, type=Path, help="run directory")
     prepare.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -70,9 +78,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        if args.command == "cache":
+        if args.command == "cache" and args.action != "build":
+            from .data.cache import clear_caches, list_caches
+
+            if args.action == "list":
+                rows = list_caches()
+                for row in rows:
+                    print(f"{row['size_mb']:>9.1f} MB  {row['folder']}  ({row['source']})")
+                print(f"{len(rows)} caches, {sum(r['size_mb'] for r in rows):.1f} MB")
+            else:
+                print(f"removed {clear_caches()} caches")
+        elif args.command == "cache":
             from .data.cache import load_dataset
 
+            if args.data is None:
+                raise ValueError("cache build needs --data")
             start = time.perf_counter()
             data = load_dataset(args.data, args.size)
             print(json.dumps({"cache": str(data.folder), "classes": data.num_classes, "train": len(data.train),
@@ -83,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
             overrides = dict(_parse_override(item) for item in args.set)
             if args.data:
                 overrides["data"] = args.data
+            if getattr(args, "init", None) is not None:
+                if not args.init.is_file():
+                    raise ValueError(f"--init {args.init}: file not found")
+                overrides["stage1_init"] = str(args.init.resolve())
             args.out.mkdir(parents=True, exist_ok=True)
             run_dir = RunDir(args.out)
             if not run_dir.config.exists():  # the command that made the run, not one resuming it
@@ -93,12 +117,16 @@ def main(argv: list[str] | None = None) -> int:
                 out = run(args.out, args.preset, overrides, reuse_from=args.reuse_from, until=args.until,
                           device=TrainDevice.parse(args.device))
             print(f"run directory: {out}")
+            print(f"next: python -m trainer eval {out}   then: python -m export bundle {out} --out "
+                  f"{out.name}.taper" if args.command == "run" and args.until == "stage3"
+                  else f"next: python -m trainer run --out {out}")
         elif args.command == "eval":
             from .report import evaluate_run
             from .results import write_report
 
             result = evaluate_run(args.run_dir, seed_runs=args.seed_runs, device=TrainDevice.parse(args.device).device)
             print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
+            print(f"next: python -m export bundle {args.run_dir} --out {args.run_dir.name}.taper")
             if args.report:
                 for path in write_report(result, args.report, run_command(args.run_dir)):
                     print(f"wrote {path}")

@@ -59,6 +59,8 @@ class TrainConfig:
     step_every: int = 30
     warmup_epochs: float = 0                # networks trained from scratch (stage 1, the naive ablation): the
                                             # lr ramps up linearly over these epochs (large batches, Goyal et al.)
+    stage1_init: str = ""                   # a ResNet-18 state dict in torchvision's layout to start stage 1
+                                            # from (`--init FILE`; trainer/pretrained.py); "" = from scratch
     stage1_epochs: float = 40
     stage2_epochs: float = 2                # passes over the data summed over all Q bases
     stage2_lr: float = 0.01
@@ -110,6 +112,8 @@ class TrainConfig:
                                             # reuses a run's stages 1 and 2 (stage3_seed_std)
     threads: int = 0                        # 0: torch's default
     log_every: int = 50
+    strict_data: bool = False               # refuse a data set with unreadable files or val images equal to
+                                            # training ones (default: skip and name them; trainer.data.checks)
     synthetic: dict = field(default_factory=dict)  # make_synthetic_dataset arguments for data="synthetic"
     conditions: tuple[str, ...] = ()        # field conditions (issue 50; names of trainer/data/conditions.py):
                                             # stage 1 and the baseline train on every image in a condition
@@ -199,7 +203,7 @@ CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
     "network": ("stem", "width", "input_size"),
     "training": ("batch_size", "lr", "momentum", "weight_decay", "schedule", "step_every", "warmup_epochs",
                  "aug_pad", "aug_crop_scale", "seed", "train_images_per_class"),   # shared by every stage
-    "stage1": ("stage1_epochs", "stage1_image_fraction"),
+    "stage1": ("stage1_epochs", "stage1_image_fraction", "stage1_init"),
     "baseline": ("baseline_lr",),
     "stage2": ("num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction", "stage2_logit_adjust",
                "stage2_shard_size", "stage2_seed"),
@@ -207,7 +211,7 @@ CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
                "stage3_mixer_init", "stage3_bn", "stage3_seed"),
     "naive": ("naive_epochs",),
     # What to train and evaluate, and how to log it: no trained output depends on these.
-    "run": ("ablations", "baseline", "eval_seeds", "eval_images_per_class", "threads", "log_every"),
+    "run": ("ablations", "baseline", "eval_seeds", "eval_images_per_class", "threads", "log_every", "strict_data"),
 }
 
 # Levers that experiments.md records as dead ends, removed from the trainer (issue 47). Each row of the log
@@ -264,6 +268,30 @@ CONDITION_SET = ("clean", "night_infrared", "low_light", "fog", "snow", "motion_
                  "compression")
 CONDITIONS_RECIPE = {**RECIPE, "conditions": CONDITION_SET, "num_bases": len(CONDITION_SET), "stage1_epochs": 10,
                      "stage2_epochs": 9, "stage2_lr": 0.01, "stage3_epochs": 2, "log_every": 100}
+
+def fit_to_classes(config: TrainConfig, num_classes: int,
+                   fixed: set[str] = frozenset()) -> tuple[TrainConfig, list[str]]:
+    """A preset made for Tiny ImageNet's 200 classes fitted to a data set of `num_classes`: (configuration,
+    one line per change saying why). A task holds at most a quarter of the classes (so tasks differ), a
+    basis's shard at most half, and there are at most a third as many bases as classes. Fields the user set
+    (`fixed`) are left alone; ValueError, naming the fix, for fewer than 2 classes.
+
+    >>> fit_to_classes(PRESETS["demo"], 24)[0].stage2_shard_size
+    12
+    """
+    if num_classes < 2:
+        raise ValueError(f"the data has {num_classes} class(es): a personalized model tells classes apart, so it "
+                         "needs at least 2 (add a folder per class under train/)")
+    limits = {"task_k": max(2, num_classes // 4), "stage2_shard_size": max(2, num_classes // 2),
+              "num_bases": max(2, num_classes // 3)}
+    why = {"task_k": "a task holds at most a quarter of the classes",
+           "stage2_shard_size": "a basis trains on at most half of them",
+           "num_bases": "at most a third as many bases as classes"}
+    changes = {k: limit for k, limit in limits.items() if k not in fixed and getattr(config, k) > limit}
+    notes = [f"{k} {getattr(config, k)} -> {v} for {num_classes} classes ({why[k]}; --set {k}=N to choose)"
+             for k, v in changes.items()]
+    return config.with_overrides(**changes), notes
+
 
 PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(

@@ -58,13 +58,13 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
     run = RunDir(run_dir)
     config = TrainConfig.load(run.config)
     seed_configs = [_check_seed_run(config, path) for path in seed_runs]
-    if not config.baseline:
-        raise DataError(f"{run_dir} was trained with baseline=false: the report's baseline rows need it")
     ctx = make_context(run_dir, config, progress)
     evaluator = Evaluator(ctx.data, ctx.model_config, ctx.preprocessing, config.eval_images_per_class,
                           device=device)
     embeddings = load_state(run.classes)["text"].numpy()
-    baseline = load_model(ctx.model_config, run.model("baseline")).state_dict()
+    # Without a separate baseline (the demo preset), the stage-1 network is the generic one: its rows are
+    # then the same network's (the result's "baseline_network" says so).
+    baseline = load_model(ctx.model_config, run.model("baseline" if config.baseline else "stage1")).state_dict()
     stage1 = load_model(ctx.model_config, run.model("stage1")).state_dict()
     bases = [load_state(run.basis(q)) for q in range(config.num_bases)]
     members = read_shards(run_dir, config.num_bases)
@@ -149,6 +149,7 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
                                    for k, v in _ordered(per_protocol.get("supercategory", {}))},
         "free_language_accuracy": None if free_language is None else round(free_language, 2),
         "free_language_note": free_language_note or "each class described by its WordNet gloss instead of its name",
+        "baseline_network": "baseline" if config.baseline else "stage1 (the run trained no separate baseline)",
         "specialist_margin": round(mean_margin(_per_basis_mean(margins)), 2),
         "specialist_margin_per_basis": [_rounded(m) for m in _per_basis_mean(margins)],
         "mixer_task_pearson_r": _rounded(pearson),

@@ -19,7 +19,7 @@ from sdk.preprocessing import Preprocessing
 from . import distributed
 from .basis_bank import BasisBank
 from .checkpoints import load_state, save_state
-from .config import CONFIG_GROUPS, PRESETS, TrainConfig
+from .config import CONFIG_GROUPS, PRESETS, TrainConfig, fit_to_classes
 from .data.cache import DecodedDataset, DeviceSplit, load_dataset
 from .data.holdout import held_out_classes, without_classes
 from .data.image_subsets import with_train_images_per_class
@@ -51,13 +51,26 @@ def resolve_config(run_dir: Path, preset: str | None, overrides: dict, reuse_fro
     if saved.exists():
         config = TrainConfig.load(saved)
         if overrides and config.with_overrides(**overrides) != config:
-            raise ValueError(f"{run_dir} exists with another configuration; use a new --out to change it")
+            changed = sorted(k for k, v in overrides.items() if getattr(config, k, None) != v)
+            raise ValueError(f"{run_dir} exists with another configuration ({', '.join(changed)} differ); to "
+                             f"change it, train into a new --out and add --reuse-from {run_dir}: the stages the "
+                             "change does not touch are copied, not trained again")
         return config
     if preset is None and reuse_from is not None and RunDir(reuse_from).config.exists():
         return TrainConfig.load(RunDir(reuse_from).config).with_overrides(**overrides)
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
-    return PRESETS[preset].with_overrides(**overrides)
+        raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    config = PRESETS[preset].with_overrides(**overrides)
+    data = open_data(config)
+    for line in data.report:   # what the cache build found in the images (trainer.data.checks)
+        print(f"[data] {line}", flush=True)
+    fitted, notes = fit_to_classes(config, data.num_classes, set(overrides))
+    if not data.hierarchy.concepts() and not data.hierarchy.supercategories:
+        notes.append("the data has no groups, so group words ('insects') will not resolve in its bundle; a "
+                     "vocabulary.toml beside train/ gives display names, aliases and groups (docs/training.md)")
+    for note in notes:
+        print(f"[run] {note}", flush=True)
+    return fitted
 
 
 def open_all_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
@@ -69,7 +82,7 @@ def open_all_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
         if not (root / "supercategories.json").exists():
             make_synthetic_dataset(root, **args)
         return load_dataset(root, image_size=config.input_size, progress=progress)
-    return load_dataset(config.data, image_size=config.input_size, progress=progress)
+    return load_dataset(config.data, image_size=config.input_size, progress=progress, strict=config.strict_data)
 
 
 def open_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:

@@ -157,7 +157,13 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
 def train_stage1(ctx: StageContext, stage_dir: Path) -> ResNet18:
     torch.manual_seed(ctx.config.seed)
     cfg = ctx.config
-    return train_plain(ctx.stage1_view().condition_view(stream=1), stage_dir, "stage1", ResNet18(ctx.model_config),
+    model = ResNet18(ctx.model_config)
+    if cfg.stage1_init:  # a pretrained start (`--init`): copied key by key, the classifier fresh
+        from .pretrained import load_pretrained
+
+        for note in load_pretrained(model, cfg.stage1_init):
+            print(f"[stage1] {note}", flush=True)
+    return train_plain(ctx.stage1_view().condition_view(stream=1), stage_dir, "stage1", model,
                        cfg.stage1_epochs, cfg.lr,
                        warmup_epochs=cfg.warmup_epochs)
 
