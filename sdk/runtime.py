@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -52,6 +53,16 @@ class PhraseEmbedder:
         # (~90 ms for the shipped encoder); the session itself is created on first use (~0.2 s).
         self._graph = check_encoder_graph(bundle.member_bytes("text_encoder.onnx"))
         self._tokenizer = check_tokenizer_json(bundle.member_bytes("tokenizer.json"))
+        self._words: frozenset[str] | None = None
+
+    def is_word(self, word: str) -> bool:
+        """Whether `word` is a whole token of the encoder's vocabulary: a real word, which the resolver's
+        spelling rule leaves alone ("horse" is not a typo of 'hose'). The vocabulary is read on first use."""
+        with self._lock:
+            if self._words is None:
+                raw = self.bundle.member_bytes("tokenizer.json")   # checked at load (check_tokenizer_json)
+                self._words = frozenset(json.loads(raw)["model"]["vocab"])
+            return word in self._words
 
     @property
     def encoder(self) -> TextEncoder:
@@ -105,7 +116,7 @@ class TaperBundle:
         self._compile_lock = threading.Lock()
         self.embedder = PhraseEmbedder(bundle, cache)
         self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories, self.embedder,
-                                     bundle.concepts, bundle.concept_embeddings)
+                                     bundle.concepts, bundle.concept_embeddings, is_word=self.embedder.is_word)
 
     @property
     def classes(self) -> list[str]:

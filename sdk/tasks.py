@@ -22,8 +22,9 @@ Rules, in order:
    the modifier naming a group alone or before "animals", "things" or "creatures" ("small mammals": small
    animals and mammals; "large carnivores"). Only if both parts are understood and the result is a
    non-empty strict subset of Y, and never for a class name ("sea slug"); otherwise rules 4-5 read the phrase as before.
-3c. A phrase that names nothing but is, or has a singular form that is, one edit from a name (two for
-   one word of 8 or more characters; at least 4 characters) is read as that name, and the resolution
+3c. A phrase that names nothing, holds a word the text encoder's vocabulary does not (`is_word`: "horse"
+   is a word, not a typo of 'hose'), and is, or has a singular form that is, one edit from a name (two
+   for one word of 8 or more characters; at least 4 characters) is read as that name, and the resolution
    says so: "insetcs" -> "insects", "retreivers" -> "retrievers" (`edit_distance`, `_spelling`).
 3d. One word that names nothing but ends names ("trains": "bullet train", "high-speed train") takes the
    classes so named: kinds of it. (Group names answer their singular too: "puppy" for "puppies".)
@@ -60,7 +61,8 @@ Rules, in order:
    50 Open Images category names of set F, scored once, at 0.83/0.90 (0.83/0.90 without it).
 Descriptions with control, invisible or unassigned characters, unpaired surrogates, empty lists and
 options of the wrong type or range raise DescriptionError (`check_text`, `TaskOptions`).
-A task has at least `min_classes` classes (nearest classes by text similarity are added if needed).
+A task has at least `min_classes` classes (nearest classes by text similarity are added if needed, and
+the resolution says which).
 The task embedding is the normalised mean of its classes' embeddings, as in training.
 """
 
@@ -247,8 +249,9 @@ class TaskResolver:
     def __init__(self, classes: list[ClassInfo], class_embeddings: np.ndarray,
                  supercategories: dict[str, list[int]], embed_phrase: Callable[[str], np.ndarray],
                  concepts: Sequence[Concept] = (), concept_embeddings: np.ndarray | None = None,
-                 compose: bool = True):
+                 compose: bool = True, is_word: Callable[[str], bool] | None = None):
         self.classes, self.embeddings, self.embed_phrase = classes, class_embeddings, embed_phrase
+        self.is_word = is_word or (lambda word: False)   # rule 3c: real words are not corrected
         self.compose = compose  # rule 3b; False only to measure what it adds (scripts/bench_retrieval.py)
         self.concepts = list(concepts)
         self.concept_embeddings = (concept_embeddings if concept_embeddings is not None
@@ -328,7 +331,12 @@ class TaskResolver:
         else:
             raise DescriptionError("a description is a string or a list of class names, "
                                    f"not {type(description).__name__}")
+        asked = set(chosen)
         chosen = self._pad(sorted(chosen), options)
+        added = [self.classes[i].name for i in chosen if i not in asked]
+        if added:   # said, so that a class the user did not ask for is never silent (issue 60)
+            how.append(f"added {', '.join(map(repr, added))}, the nearest by text similarity: a task holds at "
+                       f"least {options.min_classes} classes")
         return Task(np.array(chosen, np.int64), unit_mean(self.embeddings[chosen]), how, round(encode * 1000, 3))
 
     def _named(self, key: str) -> bool:
@@ -367,7 +375,7 @@ class TaskResolver:
         if head is not None and key not in self.by_name:
             members = sorted(self.heads[head])[:MAX_GROUP_CLASSES]
             return members, f"the classes named '... {head}' (kinds of {head!r})", 0.0
-        fixed = None if key in self.by_name or composed is not None else next(
+        fixed = None if key in self.by_name or all(map(self.is_word, key.split(" "))) else next(
             (f for f in map(self._spelling, (key, *singular_forms(key))) if f is not None), None)
         if fixed is not None:
             indices, why, seconds = self._resolve_phrase(fixed, options, single)

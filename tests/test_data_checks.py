@@ -89,3 +89,17 @@ def test_caches_are_listed_and_cleared(tmp_path):
     assert len(rows) == 1 and rows[0]["source"].endswith("photos")
     assert clear_caches(tmp_path / "cache") == 1 and list_caches(tmp_path / "cache") == []
     assert (tmp_path / "cache" / "not-a-cache").is_dir() and (tmp_path / "photos").is_dir()   # only caches go
+
+
+def test_the_cli_lists_and_clears_caches_and_builds_one_with_its_report(tmp_path, monkeypatch, capsys):
+    from trainer.__main__ import main
+
+    monkeypatch.setenv("TAPER_CACHE", str(tmp_path / "root"))
+    data = folder(tmp_path / "photos")
+    (data / "train/cat/empty.jpg").write_bytes(b"")
+    assert main(["cache", "--data", str(data), "--size", "16"]) == 0
+    assert "[data] skipped 1 file that is not a readable image" in capsys.readouterr().out
+    assert main(["cache", "list"]) == 0
+    assert "1 caches" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0 and "removed 1 caches" in capsys.readouterr().out
+    assert main(["cache"]) == 2 and "needs --data" in capsys.readouterr().err

@@ -117,3 +117,16 @@ def test_a_gloss_is_one_phrase_and_a_list_of_names_is_cut(resolver):
     assert resolver.encoded == ["a drinking glass with a base and stem"]   # embedded whole, not "stem" alone
     task = resolver.resolve("mouse and lion", TaskOptions(min_classes=1))
     assert names(task) == {"mouse", "lion"} and len(resolver.encoded) == 1  # two class names, no encoder
+
+
+def test_a_real_word_is_not_corrected_into_a_name():
+    """'whale' is one edit from 'whole' and 'tiger' from 'timer' (Tiny ImageNet's concepts): a word the
+    text encoder's vocabulary holds is a word, not a typo, and stays missing."""
+    from export.golden import composed_resolver as make
+
+    resolver = make(near_crab_and_sea)
+    resolver.is_word = {"mose", "lion"}.__contains__   # "mose" stands in for a real word one edit from 'mouse'
+    task = resolver.resolve("mose, lion", TaskOptions(min_classes=1))
+    assert names(task) == {"lion"} and MISSING in task.how[0]
+    task = resolver.resolve("mosue, lion", TaskOptions(min_classes=1))   # not a word: a typo
+    assert names(task) == {"mouse", "lion"} and "spelling" in task.how[0]

@@ -86,17 +86,22 @@ public final class TaskResolver {
     /** Every class and group name, in code-point order (rule 3c), and every word of them (rule 4a). */
     private final List<String> allNames = new ArrayList<>();
     private final Set<String> words = new java.util.HashSet<>();
+    /** Rule 3c: a word of the text encoder's vocabulary is real, never corrected (Tokenizer.isWord). */
+    private final java.util.function.Predicate<String> isWord;
     /** Rule 3d: the last word of class names with a space -> those classes. */
     private final Map<String, List<Integer>> heads = new HashMap<>();
 
     /**
      * @param aliases each class's other names (Bundle.classAliases)
+     * @param isWord whether a word is a whole token of the text encoder's vocabulary (Tokenizer.isWord)
      * @param embedPhrase a description's unit embedding (the text encoder with the first prompt)
      * @param concepts the bundle's concepts (empty before format 5), with their embeddings [concepts, dim]
      */
     public TaskResolver(List<String> ids, List<String> names, List<List<String>> aliases, List<List<String>> paths,
                         Map<String, int[]> supercategories, FloatBuffer embeddings, int dim,
-                        Function<String, float[]> embedPhrase, List<Concept> concepts, FloatBuffer conceptEmbeddings) {
+                        Function<String, float[]> embedPhrase, List<Concept> concepts, FloatBuffer conceptEmbeddings,
+                        java.util.function.Predicate<String> isWord) {
+        this.isWord = isWord;
         this.names = names;
         this.embeddings = embeddings;
         this.dim = dim;
@@ -326,8 +331,13 @@ public final class TaskResolver {
         return task(chosen, options, List.of("explicit class list"), 0);
     }
 
-    private Task task(Set<Integer> chosen, TaskOptions options, List<String> how, double encodeMs) {
+    private Task task(Set<Integer> chosen, TaskOptions options, List<String> asked, double encodeMs) {
         int[] classes = pad(new TreeSet<>(chosen), options);
+        List<String> how = new ArrayList<>(asked), added = new ArrayList<>();
+        for (int c : classes) if (!chosen.contains(c)) added.add("'" + names.get(c) + "'");
+        if (!added.isEmpty())  // sdk.tasks: a class the user did not ask for is never silent
+            how.add("added " + String.join(", ", added) + ", the nearest by text similarity: a task holds at least "
+                    + options.minClasses + " classes");
         float[] mean = mean(classes);
         double norm = 0;
         for (float v : mean) norm += (double) v * v;
@@ -394,7 +404,9 @@ public final class TaskResolver {
                 }
             }
         }
-        if (!byName.containsKey(key)) {
+        boolean allWords = true;
+        for (String w : key.split(" ", -1)) allWords &= isWord.test(w);
+        if (!byName.containsKey(key) && !allWords) {
             String fixed = spelling(key);
             for (String form : singularForms(key)) if (fixed == null) fixed = spelling(form);
             if (fixed != null) {

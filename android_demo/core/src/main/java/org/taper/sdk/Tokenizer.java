@@ -113,6 +113,9 @@ public final class Tokenizer {
     }
 
     /** Token ids of one text, with the template's special tokens, at most max_tokens of them. */
+    /** Whether {@code word} is a whole token of the vocabulary (sdk.runtime.PhraseEmbedder.is_word). */
+    public boolean isWord(String word) { return vocab.containsKey(word); }
+
     public int[] encode(String text) {
         List<Integer> ids = new ArrayList<>();
         int start = 0;
