@@ -124,7 +124,7 @@ COMPOSED_DESCRIPTIONS = (
     "mouse, elphant, bee", "Sea  Slgu", "sae sulg, lion", "penguinss")
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
                                       ["s00000003", "red checkerboard"], "rings", "something red",
-                                      "checkered or striped")
+                                      "checkerboards or stripes")
 IMAGE_SIZES = ((32, 32), (1, 1), (7, 5), (33, 31), (80, 48), (48, 80), (3, 1000), (1000, 3), (101, 257))
 # Edits of classes.json's concepts (format 5) that every reader must refuse with a BundleError: used by
 # tests/test_bundle.py, scripts/fuzz_bundle.py and, through "hostile_bundles", the Java core's test.

@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         bundle = load(args.bundle, trusted_keys=args.trusted_keys)
         model = personalize(bundle, args.description, max_classes=args.max_classes)
         result = {"classes": model.classes, "class_ids": model.class_ids,
-                  "aliases": [bundle.classes[i].aliases if i >= 0 else [] for i in model.class_indices],
+                  "aliases": [bundle.bundle.classes[i].aliases if i >= 0 else [] for i in model.class_indices],
                   "resolution": model.resolution, "timings_ms": model.timings,
                   "signer": bundle.signer.key_id if bundle.signer else None}
         if args.images:

@@ -29,8 +29,8 @@ Rules, in order:
 3d. One word that names nothing but ends names ("trains": "bullet train", "high-speed train") takes the
    classes so named: kinds of it. (Group names answer their singular too: "puppy" for "puppies".)
    Rule 3d is tried before 3c.
-4a. An item that names nothing in the bundle is a missing item: one word that is no name ("owl", "tree",
-   "laptop"), or a few words none of which is a word of any name ("polar bear", "coffee mug"), unless
+4a. An item that names nothing in the bundle is a missing item: one word that is no name and no word of
+   a name ("owl", "laptop"; "blue" among "blue disc" and "blue ring" is not), or a few words none of which is a word of any name ("polar bear", "coffee mug"), unless
    they read as a description: a gloss word, "my", "all", "kinds"... (DESCRIBING_WORDS), or a last word
    "things", "animals", "creatures", "stuff", "items" or "objects" ("my pets", "seaside creatures").
    By default (`TaskOptions.missing="tell"`) nothing is taken for it: the resolution says so (MISSING)
@@ -410,13 +410,15 @@ class TaskResolver:
                 seconds)
 
     def _unknown(self, key: str) -> bool:
-        """Rule 4a: whether the normalised phrase names nothing here: one word that is no name, or a few words
+        """Rule 4a: whether the normalised phrase names nothing here: one word that is no name nor a word of
+        one (nor is its singular), or a few words
         (no DESCRIBING_WORDS word, not ending in a DESCRIBING_NOUNS one: "my pets", "seaside creatures"
         describe) none of which,
         nor its singular, is a word of any name ("polar bear", "coffee mug")."""
         words = key.split(" ")
-        if len(words) == 1:
-            return key not in self.by_name and key not in self.groups
+        if len(words) == 1:   # "blue" on a bundle of "blue disc", "blue ring": a word its names use, not missing
+            return key not in self.by_name and key not in self.groups and not any(
+                f in self.words for f in (key, *singular_forms(key)))
         if any(w in DESCRIBING_WORDS for w in words) or words[-1] in DESCRIBING_NOUNS:
             return False
         return not any(f in self.words for w in words for f in (w, *singular_forms(w)))

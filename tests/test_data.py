@@ -79,9 +79,11 @@ def test_unreadable_image_is_named_and_no_half_written_cache_remains(synthetic_r
     shutil.copytree(synthetic_root, root)
     bad = sorted((root / "train").iterdir())[3] / "broken.png"
     bad.write_bytes(b"\x89PNG\r\n\x1a\n not really")
-    with pytest.raises(DataError, match="broken.png"):
-        load_dataset(root, image_size=32, cache_dir=tmp_path / "cache", progress=False)
+    with pytest.raises(DataError, match="broken.png"):   # strict: refused (issue 60: by default, skipped)
+        load_dataset(root, image_size=32, cache_dir=tmp_path / "cache", progress=False, strict=True)
     assert not (tmp_path / "cache").exists()   # the failed write removed even the folder it made
+    data = load_dataset(root, image_size=32, cache_dir=tmp_path / "lenient", progress=False)
+    assert any("broken.png" in line and "skipped 1 file" in line for line in data.report)
 
 
 def test_bad_paths_and_inconsistent_hierarchies(synthetic_root, tmp_path):

@@ -201,7 +201,11 @@ public final class TaskResolver {
     /** Rule 4a (sdk.tasks.TaskResolver._unknown): whether the normalised phrase names nothing here. */
     private boolean unknown(String key) {
         String[] parts = key.split(" ", -1);
-        if (parts.length == 1) return !byName.containsKey(key) && !groups.containsKey(key);
+        if (parts.length == 1) {  // a word the names use ("blue" among "blue disc") is not missing
+            if (byName.containsKey(key) || groups.containsKey(key) || words.contains(key)) return false;
+            for (String f : singularForms(key)) if (words.contains(f)) return false;
+            return true;
+        }
         for (String w : parts) if (GLOSS_WORDS.contains(w) || DESCRIBING_WORDS.contains(w)) return false;
         if (DESCRIBING_NOUNS.contains(parts[parts.length - 1])) return false;
         for (String w : parts) {
