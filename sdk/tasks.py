@@ -30,7 +30,8 @@ Rules, in order:
    classes so named: kinds of it. (Group names answer their singular too: "puppy" for "puppies".)
    Rule 3d is tried before 3c.
 4a. An item that names nothing in the bundle is a missing item: one word that is no name and no word of
-   a name ("owl", "laptop"; "blue" among "blue disc" and "blue ring" is not), or a few words none of which is a word of any name ("polar bear", "coffee mug"), unless
+   a name ("owl", "laptop"; "blue" among "blue disc" and "blue ring" is not), or a few words none of
+   which is a word of any name ("polar bear", "coffee mug"), unless
    they read as a description: a gloss word, "my", "all", "kinds"... (DESCRIBING_WORDS), or a last word
    "things", "animals", "creatures", "stuff", "items" or "objects" ("my pets", "seaside creatures").
    By default (`TaskOptions.missing="tell"`) nothing is taken for it: the resolution says so (MISSING)
