@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 DATA ?= ../shared/data/tiny-imagenet-200.tar.gz
 
-.PHONY: setup test lint demo clean-cache
+.PHONY: setup test lint demo own-photos clean-cache
 
 setup:
 	@bash scripts/setup.sh
@@ -17,3 +17,7 @@ lint: setup
 
 demo: setup
 	$(PY) -m scripts.demo --data $(DATA)
+
+# Your own photos, end to end (docs/training.md): a 24-class plain-named ImageFolder and its vocabulary
+own-photos: setup
+	$(PY) -m scripts.own_photos --data $(DATA)
