@@ -81,8 +81,8 @@ def rectified(mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return mean, np.sqrt(np.maximum(second - mean * mean, 0))
 
 
-def data_free_ranges(model: onnx.ModelProto, state: dict[str, np.ndarray], pre: Preprocessing, k: float
-                     ) -> dict[str, tuple[float, float]]:
+def data_free_ranges(model: onnx.ModelProto, state: dict[str, np.ndarray], pre: Preprocessing, k: float,
+                     pooled: bool = False) -> dict[str, tuple[float, float]]:
     """Every activation tensor's (rmin, rmax) from the batch norms alone (see the module docstring)."""
     bn_of = dict(conv_bn_pairs(state))
     mean, std = np.array(pre.mean), np.array(pre.std)
@@ -102,6 +102,9 @@ def data_free_ranges(model: onnx.ModelProto, state: dict[str, np.ndarray], pre: 
             moments[out] = (m1 + m2, np.sqrt(s1 * s1 + s2 * s2))
         elif node.op_type in ("MaxPool", "GlobalAveragePool", "Flatten"):
             moments[out] = moments[node.input[0]]
+            if node.op_type == "GlobalAveragePool" and pooled:  # an average of the map: its mean, a narrow spread
+                mu, sigma = moments[out]
+                moments[out] = (mu, sigma / 4)
             if node.input[0] in relu_out:
                 relu_out.add(out)
         else:
@@ -121,15 +124,20 @@ class Images(CalibrationDataReader):
         return None if row is None else {"image": row}
 
 
+REDUCE_RANGE = False   # --reduce-range: 7-bit weights (onnxruntime's advice for u8s8 on AVX2 without VNNI)
+FLOAT_HEAD = False     # --float-head: the classifier (Gemm) stays float, as the runtime feeds it as inputs
+
+
 def quantize(fp32: bytes, folder: Path, name: str, images: np.ndarray,
              ranges: dict[str, tuple[float, float]] | None = None) -> bytes:
     """QDQ int8: per-channel weights, uint8 activations; MinMax over `images`, or the given ranges."""
     src, dst = folder / "fp32.onnx", folder / f"{name}.onnx"
     src.write_bytes(fp32)
-    overrides = {t: [{"rmin": lo, "rmax": hi}] for t, (lo, hi) in (ranges or {}).items()}
+    overrides = {t: [{"rmin": np.float32(lo), "rmax": np.float32(hi)}] for t, (lo, hi) in (ranges or {}).items()}
+    excluded = [n.name for n in onnx.load_from_string(fp32).graph.node if n.op_type == "Gemm"] if FLOAT_HEAD else []
     quantize_static(str(src), str(dst), Images(images), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    calibrate_method=CalibrationMethod.MinMax,
+                    calibrate_method=CalibrationMethod.MinMax, reduce_range=REDUCE_RANGE, nodes_to_exclude=excluded,
                     extra_options={"TensorQuantOverrides": overrides} if overrides else {})
     return dst.read_bytes()
 
@@ -206,7 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--pairs", type=int, default=30)
+    parser.add_argument("--reduce-range", action="store_true", help="7-bit weights (u8s8 saturation on AVX2)")
+    parser.add_argument("--pooled", action="store_true", help="the pooled features' spread a quarter of the "
+                        "map's (variant 2, written after variant 1's result)")
+    parser.add_argument("--float-head", action="store_true", help="the classifier stays float (variant 3)")
     args = parser.parse_args(argv)
+    global REDUCE_RANGE, FLOAT_HEAD
+    REDUCE_RANGE, FLOAT_HEAD = args.reduce_range, args.float_head
     start = time.perf_counter()
     config = TrainConfig.load(RunDir(args.run_dir).config)
     ctx = make_context(args.run_dir, config, progress=False)
@@ -241,19 +255,20 @@ def main(argv: list[str] | None = None) -> int:
         tuned = {}
         for k in KS:
             graph = quantize(fp32, folder, f"k{k}", calibration[:1],
-                             data_free_ranges(model, state, ctx.preprocessing, k))
+                             data_free_ranges(model, state, ctx.preprocessing, k, args.pooled))
             z = logits(graph, tuning)
             tuned[k] = round(100.0 * float((z.argmax(1).numpy() == tuning_labels).mean()), 2)
         best = max(KS, key=lambda k: (tuned[k], -k))
         graphs["data_free"] = quantize(fp32, folder, "data_free", calibration[:1],
-                                       data_free_ranges(model, state, ctx.preprocessing, best))
+                                       data_free_ranges(model, state, ctx.preprocessing, best, args.pooled))
         accuracy = {name: scores(graph) for name, graph in graphs.items()}
         ops = op_counts(graphs["data_free"], folder)
         speed = {f"{config.input_size}px_width{config.width}": timing(fp32, graphs["data_free"], config.input_size,
                                                                     args.pairs)}
         full = random_state("imagenet", 1.0, 200)
         full_fp32 = fp32_graph(full, "imagenet", 1.0, 224)
-        full_int8 = quantize(full_fp32, folder, "full", calibration[:1],
+        sample224 = rng.normal(size=(1, 3, 224, 224)).astype(np.float32)   # every range is given: only read
+        full_int8 = quantize(full_fp32, folder, "full", sample224,
                              data_free_ranges(onnx.load_from_string(full_fp32), full, Preprocessing(224), 4.0))
         speed["224px_width1.0"] = timing(full_fp32, full_int8, 224, max(10, args.pairs // 3))
         full64 = fp32_graph(full, "imagenet", 1.0, 64)
@@ -269,7 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         "accuracy": accuracy,
         "drop": {name: {m: round(v[m] - base[m], 2) for m in v} for name, v in accuracy.items() if name != "fp32"},
         "data_free_k": best, "tuning_top1_by_k": tuned, "calibration_images": CALIBRATION,
-        "tuning_images": TUNING, "speed": speed, "optimized_ops_int8": ops, "optimized_ops_int8_224": full_ops,
+        "tuning_images": TUNING, "reduce_range": args.reduce_range, "pooled": args.pooled,
+        "float_head": args.float_head, "speed": speed,
+        "optimized_ops_int8": ops, "optimized_ops_int8_224": full_ops,
         "machine": f"{platform.processor() or platform.machine()}, onnxruntime {ort.__version__}, "
                    f"cpu flags: {' '.join(sorted(_int_flags()))}",
         "wall_s": round(time.perf_counter() - start, 1),
