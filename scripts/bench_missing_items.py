@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     bundle = sdk.load(args.bundle).warm_up()
     b = bundle.bundle
     resolver = TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder, b.concepts,
-                            b.concept_embeddings)
+                            b.concept_embeddings, is_word=bundle.embedder.is_word)
     items = json.loads(ITEMS.read_text())["items"]
     names = [c.name.split(",")[0].strip() for c in b.classes]
     present = [i for i in items if any(i == n.lower() for n in names)]

@@ -133,12 +133,14 @@ def main() -> None:
 
     glosses = read_glosses([c.id for c in b.classes])
     options = TaskOptions(missing=args.missing)
-    plain = TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder)
+    plain = TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder,
+                         is_word=bundle.embedder.is_word)
 
     def resolver_of(concepts: Iterable[int], compose: bool = True) -> TaskResolver:
         keep = list(concepts)
         return TaskResolver(b.classes, b.class_embeddings, b.supercategories, bundle.embedder,
-                            [b.concepts[i] for i in keep], b.concept_embeddings[keep], compose=compose)
+                            [b.concepts[i] for i in keep], b.concept_embeddings[keep], compose=compose,
+                            is_word=bundle.embedder.is_word)
 
     wordnet = [i for i, c in enumerate(b.concepts) if not c.id.startswith((COLLECTION_PREFIX, FACET_PREFIX))]
     no_facets = [i for i, c in enumerate(b.concepts) if not c.id.startswith(FACET_PREFIX)]

@@ -264,7 +264,7 @@ class TaskResolver:
                 self.by_name.setdefault(normalize_name(key), i)
         self.groups = self._groups(classes, supercategories)
         for name in list(self.groups):   # "puppies" (a group's alias) also answers "puppy"
-            for form in singular_forms(name)[:1]:
+            for form in singular_forms(name):   # every reading: "automobiles" -> "automobil", "automobile"
                 if form not in self.groups and form not in self.by_name:
                     self.groups[form] = self.groups[name]
         self.heads: dict[str, list[int]] = {}   # rule 3d: "train" -> the classes named "... train"

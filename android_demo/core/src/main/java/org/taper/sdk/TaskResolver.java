@@ -136,9 +136,8 @@ public final class TaskResolver {
             groups.put(norm(e.getKey()), members);
         }
         for (String name : new ArrayList<>(groups.keySet())) {  // "puppies" (a group's alias) also answers "puppy"
-            List<String> forms = singularForms(name);
-            if (!forms.isEmpty() && !groups.containsKey(forms.get(0)) && !byName.containsKey(forms.get(0)))
-                groups.put(forms.get(0), groups.get(name));
+            for (String form : singularForms(name))  // every reading: "automobiles" -> "automobil", "automobile"
+                if (!groups.containsKey(form) && !byName.containsKey(form)) groups.put(form, groups.get(name));
         }
         for (Map.Entry<String, Integer> e : byName.entrySet()) {  // rule 3d: "train" -> the classes named "... train"
             int space = e.getKey().lastIndexOf(' ');
