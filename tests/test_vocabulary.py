@@ -121,3 +121,17 @@ def test_presets_are_fitted_to_the_class_count_and_say_so():
     assert fit_to_classes(PRESETS["bench"], 200) == (PRESETS["bench"], [])
     with pytest.raises(ValueError, match="at least 2"):
         fit_to_classes(PRESETS["demo"], 1)
+
+
+def test_a_starter_vocabulary_is_written_for_any_folder_names_and_loads(tmp_path, capsys):
+    from trainer.__main__ import main
+
+    names = ["school_bus", "my cat", "a,b", 'q"x', "back\\slash", "émile"]
+    for name in names:
+        (tmp_path / "train" / name).mkdir(parents=True)
+    assert main(["vocabulary", "--data", str(tmp_path)]) == 0
+    loaded = Vocabulary.load(tmp_path / "vocabulary.toml", names)
+    assert loaded.classes["a,b"].name == "a b" and loaded.classes["émile"].name == "émile"
+    assert main(["vocabulary", "--data", str(tmp_path)]) == 2   # never overwrites
+    assert "exists" in capsys.readouterr().err
+    assert main(["vocabulary", "--data", str(tmp_path / "nowhere")]) == 2

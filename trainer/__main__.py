@@ -8,6 +8,7 @@
     python -m trainer run --preset bench --out runs/s2 --reuse-from runs/bench --set stage2_epochs=10 --until stage2
     python -m trainer cache --data ../shared/data/tiny-imagenet-200.tar.gz
     python -m trainer cache list                                              # or: cache clear
+    python -m trainer vocabulary --data my-photos        # a starter my-photos/vocabulary.toml to edit
     python -m trainer throughput --width 0.5 0.25 --size 64
 """
 
@@ -35,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     cache.add_argument("--data", default=None, help="Tiny ImageNet .tar.gz or folder, or an ImageFolder (build)")
     cache.add_argument("--size", type=int, default=None, help="image size (default: the data's own, 64 for Tiny "
                        "ImageNet; other images are resized and centre-cropped to it)")
+    words = sub.add_parser("vocabulary", help="write a starter vocabulary.toml beside an ImageFolder's train/ "
+                           "(one entry per class folder; never overwrites)")
+    words.add_argument("--data", required=True, type=Path, help="the ImageFolder (its train/<class>/ folders)")
     train = sub.add_parser("run", help="train all stages (resumes if --out exists)")
     train.add_argument("--preset", default=None, help=f"{' | '.join(PRESETS)} (not needed to resume; fitted to "
                        "the data's class count, and each change printed)")
@@ -78,7 +82,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        if args.command == "cache" and args.action != "build":
+        if args.command == "vocabulary":
+            from .data.vocabulary import VOCABULARY_FILE, Vocabulary, starter_text
+
+            train_dir, target = args.data / "train", args.data / VOCABULARY_FILE
+            if not train_dir.is_dir():
+                raise DataError(f"{args.data}: no train/ folder (expected train/<class>/ photos)")
+            if target.exists():
+                raise DataError(f"{target} exists: edit it (this command never overwrites)")
+            ids = sorted(p.name for p in train_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+            text = starter_text(ids)
+            Vocabulary.from_text(text, ids, str(target))   # what is written always loads
+            target.write_text(text, encoding="utf-8")
+            print(f"wrote {target} ({len(ids)} classes): add aliases and groups (docs/training.md)")
+        elif args.command == "cache" and args.action != "build":
             from .data.cache import clear_caches, list_caches
 
             if args.action == "list":

@@ -23,6 +23,7 @@ of two or more classes as a concept, and the SDK resolves descriptions against a
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,8 +170,25 @@ class Vocabulary:
                 owners[key] = f"group {g!r}"
 
 
+def starter_text(class_ids: list[str]) -> str:
+    """A vocabulary.toml to start from: every class with its default name, and a commented group to copy.
+
+    >>> print(starter_text(["school_bus"]).splitlines()[3])
+    [classes.school_bus]
+    """
+    lines = ["# The words people will type for these classes (docs/training.md, \"The vocabulary file\").",
+             "# Give each class a short name and aliases, then add groups; everything is optional.", ""]
+    for c in class_ids:
+        key = c if c.isascii() and c.replace("_", "").replace("-", "").isalnum() else json.dumps(c, ensure_ascii=False)
+        lines += [f"[classes.{key}]", f"name = {json.dumps(_folder_name(c), ensure_ascii=False)}", "aliases = []", ""]
+    lines += ["# [groups.animals]", '# aliases = ["creatures"]', "# members = [" + ", ".join(
+        json.dumps(c, ensure_ascii=False) for c in class_ids[:2]) + "]   # class ids or other groups' names", ""]
+    return "\n".join(lines)
+
+
 def _folder_name(class_id: str) -> str:
-    return " ".join(class_id.replace("_", " ").split()) or class_id
+    """The name a folder gives a class: "_" and "," read as spaces (a comma separates a description's items)."""
+    return " ".join(class_id.replace("_", " ").replace(",", " ").split()) or class_id
 
 
 def _key(name: str) -> str:
