@@ -66,6 +66,11 @@ def test_no_vocabulary_names_classes_by_their_folders():
     ("[groups.a]\nmembers = ['b']\n[groups.b]\nmembers = ['a']\n", "contains itself"),
     ("[groups.cat]\nmembers = ['dog', 'fish']\n", "given to group 'cat' and to class 'cat'"),
     ("[groups.pets]\nmembers = ['cat']\ndescription = 7\n", "non-empty string"),
+    ("[classes.cat]\nname = 'c\u202et'\n", "invisible formatting character"),   # bidi override: looks like 'ct'
+    ("[classes.cat]\naliases = ['\u200b']\n", "invisible formatting character"),
+    ("[classes.cat]\nname = 1979-05-27\n", "non-empty string"),
+    ("a = " + "[" * 100_000 + "]" * 100_000, "not valid TOML"),   # nesting past Python's stack: typed
+    ("[classes.cat]\nname = 'c\x00t'\n", "not valid TOML"),
 ])
 def test_a_faulty_vocabulary_is_a_data_error_naming_the_fault(text, message):
     with pytest.raises(DataError, match=message):

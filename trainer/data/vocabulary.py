@@ -29,6 +29,9 @@ from pathlib import Path
 
 import tomllib
 
+from sdk.errors import DescriptionError
+from sdk.tasks import check_text
+
 from .errors import DataError
 from .hierarchy import ClassHierarchy
 
@@ -36,6 +39,8 @@ VOCABULARY_FILE = "vocabulary.toml"
 MAX_TEXT = 160          # characters of a name or an alias (the bundle allows 1000; a label is short)
 MAX_DESCRIPTION = 1000  # characters of a description
 MAX_ALIASES = 63          # a group's name and aliases are its concept's names: at most 64 in a bundle
+MAX_FILE_BYTES = 16 << 20   # a vocabulary is words: larger is a mistake (a photo saved under the name?)
+MAX_GROUPS = 100_000      # a bundle holds at most this many concepts (sdk.bundle.MAX_CONCEPTS)
 GROUP_KEY = "group:"    # a group's key among a class's ancestors (ClassHierarchy.ancestors / concept_names)
 
 
@@ -76,6 +81,8 @@ class Vocabulary:
     def load(cls, path: str | Path, class_ids: list[str]) -> Vocabulary:
         path = Path(path)
         try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise DataError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB, not a vocabulary")
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise DataError(f"{path}: file not found") from None
@@ -86,9 +93,11 @@ class Vocabulary:
     @classmethod
     def from_text(cls, text: str, class_ids: list[str], where: str = VOCABULARY_FILE) -> Vocabulary:
         """Parse and check the TOML text against the data's class ids; DataError naming the fault."""
+        if len(text) > MAX_FILE_BYTES:
+            raise DataError(f"{where}: larger than {MAX_FILE_BYTES >> 20} MiB, not a vocabulary")
         try:
             spec = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
+        except (tomllib.TOMLDecodeError, RecursionError) as e:   # RecursionError: nesting deeper than Python's stack
             raise DataError(f"{where}: not valid TOML ({e})") from None
         _keys(spec, {"classes", "groups"}, where)
         raw_classes, raw_groups = spec.get("classes", {}), spec.get("groups", {})
@@ -100,6 +109,8 @@ class Vocabulary:
             raise DataError(f"{where}: classes with no folder under train/: {unknown[:5]} (the class id is the "
                             f"folder's name; the data has {sorted(class_ids)[:8]}{more})")
         classes = {c: _class_words(c, raw_classes.get(c, {}), f"{where}: [classes.{c}]") for c in class_ids}
+        if len(raw_groups) > MAX_GROUPS:
+            raise DataError(f"{where}: {len(raw_groups)} groups, at most {MAX_GROUPS}")
         groups = {g: _group_words(g, body, f"{where}: [groups.{g}]") for g, body in raw_groups.items()}
         vocabulary = cls(classes, groups)
         vocabulary._check(where)
@@ -205,6 +216,10 @@ def _text(value, what: str, limit: int = MAX_TEXT) -> str:
     if not isinstance(value, str) or not value.strip():
         raise DataError(f"{what} must be a non-empty string, got {value!r}")
     value = " ".join(value.split())
+    try:
+        check_text(value, what)   # the SDK's rule for a description: no control, invisible or unassigned character
+    except DescriptionError as e:
+        raise DataError(str(e)) from None
     if len(value) > limit:
         raise DataError(f"{what} is longer than {limit} characters")
     if "," in value and limit == MAX_TEXT:
