@@ -216,6 +216,13 @@ def hostile_members(blob: bytes) -> list[tuple[str, str, bytes]]:
         ("classes_name_not_text", lambda c: c["classes"][0].update(name=7)),
         ("classes_bad_group", lambda c: c["supercategories"].update(evil=[10**6])),
         ("classes_group_type", lambda c: c.update(supercategories=[])),
+        # a class's optional aliases and description (issue 60)
+        ("classes_aliases_not_a_list", lambda c: c["classes"][0].update(aliases="alias")),
+        ("classes_alias_not_text", lambda c: c["classes"][0].update(aliases=["ok", 7])),
+        ("classes_alias_empty", lambda c: c["classes"][0].update(aliases=[""])),
+        ("classes_aliases_65", lambda c: c["classes"][0].update(aliases=[f"a{i}" for i in range(65)])),
+        ("classes_description_not_text", lambda c: c["classes"][0].update(description=["x"])),
+        ("classes_extra_key", lambda c: c["classes"][0].update(colour="red")),
     ):
         out.append((name, "classes.json", edited_json(member("classes.json"), edit)))
     out.append(("classes_deep", "classes.json", b"[" * 5000 + b"]" * 5000))
