@@ -37,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("description", help='free text ("insects"), or a comma list of class names')
     run.add_argument("--images", type=Path, help="an image file or a folder of images to classify")
     run.add_argument("--max-classes", type=int, default=20)
+    run.add_argument("--precision", choices=("float32", "int8"), default="float32",
+                     help="int8: quantized on the device without photos (not exportable yet)")
     run.add_argument("--export", type=Path, help="write the personalized model: .onnx, .pte or .mlpackage")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of a readable report")
     run.add_argument("--report", type=Path, metavar="HTML",
@@ -130,10 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         return cache_command(args.action)
     try:
         bundle = load(args.bundle, trusted_keys=args.trusted_keys)
-        model = personalize(bundle, args.description, max_classes=args.max_classes)
+        model = personalize(bundle, args.description, max_classes=args.max_classes, precision=args.precision)
         result = {"classes": model.classes, "class_ids": model.class_ids,
                   "aliases": [bundle.bundle.classes[i].aliases if i >= 0 else [] for i in model.class_indices],
-                  "resolution": model.resolution, "timings_ms": model.timings,
+                  "resolution": model.resolution, "timings_ms": model.timings, "precision": model.precision,
                   "signer": bundle.signer.key_id if bundle.signer else None}
         if args.images:
             files = image_files(args.images)

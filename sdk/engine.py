@@ -113,6 +113,19 @@ def backbone_session(graph: bytes, external_file: str, weights: np.ndarray, leve
         raise SdkError(f"backbone graph could not be loaded: {e}") from None
 
 
+def plain_session(graph: bytes, providers: Sequence[str], threads: int | None) -> ort.InferenceSession:
+    """A session of a self-contained graph (an int8 model: `sdk.int8`), fully optimized."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if threads:
+        options.intra_op_num_threads = threads
+    try:
+        return ort.InferenceSession(graph, options, providers=list(providers))
+    except Exception as e:  # onnxruntime raises untyped errors for bad graphs
+        raise SdkError(f"the int8 graph could not be loaded: {e}") from None
+
+
 class Route(Protocol):
     """How personalized weights reach a session: a buffer in the route's layout, the fusion into it,
     and a network reading it. `open` sets `target.in_use` when the network keeps reading the buffer."""
@@ -245,6 +258,10 @@ class BackboneEngine:
         if target.in_use:
             weakref.finalize(network, self._return_buffer, target)
         return network
+
+    def open_graph(self, graph: bytes, head_weight: np.ndarray, head_bias: np.ndarray) -> Network:
+        """A network of a self-contained graph with this engine's head inputs (the int8 models: `sdk.int8`)."""
+        return Network(plain_session(graph, self.providers, self.threads), _head_inputs(head_weight, head_bias))
 
     def _return_buffer(self, target: WeightBuffer) -> None:
         target.in_use = False

@@ -55,6 +55,9 @@ def export_model(model, path: str | os.PathLike) -> Path:
         raise SdkError(f"cannot export to {path.name!r}: use one of {FORMATS}")
     if model.source is None:
         raise SdkError("this model was not made by sdk.personalize (no bundle to export from)")
+    if getattr(model, "precision", "float32") != "float32":   # never the float weights under an int8 model's name
+        raise SdkError(f"exporting a {model.precision} model is not built yet (issue 61): personalize with "
+                       "precision='float32' to export")
     writer = _onnx if path.suffix == ".onnx" else _torch_writer(path.suffix)
     # Never delete what the user owns: an existing folder is refused, for .mlpackage (a folder format)
     # any existing path. Files are written in a staging folder beside the target (removed on errors and

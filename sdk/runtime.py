@@ -26,8 +26,9 @@ from .engine import BackboneEngine
 from .errors import DescriptionError, SdkError
 from .fewshot import enroll
 from .files import user_path
-from .folding import fold_batch_norm
+from .folding import fold_batch_norm, folded_names
 from .graph_check import check_backbone_graph, check_encoder_graph
+from .int8 import quantize_model
 from .mixer import predict_alpha, uniform_alpha
 from .model import PersonalizedModel
 from .prototypes import DEFAULT_TEMPERATURE
@@ -38,6 +39,7 @@ from .text_encoder import TextEncoder
 from .tokenizer_check import check_tokenizer_json
 from .xnnpack_program import default_path as default_program_path
 
+PRECISIONS = ("float32", "int8")   # what personalize() builds (sdk.int8 for int8)
 
 class PhraseEmbedder:
     """The bundle's text encoder, created on first use, and how a description is embedded. Holds the
@@ -189,8 +191,10 @@ class TaperBundle:
             return True
 
     @reads_mapped_file
-    def personalize(self, description: str | Sequence[str], options: TaskOptions | None = None
-                    ) -> PersonalizedModel:
+    def personalize(self, description: str | Sequence[str], options: TaskOptions | None = None,
+                    precision: str = "float32") -> PersonalizedModel:
+        if precision not in PRECISIONS:
+            raise DescriptionError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         options = options or TaskOptions()
         watch = Stopwatch()
         task = self.resolver.resolve(description, options)
@@ -199,6 +203,8 @@ class TaperBundle:
         watch.timings.update(encode=task.encode_ms, resolve=round(resolve - task.encode_ms, 3))
         alpha = self.alpha_for(task.embedding)
         watch.lap("mixer")
+        if precision == "int8":
+            return self._int8_model(task.classes, alpha, task.how, watch)
         return self._model(task.classes, alpha, task.how, watch)
 
     def alpha_for(self, embedding: np.ndarray) -> np.ndarray:
@@ -227,6 +233,27 @@ class TaperBundle:
         infos = [self.bundle.classes[i] for i in classes]
         return PersonalizedModel(network, head_weight, head_bias, classes, [c.name for c in infos],
                                  [c.id for c in infos], self.preprocessing, alpha, watch.total(), how, self)
+
+    def _int8_model(self, classes: np.ndarray, alpha: np.ndarray, how: list[str], watch: Stopwatch
+                    ) -> PersonalizedModel:
+        """The network of `alpha` quantized to int8 without photos (`sdk.int8`), in a session of its own.
+        The weights come from the reference fusion (numpy), not the engine's fast path: the int8 graph has its
+        own layout, which no route writes yet (docs/results/int8_runtime.json measures what this costs)."""
+        mixed = self.bundle.bases.mixed(alpha)
+        folded = {name: np.empty(shape, np.float32) for name, shape in folded_names(self.bundle.bases.shapes).items()}
+        fold_batch_norm(mixed, folded)
+        watch.lap("fuse_fold")
+        graph = quantize_model(self.engine.graph, folded, mixed, self.preprocessing)
+        watch.lap("quantize")
+        head_weight = np.ascontiguousarray(mixed["fc.weight"][classes], np.float32)
+        head_bias = np.ascontiguousarray(mixed["fc.bias"][classes], np.float32)
+        network = self.engine.open_graph(graph, head_weight, head_bias)
+        watch.lap("session")
+        infos = [self.bundle.classes[i] for i in classes]
+        model = PersonalizedModel(network, head_weight, head_bias, classes, [c.name for c in infos],
+                                  [c.id for c in infos], self.preprocessing, alpha, watch.total(), how, self)
+        model.precision = "int8"
+        return model
 
     @reads_mapped_file
     def mixed_head(self, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -305,7 +332,7 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
 
 def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = None, *,
                 examples: Mapping | None = None, temperature: float = DEFAULT_TEMPERATURE,
-                stream: Iterable | None = None, **options) -> PersonalizedModel:
+                stream: Iterable | None = None, precision: str = "float32", **options) -> PersonalizedModel:
     """A ResNet-18 specialised to what `description` names, or to the classes of a few `examples`.
 
     >>> model = sdk.personalize(bundle, "insects")   # doctest: +SKIP
@@ -322,6 +349,8 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
             every name is one of the bundle's classes, is its trained rows if they classify the examples
             at least as well (`sdk.fewshot.choose_head`).
         temperature: the cosine head's scale (examples only; the probabilities, never the argmax).
+        precision: "float32" (default) or "int8": the network quantized on the device without photos
+            (`sdk.int8`; descriptions only; such a model cannot be exported yet).
         stream: batches of unlabelled images and no description: start from `bundle.generic()` and
             `adapt` to each batch in turn (`sdk.adapt`; options: min_count, max_classes, min_classes,
             pad_to, min_images: the model stays generic until 96 images have been seen).
@@ -334,6 +363,8 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
             images, duplicate names, too many images); ImageError for an image that is not one.
         BundleError: the bundle's file changed on disk since it was loaded.
     """
+    if precision != "float32" and (examples is not None or stream is not None):
+        raise DescriptionError(f"precision={precision!r} is for descriptions only (not examples or a stream)")
     if stream is not None:
         if description is not None or examples is not None:
             raise DescriptionError("stream= adapts without a description or examples: give only one of them")
@@ -343,7 +374,7 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
         return enroll(bundle, examples, description, TaskOptions(**options), temperature)
     if description is None:
         raise DescriptionError("give a description, examples, or both")
-    return bundle.personalize(description, TaskOptions(**options))
+    return bundle.personalize(description, TaskOptions(**options), precision)
 
 
 def _known(options: dict, kind: type) -> dict:
