@@ -36,6 +36,10 @@ from .onnx_proto import (
     NODE_INPUT,
     NODE_OP_TYPE,
     NODE_OUTPUT,
+    TENSOR_DATA_TYPE,
+    TENSOR_DIMS,
+    TENSOR_NAME,
+    TENSOR_RAW_DATA,
     ProtoError,
     _attribute_int,
     _fields,
@@ -101,8 +105,7 @@ class _Node:
 
 
 def _tensor(name: str, dims: tuple[int, ...] | list[int], data_type: int, data: bytes) -> bytes:
-    from .onnx_proto import TENSOR_DATA_TYPE, TENSOR_DIMS, TENSOR_NAME, TENSOR_RAW_DATA
-
+    """A TensorProto of any element type holding `data` (little-endian, row-major) inline."""
     return (b"".join(encode_field(TENSOR_DIMS, d) for d in dims) + encode_field(TENSOR_DATA_TYPE, data_type)
             + encode_field(TENSOR_NAME, name.encode("utf-8")) + encode_field(TENSOR_RAW_DATA, data))
 
@@ -126,7 +129,7 @@ def activation_ranges(model: bytes, mixed: Mapping[str, np.ndarray], preprocessi
               and producer.get(node.inputs[0]) is not None and producer[node.inputs[0]].op in ("Conv", "Add")
               and readers.get(node.inputs[0]) == 1}
     mean, std = np.array(preprocessing.mean), np.array(preprocessing.std)
-    moments = {IMAGE: ((0.5 - mean) / std, np.ones(3))}
+    moments: dict[str, tuple[np.ndarray, np.ndarray]] = {}   # the first conv's output has its own (its batch norm)
     ranges = {IMAGE: (float((-mean / std).min()), float(((1 - mean) / std).max()))}
     nonnegative: set[str] = set()
     for node in nodes:
