@@ -198,6 +198,13 @@ class CompactBases:
                 out[name] = row
         return out
 
+    def mixed_channels(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
+        """Every per-channel tensor (batch norms, the classifier's bias) mixed with alpha [4, Q], by name:
+        the cheap part of `mixed` (what `sdk.int8` reads its activation ranges from)."""
+        alpha = np.asarray(alpha, np.float32)
+        return {name: row for lb in self.layers
+                for name, row in zip(lb.layer.channels, lb.mixed_channels(alpha[lb.layer.block]), strict=True)}
+
     @property
     def classifier(self) -> LayerBases:
         """The classifier's stored bases (the one layer without batch norm)."""

@@ -69,10 +69,12 @@ def activation_scale(low: float, high: float) -> tuple[float, int]:
 def quantize_weight(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(int8 weight, float32 scale per output channel): symmetric, 7-bit."""
     flat = weight.reshape(len(weight), -1)
-    scale = (np.abs(flat).max(axis=1) * 2 / (WEIGHT_QMAX - WEIGHT_QMIN)).astype(np.float32)
+    scale = (np.maximum(flat.max(axis=1), -flat.min(axis=1)) * 2 / (WEIGHT_QMAX - WEIGHT_QMIN)).astype(np.float32)
     scale[scale == 0] = 1.0
-    q = np.clip(np.rint(flat / scale[:, None]), WEIGHT_QMIN, WEIGHT_QMAX).astype(np.int8)
-    return q.reshape(weight.shape), scale
+    work = np.multiply(flat, (1 / scale)[:, None])   # times 1/scale (a mirror must do the same to match bit for bit)
+    np.rint(work, out=work)
+    np.clip(work, WEIGHT_QMIN, WEIGHT_QMAX, out=work)
+    return work.astype(np.int8).reshape(weight.shape), scale
 
 
 def _rectified(mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -118,7 +120,7 @@ def activation_ranges(model: bytes, mixed: Mapping[str, np.ndarray], preprocessi
                       sigmas: float = RANGE_SIGMAS) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
     """({tensor: (low, high)} for the image and every Conv, Add and pool output, with a ReLU that alone reads
     a Conv's or Add's output folded into it; {ReLU output: the tensor it replaces}). `mixed` holds the mixed
-    batch norms by state-dict name (`CompactBases.mixed`)."""
+    batch norms by state-dict name (`CompactBases.mixed_channels`)."""
     nodes = _nodes(model)
     readers: dict[str, int] = {}
     for node in nodes:

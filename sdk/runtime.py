@@ -26,7 +26,8 @@ from .engine import BackboneEngine
 from .errors import DescriptionError, SdkError
 from .fewshot import enroll
 from .files import user_path
-from .folding import fold_batch_norm, folded_names
+from .folding import fold_batch_norm
+from .fusion import Placement
 from .graph_check import check_backbone_graph, check_encoder_graph
 from .int8 import quantize_model
 from .mixer import predict_alpha, uniform_alpha
@@ -116,6 +117,7 @@ class TaperBundle:
                                      self.preprocessing.input_size, providers, threads, device_compile, key)
         self.prompts = m.text_encoder.prompts
         self._compile_lock = threading.Lock()
+        self._int8_lock, self._int8_buffer = threading.Lock(), None   # precision="int8": one float buffer
         self.embedder = PhraseEmbedder(bundle, cache)
         self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories, self.embedder,
                                      bundle.concepts, bundle.concept_embeddings, is_word=self.embedder.is_word)
@@ -237,17 +239,21 @@ class TaperBundle:
     def _int8_model(self, classes: np.ndarray, alpha: np.ndarray, how: list[str], watch: Stopwatch
                     ) -> PersonalizedModel:
         """The network of `alpha` quantized to int8 without photos (`sdk.int8`), in a session of its own.
-        The weights come from the reference fusion (numpy), not the engine's fast path: the int8 graph has its
-        own layout, which no route writes yet (docs/results/int8_runtime.json measures what this costs)."""
-        mixed = self.bundle.bases.mixed(alpha)
-        folded = {name: np.empty(shape, np.float32) for name, shape in folded_names(self.bundle.bases.shapes).items()}
-        fold_batch_norm(mixed, folded)
-        watch.lap("fuse_fold")
-        graph = quantize_model(self.engine.graph, folded, mixed, self.preprocessing)
+        The float weights come from the standard route's fusion (the plain layout, one buffer reused under a
+        lock); quantizing them and the session are per model (docs/results/int8_runtime.json: what it costs)."""
+        engine = self.engine
+        with self._int8_lock:
+            if self._int8_buffer is None:
+                self._int8_buffer = engine.standard.new_buffer()
+            target = self._int8_buffer
+            engine.standard.fuse_and_fold(alpha, target)
+            folded = {name: Placement(name, tuple(e["shape"]), e["offset"] // 4).view_of(target.graph_data)
+                      for name, e in engine.layout.items()}
+            watch.lap("fuse_fold")
+            graph = quantize_model(engine.graph, folded, self.bundle.bases.mixed_channels(alpha), self.preprocessing)
+            head_weight, head_bias = target.head[0][classes], target.head[1][classes]   # copies
         watch.lap("quantize")
-        head_weight = np.ascontiguousarray(mixed["fc.weight"][classes], np.float32)
-        head_bias = np.ascontiguousarray(mixed["fc.bias"][classes], np.float32)
-        network = self.engine.open_graph(graph, head_weight, head_bias)
+        network = engine.open_graph(graph, head_weight, head_bias)
         watch.lap("session")
         infos = [self.bundle.classes[i] for i in classes]
         model = PersonalizedModel(network, head_weight, head_bias, classes, [c.name for c in infos],
