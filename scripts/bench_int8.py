@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 m.logits(list(x))
             times[p].append((time.perf_counter() - t) * 100)
     inference = {p: round(statistics.median(v), 3) for p, v in times.items()}
+    sizes = export_sizes(models)
     med = {p: round(statistics.median(v), 2) for p, v in personalize_ms.items()}
     result = {
         "command": "python -m scripts.bench_int8 " + " ".join(argv or sys.argv[1:]),
@@ -107,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         "int8": {"accuracy_drop": round(float(np.mean(drop)), 2), "worst_group_drop": min(group_drop.values()),
                  "personalize_ms": med["int8"], "personalize_over_fp32": round(med["int8"] / med["float32"], 2),
                  "inference_over_fp32_session": round(inference["int8"] / inference["float32"], 3),
+                 "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
                  "calibration": "none: ranges from the mixed batch norms (sdk.int8)"},
-        "group_drop": group_drop, "personalize_ms": med, "inference_ms_batch1": inference,
+        "group_drop": group_drop, "personalize_ms": med, "inference_ms_batch1": inference, "onnx_bytes": sizes,
         "cpu": f"{platform.machine()}, integer features: {', '.join(cpu_flags()) or 'none found'}",
         "wall_s": round(time.perf_counter() - start, 1),
     }
@@ -120,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     return 0
+
+
+def export_sizes(models: dict) -> dict[str, int]:
+    """Bytes of each model's .onnx export (model.export)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return {p: m.export(Path(tmp) / f"{p}.onnx").stat().st_size for p, m in models.items()}
 
 
 def full_width_timing(size: int, pairs: int) -> dict:
@@ -149,7 +159,9 @@ def full_width_timing(size: int, pairs: int) -> dict:
         p = {k: statistics.median(v) for k, v in ms.items()}
         r = {k: statistics.median(v) for k, v in run.items()}
         steps = models["int8"].timings
-    return {"personalize_ms": {k: round(v, 1) for k, v in p.items()},
+        sizes = export_sizes(models)
+    return {"onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
+            "personalize_ms": {k: round(v, 1) for k, v in p.items()},
             "personalize_over_fp32": round(p["int8"] / p["float32"], 2), "int8_steps_ms": steps,
             "inference_ms_batch1": {k: round(v, 2) for k, v in r.items()},
             "inference_over_fp32_session": round(r["int8"] / r["float32"], 3), "pairs": pairs}

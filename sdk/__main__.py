@@ -38,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--images", type=Path, help="an image file or a folder of images to classify")
     run.add_argument("--max-classes", type=int, default=20)
     run.add_argument("--precision", choices=("float32", "int8"), default="float32",
-                     help="int8: quantized on the device without photos (not exportable yet)")
+                     help="int8: quantized on the device without photos (--export: .onnx only)")
     run.add_argument("--export", type=Path, help="write the personalized model: .onnx, .pte or .mlpackage")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of a readable report")
     run.add_argument("--report", type=Path, metavar="HTML",

@@ -2,7 +2,9 @@
 Core ML (.mlpackage). Each file carries the class names and how to feed it (`metadata`):
 - ONNX: written by the runtime alone (no torch): the bundle's backbone graph with the folded weights
   inline and the task's head appended; `metadata_props` "classes", "class_ids", "preprocessing",
-  "head" (JSON strings except "head" and "producer"). Input "image" float32 [N, 3, S, S].
+  "head", "precision" (JSON strings except "head", "producer" and "precision"). Input "image" float32
+  [N, 3, S, S]. An int8 model (`precision="int8"`) is written as the QDQ graph it runs (`sdk.int8`).
+- ExecuTorch and Core ML take float32 models only (an int8 one is refused).
 - ExecuTorch: a sidecar `<file>.json` with the same fields (a .pte has no free-form metadata);
   batches of 1 to `MAX_PTE_BATCH` images. Needs the `export` extra (torch, executorch).
 - Core ML: a classifier (class labels built in) taking an RGB image, with the same fields in
@@ -32,14 +34,14 @@ FORMATS = (".onnx", ".pte", ".mlpackage")
 # A .pte's memory plan is made for the largest batch it accepts, so this bounds the memory an app's
 # ExecuTorch runtime reserves; larger batches are fed in pieces.
 MAX_PTE_BATCH = 8
-PLAIN_FIELDS = ("head", "producer")  # metadata values that are plain strings; the others are JSON
+PLAIN_FIELDS = ("head", "producer", "precision")  # metadata values that are plain strings; the others are JSON
 
 
 def metadata(model, image_input: bool = False) -> dict[str, str]:
     """The class names and the preprocessing recipe, as string fields (`image_input`: Core ML's)."""
     return {"classes": json.dumps(model.classes), "class_ids": json.dumps(model.class_ids),
             "preprocessing": json.dumps(model.preprocessing.app_recipe(image_input)), "head": model.head,
-            "producer": "taper-sdk"}
+            "producer": "taper-sdk", "precision": model.precision}
 
 
 def metadata_json(model) -> dict:
@@ -55,9 +57,9 @@ def export_model(model, path: str | os.PathLike) -> Path:
         raise SdkError(f"cannot export to {path.name!r}: use one of {FORMATS}")
     if model.source is None:
         raise SdkError("this model was not made by sdk.personalize (no bundle to export from)")
-    if getattr(model, "precision", "float32") != "float32":   # never the float weights under an int8 model's name
-        raise SdkError(f"exporting a {model.precision} model is not built yet (issue 61): personalize with "
-                       "precision='float32' to export")
+    if model.precision != "float32" and path.suffix != ".onnx":   # never float weights under an int8 model's name
+        raise SdkError(f"exporting a {model.precision} model to {path.suffix} is not built yet (issue 61): .onnx "
+                       "only, or personalize with precision='float32'")
     writer = _onnx if path.suffix == ".onnx" else _torch_writer(path.suffix)
     # Never delete what the user owns: an existing folder is refused, for .mlpackage (a folder format)
     # any existing path. Files are written in a staging folder beside the target (removed on errors and
@@ -81,6 +83,11 @@ def export_model(model, path: str | os.PathLike) -> Path:
 def onnx_model(model) -> bytes:
     """The model as one self-contained ONNX file: the bundle's backbone graph, the weights of
     `model.alpha` fused and folded (the reference fusion), the task's head rows as initializers."""
+    if model.precision == "int8":   # the QDQ graph it runs (sdk.int8), its head rows made initializers
+        head = {HEAD_WEIGHT: model.head_weight, HEAD_BIAS: model.head_bias}
+        graph = inputs_to_initializers(model.int8_graph, {n: (a.shape, np.ascontiguousarray(a, "<f4").tobytes())
+                                                          for n, a in head.items()})
+        return with_metadata(graph, metadata(model))
     bundle = model.source
     folded, _ = bundle.folded_weights(bundle.fused_weights(model.alpha))
     graph = append_linear_head(bundle.engine.backbone_graph, FEATURES, model.head_weight.shape[1], HEAD_WEIGHT,

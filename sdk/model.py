@@ -34,7 +34,8 @@ class PersonalizedModel:
     source: object = field(default=None, repr=False)         # the TaperBundle it came from (for export)
     head: str = "linear"  # logits = head_weight @ f + head_bias; "cosine": f is L2-normalised first (few-shot)
     pseudo_label_counts: np.ndarray | None = field(default=None, repr=False)  # over the bundle's classes (adapt)
-    precision: str = "float32"   # "int8": quantized on the device (sdk.int8); not exportable yet
+    precision: str = "float32"   # "int8": quantized on the device (sdk.int8); exported to .onnx only
+    int8_graph: bytes | None = field(default=None, repr=False)   # the QDQ graph an int8 model runs (for export)
 
     def __repr__(self) -> str:
         shown = ", ".join(self.classes[:5]) + (f", ... ({len(self.classes)} in all)" if len(self.classes) > 5 else "")

@@ -258,7 +258,7 @@ class TaperBundle:
         infos = [self.bundle.classes[i] for i in classes]
         model = PersonalizedModel(network, head_weight, head_bias, classes, [c.name for c in infos],
                                   [c.id for c in infos], self.preprocessing, alpha, watch.total(), how, self)
-        model.precision = "int8"
+        model.precision, model.int8_graph = "int8", graph
         return model
 
     @reads_mapped_file
@@ -356,7 +356,7 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
             at least as well (`sdk.fewshot.choose_head`).
         temperature: the cosine head's scale (examples only; the probabilities, never the argmax).
         precision: "float32" (default) or "int8": the network quantized on the device without photos
-            (`sdk.int8`; descriptions only; such a model cannot be exported yet).
+            (`sdk.int8`; descriptions only; exported to .onnx only).
         stream: batches of unlabelled images and no description: start from `bundle.generic()` and
             `adapt` to each batch in turn (`sdk.adapt`; options: min_count, max_classes, min_classes,
             pad_to, min_images: the model stays generic until 96 images have been seen).

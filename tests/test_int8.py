@@ -62,18 +62,41 @@ def test_what_int8_cannot_do_yet_is_refused(tiny_sdk, tmp_path):
         sdk.personalize(tiny_sdk, examples={"a": [np.zeros((8, 8, 3), np.uint8)] * 2,
                                             "b": [np.ones((8, 8, 3), np.uint8)] * 2}, precision="int8")
     model = sdk.personalize(tiny_sdk, "rings", precision="int8")
-    with pytest.raises(SdkError, match="not built yet"):
-        model.export(tmp_path / "m.onnx")
-    assert not (tmp_path / "m.onnx").exists()
+    for suffix in (".pte", ".mlpackage"):
+        with pytest.raises(SdkError, match="not built yet"):
+            model.export(tmp_path / f"m{suffix}")
+        assert not (tmp_path / f"m{suffix}").exists()
 
 
-def test_the_cli_takes_int8_and_refuses_its_export(tiny_bundle, tmp_path, capsys):
+def test_an_int8_model_exports_to_onnx_as_it_runs(tiny_sdk, tiny_data, tmp_path):
+    """The .onnx of an int8 model is its QDQ graph with the head inside: smaller than the float32 file, the
+    same logits as the model (onnxruntime, fresh session), and its precision in the metadata."""
+    import json
+
+    import onnx
+
+    from sdk.engine import plain_session
+
+    int8 = sdk.personalize(tiny_sdk, "rings", precision="int8")
+    fp32 = sdk.personalize(tiny_sdk, "rings")
+    path8, path32 = int8.export(tmp_path / "m8.onnx"), fp32.export(tmp_path / "m32.onnx")
+    meta = {p.key: p.value for p in onnx.load(str(path8)).metadata_props}
+    assert meta["precision"] == "int8" and json.loads(meta["classes"]) == int8.classes
+    assert {p.key: p.value for p in onnx.load(str(path32)).metadata_props}["precision"] == "float32"
+    assert path8.stat().st_size < 0.5 * path32.stat().st_size
+    images = np.asarray(tiny_data.val.images[:16])   # already the bundle's input size
+    session = plain_session(path8.read_bytes(), ["CPUExecutionProvider"], None)
+    exported = session.run(None, {"image": tiny_sdk.preprocessing.normalize(images)})[0]
+    assert np.allclose(exported, int8.logits(list(images)), atol=1e-4)
+
+
+def test_the_cli_takes_int8_exports_it_to_onnx_and_refuses_pte(tiny_bundle, tmp_path, capsys):
     import json
 
     from sdk.__main__ import main
 
-    assert main(["personalize", str(tiny_bundle), "rings", "--precision", "int8", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["precision"] == "int8"
-    assert main(["personalize", str(tiny_bundle), "rings", "--precision", "int8", "--export",
-                 str(tmp_path / "m.onnx")]) == 2
-    assert "not built yet" in capsys.readouterr().err and not (tmp_path / "m.onnx").exists()
+    args = ["personalize", str(tiny_bundle), "rings", "--precision", "int8"]
+    assert main([*args, "--json", "--export", str(tmp_path / "m.onnx")]) == 0
+    assert json.loads(capsys.readouterr().out)["precision"] == "int8" and (tmp_path / "m.onnx").is_file()
+    assert main([*args, "--export", str(tmp_path / "m.pte")]) == 2
+    assert "not built yet" in capsys.readouterr().err and not (tmp_path / "m.pte").exists()
