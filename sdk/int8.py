@@ -36,10 +36,6 @@ from .onnx_proto import (
     NODE_INPUT,
     NODE_OP_TYPE,
     NODE_OUTPUT,
-    TENSOR_DATA_TYPE,
-    TENSOR_DIMS,
-    TENSOR_NAME,
-    TENSOR_RAW_DATA,
     ProtoError,
     _attribute_int,
     _fields,
@@ -49,6 +45,7 @@ from .onnx_proto import (
     encode_field,
     text,
 )
+from .onnx_proto import tensor as onnx_tensor
 from .preprocessing import Preprocessing
 
 RANGE_SIGMAS = 8.0      # chosen on 2,000 training photos of the demo run (int8_data_free.json: tuning_top1_by_k)
@@ -104,12 +101,6 @@ class _Node:
     def encode(self) -> bytes:
         return (b"".join(encode_field(NODE_INPUT, n.encode("utf-8")) for n in self.inputs)
                 + b"".join(encode_field(NODE_OUTPUT, n.encode("utf-8")) for n in self.outputs) + bytes(self.rest))
-
-
-def _tensor(name: str, dims: tuple[int, ...] | list[int], data_type: int, data: bytes) -> bytes:
-    """A TensorProto of any element type holding `data` (little-endian, row-major) inline."""
-    return (b"".join(encode_field(TENSOR_DIMS, d) for d in dims) + encode_field(TENSOR_DATA_TYPE, data_type)
-            + encode_field(TENSOR_NAME, name.encode("utf-8")) + encode_field(TENSOR_RAW_DATA, data))
 
 
 def _nodes(model: bytes) -> list[_Node]:
@@ -171,8 +162,8 @@ def quantize_model(model: bytes, folded_weights: Mapping[str, np.ndarray], mixed
         scale, zero = activation_scale(low, high)
         tensor = renamed.get(name, name)
         quantized[tensor] = scale
-        extra += encode_field(GRAPH_INITIALIZER, _tensor(f"{tensor}_scale", [], FLOAT, struct.pack("<f", scale)))
-        extra += encode_field(GRAPH_INITIALIZER, _tensor(f"{tensor}_zero", [], UINT8, bytes([zero])))
+        extra += encode_field(GRAPH_INITIALIZER, onnx_tensor(f"{tensor}_scale", [], FLOAT, struct.pack("<f", scale)))
+        extra += encode_field(GRAPH_INITIALIZER, onnx_tensor(f"{tensor}_zero", [], UINT8, bytes([zero])))
     nodes_out = bytearray()
 
     def qdq(tensor: str) -> None:
@@ -195,13 +186,13 @@ def quantize_model(model: bytes, folded_weights: Mapping[str, np.ndarray], mixed
             b_scale = (w_scale * np.float32(x_scale)).astype(np.float32)
             b_q = np.rint(np.asarray(folded_weights[bias], np.float64) / b_scale).clip(-2**31, 2**31 - 1)
             channels = len(q)
-            extra += encode_field(GRAPH_INITIALIZER, _tensor(f"{weight}_q", q.shape, INT8, q.tobytes()))
-            extra += encode_field(GRAPH_INITIALIZER, _tensor(f"{weight}_scale", [channels], FLOAT,
+            extra += encode_field(GRAPH_INITIALIZER, onnx_tensor(f"{weight}_q", q.shape, INT8, q.tobytes()))
+            extra += encode_field(GRAPH_INITIALIZER, onnx_tensor(f"{weight}_scale", [channels], FLOAT,
                                                              w_scale.astype("<f4").tobytes()))
-            extra += encode_field(GRAPH_INITIALIZER, _tensor(f"{weight}_zero", [channels], INT8, bytes(channels)))
-            extra += encode_field(GRAPH_INITIALIZER, _tensor(f"{bias}_q", [channels], INT32,
+            extra += encode_field(GRAPH_INITIALIZER, onnx_tensor(f"{weight}_zero", [channels], INT8, bytes(channels)))
+            extra += encode_field(GRAPH_INITIALIZER, onnx_tensor(f"{bias}_q", [channels], INT32,
                                                              b_q.astype("<i4").tobytes()))
-            extra += encode_field(GRAPH_INITIALIZER, _tensor(f"{bias}_scale", [channels], FLOAT,
+            extra += encode_field(GRAPH_INITIALIZER, onnx_tensor(f"{bias}_scale", [channels], FLOAT,
                                                              b_scale.astype("<f4").tobytes()))
             axis = _attribute_int("axis", 0)
             nodes_out += encode_field(GRAPH_NODE, _node("DequantizeLinear", [f"{weight}_q", f"{weight}_scale",

@@ -210,12 +210,17 @@ def _attribute_ints(name: str, values: Sequence[int]) -> bytes:
                         + encode_field(ATTRIBUTE_TYPE, ATTRIBUTE_TYPE_INTS) + ints)
 
 
+def tensor(name: str, dims: Sequence[int], data_type: int, data: bytes) -> bytes:
+    """A TensorProto of `data_type` (FLOAT, INT8, ...) and `dims` holding `data` (little-endian, row-major) inline."""
+    return (b"".join(encode_field(TENSOR_DIMS, d) for d in dims) + encode_field(TENSOR_DATA_TYPE, data_type)
+            + encode_field(TENSOR_NAME, name.encode("utf-8")) + encode_field(TENSOR_RAW_DATA, data))
+
+
 def float_tensor(name: str, dims: Sequence[int], data: bytes) -> bytes:
     """A TensorProto of float32 `dims` holding `data` (little-endian float32, row-major) inline."""
     if len(data) != 4 * _count(dims):
         raise ProtoError(f"{name}: {len(data)} bytes for float32 {list(dims)}")
-    return (b"".join(encode_field(TENSOR_DIMS, d) for d in dims) + encode_field(TENSOR_DATA_TYPE, FLOAT)
-            + encode_field(TENSOR_NAME, name.encode("utf-8")) + encode_field(TENSOR_RAW_DATA, data))
+    return tensor(name, dims, FLOAT, data)
 
 
 def _count(dims: Sequence[int]) -> int:

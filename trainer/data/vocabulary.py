@@ -138,6 +138,7 @@ class Vocabulary:
         for g, group in self.groups.items():
             for m in group.members:
                 parent.setdefault(m, g)
+        members = {g: set(self.members(g)) for g in self.groups}   # once per group, not once per class
         paths, ancestors = [], []
         for c in ids:
             chain, node = [], c
@@ -145,7 +146,7 @@ class Vocabulary:
                 node = parent[node]
                 chain.append(node)
             paths.append((*reversed(chain), self.classes[c].name))
-            ancestors.append(tuple(GROUP_KEY + g for g in self.groups if c in set(self.members(g))))
+            ancestors.append(tuple(GROUP_KEY + g for g in self.groups if c in members[g]))
         concept_names = {GROUP_KEY + g: [g, *group.aliases] for g, group in self.groups.items()}
         return ClassHierarchy(ids, [self.classes[c].synonyms for c in ids], paths, {}, ancestors, concept_names,
                               descriptions=[self.classes[c].description for c in ids])
