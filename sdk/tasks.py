@@ -27,7 +27,8 @@ Rules, in order:
    for one word of 8 or more characters; at least 4 characters) is read as that name, and the resolution
    says so: "insetcs" -> "insects", "retreivers" -> "retrievers" (`edit_distance`, `_spelling`).
 3d. One word that names nothing but ends names ("trains": "bullet train", "high-speed train") takes the
-   classes so named: kinds of it. (Group names answer their singular too: "puppy" for "puppies".)
+   classes so named: kinds of it, and the resolution says that the word itself is no class (MISSING).
+   (Group names answer their singular too: "puppy" for "puppies".)
    Rule 3d is tried before 3c.
 4a. An item that names nothing in the bundle is a missing item: one word that is no name and no word of
    a name ("owl", "laptop"; "blue" among "blue disc" and "blue ring" is not), or a few words none of
@@ -375,7 +376,7 @@ class TaskResolver:
         head = next((f for f in (key, *singular_forms(key)) if f in self.heads), None) if " " not in key else None
         if head is not None and key not in self.by_name:
             members = sorted(self.heads[head])[:MAX_GROUP_CLASSES]
-            return members, f"the classes named '... {head}' (kinds of {head!r})", 0.0
+            return members, f"{MISSING} as one class: took the classes named '... {head}' (kinds of {head!r})", 0.0
         fixed = None if key in self.by_name or all(map(self.is_word, key.split(" "))) else next(
             (f for f in map(self._spelling, (key, *singular_forms(key))) if f is not None), None)
         if fixed is not None:

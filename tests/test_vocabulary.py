@@ -10,7 +10,7 @@ import pytest
 
 from export.bundle import class_entry
 from sdk.bundle import ClassInfo, Concept, display_name
-from sdk.tasks import TaskOptions, TaskResolver
+from sdk.tasks import MISSING, TaskOptions, TaskResolver
 from trainer.config import PRESETS, fit_to_classes
 from trainer.data.errors import DataError
 from trainer.data.vocabulary import GROUP_KEY, Vocabulary
@@ -112,6 +112,7 @@ def test_the_resolver_reads_the_vocabulary_as_a_user_writes(vocabulary):
     assert ids("insetcs") == set(vocabulary.members("insects"))      # one edit from a group's name
     assert ids("yorkie, lab") == {"yorkshire_terrier", "labrador"}   # aliases
     assert ids("trains, limo") == {"bullet_train", "limousine"}      # 'train' ends "bullet train": a kind of it
+    assert MISSING in resolver.resolve("trains", TaskOptions(min_classes=1)).how[0]   # ... and no class itself
     assert ids("Yellow Things") == {"banana", "lemon", "school_bus", "sulphur_butterfly"}
     task = resolver.resolve("cars, owl", TaskOptions(min_classes=1))
     assert {h.wnids[i] for i in task.classes} == set(vocabulary.members("cars")) and "owl" in task.how[1]

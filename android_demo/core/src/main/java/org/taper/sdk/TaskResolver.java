@@ -402,7 +402,7 @@ public final class TaskResolver {
                 if (heads.containsKey(f)) {
                     List<Integer> members = new ArrayList<>(heads.get(f));
                     java.util.Collections.sort(members);
-                    how.add("'" + phrase + "': the classes named '... " + f + "' (kinds of '" + f + "')");
+                    how.add("'" + phrase + "': " + MISSING + " as one class: took the classes named '... " + f + "' (kinds of '" + f + "')");
                     return members.subList(0, Math.min(MAX_GROUP_CLASSES, members.size()));
                 }
             }
