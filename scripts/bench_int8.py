@@ -3,7 +3,7 @@ personalize(precision="int8") costs, and inference time, in one run.
 
     python -m scripts.bench_int8 --bundle tiny-imagenet-demo.taper --run <its run dir> --out docs/results/int8_runtime
 
-For each of the run's 20-way neighbourhood tasks (its first eval seed; `--tasks` caps them), the bundle is
+For each of the run's 20-way neighbourhood tasks (`--tasks` of each of `--seeds`' task sets), the bundle is
 personalized for the task's classes (an explicit class list: the mixer sees the same task in both) with
 precision "float32" and "int8", and both models classify the task's val images. Reported: mean top-1 of
 each and int8 minus float32, overall and by the super-category of the task's anchor (the worst group);
@@ -47,9 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--pairs", type=int, default=30)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                        help="task-set seeds (the sampler's evaluation tasks of each; the demo run evaluated seed 0)")
     parser.add_argument("--full-width", type=int, nargs="*", default=[], metavar="SIZE",
                         help="also time a random full-width bundle (imagenet stem, 200 classes, 10 bases) at these "
                         "image sizes (timing only: random weights say nothing of accuracy)")
+    parser.add_argument("--full-width-modes", nargs="+", default=[RECOMMENDED_MODE, "fp32"],
+                        help="how the full-width bundle's bases are stored (the first is the summary's)")
+    parser.add_argument("--runtime-json", type=Path, default=None,
+                        help="also write the summary as the `int8` section of this runtime.json")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     config = TrainConfig.load(RunDir(args.run).config)
@@ -59,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     if [c.id for c in bundle.bundle.classes] != list(data.wnids):
         raise SystemExit("the bundle's classes are not the run's data's (pass the run it was exported from)")
     sampler = TaskSampler(data.hierarchy, k=config.task_k)
-    tasks = sampler.evaluation_tasks(config.eval_seeds[0])[: args.tasks]
+    seeds = list(args.seeds)
+    tasks = [t for seed in seeds for t in sampler.evaluation_tasks(seed)[: args.tasks]]
     group_of = data.hierarchy.supercategory_of()
     groups = sorted(data.hierarchy.supercategories)
     labels = np.asarray(data.val.labels)
@@ -82,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     for r, d in zip(rows, drop, strict=True):
         by_group.setdefault(r["anchor_group"], []).append(d)
     group_drop = {g: round(float(np.mean(v)), 2) for g, v in sorted(by_group.items())}
-    # Inference: one task's two models, batch 1, alternated pairs.
+    # Inference at the bench size: one task's two models, batch 1, alternated pairs.
     classes = sorted(int(c) for c in tasks[0])
     models = {p: sdk.personalize(bundle, [names[i] for i in classes], precision=p) for p in ("float32", "int8")}
     x = np.asarray(data.val.images[:1])
@@ -102,26 +109,46 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "command": "python -m scripts.bench_int8 " + " ".join(argv or sys.argv[1:]),
         "bundle": args.bundle.name, "architecture": str(bundle.bundle.manifest.architecture),
-        "tasks": len(rows), "task_k": config.task_k,
+        "tasks": len(rows), "seeds": seeds, "task_k": config.task_k,
         "accuracy": {"float32": round(float(np.mean([r["float32"] for r in rows])), 2),
                      "int8": round(float(np.mean([r["int8"] for r in rows])), 2)},
-        "int8": {"accuracy_drop": round(float(np.mean(drop)), 2), "worst_group_drop": min(group_drop.values()),
-                 "personalize_ms": med["int8"], "personalize_over_fp32": round(med["int8"] / med["float32"], 2),
-                 "inference_over_fp32_session": round(inference["int8"] / inference["float32"], 3),
-                 "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
-                 "calibration": "none: ranges from the mixed batch norms (sdk.int8)"},
-        "group_drop": group_drop, "personalize_ms": med, "inference_ms_batch1": inference, "onnx_bytes": sizes,
+        "group_drop": group_drop, "bench_size": {
+            "personalize_ms": med, "personalize_over_fp32": round(med["int8"] / med["float32"], 2),
+            "inference_ms_batch1": inference,
+            "inference_over_fp32_session": round(inference["int8"] / inference["float32"], 3),
+            "onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3)},
         "cpu": f"{platform.machine()}, integer features: {', '.join(cpu_flags()) or 'none found'}",
-        "wall_s": round(time.perf_counter() - start, 1),
     }
     if args.full_width:
         pairs = max(5, args.pairs // 3)
-        result["full_width"] = {f"{size}px": full_width_timing(size, pairs) for size in args.full_width}
+        result["full_width"] = {f"{size}px {mode}": full_width_timing(size, pairs, mode)
+                                for mode in args.full_width_modes for size in args.full_width}
+    result["int8"] = summary(result, args.full_width, args.full_width_modes, drop)
+    result["wall_s"] = round(time.perf_counter() - start, 1)
     print(json.dumps(result, indent=1))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    if args.runtime_json:   # bench_runtime keeps this section when it rewrites the file
+        runtime = json.loads(args.runtime_json.read_text()) if args.runtime_json.exists() else {}
+        runtime["int8"] = {**result["int8"], "command": result["command"], "cpu": result["cpu"]}
+        args.runtime_json.write_text(json.dumps(runtime, indent=1) + "\n")
     return 0
+
+
+def summary(result: dict, sizes: list[int], modes: list[str], drop: list[float]) -> dict:
+    """The issue's figures: accuracy on the bench tasks; inference and the file at full width, 224 px
+    (else the bench size); personalize at full width in the first mode (the recommended compact one)."""
+    full = result.get("full_width", {})
+    at = next((k for k in (f"{size}px {modes[0]}" for size in ([224] + sizes)) if k in full), None)
+    timing = full[at] if at else result["bench_size"]
+    return {"accuracy_drop": round(float(np.mean(drop)), 2), "worst_group_drop": min(result["group_drop"].values()),
+            "inference_over_fp32_session": timing["inference_over_fp32_session"],
+            "personalize_ms": timing["personalize_ms"]["int8"],
+            "personalize_over_fp32": timing["personalize_over_fp32"],
+            "file_ratio": timing["file_ratio"], "measured_at": at or "bench size",
+            "calibration": "none: ranges from the mixed batch norms (sdk.int8)",
+            "session_route": "a fresh session of the QDQ graph per model (full_width.*.session_routes: the others)"}
 
 
 def export_sizes(models: dict) -> dict[str, int]:
@@ -132,21 +159,34 @@ def export_sizes(models: dict) -> dict[str, int]:
         return {p: m.export(Path(tmp) / f"{p}.onnx").stat().st_size for p, m in models.items()}
 
 
-def full_width_timing(size: int, pairs: int) -> dict:
-    """Personalize and batch-1 inference, float32 vs int8, on a random full-width bundle: medians of pairs."""
+RECOMMENDED_MODE = "drop:0.04+subspace:8+fp16"   # docs/runtime.md: the compact mode the SDK recommends
+
+
+def full_width_timing(size: int, pairs: int, mode: str = "fp32") -> dict:
+    """Personalize and batch-1 inference, float32 vs int8, on a random full-width bundle (imagenet stem, 200
+    classes, 10 bases) stored in `mode`: medians of alternated pairs; and how else the int8 session could be
+    made (`session_routes`)."""
     import tempfile
 
+    from export.compress import Mode, compress
+    from scripts.bench_bundle import run_shared
     from scripts.bench_runtime import random_bundle
 
+    parsed = Mode.parse(mode)
+    shared = run_shared(parsed, "imagenet", 1.0, 200)
+    store = None if mode == "fp32" else (lambda b: compress(b, parsed, shared))
     with tempfile.TemporaryDirectory() as tmp:
-        bundle = sdk.load(random_bundle(Path(tmp) / "wide.taper", "imagenet", 1.0, 200, size, 10)).warm_up()
+        bundle = sdk.load(random_bundle(Path(tmp) / "wide.taper", "imagenet", 1.0, 200, size, 10, store)).warm_up()
         ms: dict[str, list[float]] = {"float32": [], "int8": []}
+        steps: dict[str, list[float]] = {}
         models = {}
         for _ in range(pairs):
             for precision in ms:
                 t = time.perf_counter()
                 models[precision] = sdk.personalize(bundle, "insect 0, insect 8, dog 1", precision=precision)
                 ms[precision].append((time.perf_counter() - t) * 1000)
+            for step, value in models["int8"].timings.items():
+                steps.setdefault(step, []).append(value)
         x = [np.zeros((size, size, 3), np.uint8)]
         run: dict[str, list[float]] = {"float32": [], "int8": []}
         for m in models.values():
@@ -158,13 +198,74 @@ def full_width_timing(size: int, pairs: int) -> dict:
                 run[precision].append((time.perf_counter() - t) * 1000)
         p = {k: statistics.median(v) for k, v in ms.items()}
         r = {k: statistics.median(v) for k, v in run.items()}
-        steps = models["int8"].timings
         sizes = export_sizes(models)
-    return {"onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
+        routes = session_routes(models["int8"], size, pairs)
+    return {"mode": mode, "onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
             "personalize_ms": {k: round(v, 1) for k, v in p.items()},
-            "personalize_over_fp32": round(p["int8"] / p["float32"], 2), "int8_steps_ms": steps,
+            "personalize_over_fp32": round(p["int8"] / p["float32"], 2),
+            "int8_steps_ms": {k: round(statistics.median(v), 2) for k, v in steps.items()},
             "inference_ms_batch1": {k: round(v, 2) for k, v in r.items()},
-            "inference_over_fp32_session": round(r["int8"] / r["float32"], 3), "pairs": pairs}
+            "inference_over_fp32_session": round(r["int8"] / r["float32"], 3), "pairs": pairs,
+            "session_routes": routes}
+
+
+def session_routes(model, size: int, pairs: int) -> dict:
+    """What each way of getting an int8 model into onnxruntime costs (medians of `pairs`): the fresh session
+    of the QDQ graph that personalize() makes (it fuses QDQ into integer kernels and prepacks the weights);
+    a fresh session of the graph onnxruntime has already optimized, with optimization off; and one session
+    made once whose int8 weights, scales and biases are graph inputs (nothing made per model, but the
+    kernels repack the weights on every run)."""
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+
+    from sdk.engine import plain_session
+
+    level = ort.GraphOptimizationLevel
+    x = {"image": np.zeros((1, 3, size, size), np.float32), "head_weight": model.head_weight,
+         "head_bias": model.head_bias}
+
+    def session(graph: bytes, optimization) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = optimization
+        return ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+
+    def timed(fn) -> tuple[float, object]:
+        t = time.perf_counter()
+        out = fn()
+        return (time.perf_counter() - t) * 1000, out
+
+    with tempfile.TemporaryDirectory() as tmp:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = level.ORT_ENABLE_EXTENDED   # portable: no NCHWc layout
+        options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
+        ort.InferenceSession(model.int8_graph, options, providers=["CPUExecutionProvider"])
+        optimized = (Path(tmp) / "optimized.onnx").read_bytes()
+    proto = onnx.load_from_string(optimized)
+    feeds = {}
+    for init in list(proto.graph.initializer):
+        feeds[init.name] = onnx.numpy_helper.to_array(init)
+        proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type,
+                                                                    list(feeds[init.name].shape)))
+    del proto.graph.initializer[:]
+    as_inputs = proto.SerializeToString()
+    routes = {"fresh_qdq_session": lambda: plain_session(model.int8_graph, ["CPUExecutionProvider"], None),
+              "fresh_optimized_session": lambda: session(optimized, level.ORT_DISABLE_ALL),
+              "weights_as_inputs": lambda: session(as_inputs, level.ORT_DISABLE_ALL)}
+    made: dict[str, list[float]] = {k: [] for k in routes}
+    ran: dict[str, list[float]] = {k: [] for k in routes}
+    for _ in range(pairs):
+        for name, make in routes.items():
+            ms, s = timed(make)
+            made[name].append(ms)
+            inputs = {**x, **feeds} if name == "weights_as_inputs" else x
+            s.run(None, inputs)
+            ran[name].append(timed(lambda s=s, inputs=inputs: s.run(None, inputs))[0])
+    return {name: {"session_ms": round(statistics.median(made[name]), 1),
+                   "inference_ms_batch1": round(statistics.median(ran[name]), 2),
+                   "per_model_ms": 0.0 if name == "weights_as_inputs" else round(statistics.median(made[name]), 1)}
+            for name in routes}
 
 
 if __name__ == "__main__":

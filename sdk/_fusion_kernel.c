@@ -310,6 +310,22 @@ int64_t taper_fuse_network_baseline(const taper_layer *layers, int64_t count, co
     return fuse_network_baseline(layers, count, alpha, q, eps, buffer, part, parts, scratch);
 }
 
+/* Per-output-channel int8 weights, bit for bit as sdk/int8.py's `quantize_weight` computes them with numpy
+ * (rows `first` to `end` of w [rows, cols]; the build for this CPU, as above). */
+void taper_quantize_rows(const float *w, int64_t cols, int64_t first, int64_t end, int64_t qmin, int64_t qmax,
+                         int8_t *q, float *scale) {
+#ifdef TAPER_X86_AVX2
+    if (has_avx2()) { quantize_rows_avx2(w, cols, first, end, qmin, qmax, q, scale); return; }
+#endif
+    quantize_rows_baseline(w, cols, first, end, qmin, qmax, q, scale);
+}
+
+/* The baseline build of the quantizer, whatever the CPU (for tests). */
+void taper_quantize_rows_baseline(const float *w, int64_t cols, int64_t first, int64_t end, int64_t qmin,
+                                  int64_t qmax, int8_t *q, float *scale) {
+    quantize_rows_baseline(w, cols, first, end, qmin, qmax, q, scale);
+}
+
 #else   /* the second part: one build of the kernel (TAPER_VARIANT names it; TAPER_F16C where F16C is on) */
 
 /* float16 -> float32 for 8 values: F16C's conversion where this build has it (one instruction; a
@@ -428,5 +444,32 @@ static int64_t V(fuse_network)(const taper_layer *layers, int64_t count, const f
         }
     }
     return 0;
+}
+/* scale = max|w| * 2 / (qmax - qmin) in float32 (1 for a zero row), q = min(max(rint(w * (1 / scale)),
+ * qmin), qmax): each step one float operation rounded as numpy rounds it (a product then a rounding, so no
+ * multiply-add can be fused; this file is built without -ffast-math). rint rounds half to even, as np.rint
+ * (inline where the build has a rounding instruction: AVX2, ARM; a libm call in x86's baseline build). A
+ * NaN becomes 0, where numpy's cast is undefined. */
+static void V(quantize_rows)(const float *w, int64_t cols, int64_t first, int64_t end, int64_t qmin,
+                             int64_t qmax, int8_t *q, float *scale) {
+    const float low = (float)qmin, high_q = (float)qmax;
+    for (int64_t r = first; r < end; r++) {
+        const float *row = w + r * cols;
+        float high = 0.0f;
+        for (int64_t i = 0; i < cols; i++) {
+            const float a = row[i] < 0 ? -row[i] : row[i];
+            high = a > high ? a : high;
+        }
+        float s = high * 2.0f / (float)(qmax - qmin);
+        if (s == 0.0f) s = 1.0f;
+        scale[r] = s;
+        const float inverse = 1.0f / s;
+        int8_t *out = q + r * cols;
+        for (int64_t i = 0; i < cols; i++) {
+            float v = __builtin_rintf(row[i] * inverse);
+            v = v < low ? low : (v > high_q ? high_q : v);
+            out[i] = (int8_t)(v == v ? (int)v : 0);
+        }
+    }
 }
 #endif

@@ -109,6 +109,34 @@ class NativeKernel:
         self.threads = max(1, threads or os.cpu_count() or 1)
         self.split_bytes = split_bytes
         self._pool = ThreadPoolExecutor(self.threads - 1, "taper-fusion") if self.threads > 1 else None
+        # sdk.int8's weight quantizer (None in a library built before it: personalize(precision="int8") then
+        # quantizes with numpy).
+        self._quantize = getattr(library, "taper_quantize_rows_baseline" if baseline else "taper_quantize_rows", None)
+        if self._quantize is not None:
+            self._quantize.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                       ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+            self._quantize.restype = None
+
+    def quantize_rows(self, weight: np.ndarray, qmin: int, qmax: int, q: np.ndarray, scale: np.ndarray) -> bool:
+        """`sdk.int8.quantize_weight` of the C-contiguous float32 `weight` [O, ...] into int8 `q` and float32
+        `scale` [O], bit for bit, the rows split over the threads; False (nothing written) where the library
+        has no quantizer."""
+        if self._quantize is None:
+            return False
+        if not (weight.dtype == np.float32 and q.dtype == np.int8 and scale.dtype == np.float32
+                and weight.flags.c_contiguous and q.flags.c_contiguous and scale.flags.c_contiguous
+                and q.size == weight.size and scale.size == len(weight)):
+            raise ValueError("quantize_rows takes C-contiguous float32 weights, int8 and float32 outputs of their size")
+        rows, cols = len(weight), weight.size // max(1, len(weight))
+        parts = min(self.threads, max(1, weight.nbytes // self.split_bytes)) if self._pool else 1
+        bounds = [rows * p // parts for p in range(parts + 1)]
+        args = [(weight.ctypes.data, cols, bounds[p], bounds[p + 1], qmin, qmax, q.ctypes.data, scale.ctypes.data)
+                for p in range(parts)]
+        calls = [self._pool.submit(self._quantize, *a) for a in args[1:]]
+        self._quantize(*args[0])
+        for call in calls:
+            call.result()
+        return True
 
     def scratch_floats(self, layers: list[LayerPlan]) -> int:
         return 0    # each call's scratch is its own (`NativePlan.scratch_floats`)
@@ -229,6 +257,25 @@ def self_check(kernel: NativeKernel) -> str | None:
         error = float(np.abs(got.data - want.data).max())
         if not error <= 1e-5 * (1 + float(np.abs(want.data).max())):
             return f"block {block}: differs from numpy by {error:.3g}"
+    return _check_quantizer(kernel)
+
+
+def _check_quantizer(kernel: NativeKernel) -> str | None:
+    """None if the quantizer writes what `sdk.int8.quantize_weight` writes, bit for bit (ties to even, a
+    zero row, the largest value of each sign), or if the library has none."""
+    from .int8 import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
+
+    rng = np.random.default_rng(2)
+    weight = (rng.standard_normal((9, 3, 3, 3)) * 0.1).astype(np.float32)
+    weight[1] = 0.0
+    weight[2, 0, 0] = [0.5, -0.5, 1.5]   # scale 3/127: ties after the division
+    weight[3] *= 1e-30
+    q, scale = np.empty(weight.shape, np.int8), np.empty(9, np.float32)
+    if not kernel.quantize_rows(weight, WEIGHT_QMIN, WEIGHT_QMAX, q, scale):
+        return None
+    want_q, want_scale = quantize_weight(weight)
+    if not (np.array_equal(q, want_q) and np.array_equal(scale.view(np.uint32), want_scale.view(np.uint32))):
+        return "the int8 quantizer differs from numpy's"
     return None
 
 

@@ -212,8 +212,14 @@ def _attribute_ints(name: str, values: Sequence[int]) -> bytes:
 
 def tensor(name: str, dims: Sequence[int], data_type: int, data: bytes) -> bytes:
     """A TensorProto of `data_type` (FLOAT, INT8, ...) and `dims` holding `data` (little-endian, row-major) inline."""
+    return tensor_head(name, dims, data_type, len(data)) + data
+
+
+def tensor_head(name: str, dims: Sequence[int], data_type: int, nbytes: int) -> bytes:
+    """A TensorProto's bytes before its `nbytes` of inline data (the data is its last field)."""
     return (b"".join(encode_field(TENSOR_DIMS, d) for d in dims) + encode_field(TENSOR_DATA_TYPE, data_type)
-            + encode_field(TENSOR_NAME, name.encode("utf-8")) + encode_field(TENSOR_RAW_DATA, data))
+            + encode_field(TENSOR_NAME, name.encode("utf-8")) + encode_varint(TENSOR_RAW_DATA << 3 | LENGTH_DELIMITED)
+            + encode_varint(nbytes))
 
 
 def float_tensor(name: str, dims: Sequence[int], data: bytes) -> bytes:

@@ -29,7 +29,7 @@ from .files import user_path
 from .folding import fold_batch_norm
 from .fusion import Placement
 from .graph_check import check_backbone_graph, check_encoder_graph
-from .int8 import quantize_model
+from .int8 import Int8Plan
 from .mixer import predict_alpha, uniform_alpha
 from .model import PersonalizedModel
 from .prototypes import DEFAULT_TEMPERATURE
@@ -118,6 +118,7 @@ class TaperBundle:
         self.prompts = m.text_encoder.prompts
         self._compile_lock = threading.Lock()
         self._int8_lock, self._int8_buffer = threading.Lock(), None   # precision="int8": one float buffer
+        self._int8_plan: Int8Plan | None = None   # ... and the int8 graph's layout, made on first use
         self.embedder = PhraseEmbedder(bundle, cache)
         self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories, self.embedder,
                                      bundle.concepts, bundle.concept_embeddings, is_word=self.embedder.is_word)
@@ -245,12 +246,13 @@ class TaperBundle:
         with self._int8_lock:
             if self._int8_buffer is None:
                 self._int8_buffer = engine.standard.new_buffer()
+                self._int8_plan = Int8Plan(engine.graph, self.preprocessing)
             target = self._int8_buffer
             engine.standard.fuse_and_fold(alpha, target)
             folded = {name: Placement(name, tuple(e["shape"]), e["offset"] // 4).view_of(target.graph_data)
                       for name, e in engine.layout.items()}
             watch.lap("fuse_fold")
-            graph = quantize_model(engine.graph, folded, self.bundle.bases.mixed_channels(alpha), self.preprocessing)
+            graph = self._int8_plan.quantize(folded, self.bundle.bases.mixed_channels(alpha))
             head_weight, head_bias = target.head[0][classes], target.head[1][classes]   # copies
         watch.lap("quantize")
         network = engine.open_graph(graph, head_weight, head_bias)

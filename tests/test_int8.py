@@ -100,3 +100,51 @@ def test_the_cli_takes_int8_exports_it_to_onnx_and_refuses_pte(tiny_bundle, tmp_
     assert json.loads(capsys.readouterr().out)["precision"] == "int8" and (tmp_path / "m.onnx").is_file()
     assert main([*args, "--export", str(tmp_path / "m.pte")]) == 2
     assert "not built yet" in capsys.readouterr().err and not (tmp_path / "m.pte").exists()
+
+
+def test_the_native_quantizer_writes_numpys_int8_weights_bit_for_bit():
+    """Both builds of the C quantizer (the CPU's and the baseline ISA's) against `quantize_weight`: random
+    weights, exact ties after the division (rint rounds them to even), a zero row, denormal-small rows."""
+    from sdk.native_fusion import NativeKernel, native_kernel
+
+    kernel = native_kernel()
+    if kernel is None or kernel._quantize is None:
+        pytest.skip("the native kernel is not built here")
+    rng = np.random.default_rng(7)
+    weight = (rng.standard_normal((64, 3 * 3 * 40)) * 0.05).astype(np.float32)
+    weight[:16] = (rng.integers(-127, 128, (16, weight.shape[1])) * 0.5).astype(np.float32) / 64   # ties
+    weight[16] = 0.0
+    weight[17] *= np.float32(1e-36)
+    want_q, want_scale = quantize_weight(weight)
+    for k in (kernel, NativeKernel(kernel._library, baseline=True)):
+        q, scale = np.empty(weight.shape, np.int8), np.empty(len(weight), np.float32)
+        assert k.quantize_rows(weight, WEIGHT_QMIN, WEIGHT_QMAX, q, scale)
+        assert np.array_equal(q, want_q) and np.array_equal(scale.view(np.uint32), want_scale.view(np.uint32))
+
+
+def test_a_plan_quantizes_each_model_anew_in_its_one_buffer(tiny_sdk):
+    """The runtime keeps one Int8Plan and its buffer: a model's graph is what a fresh plan writes, whatever
+    model came before it (every slot is overwritten)."""
+    from sdk.int8 import Int8Plan
+
+    def graph(plan, alpha):
+        folded = {n: np.empty(s, np.float32) for n, s in folded_names(tiny_sdk.bundle.bases.shapes).items()}
+        fold_batch_norm(tiny_sdk.bundle.bases.mixed(alpha), folded)
+        return plan.quantize(folded, tiny_sdk.bundle.bases.mixed_channels(alpha))
+
+    alphas = [sdk.personalize(tiny_sdk, d).alpha for d in ("rings", "red disc, green stripes")]
+    kept = Int8Plan(tiny_sdk.engine.graph, tiny_sdk.preprocessing)
+    first = graph(kept, alphas[0])
+    assert first != graph(kept, alphas[1]) == graph(Int8Plan(tiny_sdk.engine.graph, tiny_sdk.preprocessing),
+                                                     alphas[1])
+    assert graph(kept, alphas[0]) == first
+
+
+def test_the_normal_cdf_is_within_its_stated_error():
+    import math
+
+    from sdk.int8 import normal_cdf
+
+    a = np.linspace(-10, 10, 4001)
+    exact = np.array([0.5 * math.erfc(-v / math.sqrt(2)) for v in a])
+    assert np.max(np.abs(normal_cdf(a) / exact - 1)) < 1.2e-7
