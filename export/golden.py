@@ -13,7 +13,10 @@ golden.json:
 - "cases": [{"name", "description", "task" (indices), "embedding", "alpha" [4][Q], "head" [K][C+1]
   (weights then bias), "folded": file of the backbone's external weight buffer (float32 LE),
   "features": [image][C] the backbone's output on each image above with those weights (onnxruntime; what
-  the replaying engine answers), "logits": [image][K] those features through the head rows (float64)}].
+  the replaying engine answers), "logits": [image][K] those features through the head rows (float64),
+  "int8": {"graph": file of the int8 backbone (sdk.int8, image -> features) of those folded weights,
+  "channels": file of the mixed per-channel tensors it was quantized from (float32 LE, in the order of
+  "channel_names": [[name, count]])}: the Java core must write the same bytes from the same inputs}].
 - "composed": {"classes": [name], "concepts": [[names], [members]], "descriptions": [{"description",
   "classes", "how"} or {"description", "encoder": true}]}: rule 3b of sdk/tasks.py on a hand-made class
   and concept table (COMPOSED_*; the synthetic bundle has no groups that cross), every description either
@@ -56,6 +59,7 @@ from sdk.errors import BundleError, DescriptionError
 from sdk.folding import BACKBONE_FILE
 from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, check_backbone_graph, check_encoder_graph, encoder_structure
 from sdk.images import to_uint8_batch
+from sdk.int8 import Int8Plan
 from sdk.manifest import MAX_PROVENANCE_TEXT, MAX_PROVENANCE_VALUES, json_size
 from sdk.signing import SigningKey
 from sdk.strict_json import loads as strict_json_loads
@@ -626,7 +630,7 @@ def _images(bundle, out_dir: Path) -> list[dict]:
 def _case(bundle, i: int, description: str | list[str], out_dir: Path, images: list[dict]) -> dict:
     task = bundle.resolver.resolve(description, TaskOptions())
     model = bundle.personalize(description)
-    buffer, _ = bundle.folded_weights(bundle.fused_weights(model.alpha))
+    buffer, views = bundle.folded_weights(bundle.fused_weights(model.alpha))
     (out_dir / f"case{i}.folded.f32").write_bytes(buffer.astype("<f4").tobytes())
     head = np.concatenate([model.head_weight, model.head_bias[:, None]], axis=1)
     size = bundle.preprocessing.input_size
@@ -637,4 +641,16 @@ def _case(bundle, i: int, description: str | list[str], out_dir: Path, images: l
     return {"name": f"case{i}", "description": description, "task": task.classes.tolist(),
             "embedding": task.embedding.tolist(), "alpha": model.alpha.tolist(), "head": head.tolist(),
             "folded": f"case{i}.folded.f32", "features": features.tolist(),
-            "logits": (features.astype(np.float64) @ head[:, :-1].T.astype(np.float64) + head[:, -1]).tolist()}
+            "logits": (features.astype(np.float64) @ head[:, :-1].T.astype(np.float64) + head[:, -1]).tolist(),
+            "int8": _int8(bundle, model.alpha, views, f"case{i}", out_dir)}
+
+
+def _int8(bundle, alpha: np.ndarray, folded: dict[str, np.ndarray], name: str, out_dir: Path) -> dict:
+    """The int8 backbone (image -> features, `sdk.int8`) of these folded weights, and the mixed batch norms
+    it was quantized from (what the Java core is given to write the same bytes)."""
+    mixed = bundle.bundle.bases.mixed_channels(alpha)
+    graph = Int8Plan(bundle.bundle.member_bytes("backbone.onnx"), bundle.preprocessing).quantize(folded, mixed)
+    (out_dir / f"{name}.int8.onnx").write_bytes(graph)
+    (out_dir / f"{name}.channels.f32").write_bytes(b"".join(v.astype("<f4").tobytes() for v in mixed.values()))
+    return {"graph": f"{name}.int8.onnx", "channels": f"{name}.channels.f32",
+            "channel_names": [[k, len(v)] for k, v in mixed.items()]}

@@ -133,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         runtime = json.loads(args.runtime_json.read_text()) if args.runtime_json.exists() else {}
         runtime["int8"] = {**result["int8"], "command": result["command"], "cpu": result["cpu"]}
         args.runtime_json.write_text(json.dumps(runtime, indent=1) + "\n")
+        if "cases" in runtime:   # the page beside it follows
+            from scripts.bench_runtime import markdown
+
+            args.runtime_json.with_suffix(".md").write_text(markdown(runtime))
     return 0
 
 

@@ -254,6 +254,9 @@ def main() -> int:
                    "roofline": roof.as_dict(),
                    "command": "python -m scripts.bench_runtime " + " ".join(sys.argv[1:]), "cases": cases})
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    previous = args.out.with_suffix(".json")
+    if previous.exists() and "int8" in (kept := json.loads(previous.read_text())):
+        result["int8"] = kept["int8"]   # written by scripts/bench_int8 --runtime-json (its own command inside)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     args.out.with_suffix(".md").write_text(markdown(result))
     print(f"wrote {args.out.with_suffix('.json')} and {args.out.with_suffix('.md')}")
@@ -307,6 +310,16 @@ def markdown(result: dict) -> str:
               "All sessions without spin-waiting threads (a spinning baseline slowed what ran after it).", "",
               "The ExecuTorch engine (`sdk.load(..., engine=\"executorch\")`) beside onnxruntime, personalize() "
               "and inference of both in one run: `engines.md` (`scripts/bench_engines.py`).", ""]
+    if "int8" in result:
+        q = result["int8"]
+        targets = {"accuracy_drop": ">= -0.5", "worst_group_drop": ">= -1.5", "inference_over_fp32_session": "<= 0.5",
+                   "personalize_ms": "<= 15", "personalize_over_fp32": "<= 2", "file_ratio": "<= 0.3"}
+        lines += ["## int8 (`personalize(..., precision=\"int8\")`)", "",
+                  f"`{q['command']}`; {q['cpu']}; timings {q['measured_at']} (full width: random weights, timing "
+                  "only); accuracy on the demo run's tasks. Details: `int8_runtime.json`.", "",
+                  "| figure | int8 | target |", "|---|---|---|"]
+        lines += [f"| {k} | {q[k]} | {t} |" for k, t in targets.items()]
+        lines += ["", f"Calibration: {q['calibration']}. Session: {q['session_route']}.", ""]
     return "\n".join(lines)
 
 

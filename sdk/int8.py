@@ -179,8 +179,9 @@ class Int8Plan:
         self.quantized = [IMAGE] + [n.outputs[0] for n in self.nodes if n.op in QUANTIZED_OUTPUTS]
         self.renamed = {source: relu for relu, source in self.folded.items()}   # a folded ReLU's output takes
         #                                                                          its input's place
-        mean, std = np.array(preprocessing.mean), np.array(preprocessing.std)
-        self.image_range = (float((-mean / std).min()), float(((1 - mean) / std).max()))
+        # The image's range is exact: pixels 0 and 1 normalised in float32, as `Preprocessing.normalize` does.
+        mean, std = np.asarray(preprocessing.mean, np.float32), np.asarray(preprocessing.std, np.float32)
+        self.image_range = (float(((0 - mean) / std).min()), float(((1 - mean) / std).max()))
         self.slots: dict[str, _Slot] = {}
         self.convs: list[tuple[str, str, tuple[int, ...], str]] = []   # (weight, bias, shape, input tensor)
         self.template = self._build(model)

@@ -9,12 +9,17 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 import sdk
 from export.golden import write_golden
 from scripts import fuzz_bundle
-from sdk.engine import Network, backbone_session, ort
+from sdk.engine import (
+    Network,
+    backbone_session,
+    ort,  # onnxruntime as the SDK imports it (telemetry off)
+)
 from sdk.folding import BACKBONE_FILE
 
 SCRIPT = Path(__file__).parents[1] / "android_demo" / "core" / "run_tests.sh"
@@ -117,6 +122,18 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
         head = np.fromfile(out / f"java{i}.head.f32", "<f4").reshape(len(model.classes), -1)
         got = java_logits(bundle, weights, head, images)
         assert np.abs(got - expected).max() <= 1e-4 * max(1.0, float(np.abs(expected).max())), case["name"]
+        # int8 (sdk.int8): GoldenTest checked that Java writes Python's bytes from Python's inputs; here the
+        # graph Java made from its own fusion runs in onnxruntime beside Python's (its folded weights differ
+        # in the last float bits, so a weight may land one int8 step away).
+        graphs = [str(golden.parent / case["int8"]["graph"]), str(out / f"java{i}.int8.onnx")]
+        want, have = (ort.InferenceSession(g, providers=["CPUExecutionProvider"]).run(None, {"image": images})[0]
+                      for g in graphs)
+        int8_error = float(np.abs(want - np.asarray(case["features"])).max())   # what int8 itself changes
+        assert float(np.abs(have - want).max()) <= 0.1 * int8_error, case["name"]
+        python_q, java_q = ({t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(g).graph.initializer
+                             if t.name.endswith(".weight_q")} for g in graphs)
+        steps = np.concatenate([np.abs(java_q[k].astype(int) - python_q[k]).ravel() for k in python_q])
+        assert steps.max() <= 1 and np.mean(steps == 0) >= 0.999, (case["name"], np.mean(steps == 0))
         if companion is not None:  # the program the Java core wrote for the app's ExecuTorch engine
             got = executorch_logits((out / f"java{i}.program.pte").read_bytes(), head, images)
             assert np.abs(got - expected).max() <= 1e-4 * max(1.0, float(np.abs(expected).max())), case["name"]

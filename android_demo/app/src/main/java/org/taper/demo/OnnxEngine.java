@@ -101,6 +101,31 @@ public final class OnnxEngine implements Engine {
         };
     }
 
+    @Override
+    public Backbone openQuantizedBackbone(byte[] graph) {
+        final OrtSession session;
+        try (OrtSession.SessionOptions options = options()) {   // full optimization: QDQ -> integer kernels
+            session = env.createSession(graph, options);
+        } catch (OrtException e) {
+            throw new BundleException("the int8 backbone: onnxruntime could not load it (" + e.getMessage() + ")");
+        }
+        return new Backbone() {
+            @Override
+            public float[][] features(float[] images, int count) {
+                long size = Math.round(Math.sqrt(images.length / (3.0 * count)));
+                try (OnnxTensor input = OnnxTensor.createTensor(env, FloatBuffer.wrap(images), new long[]{count, 3, size, size});
+                     OrtSession.Result out = session.run(Map.of(IMAGE_INPUT, input))) {
+                    return (float[][]) out.get(FEATURES_OUTPUT).get().getValue();
+                } catch (OrtException e) {
+                    throw new IllegalStateException("the int8 backbone failed: " + e.getMessage(), e);
+                }
+            }
+
+            @Override
+            public void close() { closeSession(session); }
+        };
+    }
+
     private static void closeSession(OrtSession session) {
         try {
             session.close();

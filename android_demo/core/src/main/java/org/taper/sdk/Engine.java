@@ -40,4 +40,13 @@ public interface Engine {
      *              call returns (onnxruntime copies external initializers into the session it creates)
      */
     Backbone openBackbone(byte[] graph, ByteBuffer weights, java.util.List<Architecture.WeightSlot> slots);
+
+    /**
+     * An int8 backbone ({@link Int8}: the QDQ graph, its weights inside; output "features"), fully optimized
+     * so that onnxruntime runs it in integer kernels. An engine that runs float32 backbones only keeps this
+     * default, and personalize(..., "int8") then says so instead of running float32 under the int8 name.
+     */
+    default Backbone openQuantizedBackbone(byte[] graph) {
+        throw new UnsupportedOperationException(getClass().getSimpleName() + " runs float32 backbones only");
+    }
 }

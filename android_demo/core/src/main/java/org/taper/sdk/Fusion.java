@@ -163,6 +163,18 @@ public final class Fusion {
         return rows;
     }
 
+    /** The mixed per-channel tensors (batch norms, the classifier's bias) by state-dict name: the cheap part of
+     * {@link #fuse} (what {@link Int8} reads its activation ranges from; sdk.bases.CompactBases.mixed_channels). */
+    public Map<String, float[]> mixedChannels(float[][] alpha) {
+        Map<String, float[]> out = new HashMap<>();
+        for (Bases.Layer layer : bundle.bases.layers) {
+            float[] channels = layer.mixedChannels(alpha[layer.block]);
+            for (int i = 0; i < layer.channels.length; i++)
+                out.put(layer.channels[i], Arrays.copyOfRange(channels, i * layer.rows, (i + 1) * layer.rows));
+        }
+        return out;
+    }
+
     /** Reference: every mixed tensor by state-dict name: per layer W_0 + sum_q alpha_q D_q and the mixed channel tensors. */
     public Map<String, float[]> fuse(float[][] alpha) {
         Map<String, float[]> out = new HashMap<>();

@@ -30,7 +30,11 @@ public final class Personalizer implements AutoCloseable {
     private final Fusion fusion;
     private final byte[] backboneGraph;       // copied out of the bundle once, handed to every backbone session
     private final List<Architecture.WeightSlot> backboneSlots;
+    private final Map<String, Integer> backboneOffsets = new java.util.HashMap<>();   // byte offsets, by name
     private Engine.TextEncoder textEncoder;   // opened on the first free-text description
+    private Int8.Plan int8Plan;               // made on the first int8 model
+    /** sdk.runtime.PRECISIONS. */
+    public static final List<String> PRECISIONS = List.of("float32", "int8");
 
     public Personalizer(Bundle bundle, Engine engine) {
         this.bundle = bundle;
@@ -43,6 +47,7 @@ public final class Personalizer implements AutoCloseable {
         fusion = new Fusion(bundle);
         backboneGraph = GraphCheck.checkBackbone(bundle.memberBytes("backbone.onnx"), bundle);
         backboneSlots = Architecture.backboneSlots(bundle.shapes);
+        Architecture.backboneLayout(bundle.shapes, backboneOffsets);
         // Checked here, so a hostile encoder fails at load, not at the first free-text description.
         GraphCheck.checkEncoder(bundle.memberBytes("text_encoder.onnx"));
     }
@@ -70,6 +75,31 @@ public final class Personalizer implements AutoCloseable {
     public PersonalizedModel personalize(List<String> classNames, TaskOptions options) {
         long start = System.nanoTime();
         return build(resolver.resolve(classNames, options), start);
+    }
+
+    /**
+     * As {@link #personalize(String, TaskOptions)} in {@code precision} "float32" or "int8" (sdk.personalize's
+     * precision): int8 quantizes the folded weights on the device without photos ({@link Int8}) and needs an
+     * engine that runs int8 backbones ({@link Engine#openQuantizedBackbone}).
+     */
+    public PersonalizedModel personalize(String description, TaskOptions options, String precision) {
+        long start = System.nanoTime();
+        checkPrecision(precision);
+        TaskResolver.Task task = resolver.resolve(description, options);
+        return precision.equals("int8") ? buildInt8(task, start) : build(task, start);
+    }
+
+    /** A model for exact class names in {@code precision} "float32" or "int8". */
+    public PersonalizedModel personalize(List<String> classNames, TaskOptions options, String precision) {
+        long start = System.nanoTime();
+        checkPrecision(precision);
+        TaskResolver.Task task = resolver.resolve(classNames, options);
+        return precision.equals("int8") ? buildInt8(task, start) : build(task, start);
+    }
+
+    private static void checkPrecision(String precision) {
+        if (!PRECISIONS.contains(precision))
+            throw new DescriptionException("precision must be one of " + PRECISIONS + ", not " + precision);
     }
 
     /** The unit embedding of a description: the first prompt around it, through the text encoder. */
@@ -114,6 +144,43 @@ public final class Personalizer implements AutoCloseable {
         return new PersonalizedModel(backbone, bundle.preprocessing, names, ids, task.classes, head, alpha, timings, task.how);
     }
 
+    /** As {@link #build}, the backbone quantized to int8 (sdk.runtime's _int8_model). */
+    private PersonalizedModel buildInt8(TaskResolver.Task task, long start) {
+        Map<String, Double> timings = new LinkedHashMap<>();
+        long t = System.nanoTime();
+        timings.put("encode", round(task.encodeMs));
+        timings.put("resolve", round((t - start) / 1e6 - task.encodeMs));
+        float[][] alpha = mixer.alpha(task.embedding);
+        t = lap(timings, "mixer", t);
+        ByteBuffer weights = fusion.newBackboneBuffer();
+        fusion.foldInto(alpha, weights);
+        float[] folded = new float[weights.capacity() / 4];
+        weights.duplicate().order(java.nio.ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(folded);
+        float[][] head = fusion.headRows(alpha, task.classes);
+        t = lap(timings, "fuse_fold", t);
+        byte[] graph = int8Plan().quantize(folded, backboneOffsets, fusion.mixedChannels(alpha));
+        t = lap(timings, "quantize", t);
+        Engine.Backbone backbone = engine.openQuantizedBackbone(graph);
+        lap(timings, "session", t);
+        timings.put("total", round((System.nanoTime() - start) / 1e6));
+        List<String> names = new ArrayList<>(), ids = new ArrayList<>();
+        for (int c : task.classes) { names.add(bundle.classNames.get(c)); ids.add(bundle.classIds.get(c)); }
+        return new PersonalizedModel(backbone, bundle.preprocessing, names, ids, task.classes, head, alpha, timings, task.how);
+    }
+
+    private synchronized Int8.Plan int8Plan() {
+        if (int8Plan == null) {
+            Map<String, String> batchNormOf = new java.util.HashMap<>();
+            for (String[] pair : Architecture.convBnPairs(bundle.shapes)) batchNormOf.put(pair[0], pair[1]);
+            try {
+                int8Plan = new Int8.Plan(backboneGraph, bundle.preprocessing, batchNormOf);
+            } catch (Proto.ProtoException e) {   // the graph passed GraphCheck: not expected
+                throw new BundleException("backbone.onnx: no int8 form (" + e.getMessage() + ")");
+            }
+        }
+        return int8Plan;
+    }
+
     private static long lap(Map<String, Double> timings, String name, long since) {
         long now = System.nanoTime();
         timings.put(name, round((now - since) / 1e6));
@@ -127,6 +194,7 @@ public final class Personalizer implements AutoCloseable {
     Tokenizer tokenizer() { return tokenizer; }
     Mixer mixer() { return mixer; }
     Fusion fusion() { return fusion; }
+    Engine engine() { return engine; }
 
     @Override
     public synchronized void close() {

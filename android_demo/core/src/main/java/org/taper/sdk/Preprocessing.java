@@ -29,6 +29,12 @@ public final class Preprocessing {
         this.std = std;
     }
 
+    /** The per-channel mean (a copy). */
+    public float[] mean() { return mean.clone(); }
+
+    /** The per-channel standard deviation (a copy). */
+    public float[] std() { return std.clone(); }
+
     /** The manifest's "preprocessing" object (sdk.manifest checks the same). */
     @SuppressWarnings("unchecked")
     static Preprocessing fromManifest(Map<String, Object> spec, int inputSize) {

@@ -380,11 +380,64 @@ public final class GoldenTest {
         check(timings.keySet().equals(java.util.Set.of("encode", "resolve", "mixer", "fuse_fold", "session", "total")),
                 name + " timings " + timings);
         writeFloats(out.resolve("java" + index + ".folded.f32"), written);
+        checkInt8(p, c, dir, out, index, alpha, written);
         if (program != null) Files.write(out.resolve("java" + index + ".program.pte"), program.withWeights(writtenBuffer));
         float[] rows = new float[head.length * (head.length == 0 ? 0 : head[0].length)];
         for (int k = 0; k < head.length; k++) System.arraycopy(head[k], 0, rows, k * head[k].length, head[k].length);
         writeFloats(out.resolve("java" + index + ".head.f32"), rows);
         model.close();
+    }
+
+    /** The int8 backbone: the bytes Python wrote from Python's folded weights and mixed batch norms, and
+     * javaN.int8.onnx from Java's own (the Python test runs it in onnxruntime beside Python's). */
+    @SuppressWarnings("unchecked")
+    private static void checkInt8(Personalizer p, Map<String, Object> c, Path dir, Path out, int index,
+                                  float[][] alpha, float[] written) throws IOException {
+        Map<String, Object> spec = (Map<String, Object>) c.get("int8");
+        String name = (String) c.get("name");
+        Bundle bundle = p.bundle();
+        Map<String, String> batchNormOf = new HashMap<>();
+        for (String[] pair : Architecture.convBnPairs(bundle.shapes)) batchNormOf.put(pair[0], pair[1]);
+        Map<String, Integer> offsets = new HashMap<>();
+        Architecture.backboneLayout(bundle.shapes, offsets);
+        Int8.Plan plan;
+        try {
+            plan = new Int8.Plan(bundle.memberBytes("backbone.onnx"), bundle.preprocessing, batchNormOf);
+        } catch (Proto.ProtoException e) {
+            check(false, name + " int8 plan: " + e.getMessage());
+            return;
+        }
+        float[] channelData = readFloats(dir.resolve((String) spec.get("channels")));
+        Map<String, float[]> pythonChannels = new HashMap<>();
+        int at = 0;
+        for (Object o : (List<Object>) spec.get("channel_names")) {
+            List<Object> entry = (List<Object>) o;
+            int n = ((Number) entry.get(1)).intValue();
+            pythonChannels.put((String) entry.get(0), java.util.Arrays.copyOfRange(channelData, at, at + n));
+            at += n;
+        }
+        float[] pythonFolded = readFloats(dir.resolve((String) c.get("folded")));
+        byte[] want = Files.readAllBytes(dir.resolve((String) spec.get("graph")));
+        byte[] same = plan.quantize(pythonFolded, offsets, pythonChannels);
+        check(java.util.Arrays.equals(same, want), name + " int8 graph from Python's inputs: the same bytes ("
+                + same.length + " vs " + want.length + ")");
+        // The app's path: personalize(..., "int8") quantizes Java's own fusion and hands the graph to the engine.
+        Object d = c.get("description");
+        PersonalizedModel model = d instanceof String ? p.personalize((String) d, TaskOptions.DEFAULT, "int8")
+                : p.personalize((List<String>) d, TaskOptions.DEFAULT, "int8");
+        byte[] graph = ((RecordedEngine) p.engine()).lastQuantized;
+        check(java.util.Arrays.equals(graph, plan.quantize(written, offsets, p.fusion().mixedChannels(alpha))),
+                name + " personalize(int8) hands the engine the graph of its fusion");
+        check(model.timings().keySet().equals(java.util.Set.of("encode", "resolve", "mixer", "fuse_fold", "quantize",
+                "session", "total")), name + " int8 timings " + model.timings());
+        Files.write(out.resolve("java" + index + ".int8.onnx"), graph);
+        model.close();
+        try {
+            p.personalize("rings", TaskOptions.DEFAULT, "int4");
+            check(false, "precision int4 accepted");
+        } catch (DescriptionException e) {
+            check(e.getMessage().contains("precision must be one of"), "precision int4 refused: " + e.getMessage());
+        }
     }
 
     private static void checkFolded(float[] got, float[] want, String what) {

@@ -20,6 +20,7 @@ final class RecordedEngine implements Engine {
     private final List<float[][]> features;        // per case: [image][C]
     private final List<float[]> images;            // the recorded input tensors
     int textCalls, backbones;
+    byte[] lastQuantized;                          // the last int8 graph it was given (GoldenTest writes it out)
 
     RecordedEngine(Map<String, float[]> embeddings, List<float[]> folded, List<float[][]> features, List<float[]> images) {
         this.embeddings.putAll(embeddings);
@@ -71,6 +72,21 @@ final class RecordedEngine implements Engine {
                 for (int i = 0; i < images.size(); i++)
                     if (Arrays.equals(images.get(i), input)) return new float[][]{caseFeatures[i].clone()};
                 throw new AssertionError("an image tensor the Python runtime never saw");
+            }
+
+            @Override
+            public void close() {}
+        };
+    }
+
+    /** Keeps the graph (the Python test runs it in onnxruntime); its features were not recorded. */
+    @Override
+    public Backbone openQuantizedBackbone(byte[] graph) {
+        lastQuantized = graph.clone();
+        return new Backbone() {
+            @Override
+            public float[][] features(float[] input, int count) {
+                throw new AssertionError("no features were recorded for an int8 backbone");
             }
 
             @Override
