@@ -37,8 +37,15 @@ class PersonalizedNetwork(nn.Module):
 
     @classmethod
     def of(cls, model, softmax: bool = False) -> PersonalizedNetwork:
-        """The network of a PersonalizedModel (its bundle, mixer and classifier rows)."""
-        return cls(model.source, model.alpha, model.head_weight, model.head_bias, softmax, model.head == "cosine")
+        """The network of a PersonalizedModel (its bundle, mixer and classifier rows); an int8 model's convs
+        compute with its int8 weights (dequantized, `sdk.int8.int8_weights`), its biases as folded."""
+        network = cls(model.source, model.alpha, model.head_weight, model.head_bias, softmax, model.head == "cosine")
+        if model.precision == "int8":
+            from sdk.int8 import int8_weights
+
+            weights = {k: torch.from_numpy(v) for k, v in int8_weights(model.int8_graph).items()}
+            network.backbone.load_state_dict(weights, strict=False)
+        return network
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         features = self.backbone(image)
@@ -93,9 +100,21 @@ def write_coreml(model, out: Path) -> list[Path]:
     mlmodel = ct.convert(traced, inputs=[image], classifier_config=ct.ClassifierConfig(list(model.classes)),
                          convert_to="mlprogram", compute_precision=ct.precision.FLOAT16,
                          minimum_deployment_target=ct.target.iOS16)
-    mlmodel.user_defined_metadata.update({**metadata(model, image_input=True), "precision": "float16"})
+    precision, described = "float16", "FP16 weights and compute"
+    if model.precision == "int8":
+        # Core ML's own int8 weights (constexpr_affine_dequantize, symmetric, per output channel: 8 bits, its
+        # scale the channel's largest weight over 127) of the model's int8 weights: each lands within half an
+        # 8-bit step of the model's 7-bit value. Activations stay float16 (Core ML quantizes weights only here).
+        # Convs only: the classifier stays float, as in the model, and so do the normalisation's constants.
+        optimize = ct.optimize.coreml
+        per_channel = optimize.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int8",
+                                                       granularity="per_channel", weight_threshold=0)
+        config = optimize.OptimizationConfig(op_type_configs={"conv": per_channel})
+        mlmodel = optimize.linear_quantize_weights(mlmodel, config=config)
+        precision, described = "int8 weights, float16 compute", "int8 weights per channel, FP16 compute"
+    mlmodel.user_defined_metadata.update({**metadata(model, image_input=True), "precision": precision})
     mlmodel.short_description = (f"TAPER personalized ResNet-18 for {len(model.classes)} classes "
-                                 f"(FP16 weights and compute)")
+                                 f"({described})")
     mlmodel.input_description["image"] = f"RGB image, {size}x{size} (center-cropped from the shorter side)"
     mlmodel.save(str(out))
     return [out]

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu": f"{platform.machine()}, integer features: {', '.join(cpu_flags()) or 'none found'}",
     }
     if args.full_width:
-        pairs = max(5, args.pairs // 3)
+        pairs = max(20, args.pairs // 3)   # the protocol: medians of >= 20 alternated pairs
         result["full_width"] = {f"{size}px {mode}": full_width_timing(size, pairs, mode)
                                 for mode in args.full_width_modes for size in args.full_width}
     result["int8"] = summary(result, args.full_width, args.full_width_modes, drop)

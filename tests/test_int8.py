@@ -62,10 +62,29 @@ def test_what_int8_cannot_do_yet_is_refused(tiny_sdk, tmp_path):
         sdk.personalize(tiny_sdk, examples={"a": [np.zeros((8, 8, 3), np.uint8)] * 2,
                                             "b": [np.ones((8, 8, 3), np.uint8)] * 2}, precision="int8")
     model = sdk.personalize(tiny_sdk, "rings", precision="int8")
-    for suffix in (".pte", ".mlpackage"):
-        with pytest.raises(SdkError, match="not built yet"):
-            model.export(tmp_path / f"m{suffix}")
-        assert not (tmp_path / f"m{suffix}").exists()
+    with pytest.raises(SdkError, match="not built yet"):
+        model.export(tmp_path / "m.pte")
+    assert not (tmp_path / "m.pte").exists()
+
+
+def test_an_int8_model_exports_to_core_ml_with_its_int8_weights(tiny_sdk, tmp_path):
+    """Core ML prediction needs macOS: here the network converted is checked to compute with the model's own
+    int8 weights, and the package to hold every conv weight as int8 (constexpr_affine_dequantize), the
+    classifier float, its precision in the metadata."""
+    ct = pytest.importorskip("coremltools")
+    from export.personalized import PersonalizedNetwork
+    from sdk.int8 import int8_weights
+
+    model = sdk.personalize(tiny_sdk, "rings", precision="int8")
+    state = PersonalizedNetwork.of(model).backbone.state_dict()
+    weights = int8_weights(model.int8_graph)
+    assert weights and all(np.array_equal(state[k].numpy(), v) for k, v in weights.items())
+    spec = ct.utils.load_spec(str(model.export(tmp_path / "m.mlpackage")))
+    main = spec.mlProgram.functions["main"]
+    operations = main.block_specializations[main.opset].operations
+    quantized = [op for op in operations if op.type == "constexpr_affine_dequantize"]
+    assert len(quantized) == len(weights) == sum(op.type == "conv" for op in operations)
+    assert dict(spec.description.metadata.userDefined)["precision"] == "int8 weights, float16 compute"
 
 
 def test_an_int8_model_exports_to_onnx_as_it_runs(tiny_sdk, tiny_data, tmp_path):
