@@ -103,10 +103,13 @@ def test_bf16_autocast_runs_every_stage_and_the_report_names_the_device(tmp_path
     from trainer.run import run
 
     bf16 = TrainDevice(torch.device("cpu"), bf16=True, data_on_device=True)
-    # every stage, and the naive ablation (stage 3 with batch statistics); fewer epochs than `tiny`, since
-    # bf16 is emulated on a CPU without it (1.4 steps/s here: the preset's 120 steps took 87 s)
+    # every stage, and the naive ablation (stage 3 with batch statistics); fewer epochs and photos than `tiny`,
+    # no separate baseline and one task seed, since bf16 is emulated on a CPU without it (1.2 s a step here:
+    # the preset's 120 steps took 87 s, these 27 about 35 s)
+    synthetic = {"image_size": 32, "train_per_class": 8, "val_per_class": 4}
     out = run(tmp_path / "run", "tiny", {"ablations": ("naive",), "naive_epochs": 0.5, "stage1_epochs": 2,
-                                         "stage3_epochs": 1}, progress=False, device=bf16)
+                                         "stage3_epochs": 1, "baseline": False, "eval_seeds": (0,),
+                                         "synthetic": synthetic}, progress=False, device=bf16)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["devices"] == ["cpu, bf16 autocast"]
     records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
