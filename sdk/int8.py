@@ -14,7 +14,8 @@ into the uint8 range that starts at 0.
 Why these choices, measured on the demo network (docs/results/experiments.md, "int8 without calibration
 photos"; docs/results/int8_data_free.json): int8 minus fp32 top-1 -0.30, classifier selection -0.33 on
 200 tasks; 128 real calibration photos -0.05; 8-bit weights (saturation) -2.75 even with photos; the classifier
-quantized, -1.99 data-free.
+quantized, -1.99 data-free. What the runtime measures (600 tasks, full-width timings):
+docs/results/int8_runtime.json. The Java core (android_demo/core/.../Int8.java) writes the same bytes.
 
 >>> activation_scale(0.0, 255.0), activation_scale(-1.0, 1.0)[1]
 ((1.0, 0), 128)
@@ -136,15 +137,6 @@ def _nodes(model: bytes) -> list[_Node]:
     return [_Node(v) for f, v, _ in _fields(_only(model, MODEL_GRAPH)) if f == GRAPH_NODE]
 
 
-def activation_ranges(model: bytes, mixed: Mapping[str, np.ndarray], preprocessing: Preprocessing,
-                      sigmas: float = RANGE_SIGMAS) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
-    """({tensor: (low, high)} for the image and every Conv, Add and pool output, with a ReLU that alone reads
-    a Conv's or Add's output folded into it; {ReLU output: the tensor it replaces}). `mixed` holds the mixed
-    batch norms by state-dict name (`CompactBases.mixed_channels`)."""
-    plan = Int8Plan(model, preprocessing)
-    return plan.ranges(mixed, sigmas), plan.folded
-
-
 class _Slot:
     """Where one alpha-dependent tensor's data lies in the plan's model bytes."""
 
@@ -159,8 +151,8 @@ class Int8Plan:
     """The QDQ int8 form of one fp32 graph (image -> logits, the classifier fed as inputs, every conv's
     folded weight and bias an initializer), made once per graph: the model bytes with every value that
     depends on alpha (int8 weights, their scales, int32 biases, activation scales and zero points) left as
-    a slot of fixed size, so that `quantize` writes each into a copy of them where it lies instead of
-    encoding an 11 MB protobuf anew (docs/results/int8_runtime.json: the quantize step before and after).
+    a slot of fixed size, so that `quantize` writes each where it lies instead of encoding an 11 MB protobuf
+    anew (docs/results/int8_runtime.json, `int8_steps_ms.quantize`: what the step costs now).
 
     >>> plan = Int8Plan(engine.graph, preprocessing)                          # doctest: +SKIP
     >>> graph = plan.quantize(folded_weights, bundle.bases.mixed_channels(alpha))   # doctest: +SKIP
@@ -184,7 +176,7 @@ class Int8Plan:
         self.image_range = (float(((0 - mean) / std).min()), float(((1 - mean) / std).max()))
         self.slots: dict[str, _Slot] = {}
         self.convs: list[tuple[str, str, tuple[int, ...], str]] = []   # (weight, bias, shape, input tensor)
-        self.template = self._build(model)
+        self.buffer = self._build(model)   # the model bytes, rewritten by each quantize
 
     def ranges(self, mixed: Mapping[str, np.ndarray], sigmas: float = RANGE_SIGMAS
                ) -> dict[str, tuple[float, float]]:
@@ -220,7 +212,7 @@ class Int8Plan:
     def quantize(self, folded_weights: Mapping[str, np.ndarray], mixed: Mapping[str, np.ndarray]) -> bytes:
         """The int8 model of these folded weights (by initializer name) and mixed batch norms. It writes them
         into the plan's one buffer: one caller at a time (the runtime holds its int8 lock)."""
-        buffer, kernel = self.template, native_kernel()   # every slot is written below: no copy needed
+        buffer, kernel = self.buffer, native_kernel()   # every slot is written below: no copy needed
         x_scales = {}
         for name, (low, high) in self.ranges(mixed).items():
             scale, zero = activation_scale(low, high)
