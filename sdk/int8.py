@@ -313,29 +313,13 @@ def int8_weights(graph: bytes) -> dict[str, np.ndarray]:
     """The float weights an int8 graph (`Int8Plan.quantize`) computes with, by folded name: each conv's int8
     weight times its channel's scale, in float32 (what an export to a format that quantizes by itself, Core ML,
     starts from, so that it carries this model's weights, not a requantized float32 model's)."""
-    from .onnx_proto import GRAPH_INITIALIZER as INITIALIZER
-    from .onnx_proto import TENSOR_DIMS, TENSOR_NAME, TENSOR_RAW_DATA, packed_ints, parse_fields
-
-    found: dict[str, tuple[tuple[int, ...], bytes]] = {}
-    for field, value in parse_fields(_only(graph, MODEL_GRAPH)):
-        if field != INITIALIZER or not isinstance(value, bytes):
-            continue
-        name, dims, data = "", [], b""
-        for f, v in parse_fields(value):
-            if f == TENSOR_NAME:
-                name = text(v)
-            elif f == TENSOR_DIMS:
-                dims += packed_ints(v)
-            elif f == TENSOR_RAW_DATA and isinstance(v, bytes):
-                data = v
-        if name.endswith(".weight_q") or name.endswith(".weight_scale"):
-            found[name] = (tuple(dims), data)
+    tensors = {t.name: t for t in initializers(graph)}
     out = {}
-    for name, (dims, data) in found.items():
+    for name, tensor in tensors.items():
         if name.endswith(".weight_q"):
             weight = name.removesuffix("_q")
-            q = np.frombuffer(data, np.int8).reshape(dims).astype(np.float32)
-            scale = np.frombuffer(found[f"{weight}_scale"][1], "<f4")
+            q = np.frombuffer(tensor.raw, np.int8).reshape(tensor.dims).astype(np.float32)
+            scale = np.frombuffer(tensors[f"{weight}_scale"].raw, "<f4")
             out[weight] = q * scale.reshape(-1, *([1] * (q.ndim - 1)))
     if not out:
         raise ProtoError("no int8 weights in this graph")

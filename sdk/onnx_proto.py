@@ -18,6 +18,7 @@ through byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ class Initializer:
     data_type: int
     external: dict[str, str]      # location, offset, length: empty if the data is inline
     inline: bool = False          # the tensor carries its data in the graph
+    raw: bytes = dataclasses.field(default=b"", repr=False)   # its raw_data, if that is where it carries it
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -140,7 +142,7 @@ def text(value: bytes | int) -> str:
 
 def parse_initializer(tensor: bytes) -> Initializer:
     """A TensorProto's name, dims, data type, external-data entries and whether it has inline data."""
-    name, dims, data_type, external, inline = "", [], 0, {}, False
+    name, dims, data_type, external, inline, raw = "", [], 0, {}, False, b""
     for field, value in parse_fields(tensor):
         if field == TENSOR_NAME:
             name = text(value)
@@ -153,7 +155,8 @@ def parse_initializer(tensor: bytes) -> Initializer:
             external[text(entry.get(ENTRY_KEY, b""))] = text(entry.get(ENTRY_VALUE, b""))
         elif field in INLINE_DATA:
             inline = True
-    return Initializer(name, tuple(dims), data_type, external, inline)
+            raw = value if field == TENSOR_RAW_DATA and isinstance(value, bytes) else raw
+    return Initializer(name, tuple(dims), data_type, external, inline, raw)
 
 
 def initializers(model: bytes) -> list[Initializer]:

@@ -84,21 +84,7 @@ public final class OnnxEngine implements Engine {
         } finally {
             for (OnnxTensorLike t : initializers.values()) t.close();   // copied into the session
         }
-        return new Backbone() {
-            @Override
-            public float[][] features(float[] images, int count) {
-                long size = Math.round(Math.sqrt(images.length / (3.0 * count)));
-                try (OnnxTensor input = OnnxTensor.createTensor(env, FloatBuffer.wrap(images), new long[]{count, 3, size, size});
-                     OrtSession.Result out = session.run(Map.of(IMAGE_INPUT, input))) {
-                    return (float[][]) out.get(FEATURES_OUTPUT).get().getValue();
-                } catch (OrtException e) {
-                    throw new IllegalStateException("the backbone failed: " + e.getMessage(), e);
-                }
-            }
-
-            @Override
-            public void close() { closeSession(session); }
-        };
+        return backbone(session, "the backbone");
     }
 
     @Override
@@ -109,6 +95,11 @@ public final class OnnxEngine implements Engine {
         } catch (OrtException e) {
             throw new BundleException("the int8 backbone: onnxruntime could not load it (" + e.getMessage() + ")");
         }
+        return backbone(session, "the int8 backbone");
+    }
+
+    /** A backbone session as the core sees it: images -> features; {@code what} names it in errors. */
+    private Backbone backbone(OrtSession session, String what) {
         return new Backbone() {
             @Override
             public float[][] features(float[] images, int count) {
@@ -117,7 +108,7 @@ public final class OnnxEngine implements Engine {
                      OrtSession.Result out = session.run(Map.of(IMAGE_INPUT, input))) {
                     return (float[][]) out.get(FEATURES_OUTPUT).get().getValue();
                 } catch (OrtException e) {
-                    throw new IllegalStateException("the int8 backbone failed: " + e.getMessage(), e);
+                    throw new IllegalStateException(what + " failed: " + e.getMessage(), e);
                 }
             }
 

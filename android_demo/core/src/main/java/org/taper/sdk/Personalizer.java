@@ -86,7 +86,7 @@ public final class Personalizer implements AutoCloseable {
         long start = System.nanoTime();
         checkPrecision(precision);
         TaskResolver.Task task = resolver.resolve(description, options);
-        return precision.equals("int8") ? buildInt8(task, start) : build(task, start);
+        return build(task, start, precision.equals("int8"));
     }
 
     /** A model for exact class names in {@code precision} "float32" or "int8". */
@@ -94,7 +94,7 @@ public final class Personalizer implements AutoCloseable {
         long start = System.nanoTime();
         checkPrecision(precision);
         TaskResolver.Task task = resolver.resolve(classNames, options);
-        return precision.equals("int8") ? buildInt8(task, start) : build(task, start);
+        return build(task, start, precision.equals("int8"));
     }
 
     private static void checkPrecision(String precision) {
@@ -125,27 +125,11 @@ public final class Personalizer implements AutoCloseable {
         return out;
     }
 
-    private PersonalizedModel build(TaskResolver.Task task, long start) {
-        Map<String, Double> timings = new LinkedHashMap<>();
-        long t = System.nanoTime();
-        timings.put("encode", round(task.encodeMs));
-        timings.put("resolve", round((t - start) / 1e6 - task.encodeMs));
-        float[][] alpha = mixer.alpha(task.embedding);
-        t = lap(timings, "mixer", t);
-        ByteBuffer weights = fusion.newBackboneBuffer();
-        fusion.foldInto(alpha, weights);
-        float[][] head = fusion.headRows(alpha, task.classes);
-        t = lap(timings, "fuse_fold", t);
-        Engine.Backbone backbone = engine.openBackbone(backboneGraph, weights, backboneSlots);
-        lap(timings, "session", t);
-        timings.put("total", round((System.nanoTime() - start) / 1e6));
-        List<String> names = new ArrayList<>(), ids = new ArrayList<>();
-        for (int c : task.classes) { names.add(bundle.classNames.get(c)); ids.add(bundle.classIds.get(c)); }
-        return new PersonalizedModel(backbone, bundle.preprocessing, names, ids, task.classes, head, alpha, timings, task.how);
-    }
+    private PersonalizedModel build(TaskResolver.Task task, long start) { return build(task, start, false); }
 
-    /** As {@link #build}, the backbone quantized to int8 (sdk.runtime's _int8_model). */
-    private PersonalizedModel buildInt8(TaskResolver.Task task, long start) {
+    /** The model of a task: alpha, the folded weights and head rows, and the backbone session (int8: the
+     * folded weights quantized first, as sdk.runtime's _int8_model). */
+    private PersonalizedModel build(TaskResolver.Task task, long start, boolean int8) {
         Map<String, Double> timings = new LinkedHashMap<>();
         long t = System.nanoTime();
         timings.put("encode", round(task.encodeMs));
@@ -154,13 +138,18 @@ public final class Personalizer implements AutoCloseable {
         t = lap(timings, "mixer", t);
         ByteBuffer weights = fusion.newBackboneBuffer();
         fusion.foldInto(alpha, weights);
-        float[] folded = new float[weights.capacity() / 4];
-        weights.duplicate().order(java.nio.ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(folded);
         float[][] head = fusion.headRows(alpha, task.classes);
         t = lap(timings, "fuse_fold", t);
-        byte[] graph = int8Plan().quantize(folded, backboneOffsets, fusion.mixedChannels(alpha));
-        t = lap(timings, "quantize", t);
-        Engine.Backbone backbone = engine.openQuantizedBackbone(graph);
+        Engine.Backbone backbone;
+        if (int8) {
+            float[] folded = new float[weights.capacity() / 4];
+            weights.duplicate().order(java.nio.ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(folded);
+            byte[] graph = int8Plan().quantize(folded, backboneOffsets, fusion.mixedChannels(alpha));
+            t = lap(timings, "quantize", t);
+            backbone = engine.openQuantizedBackbone(graph);
+        } else {
+            backbone = engine.openBackbone(backboneGraph, weights, backboneSlots);
+        }
         lap(timings, "session", t);
         timings.put("total", round((System.nanoTime() - start) / 1e6));
         List<String> names = new ArrayList<>(), ids = new ArrayList<>();
