@@ -8,7 +8,10 @@ personalized for the task's classes (an explicit class list: the mixer sees the 
 precision "float32" and "int8", and both models classify the task's val images. Reported: mean top-1 of
 each and int8 minus float32, overall and by the super-category of the task's anchor (the worst group);
 personalize times (medians, alternated); batch-1 inference times of one task's two models (medians of
-alternated pairs); the CPU's integer features.
+alternated pairs); the CPU's integer features. With `--full-width`, the same timings on random full-width
+bundles in each of `--full-width-modes`, and what each way of making the int8 session costs
+(`session_routes`); the summary (`int8`) takes them from 224 px in the first mode. `--runtime-json` also
+writes that summary into runtime.json (its `int8` section) and regenerates runtime.md.
 """
 
 from __future__ import annotations

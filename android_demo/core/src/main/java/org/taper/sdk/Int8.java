@@ -23,8 +23,8 @@ import java.util.Set;
  * and every double is rounded to float32 before it is stored, which absorbs the last-bit differences the two
  * platforms' exp may have.
  * <pre>{@code
- * Int8.Plan plan = new Int8.Plan(bundle.memberBytes("backbone.onnx"), bundle.preprocessing(), batchNormOf);
- * byte[] graph = plan.quantize(foldedBuffer, offsets, mixedChannels);   // image -> features, int8 kernels
+ * Int8.Plan plan = new Int8.Plan(bundle.memberBytes("backbone.onnx"), bundle);
+ * byte[] graph = plan.quantize(fusion.foldedBackbone(fused), fusion.mixedChannels(alpha));   // image -> features
  * }</pre>
  */
 public final class Int8 {
@@ -139,7 +139,8 @@ public final class Int8 {
         private final Map<String, String> folded = new LinkedHashMap<>();   // ReLU output -> the tensor it reads
         private final Map<String, String> renamed = new HashMap<>();
         private final List<String> quantized = new ArrayList<>();
-        private final Map<String, String> batchNormOf;
+        private final Map<String, String> batchNormOf = new HashMap<>();   // conv prefix -> its batch norm's
+        private final Map<String, Integer> offsets = new HashMap<>();      // folded weight -> byte offset
         private final double[] imageRange;
         private final Map<String, Slot> slots = new HashMap<>();
         private final List<String[]> convs = new ArrayList<>();   // {weight, bias, source tensor}
@@ -147,12 +148,15 @@ public final class Int8 {
         private final byte[] template;
 
         /**
-         * @param model the float graph (image -> features; every conv's folded weight and bias an initializer)
-         * @param batchNormOf conv prefix -> its batch norm's prefix ({@link Architecture#convBnPairs})
+         * @param model the bundle's float backbone graph (image -> features; every conv's folded weight and bias
+         *              an initializer), as {@link GraphCheck#checkBackbone} passed it
+         * @param bundle its bundle: the preprocessing (the image's range), the conv/batch-norm pairs and where
+         *               each folded weight lies in the backbone's weight buffer ({@link Architecture})
          */
-        public Plan(byte[] model, Preprocessing preprocessing, Map<String, String> batchNormOf)
-                throws Proto.ProtoException {
-            this.batchNormOf = batchNormOf;
+        public Plan(byte[] model, Bundle bundle) throws Proto.ProtoException {
+            for (String[] pair : Architecture.convBnPairs(bundle.shapes)) batchNormOf.put(pair[0], pair[1]);
+            Architecture.backboneLayout(bundle.shapes, offsets);
+            Preprocessing preprocessing = bundle.preprocessing;
             List<Proto.Field> graph = only(Proto.parse(model), MODEL_GRAPH).message();
             for (Proto.Field f : graph) if (f.number == GRAPH_NODE) nodes.add(new Node(f));
             Map<String, Integer> readers = new HashMap<>();
@@ -244,11 +248,11 @@ public final class Int8 {
         }
 
         /**
-         * The int8 graph of these folded weights (the backbone's external weight buffer, {@code offsets}: byte
-         * offset of each initializer in it, {@link Architecture#backboneLayout}) and mixed batch norms (by
-         * state-dict name: {@link Fusion#fuse}'s channel tensors).
+         * The int8 graph of these folded weights (the backbone's external weight buffer, in the layout of
+         * {@link Architecture#backboneLayout}) and mixed batch norms (by state-dict name:
+         * {@link Fusion#mixedChannels}).
          */
-        public byte[] quantize(float[] foldedBuffer, Map<String, Integer> offsets, Map<String, float[]> mixed) {
+        public byte[] quantize(float[] foldedBuffer, Map<String, float[]> mixed) {
             ByteBuffer out = ByteBuffer.wrap(template.clone()).order(ByteOrder.LITTLE_ENDIAN);
             Map<String, Float> xScales = new HashMap<>();
             for (Map.Entry<String, double[]> e : ranges(mixed).entrySet()) {

@@ -30,7 +30,6 @@ public final class Personalizer implements AutoCloseable {
     private final Fusion fusion;
     private final byte[] backboneGraph;       // copied out of the bundle once, handed to every backbone session
     private final List<Architecture.WeightSlot> backboneSlots;
-    private final Map<String, Integer> backboneOffsets = new java.util.HashMap<>();   // byte offsets, by name
     private Engine.TextEncoder textEncoder;   // opened on the first free-text description
     private Int8.Plan int8Plan;               // made on the first int8 model
     /** sdk.runtime.PRECISIONS. */
@@ -47,7 +46,6 @@ public final class Personalizer implements AutoCloseable {
         fusion = new Fusion(bundle);
         backboneGraph = GraphCheck.checkBackbone(bundle.memberBytes("backbone.onnx"), bundle);
         backboneSlots = Architecture.backboneSlots(bundle.shapes);
-        Architecture.backboneLayout(bundle.shapes, backboneOffsets);
         // Checked here, so a hostile encoder fails at load, not at the first free-text description.
         GraphCheck.checkEncoder(bundle.memberBytes("text_encoder.onnx"));
     }
@@ -144,7 +142,7 @@ public final class Personalizer implements AutoCloseable {
         if (int8) {
             float[] folded = new float[weights.capacity() / 4];
             weights.duplicate().order(java.nio.ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(folded);
-            byte[] graph = int8Plan().quantize(folded, backboneOffsets, fusion.mixedChannels(alpha));
+            byte[] graph = int8Plan().quantize(folded, fusion.mixedChannels(alpha));
             t = lap(timings, "quantize", t);
             backbone = engine.openQuantizedBackbone(graph);
         } else {
@@ -159,10 +157,8 @@ public final class Personalizer implements AutoCloseable {
 
     private synchronized Int8.Plan int8Plan() {
         if (int8Plan == null) {
-            Map<String, String> batchNormOf = new java.util.HashMap<>();
-            for (String[] pair : Architecture.convBnPairs(bundle.shapes)) batchNormOf.put(pair[0], pair[1]);
             try {
-                int8Plan = new Int8.Plan(backboneGraph, bundle.preprocessing, batchNormOf);
+                int8Plan = new Int8.Plan(backboneGraph, bundle);
             } catch (Proto.ProtoException e) {   // the graph passed GraphCheck: not expected
                 throw new BundleException("backbone.onnx: no int8 form (" + e.getMessage() + ")");
             }

@@ -396,13 +396,9 @@ public final class GoldenTest {
         Map<String, Object> spec = (Map<String, Object>) c.get("int8");
         String name = (String) c.get("name");
         Bundle bundle = p.bundle();
-        Map<String, String> batchNormOf = new HashMap<>();
-        for (String[] pair : Architecture.convBnPairs(bundle.shapes)) batchNormOf.put(pair[0], pair[1]);
-        Map<String, Integer> offsets = new HashMap<>();
-        Architecture.backboneLayout(bundle.shapes, offsets);
         Int8.Plan plan;
         try {
-            plan = new Int8.Plan(bundle.memberBytes("backbone.onnx"), bundle.preprocessing, batchNormOf);
+            plan = new Int8.Plan(bundle.memberBytes("backbone.onnx"), bundle);
         } catch (Proto.ProtoException e) {
             check(false, name + " int8 plan: " + e.getMessage());
             return;
@@ -418,7 +414,7 @@ public final class GoldenTest {
         }
         float[] pythonFolded = readFloats(dir.resolve((String) c.get("folded")));
         byte[] want = Files.readAllBytes(dir.resolve((String) spec.get("graph")));
-        byte[] same = plan.quantize(pythonFolded, offsets, pythonChannels);
+        byte[] same = plan.quantize(pythonFolded, pythonChannels);
         check(java.util.Arrays.equals(same, want), name + " int8 graph from Python's inputs: the same bytes ("
                 + same.length + " vs " + want.length + ")");
         // The app's path: personalize(..., "int8") quantizes Java's own fusion and hands the graph to the engine.
@@ -426,7 +422,7 @@ public final class GoldenTest {
         PersonalizedModel model = d instanceof String ? p.personalize((String) d, TaskOptions.DEFAULT, "int8")
                 : p.personalize((List<String>) d, TaskOptions.DEFAULT, "int8");
         byte[] graph = ((RecordedEngine) p.engine()).lastQuantized;
-        check(java.util.Arrays.equals(graph, plan.quantize(written, offsets, p.fusion().mixedChannels(alpha))),
+        check(java.util.Arrays.equals(graph, plan.quantize(written, p.fusion().mixedChannels(alpha))),
                 name + " personalize(int8) hands the engine the graph of its fusion");
         check(model.timings().keySet().equals(java.util.Set.of("encode", "resolve", "mixer", "fuse_fold", "quantize",
                 "session", "total")), name + " int8 timings " + model.timings());
