@@ -32,10 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     pack.add_argument("--mode", default="fp32", help="how the bases are stored: fp32 (default), or options joined "
                       "by '+': fp16, delta, int8, lowrank:R, drop:T (see export/compress.py)")
     pack.add_argument("--no-collections", dest="collections", action="store_false",
-                      help="leave out the everyday collections (export/everyday_collections.json): "
-                      "WordNet concepts only")
+                      help="leave out the everyday collections and class facets that the WordNet "
+                      "conversion adds (trainer/data/everyday_collections.json): WordNet concepts only")
     pack.add_argument("--no-facets", dest="facets", action="store_false",
-                      help="leave out the class facets (export/class_facets.json), keep the collections")
+                      help="leave out the class facets (trainer/data/class_facets.json), keep the collections")
     pack.add_argument("--sign", type=Path, default=None, metavar="KEY",
                       help="sign the bundle with this private key (python -m export keygen)")
     keygen = sub.add_parser("keygen", help="make an Ed25519 signing key: KEY (private, mode 0600) and KEY.pub")

@@ -26,7 +26,6 @@ from sdk.text_encoder import MAX_TOKENS, MODEL_FILE, PROMPTS, TOKENIZER_FILE, Te
 
 from .backbone import export_backbone
 from .compress import Mode, compress
-from .everyday_collections import everyday_concepts
 from .text_encoder import NOTICE_FILE, cached_text_encoder
 
 TEXT_ENCODER_LICENSE = "Apache-2.0 (all-MiniLM-L6-v2 by sentence-transformers; see the NOTICE member)"
@@ -79,10 +78,13 @@ def description_kinds(bundle) -> list[str]:
 def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32", collections: bool = True,
                  facets: bool = True) -> tuple[Manifest, dict[str, bytes]]:
     """The manifest and member bytes of a finished run, its bases stored as `mode` says (export.compress).
-    collections: add the everyday collections (export/everyday_collections.py) to the WordNet concepts;
-    facets: and, with them, the class facets (export/class_facets.json)."""
+    Every group of the run's vocabulary is a concept (ClassHierarchy.concepts). collections=False leaves
+    out the everyday collections and the class facets (trainer/data/everyday_collections.py: the groups
+    the WordNet conversion adds, keyed `collection/` and `facet/`); facets=False only the facets."""
     from trainer.checkpoints import load_state
     from trainer.config import TrainConfig
+    from trainer.data.everyday_collections import FACET_PREFIX
+    from trainer.data.everyday_collections import ID_PREFIX as COLLECTION_PREFIX
     from trainer.mixer import MIXER_LAYERS
     from trainer.run import STAGE3_VARIANTS, make_context
     from trainer.rundir import STAGE3_BANK_PARAMS, STAGE3_BANK_STATS, STAGE3_MIXER_PREFIX, RunDir
@@ -95,10 +97,11 @@ def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32
     if not uses_mixer:
         raise ValueError(f"variant {variant!r} has no mixer predictor; bundle 'taper' or an ablation with one")
     hierarchy = ctx.data.hierarchy
+    left_out = (() if collections else (COLLECTION_PREFIX,)) + (() if facets and collections else (FACET_PREFIX,))
     classes = {"classes": [class_entry(w, n, p, d) for w, n, p, d in
                            zip(hierarchy.wnids, hierarchy.names, hierarchy.paths, hierarchy.descriptions, strict=True)],
                "supercategories": {g: [hierarchy.index(w) for w in ws] for g, ws in hierarchy.supercategories.items()},
-               "concepts": hierarchy.concepts() + (everyday_concepts(hierarchy.wnids, facets) if collections else [])}
+               "concepts": [c for c in hierarchy.concepts() if not c["id"].startswith(left_out)]}
     evaluation = json.loads(run.eval.read_text()) if run.eval.exists() else {}
     architecture = Architecture(config.stem, config.width, ctx.data.num_classes, config.input_size)
     dataset = dataset_name(config.data)

@@ -4,7 +4,7 @@
 
 Every set is resolved exactly as `sdk.personalize` resolves a description (`TaskResolver.resolve` with
 the default TaskOptions), five times: with all the bundle's concepts (format 5: WordNet hypernyms, the
-everyday collections and the class facets of export/everyday_collections.py), without the composition
+everyday collections and the class facets of trainer/data/everyday_collections.py), without the composition
 rule 3b of sdk/tasks.py ("small mammals", "non-insect invertebrates"; as the resolver was before it),
 without the facets (as bundles were before them), with the WordNet concepts only (as bundles were
 before the collections), and without concepts (the bundle's classes, groups and path nodes only, as a
@@ -40,10 +40,10 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from export.everyday_collections import FACET_PREFIX
-from export.everyday_collections import ID_PREFIX as COLLECTION_PREFIX
 from sdk.errors import DescriptionError
 from sdk.tasks import TaskOptions, TaskResolver
+from trainer.data.everyday_collections import FACET_PREFIX
+from trainer.data.everyday_collections import ID_PREFIX as COLLECTION_PREFIX
 
 HERE = Path(__file__).parent
 PHRASING_SETS = {"phrasings": HERE / "retrieval_phrasings.json",

@@ -17,6 +17,15 @@ def synthetic_root(tmp_path_factory) -> Path:
                                   train_per_class=6, val_per_class=2)
 
 
+def synthetic_hierarchy(root: Path):
+    """The synthetic data's WordNet-format files converted as a data source would (trainer/data/wordnet.py)."""
+    from trainer.data.wordnet import wordnet_vocabulary
+
+    tsv = (root / "wordnet_hierarchy.tsv").read_text()
+    ids = [line.split("\t")[0] for line in tsv.splitlines()[1:] if line]
+    return wordnet_vocabulary(ids, tsv, (root / "supercategories.json").read_text(), where=str(root)).hierarchy()
+
+
 def write_tiny_imagenet_layout(src: Path, dst: Path) -> Path:
     """Re-arrange the synthetic ImageFolder into the Tiny ImageNet layout (JPEGs, val annotations)."""
     from PIL import Image

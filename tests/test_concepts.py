@@ -6,7 +6,7 @@ import numpy as np
 
 from sdk.bundle import ClassInfo, Concept
 from sdk.tasks import CONCEPT_MARGIN, TaskOptions, TaskResolver
-from trainer.data.hierarchy import ClassHierarchy
+from trainer.data.wordnet import wordnet_vocabulary
 
 CLASSES = [ClassInfo(f"n{i}", name, ["entity", *path, name]) for i, (name, path) in enumerate([
     ("bikini", ["clothing", "garment"]), ("kimono", ["clothing", "garment"]), ("sock", ["clothing", "hosiery"]),
@@ -109,9 +109,10 @@ def test_hierarchy_concepts_use_all_ancestors_and_their_names():
            "n2\tsock\tentity > clothing > sock\tn0,n9\n"
            "n3\tgoose\tentity > bird > goose\tn0,n7\n")
     names = "n0\tentity\nn9\tclothing, wear\nn8\tswimwear, bathing suit\nn7\tbird\nn5\tunused\n"
-    h = ClassHierarchy.from_text(tsv, concept_names=names)
+    ids = ["n1", "n2", "n3"]
+    h = wordnet_vocabulary(ids, tsv, words=names, glosses=False, collections=False).hierarchy()
     # n0 holds every class and n8, n7 a single one: none is a concept.
     assert h.concepts() == [{"id": "n9", "names": ["clothing", "wear"], "members": [0, 1]}]
     assert h.subset(["n2", "n1"]).concepts() == []             # all classes: no longer a concept
-    plain = ClassHierarchy.from_text(tsv)                        # no names: the path nodes
+    plain = wordnet_vocabulary(ids, tsv, glosses=False, collections=False).hierarchy()   # no names: the path nodes
     assert plain.concepts() == [{"id": "clothing", "names": ["clothing"], "members": [0, 1]}]

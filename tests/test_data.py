@@ -6,11 +6,11 @@ import tarfile
 import numpy as np
 import pytest
 import torch
-from conftest import write_tiny_imagenet_layout
+from conftest import synthetic_hierarchy, write_tiny_imagenet_layout
 from PIL import Image
 
 from sdk.images import fit_to_square
-from trainer.data import ClassHierarchy, DataError, load_dataset
+from trainer.data import DataError, load_dataset
 from trainer.data.cache import DecodedDataset
 
 
@@ -108,7 +108,7 @@ def test_bad_paths_and_inconsistent_hierarchies(synthetic_root, tmp_path):
 
 
 def test_hierarchy_distances_follow_the_tree(synthetic_root):
-    h = ClassHierarchy.load(synthetic_root / "wordnet_hierarchy.tsv")
+    h = synthetic_hierarchy(synthetic_root)
     red_disc, blue_disc, red_ring, red_square, red_stripes = (
         h.names.index(n) for n in ("red disc", "blue disc", "red ring", "red square", "red stripes"))
     d = h.distances
@@ -162,7 +162,7 @@ def test_held_out_classes_are_spread_over_the_hierarchy_and_removed(synthetic_ro
 
 def test_concepts_take_every_ancestor_named_in_words_txt_and_survive_the_cache(synthetic_root, tmp_path):
     """A Tiny ImageNet source's words.txt names the hierarchy's ancestor ids; the cache keeps those lines
-    (concept_names.tsv) so that a run's bundle can carry every hypernym with all its synonyms."""
+    (in the vocabulary.toml it converts them into) so that a run's bundle carries every hypernym with its synonyms."""
     layout = write_tiny_imagenet_layout(synthetic_root, tmp_path / "tiny-imagenet-200")
     tsv = (layout / "wordnet_hierarchy.tsv").read_text().splitlines()
     rows = [tsv[0]]
@@ -174,10 +174,14 @@ def test_concepts_take_every_ancestor_named_in_words_txt_and_survive_the_cache(s
     with open(layout / "words.txt", "a") as f:
         f.write("a0\tthing\na1\tround thing, roundel\na2\tunused\n")
     data = load_dataset(layout, image_size=16, cache_dir=tmp_path / "cache", progress=False)
-    names = (data.folder / "concept_names.tsv").read_text()
-    assert "a1\tround thing, roundel" in names and "a2" not in names
-    # "a0" holds all 24 classes and "a9" has no name: neither is a concept.
-    assert data.hierarchy.concepts() == [{"id": "a1", "names": ["round thing", "roundel"], "members": list(range(8))}]
+    kept = (data.folder / "vocabulary.toml").read_text()   # the cache keeps the converted vocabulary
+    assert 'aliases = ["roundel"]' in kept and "unused" not in kept
+    # "a0" holds all 24 classes and "a9" has no name: neither is a concept; the path nodes are concepts too.
+    concepts = {c["id"]: c for c in data.hierarchy.concepts()}
+    assert concepts["a1"] == {"id": "a1", "names": ["round thing", "roundel"], "members": list(range(8))}
+    assert "a0" not in concepts and "a9" not in concepts and "disc" in concepts
+    reopened = DecodedDataset.open(data.folder).hierarchy
+    assert reopened.concepts() == data.hierarchy.concepts() and (reopened.distances == data.hierarchy.distances).all()
 
 
 def test_first_images_of_each_class_are_taken_in_stored_order():

@@ -1,21 +1,23 @@
-"""Everyday collections (export/everyday_collections.py): hand-written kinds of things stored as concepts,
-so that "farm animals" finds the hog, the ox and the goose, which no WordNet hypernym holds together."""
+"""Everyday collections (trainer/data/everyday_collections.py): hand-written kinds of things that the WordNet
+conversion writes into Tiny ImageNet's vocabulary as groups (the bundle's concepts), so that "farm animals"
+finds the hog, the ox and the goose, which no WordNet hypernym holds together."""
 
 import json
 
 import pytest
 
-import export.everyday_collections as everyday
-from export.everyday_collections import (
+import trainer.data.everyday_collections as everyday
+from sdk.bundle import ClassInfo, Concept
+from sdk.tasks import TaskOptions, TaskResolver
+from trainer.data.everyday_collections import (
     FACET_PREFIX,
     FACETS_FILE,
     ID_PREFIX,
-    collection_concepts,
-    everyday_concepts,
+    collection_groups,
+    everyday_groups,
     read_collections,
 )
-from sdk.bundle import ClassInfo, Concept
-from sdk.tasks import TaskOptions, TaskResolver
+from trainer.data.vocabulary import ClassWords, Vocabulary
 
 FARM = {"n02395406": "hog", "n02403003": "ox", "n01855672": "goose"}
 SEA = {"n01910747": "jellyfish", "n01983481": "American lobster", "n02074367": "dugong"}
@@ -43,25 +45,29 @@ def test_shipped_facets_are_well_formed_and_share_no_name_with_a_collection():
     assert len(facets) >= 80
     facet_names = {n for c in facets for n in c["names"]}
     assert not facet_names & {n for c in read_collections() for n in c["names"]}
-    concepts = everyday_concepts(list(FARM))
-    assert [c["id"] for c in concepts if c["id"].startswith(FACET_PREFIX)]  # "things on a farm" holds all three
-    assert len(everyday_concepts(list(FARM), facets=False)) < len(concepts)
+    groups = everyday_groups(list(FARM))
+    assert [g.id for g in groups if g.id.startswith(FACET_PREFIX)]  # "things on a farm" holds all three
+    assert [g.id for g in groups if g.id.startswith(ID_PREFIX)]
 
 
 def test_facets_holding_a_collection_name_are_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(everyday, "FACETS_FILE",
                         write(tmp_path, [{"names": ["things on a farm", "livestock"], "members": FARM}]))
     with pytest.raises(ValueError, match="both a collection's and a facet's"):
-        everyday_concepts(list(FARM))
+        everyday_groups(list(FARM))
 
 
-def test_one_concept_per_name_with_the_members_the_bundle_has(tmp_path):
+def concepts(ids: list[str], groups) -> list[dict]:
+    """The bundle's concepts of a vocabulary holding these groups."""
+    return Vocabulary({c: ClassWords(c, c) for c in ids}, {g.id: g for g in groups}).hierarchy().concepts()
+
+
+def test_one_concept_per_name_with_the_members_the_data_has(tmp_path):
     path = write(tmp_path, [{"names": ["farm animals", "livestock"], "members": {**FARM, "n09999999": "absent"}},
                             {"names": ["sea animals"], "members": {"n01910747": "jellyfish", "n09999998": "absent"}}])
     ids = list(OTHERS) + list(FARM) + ["n01910747"]
-    concepts = collection_concepts(ids, path)
     farm = sorted(ids.index(w) for w in FARM)
-    assert concepts == [  # the sea collection holds one of these classes only: left out
+    assert concepts(ids, collection_groups(ids, path)) == [  # the sea collection holds one class only: left out
         {"id": ID_PREFIX + "farm animals", "names": ["farm animals", "livestock"], "members": farm},
         {"id": ID_PREFIX + "livestock", "names": ["livestock", "farm animals"], "members": farm}]
 
@@ -95,10 +101,10 @@ def test_collections_resolve_by_name_and_by_meaning(encoder):
     table = {**OTHERS, **FARM, **SEA}
     ids = list(table)
     classes = [ClassInfo(w, name, ["entity", name]) for w, name in table.items()]
-    rows = collection_concepts(ids)
-    concepts = [Concept(r["id"], r["names"], r["members"]) for r in rows]
+    rows = concepts(ids, collection_groups(ids))
+    bundle_concepts = [Concept(r["id"], r["names"], r["members"]) for r in rows]
     with_collections = TaskResolver(classes, enc.embed_class_names(list(table.values()), prompts), {},
-                                    lambda text: enc.embed_class_names([text], prompts[:1])[0], concepts,
+                                    lambda text: enc.embed_class_names([text], prompts[:1])[0], bundle_concepts,
                                     enc.embed_class_names([r["names"][0] for r in rows], prompts))
     without = TaskResolver(classes, with_collections.embeddings, {}, with_collections.embed_phrase)
     farm, sea = {ids.index(w) for w in FARM}, {ids.index(w) for w in SEA}

@@ -1,12 +1,13 @@
 import numpy as np
 import pytest
+from conftest import synthetic_hierarchy
 
 from trainer.data import ClassHierarchy, TaskSampler
 
 
 @pytest.fixture(scope="module")
 def hierarchy(synthetic_root):
-    return ClassHierarchy.load(synthetic_root / "wordnet_hierarchy.tsv")
+    return synthetic_hierarchy(synthetic_root)
 
 
 def test_neighbourhood_tasks_contain_the_label_and_come_from_the_2k_nearest(hierarchy):

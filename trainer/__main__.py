@@ -9,6 +9,7 @@
     python -m trainer cache --data ../shared/data/tiny-imagenet-200.tar.gz
     python -m trainer cache list                                              # or: cache clear
     python -m trainer vocabulary --data my-photos        # a starter my-photos/vocabulary.toml to edit
+    python -m trainer vocabulary --data ../shared/data/tiny-imagenet-200.tar.gz --out tiny.toml   # WordNet's, converted
     python -m trainer throughput --width 0.5 0.25 --size 64
 """
 
@@ -26,6 +27,33 @@ from .device import TrainDevice
 from .rundir import RunDir
 
 
+def write_vocabulary(data: Path, out: Path | None) -> None:
+    """A starter vocabulary.toml for an ImageFolder's class folders, or a Tiny ImageNet source's WordNet files
+    converted (trainer/data/wordnet.py); written whole or not at all, never over an existing file."""
+    from .data.sources import open_source
+    from .data.vocabulary import VOCABULARY_FILE, Vocabulary, starter_text
+
+    target = out or (data / VOCABULARY_FILE if data.is_dir() else None)
+    if target is None:
+        raise DataError(f"{data} is an archive: say where to write with --out")
+    if target.exists():
+        raise DataError(f"{target} exists: edit it (this command never overwrites)")
+    if data.is_dir() and (data / "train").is_dir() and not (data / "wnids.txt").exists():
+        ids = sorted(p.name for p in (data / "train").iterdir() if p.is_dir() and not p.name.startswith("."))
+        text, what = starter_text(ids), "add aliases and groups (docs/training.md)"
+        Vocabulary.from_text(text, ids, str(target))   # what is written always loads
+    else:
+        source = open_source(data)
+        if VOCABULARY_FILE not in source.extra_files:
+            raise DataError(f"{data}: no train/ folder and no WordNet files to convert")
+        text, ids = source.extra_files[VOCABULARY_FILE].decode(), source.wnids
+        what = "WordNet's words converted; put it beside the data as vocabulary.toml to use your edits"
+    partial = target.with_name(f".{target.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(target)
+    print(f"wrote {target} ({len(ids)} classes): {what}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,8 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     cache.add_argument("--size", type=int, default=None, help="image size (default: the data's own, 64 for Tiny "
                        "ImageNet; other images are resized and centre-cropped to it)")
     words = sub.add_parser("vocabulary", help="write a starter vocabulary.toml beside an ImageFolder's train/ "
-                           "(one entry per class folder; never overwrites)")
-    words.add_argument("--data", required=True, type=Path, help="the ImageFolder (its train/<class>/ folders)")
+                           "(one entry per class folder), or the one a data set's WordNet files convert into "
+                           "(Tiny ImageNet); never overwrites")
+    words.add_argument("--data", required=True, type=Path, help="the ImageFolder (its train/<class>/ folders), or "
+                       "a Tiny ImageNet .tar.gz or folder")
+    words.add_argument("--out", type=Path, default=None, help="where to write (default: vocabulary.toml in --data, "
+                       "a folder)")
     train = sub.add_parser("run", help="train all stages (resumes if --out exists)")
     train.add_argument("--preset", default=None, help=f"{' | '.join(PRESETS)} (not needed to resume; fitted to "
                        "the data's class count, and each change printed)")
@@ -83,18 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "vocabulary":
-            from .data.vocabulary import VOCABULARY_FILE, Vocabulary, starter_text
-
-            train_dir, target = args.data / "train", args.data / VOCABULARY_FILE
-            if not train_dir.is_dir():
-                raise DataError(f"{args.data}: no train/ folder (expected train/<class>/ photos)")
-            if target.exists():
-                raise DataError(f"{target} exists: edit it (this command never overwrites)")
-            ids = sorted(p.name for p in train_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
-            text = starter_text(ids)
-            Vocabulary.from_text(text, ids, str(target))   # what is written always loads
-            target.write_text(text, encoding="utf-8")
-            print(f"wrote {target} ({len(ids)} classes): add aliases and groups (docs/training.md)")
+            write_vocabulary(args.data, args.out)
         elif args.command == "cache" and args.action != "build":
             from .data.cache import clear_caches, list_caches
 

@@ -18,7 +18,6 @@ from .basis_bank import BasisBank
 from .checkpoints import load_state
 from .config import TrainConfig
 from .data.errors import DataError
-from .data.glosses import read_glosses
 from .data.tasks import TaskSampler
 from .device import device_name
 from .evaluate import Evaluator, pairwise_similarity_correlation
@@ -120,7 +119,10 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
     free_language, free_language_note = None, None
     if taper is not None:
         try:
-            glosses = read_glosses(ctx.data.wnids)
+            glosses = ctx.data.hierarchy.descriptions   # Tiny ImageNet's: WordNet's glosses (trainer/data/wordnet.py)
+            if not all(glosses):
+                raise DataError(f"{sum(not g for g in glosses)} of {len(glosses)} classes have no description in the "
+                                "vocabulary (the free-language rows need one per class)")
             encoder = class_name_encoder()
             gloss_embeddings = np.concatenate([encoder.encode(glosses[i:i + 64]) for i in range(0, len(glosses), 64)])
             accuracies = []
@@ -129,7 +131,7 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
                 accuracies.append(_mixer_accuracy(evaluator, taper, TaskEmbedder("text", gloss_embeddings)(tasks),
                                                   tasks)[0])
             free_language = float(np.mean(accuracies))
-        except DataError as e:  # e.g. no WordNet glosses on this machine, or classes that are not WordNet ids
+        except DataError as e:  # e.g. no WordNet glosses on this machine, or a vocabulary without descriptions
             free_language_note = str(e)
     tasks0 = protocols["neighbourhood"].evaluation_tasks(config.eval_seeds[0])
     task_emb = TaskEmbedder("text", embeddings)(tasks0)

@@ -4,7 +4,8 @@ Built once per (source, image size) under `<cache root>/data/`, atomically (temp
     meta.json                        classes, names, counts, image size, source, build time
     {train,val}_images.npy           uint8 [N, S, S, 3]
     {train,val}_labels.npy           int64 [N]
-    wordnet_hierarchy.tsv, supercategories.json, concept_names.tsv, vocabulary.toml   (from the source when present)
+    vocabulary.toml                  the data's words (trainer/data/sources.py; caches built before it keep
+                                     WordNet's files, converted when opened)
 
 >>> data = load_dataset("../shared/data/tiny-imagenet-200.tar.gz")   # ~20 s the first time  # doctest: +SKIP
 >>> data.train.images.shape                                                                  # doctest: +SKIP
@@ -30,12 +31,15 @@ from sdk.images import decode_image, fit_to_square
 from ..device import host_to
 from .checks import DataReport
 from .errors import DataError
-from .hierarchy import HIERARCHY_FILE, ClassHierarchy
+from .hierarchy import ClassHierarchy
 from .sources import LabelledImages, open_source
 from .vocabulary import VOCABULARY_FILE, Vocabulary
+from .wordnet import CONCEPT_NAMES_FILE, HIERARCHY_FILE, SUPERCATEGORIES_FILE, wordnet_vocabulary
 
 CACHE_VERSION = 3  # 2: concept_names.tsv (names of the WordNet ancestors) kept beside the hierarchy;
-#                   3: an ImageFolder's vocabulary.toml kept, its names read from it (or its folder names)
+#                   3: an ImageFolder's vocabulary.toml kept, its names read from it (or its folder names);
+#                   since, every source's vocabulary.toml (Tiny ImageNet's converted): a version-3 cache
+#                   holding WordNet's files instead reads the same, converted when opened
 TINY_IMAGENET_SIZE = 64
 
 
@@ -115,16 +119,24 @@ class DecodedDataset:
         wnids, names = meta["wnids"], meta["names"]
         if (folder / VOCABULARY_FILE).is_file():
             hierarchy = Vocabulary.load(folder / VOCABULARY_FILE, wnids).hierarchy()
-        elif (folder / HIERARCHY_FILE).is_file():
-            hierarchy = ClassHierarchy.load(folder / HIERARCHY_FILE).restrict_to(wnids, str(folder))
-        elif meta.get("layout") == "imagefolder":
+        elif meta.get("layout") == "imagefolder" and not (folder / HIERARCHY_FILE).is_file():
             hierarchy = Vocabulary.default(wnids).hierarchy()
-        else:
-            hierarchy = ClassHierarchy.flat(wnids, names)
+        else:   # a cache built before vocabularies: its WordNet files, converted as a new build would
+            hierarchy = _legacy_vocabulary(folder, wnids, names).hierarchy()
         if meta.get("layout") == "imagefolder":
             names = hierarchy.names  # the vocabulary's (or the folder names'), whatever the cache recorded
         return cls(folder, wnids, names, meta["image_size"], hierarchy, splits["train"], splits["val"],
                    meta.get("report", []), meta.get("checks", {}))
+
+
+def _legacy_vocabulary(folder: Path, wnids: list[str], names: list[str]) -> Vocabulary:
+    def text(name: str) -> str | None:
+        path = folder / name
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+    words = text(CONCEPT_NAMES_FILE) or ""
+    if not (folder / HIERARCHY_FILE).is_file():   # no hierarchy: the class names the cache recorded
+        words += "".join(f"{w}\t{n}\n" for w, n in zip(wnids, names, strict=True))
+    return wordnet_vocabulary(wnids, text(HIERARCHY_FILE), text(SUPERCATEGORIES_FILE), words or None, str(folder))
 
 
 def load_dataset(source: str | Path, image_size: int | None = None, cache_dir: Path | None = None,

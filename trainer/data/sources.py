@@ -5,10 +5,12 @@ read through a small file-access layer so the same parser works for a .tar.gz an
 
 Supported layouts:
 - Tiny ImageNet (`wnids.txt`, `train/<wnid>/images/*`, `val/images/*` + `val/val_annotations.txt`),
-  as the .tar.gz or extracted; `wordnet_hierarchy.tsv` / `supercategories.json` are used when present.
-- ImageFolder: `<root>/train/<class>/*.{jpg,png,...}` and `<root>/val/<class>/*`; the words come from
-  `<root>/vocabulary.toml` (trainer/data/vocabulary.py) when present, else from a `wordnet_hierarchy.tsv`
-  in the root, else from the folder names alone (no groups: `vocabulary_notice` says what that costs).
+  as the .tar.gz or extracted.
+- ImageFolder: `<root>/train/<class>/*.{jpg,png,...}` and `<root>/val/<class>/*`.
+The words of either are one vocabulary (trainer/data/vocabulary.py): `<root>/vocabulary.toml` when present,
+else WordNet's files (`wordnet_hierarchy.tsv`, `supercategories.json`, `words.txt`) converted into one
+(trainer/data/wordnet.py), else the folder names alone (no groups: the run says what that costs). The
+cache keeps the vocabulary it used, as vocabulary.toml.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .errors import DataError
-from .hierarchy import CONCEPT_NAMES_FILE, HIERARCHY_FILE, SUPERCATEGORIES_FILE, ClassHierarchy, parse_concept_names
+from .hierarchy import ClassHierarchy
 from .vocabulary import VOCABULARY_FILE, Vocabulary
+from .wordnet import HIERARCHY_FILE, SUPERCATEGORIES_FILE, WORDS_FILE, wordnet_vocabulary
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp"}
 MAX_MEMBER_BYTES = 64 * 1024 * 1024
@@ -110,22 +113,18 @@ def open_source(path: str | Path) -> LabelledImages:
     raise DataError(f"{path}: archive has no wnids.txt (not a Tiny ImageNet archive)")
 
 
-def _hierarchy(files: Files, wnids: list[str], names: list[str]) -> tuple[ClassHierarchy, dict[str, bytes]]:
-    if HIERARCHY_FILE not in files:
-        return ClassHierarchy.flat(wnids, names), {}
-    extra = {HIERARCHY_FILE: files.read(HIERARCHY_FILE)}
-    if SUPERCATEGORIES_FILE in files:
-        extra[SUPERCATEGORIES_FILE] = files.read(SUPERCATEGORIES_FILE)
-    groups = extra[SUPERCATEGORIES_FILE].decode("utf-8", "replace") if SUPERCATEGORIES_FILE in extra else None
-    hierarchy = ClassHierarchy.from_text(extra[HIERARCHY_FILE].decode("utf-8", "replace"), groups,
-                                         where=str(files.source))
-    if "words.txt" in files:  # names of the ancestors (82,115 lines; the cache keeps only the ~350 needed)
-        wanted = {a for row in hierarchy.ancestors for a in row}
-        lines = "".join(line + "\n" for line in files.text("words.txt").splitlines()
-                        if line.partition("\t")[0] in wanted)
-        extra[CONCEPT_NAMES_FILE] = lines.encode()
-        hierarchy.concept_names = parse_concept_names(lines, wanted)
-    return hierarchy.restrict_to(wnids, source=f"the classes of {files.source}"), extra
+def _vocabulary(files: Files, wnids: list[str]) -> tuple[ClassHierarchy, dict[str, bytes], list[str]]:
+    """The data's vocabulary as a hierarchy, the vocabulary.toml the cache keeps, and what to tell the user:
+    the source's own vocabulary.toml, else WordNet's files converted."""
+    if VOCABULARY_FILE in files:
+        text = files.text(VOCABULARY_FILE)
+        vocabulary = Vocabulary.from_text(text, wnids, where=f"{files.source}/{VOCABULARY_FILE}")
+        return vocabulary.hierarchy(), {VOCABULARY_FILE: text.encode()}, vocabulary.notes
+    def text(name: str) -> str | None:
+        return files.read(name).decode("utf-8", "replace") if name in files else None
+    vocabulary = wordnet_vocabulary(wnids, text(HIERARCHY_FILE), text(SUPERCATEGORIES_FILE), text(WORDS_FILE),
+                                    where=str(files.source))
+    return vocabulary.hierarchy(), {VOCABULARY_FILE: vocabulary.to_text().encode()}, vocabulary.notes
 
 
 def _tiny_imagenet(files: Files) -> LabelledImages:
@@ -154,19 +153,9 @@ def _tiny_imagenet(files: Files) -> LabelledImages:
             val.append((rel, index[cols[1]]))
     if not train:
         raise DataError(f"{files.source}: no training images under train/<wnid>/images/")
-    names = _word_names(files, wnids)
-    hierarchy, extra = _hierarchy(files, wnids, names)
-    return LabelledImages(files, "tiny-imagenet", wnids, hierarchy.names if extra else names,
-                          {"train": train, "val": val}, hierarchy, extra)
-
-
-def _word_names(files: Files, wnids: list[str]) -> list[str]:
-    names = {}
-    if "words.txt" in files:
-        for line in files.text("words.txt").splitlines():
-            wnid, _, words = line.partition("\t")
-            names[wnid] = words.strip()
-    return [names.get(w, w) for w in wnids]
+    hierarchy, extra, notes = _vocabulary(files, wnids)
+    return LabelledImages(files, "tiny-imagenet", wnids, hierarchy.names, {"train": train, "val": val}, hierarchy,
+                          extra, notes)
 
 
 def _image_folder(files: Files) -> LabelledImages:
@@ -187,16 +176,11 @@ def _image_folder(files: Files) -> LabelledImages:
     unknown = sorted({c for _, c in splits["val"]} - set(index))
     if unknown:
         raise DataError(f"{files.source}/val: classes with no training images: {unknown[:5]}")
-    if VOCABULARY_FILE in files:
-        text = files.text(VOCABULARY_FILE)
-        hierarchy = Vocabulary.from_text(text, wnids, where=f"{files.source}/{VOCABULARY_FILE}").hierarchy()
-        extra = {VOCABULARY_FILE: text.encode()}
-    elif HIERARCHY_FILE in files:
-        hierarchy, extra = _hierarchy(files, wnids, list(wnids))
+    if VOCABULARY_FILE in files or HIERARCHY_FILE in files:
+        hierarchy, extra, notes = _vocabulary(files, wnids)
     else:
-        hierarchy, extra = Vocabulary.default(wnids).hierarchy(), {}
+        hierarchy, extra, notes = Vocabulary.default(wnids).hierarchy(), {}, []
     labelled = {s: [(rel, index[c]) for rel, c in items] for s, items in splits.items()}
-    notes = []
     if ignored:
         suffixes = ", ".join(sorted(IMAGE_SUFFIXES))
         notes.append(f"ignored {len(ignored)} file(s) whose names are not images' ({suffixes}): "

@@ -24,7 +24,7 @@ of two or more classes as a concept, and the SDK resolves descriptions against a
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomllib
@@ -41,7 +41,6 @@ MAX_DESCRIPTION = 1000  # characters of a description
 MAX_ALIASES = 63          # a group's name and aliases are its concept's names: at most 64 in a bundle
 MAX_FILE_BYTES = 16 << 20   # a vocabulary is words: larger is a mistake (a photo saved under the name?)
 MAX_GROUPS = 100_000      # a bundle holds at most this many concepts (sdk.bundle.MAX_CONCEPTS)
-GROUP_KEY = "group:"    # a group's key among a class's ancestors (ClassHierarchy.ancestors / concept_names)
 
 
 @dataclass(frozen=True)
@@ -60,17 +59,22 @@ class ClassWords:
 
 @dataclass(frozen=True)
 class GroupWords:
-    """A named group: its aliases and its direct members (class ids or group names)."""
+    """A group: its key (what `members` lists), the name a person types, other names, its direct members
+    (class ids or group keys), a one-line description, and whether it is a super-category (a coarse group
+    the trainer reports accuracy for and can draw tasks from, listed as such in the bundle, not as a concept)."""
+    id: str
     name: str
     aliases: tuple[str, ...]
     members: tuple[str, ...]
     description: str = ""
+    supercategory: bool = False
 
 
 @dataclass
 class Vocabulary:
     classes: dict[str, ClassWords]   # by class id, in the data's class order
-    groups: dict[str, GroupWords]    # by name, in the file's order
+    groups: dict[str, GroupWords]    # by key, in the file's order
+    notes: list[str] = field(default_factory=list, compare=False)   # what to tell a person (a name given twice)
 
     @classmethod
     def default(cls, class_ids: list[str]) -> Vocabulary:
@@ -113,29 +117,36 @@ class Vocabulary:
             raise DataError(f"{where}: {len(raw_groups)} groups, at most {MAX_GROUPS}")
         groups = {g: _group_words(g, body, f"{where}: [groups.{g}]") for g, body in raw_groups.items()}
         vocabulary = cls(classes, groups)
-        vocabulary._check(where)
+        vocabulary.check(where)
         return vocabulary
 
-    def members(self, group: str) -> list[str]:
-        """The class ids under a group, its subgroups' included, in class order."""
-        found: set[str] = set()
-        stack = [group]
+    def members(self, group: str, listed_order: bool = False) -> list[str]:
+        """The class ids under a group, its subgroups' included, in class order (or in the order the file
+        lists them, subgroups in place: a super-category's first member anchors the trainer's examples)."""
+        found: dict[str, None] = {}
+        seen, stack = {group}, [iter(self.groups[group].members)]   # depth first, without recursion
         while stack:
-            for m in self.groups[stack.pop()].members:
-                if m in self.groups:
-                    stack.append(m)
-                else:
-                    found.add(m)
-        return [c for c in self.classes if c in found]
+            m = next(stack[-1], None)
+            if m is None:
+                stack.pop()
+            elif m in self.groups:
+                if m not in seen:
+                    seen.add(m)
+                    stack.append(iter(self.groups[m].members))
+            else:
+                found[m] = None
+        return list(found) if listed_order else [c for c in self.classes if c in found]
 
     def hierarchy(self) -> ClassHierarchy:
-        """The ClassHierarchy the trainer and the exporter use: names are `ClassWords.synonyms`, each
-        class's path runs through the first group that lists it (and that group's first parent, up to a
-        top group), its ancestors are every group above it, and the groups are concepts named by their
-        name and aliases. No super-categories: every group is a concept of the bundle."""
+        """The ClassHierarchy the trainer and the exporter use: names are `ClassWords.synonyms`; each
+        class's path (the tree the trainer draws nearby classes from) runs through the first group, in the
+        file's order, that lists it, and that group's first lister, up to a top group; its ancestors are
+        every group above it, and those groups are concepts named by their name and aliases. Super-category
+        groups are the hierarchy's super-categories, and neither paths nor concepts."""
         ids = list(self.classes)
+        concepts = {g: group for g, group in self.groups.items() if not group.supercategory}
         parent: dict[str, str] = {}
-        for g, group in self.groups.items():
+        for g, group in concepts.items():
             for m in group.members:
                 parent.setdefault(m, g)
         members = {g: set(self.members(g)) for g in self.groups}   # once per group, not once per class
@@ -144,14 +155,45 @@ class Vocabulary:
             chain, node = [], c
             while node in parent:
                 node = parent[node]
-                chain.append(node)
+                chain.append(self.groups[node].name)
             paths.append((*reversed(chain), self.classes[c].name))
-            ancestors.append(tuple(GROUP_KEY + g for g in self.groups if c in members[g]))
-        concept_names = {GROUP_KEY + g: [g, *group.aliases] for g, group in self.groups.items()}
-        return ClassHierarchy(ids, [self.classes[c].synonyms for c in ids], paths, {}, ancestors, concept_names,
-                              descriptions=[self.classes[c].description for c in ids])
+            ancestors.append(tuple(g for g in concepts if c in members[g]))
+        concept_names = {g: [group.name, *group.aliases] for g, group in concepts.items()}
+        supercategories = {group.name: self.members(g, listed_order=True)
+                           for g, group in self.groups.items() if group.supercategory}
+        return ClassHierarchy(ids, [self.classes[c].synonyms for c in ids], paths, supercategories, ancestors,
+                              concept_names, descriptions=[self.classes[c].description for c in ids])
 
-    def _check(self, where: str) -> None:
+    def to_text(self) -> str:
+        """This vocabulary as a vocabulary.toml that `from_text` reads back to an equal Vocabulary.
+
+        >>> v = Vocabulary.from_text('[groups.pets]\\nmembers = ["cat", "dog"]\\n', ["cat", "dog"])
+        >>> Vocabulary.from_text(v.to_text(), ["cat", "dog"]) == v
+        True
+        """
+        lines = []
+        for c, words in self.classes.items():
+            lines += [f"[classes.{_toml_key(c)}]", f"name = {_toml_string(words.name)}"]
+            if words.aliases:
+                lines.append(f"aliases = {_toml_list(words.aliases)}")
+            if words.description:
+                lines.append(f"description = {_toml_string(words.description)}")
+            lines.append("")
+        for g, group in self.groups.items():
+            lines.append(f"[groups.{_toml_key(g)}]")
+            if group.name != g:
+                lines.append(f"name = {_toml_string(group.name)}")
+            if group.aliases:
+                lines.append(f"aliases = {_toml_list(group.aliases)}")
+            if group.description:
+                lines.append(f"description = {_toml_string(group.description)}")
+            if group.supercategory:
+                lines.append("supercategory = true")
+            lines += [f"members = {_toml_list(group.members)}", ""]
+        return "\n".join(lines)
+
+    def check(self, where: str) -> None:
+        """DataError for a member that is no class or group, or a cycle; a note for a name given twice."""
         for g, group in self.groups.items():
             for m in group.members:
                 if m not in self.classes and m not in self.groups:
@@ -167,19 +209,22 @@ class Vocabulary:
                 if m in self.groups and m not in seen:
                     seen.add(m)
                     stack.extend(self.groups[m].members)
-        owners: dict[str, str] = {}
+        # A name given twice is allowed (WordNet gives 'vessel' to the container and the boat): a description
+        # saying it takes every class of both, as the SDK merges concepts that share a name. It is said.
+        owners: dict[str, dict[str, frozenset[str]]] = {}   # name -> owner -> the classes it means
         for c, words in self.classes.items():
             for name in (words.name, *words.aliases):
-                key = _key(name)
-                if key in owners and owners[key] != f"class {c!r}":
-                    raise DataError(f"{where}: the name {name!r} is given to class {c!r} and to {owners[key]}")
-                owners[key] = f"class {c!r}"
+                owners.setdefault(name_key(name), {})[f"class {c!r}"] = frozenset([c])
         for g, group in self.groups.items():
-            for name in (g, *group.aliases):
-                key = _key(name)
-                if key in owners and owners[key] != f"group {g!r}":
-                    raise DataError(f"{where}: the name {name!r} is given to group {g!r} and to {owners[key]}")
-                owners[key] = f"group {g!r}"
+            held = frozenset(self.members(g))
+            for name in (group.name, *group.aliases):
+                owners.setdefault(name_key(name), {})[f"group {g!r}"] = held
+        shared = {name: list(who) for name, who in owners.items() if len(set(who.values())) > 1}
+        if shared:
+            shown = "; ".join(f"{name!r}: {', '.join(who)}" for name, who in list(shared.items())[:5])
+            more = f" (and {len(shared) - 5} more)" if len(shared) > 5 else ""
+            self.notes.append(f"{where}: {len(shared)} name(s) given to more than one class or group, so a "
+                              f"description saying one takes them all: {shown}{more}")
 
 
 def starter_text(class_ids: list[str]) -> str:
@@ -191,8 +236,7 @@ def starter_text(class_ids: list[str]) -> str:
     lines = ["# The words people will type for these classes (docs/training.md, \"The vocabulary file\").",
              "# Give each class a short name and aliases, then add groups; everything is optional.", ""]
     for c in class_ids:
-        key = c if c.isascii() and c.replace("_", "").replace("-", "").isalnum() else json.dumps(c, ensure_ascii=False)
-        lines += [f"[classes.{key}]", f"name = {json.dumps(_folder_name(c), ensure_ascii=False)}", "aliases = []", ""]
+        lines += [f"[classes.{_toml_key(c)}]", f"name = {_toml_string(_folder_name(c))}", "aliases = []", ""]
     lines += ["# [groups.animals]", '# aliases = ["creatures"]', "# members = [" + ", ".join(
         json.dumps(c, ensure_ascii=False) for c in class_ids[:2]) + "]   # class ids or other groups' names", ""]
     return "\n".join(lines)
@@ -203,7 +247,8 @@ def _folder_name(class_id: str) -> str:
     return " ".join(class_id.replace("_", " ").replace(",", " ").split()) or class_id
 
 
-def _key(name: str) -> str:
+def name_key(name: str) -> str:
+    """How two names are compared: case and runs of spaces do not count."""
     return " ".join(name.lower().split())
 
 
@@ -241,17 +286,35 @@ def _class_words(class_id: str, body, what: str) -> ClassWords:
     _keys(body, {"name", "aliases", "description"}, what)
     name = _text(body["name"], f"{what}: name") if "name" in body else _folder_name(class_id)
     description = _text(body["description"], f"{what}: description", MAX_DESCRIPTION) if "description" in body else ""
-    aliases = tuple(a for a in _aliases(body.get("aliases", []), what) if _key(a) != _key(name))
+    aliases = tuple(a for a in _aliases(body.get("aliases", []), what) if name_key(a) != name_key(name))
     return ClassWords(class_id, name, aliases, description)
 
 
-def _group_words(name: str, body, what: str) -> GroupWords:
+def _group_words(key: str, body, what: str) -> GroupWords:
     if not isinstance(body, dict):
         raise DataError(f"{what} must be a table")
-    _keys(body, {"aliases", "members", "description"}, what)
-    _text(name, f"{what}: the group's name")
+    _keys(body, {"name", "aliases", "members", "description", "supercategory"}, what)
+    _text(key, f"{what}: the group's key")
+    name = _text(body["name"], f"{what}: name") if "name" in body else _text(key, f"{what}: the group's key")
+    supercategory = body.get("supercategory", False)
+    if not isinstance(supercategory, bool):
+        raise DataError(f"{what}: supercategory must be true or false, got {supercategory!r}")
     members = body.get("members")
     if not isinstance(members, list) or not members or not all(isinstance(m, str) and m for m in members):
         raise DataError(f"{what}: members must be a non-empty list of class ids or group names")
     description = _text(body["description"], f"{what}: description", MAX_DESCRIPTION) if "description" in body else ""
-    return GroupWords(name, _aliases(body.get("aliases", []), what), tuple(dict.fromkeys(members)), description)
+    aliases = tuple(a for a in _aliases(body.get("aliases", []), what) if name_key(a) != name_key(name))
+    return GroupWords(key, name, aliases, tuple(dict.fromkeys(members)), description, supercategory)
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: JSON's escapes are TOML's (a vocabulary's text holds no control characters)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _toml_key(key: str) -> str:
+    return key if key.isascii() and key.replace("_", "").replace("-", "").isalnum() else _toml_string(key)
+
+
+def _toml_list(items) -> str:
+    return "[" + ", ".join(_toml_string(i) for i in items) + "]"

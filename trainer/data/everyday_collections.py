@@ -1,22 +1,23 @@
-"""Everyday collections: kinds of things as people name them, stored in a bundle as concepts.
+"""Everyday collections: kinds of things as people name them, written into Tiny ImageNet's vocabulary
+(trainer/data/wordnet.py converts WordNet's words into one) as groups, which the bundle stores as concepts.
 
 WordNet's hypernyms (the bundle's other concepts, `ClassHierarchy.concepts`) are not the kinds users
 type: no synset holds "farm animals" or "sea creatures", and "farm animals" was nearest WordNet's
 "domestic animal" (the dogs and cats). `everyday_collections.json` lists such kinds by hand, each with
-its names and the Tiny ImageNet classes (WordNet ids) it holds. Every name becomes one concept of its
-own (the resolver embeds a concept by its first name only), with all of the collection's names, so the
+its names and the Tiny ImageNet classes (WordNet ids) it holds. Every name becomes one group (one concept)
+of its own (the resolver embeds a concept by its first name only), with all of the collection's names, so the
 SDK's concept rules (`sdk/tasks.py`, rules 3 and 5) apply to them unchanged: no format change, and the
-Java mirror reads them as it reads any concept. A collection holding fewer than two of a bundle's
-classes is left out of that bundle.
+Java mirror reads them as it reads any concept. A collection holding fewer than two of the data's
+classes is left out.
 
 `class_facets.json` has the same form and is read the same way. Where the collections were written from
 phrasings users type, the facets were written along general dimensions (where an animal lives, what it
 is like, where a thing is found, what it is for, where it comes from, what it is made of), so that a
 phrasing nobody wrote a collection for still finds its kind (docs/results/experiments.md, "class
-facets"). Their concepts are named `facet/<name>`.
+facets"). Their groups are keyed `facet/<name>`, the collections' `collection/<name>`.
 
-    >>> collection_concepts(["n02395406", "n02403003", "n01855672"])[0]
-    {'id': 'collection/farm animals', 'names': ['farm animals', 'livestock', 'barnyard animals'], 'members': [0, 1, 2]}
+    >>> collection_groups(["n02395406", "n02403003", "n01855672"])[0].aliases
+    ('livestock', 'barnyard animals')
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
+
+from .vocabulary import GroupWords
 
 COLLECTIONS_FILE = Path(__file__).with_suffix(".json")
 FACETS_FILE = Path(__file__).with_name("class_facets.json")
@@ -49,38 +52,34 @@ def read_collections(path: Path = COLLECTIONS_FILE) -> list[dict]:
     return collections
 
 
-def collection_concepts(class_ids: Sequence[str], path: Path = COLLECTIONS_FILE, prefix: str = ID_PREFIX
-                        ) -> list[dict]:
-    """One concept per name of every collection holding 2+ of `class_ids`: `{"id", "names", "members"}`
-    with this name first and the members as sorted class indices (the format of classes.json)."""
-    return _concepts(read_collections(path), class_ids, prefix)
+def collection_groups(class_ids: Sequence[str], path: Path = COLLECTIONS_FILE, prefix: str = ID_PREFIX
+                      ) -> list[GroupWords]:
+    """One vocabulary group per name of every collection holding 2+ of `class_ids`, keyed `prefix + name`,
+    with this name first, the collection's other names as aliases and the members in class order."""
+    return _groups(read_collections(path), class_ids, prefix)
 
 
-def everyday_concepts(class_ids: Sequence[str], facets: bool = True) -> list[dict]:
-    """The collections' concepts, then (with `facets`) the class facets'; no name may be in both files.
+def everyday_groups(class_ids: Sequence[str]) -> list[GroupWords]:
+    """The collections' groups, then the class facets'; no name may be in both files.
 
-    >>> [c["id"] for c in everyday_concepts(["n02395406", "n02403003", "n01855672"])][:4]
+    >>> [g.id for g in everyday_groups(["n02395406", "n02403003", "n01855672"])][:4]
     ['collection/farm animals', 'collection/livestock', 'collection/barnyard animals', 'collection/hoofed animals']
     """
-    collections = read_collections(COLLECTIONS_FILE)
-    concepts = _concepts(collections, class_ids, ID_PREFIX)
-    if not facets:
-        return concepts
-    facet_list = read_collections(FACETS_FILE)
+    collections, facet_list = read_collections(COLLECTIONS_FILE), read_collections(FACETS_FILE)
     shared = {n for c in collections for n in c["names"]} & {n for c in facet_list for n in c["names"]}
     if shared:
         raise ValueError(f"names {sorted(shared)} are both a collection's and a facet's")
-    return concepts + _concepts(facet_list, class_ids, FACET_PREFIX)
+    return _groups(collections, class_ids, ID_PREFIX) + _groups(facet_list, class_ids, FACET_PREFIX)
 
 
-def _concepts(collections: list[dict], class_ids: Sequence[str], prefix: str) -> list[dict]:
-    index = {w: i for i, w in enumerate(class_ids)}
-    concepts = []
+def _groups(collections: list[dict], class_ids: Sequence[str], prefix: str) -> list[GroupWords]:
+    present = set(class_ids)
+    groups = []
     for collection in collections:
-        members = sorted(index[w] for w in collection["members"] if w in index)
-        if len(members) < 2:
+        members = tuple(c for c in class_ids if c in set(collection["members"]))
+        if len(members) < 2 or not present:
             continue
         for name in collection["names"]:
-            others = [n for n in collection["names"] if n != name]
-            concepts.append({"id": prefix + name, "names": [name, *others], "members": members})
-    return concepts
+            others = tuple(n for n in collection["names"] if n != name)
+            groups.append(GroupWords(prefix + name, name, others, members))
+    return groups
