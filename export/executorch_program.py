@@ -51,16 +51,26 @@ def indexed_backbone(stem: str, width: float) -> tuple[FoldedBackbone, dict[str,
     return net, index
 
 
+# Ops that must run inside XNNPACK: a conv left to ExecuTorch's portable kernels is slow, and an int8
+# program's quantize/dequantize left outside would mean float convs on dequantized weights.
+DELEGATED = ("convolution", "quantize_per", "dequantize_per")
+
+
 def lower_to_xnnpack(net: torch.nn.Module, input_size: int) -> bytes:
     """`net` (one image input) lowered to XNNPACK for batches of 1 to MAX_PTE_BATCH: the program, its
-    weights inside it (in the segments after its flatbuffer)."""
+    weights inside it (in the segments after its flatbuffer). RuntimeError if a DELEGATED op stays outside."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
     example = (torch.zeros(2, 3, input_size, input_size),)  # a batch of 1 would be specialised as a constant
     dynamic = ({0: torch.export.Dim("batch", min=1, max=MAX_PTE_BATCH)},)  # the memory plan is for the largest
     program = torch.export.export(net, example, dynamic_shapes=dynamic)
-    lowered = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch()
+    edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+    outside = sorted({str(n.target) for n in edge.exported_program().graph.nodes
+                      if n.op == "call_function" and any(op in str(n.target) for op in DELEGATED)})
+    if outside:
+        raise RuntimeError(f"XNNPACK did not take {outside}: the program would run them outside the delegate")
+    lowered = edge.to_executorch()
     if lowered._tensor_data:
         raise RuntimeError(f"expected the weights inside the program, got data files {sorted(lowered._tensor_data)}")
     return bytes(lowered.buffer)

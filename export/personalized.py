@@ -1,5 +1,6 @@
-"""The exports that need torch: ExecuTorch (.pte, XNNPACK) and Core ML (.mlpackage), written through
-`sdk.exports.export_model` (which writes .onnx from the runtime alone, and owns the metadata).
+"""The exports that need torch: ExecuTorch (.pte, XNNPACK; an int8 model as XNNPACK's int8 kernels,
+export/int8_program.py) and Core ML (.mlpackage), written through `sdk.exports.export_model` (which writes
+.onnx from the runtime alone, and owns the metadata).
 
 >>> model.export("insects.pte")            # doctest: +SKIP
 """
@@ -60,10 +61,21 @@ def _example(model) -> torch.Tensor:
     return torch.zeros(1, 3, size, size)
 
 
+def executorch_network(model) -> nn.Module:
+    """What the ExecuTorch export lowers: an int8 model's backbone replays its int8 graph with XNNPACK's
+    quantized patterns (export/int8_program.py), a float32 model's is the folded float network."""
+    network = PersonalizedNetwork.of(model)
+    if model.precision == "int8":
+        from .int8_program import QuantizedBackbone
+
+        network.backbone = QuantizedBackbone(network.backbone, model.int8_graph)
+    return network.eval()
+
+
 def write_executorch(model, out: Path) -> list[Path]:
     from .executorch_program import lower_to_xnnpack
 
-    program = lower_to_xnnpack(PersonalizedNetwork.of(model), model.preprocessing.input_size)
+    program = lower_to_xnnpack(executorch_network(model), model.preprocessing.input_size)
     out.write_bytes(program)
     sidecar = out.with_name(out.name + ".json")
     sidecar.write_text(json.dumps({**metadata_json(model), "max_batch": MAX_PTE_BATCH}, indent=1))

@@ -10,8 +10,9 @@ each and int8 minus float32, overall and by the super-category of the task's anc
 personalize times (medians, alternated); batch-1 inference times of one task's two models (medians of
 alternated pairs); the CPU's integer features. With `--full-width`, the same timings on random full-width
 bundles in each of `--full-width-modes`, and what each way of making the int8 session costs
-(`session_routes`); the summary (`int8`) takes them from 224 px in the first mode. `--runtime-json` also
-writes that summary into runtime.json (its `int8` section) and regenerates runtime.md.
+(`session_routes`); the summary (`int8`) takes them from 224 px in the first mode. `--executorch` adds the
+.pte exports' inference (float32 against XNNPACK's int8 kernels) at the bench size and in the first mode.
+`--runtime-json` also writes that summary into runtime.json (its `int8` section) and regenerates runtime.md.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="how the full-width bundle's bases are stored (the first is the summary's)")
     parser.add_argument("--runtime-json", type=Path, default=None,
                         help="also write the summary as the `int8` section of this runtime.json")
+    parser.add_argument("--executorch", action="store_true",
+                        help="also time each model's .pte export (XNNPACK), at the bench size and at full width "
+                        "in the first of --full-width-modes")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     config = TrainConfig.load(RunDir(args.run).config)
@@ -108,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             times[p].append((time.perf_counter() - t) * 100)
     inference = {p: round(statistics.median(v), 3) for p, v in times.items()}
     sizes = export_sizes(models)
+    executorch = executorch_timing(models, config.input_size, args.pairs) if args.executorch else None
     med = {p: round(statistics.median(v), 2) for p, v in personalize_ms.items()}
     result = {
         "command": "python -m scripts.bench_int8 " + " ".join(argv or sys.argv[1:]),
@@ -119,13 +124,14 @@ def main(argv: list[str] | None = None) -> int:
             "personalize_ms": med, "personalize_over_fp32": round(med["int8"] / med["float32"], 2),
             "inference_ms_batch1": inference,
             "inference_over_fp32_session": round(inference["int8"] / inference["float32"], 3),
-            "onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3)},
+            "onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
+            **({"executorch": executorch} if executorch else {})},
         "cpu": f"{platform.machine()}, integer features: {', '.join(cpu_flags()) or 'none found'}",
     }
     if args.full_width:
         pairs = max(20, args.pairs // 3)   # the issue's protocol: medians of >= 20 alternated pairs
-        result["full_width"] = {f"{size}px {mode}": full_width_timing(size, pairs, mode)
-                                for mode in args.full_width_modes for size in args.full_width}
+        result["full_width"] = {f"{size}px {mode}": full_width_timing(size, pairs, mode, args.executorch and i == 0)
+                                for i, mode in enumerate(args.full_width_modes) for size in args.full_width}
     result["int8"] = summary(result, args.full_width, args.full_width_modes, drop)
     result["wall_s"] = round(time.perf_counter() - start, 1)
     print(json.dumps(result, indent=1))
@@ -154,6 +160,8 @@ def summary(result: dict, sizes: list[int], modes: list[str], drop: list[float])
             "personalize_ms": timing["personalize_ms"]["int8"],
             "personalize_over_fp32": timing["personalize_over_fp32"],
             "file_ratio": timing["file_ratio"], "measured_at": at or "bench size",
+            **({"executorch_inference_over_fp32": timing["executorch"]["inference_over_fp32"],
+                "executorch_file_ratio": timing["executorch"]["file_ratio"]} if "executorch" in timing else {}),
             "calibration": "none: ranges from the mixed batch norms (sdk.int8)",
             "session_route": "a fresh session of the QDQ graph per model (full_width.*.session_routes: the others)"}
 
@@ -169,10 +177,40 @@ def export_sizes(models: dict) -> dict[str, int]:
 RECOMMENDED_MODE = "drop:0.04+subspace:8+fp16"   # docs/runtime.md: the compact mode the SDK recommends
 
 
-def full_width_timing(size: int, pairs: int, mode: str = "fp32") -> dict:
+def executorch_timing(models: dict, size: int, pairs: int) -> dict:
+    """Batch-1 inference of each model's .pte export in ExecuTorch (XNNPACK; an int8 model's runs XNNPACK's
+    int8 kernels, export/int8_program.py): medians of alternated pairs, and the files' bytes."""
+    import tempfile
+
+    import torch
+    from executorch.runtime import Runtime
+
+    with tempfile.TemporaryDirectory() as tmp:
+        methods, sizes = {}, {}
+        for precision, model in models.items():
+            path = model.export(Path(tmp) / f"{precision}.pte")
+            sizes[precision] = path.stat().st_size
+            methods[precision] = Runtime.get().load_program(path).load_method("forward")
+        x = [torch.zeros(1, 3, size, size)]
+        ran: dict[str, list[float]] = {p: [] for p in methods}
+        for method in methods.values():
+            for _ in range(3):
+                method.execute(x)
+        for _ in range(pairs):
+            for precision, method in methods.items():
+                t = time.perf_counter()
+                method.execute(x)
+                ran[precision].append((time.perf_counter() - t) * 1000)
+    r = {p: statistics.median(v) for p, v in ran.items()}
+    return {"inference_ms_batch1": {p: round(v, 3) for p, v in r.items()},
+            "inference_over_fp32": round(r["int8"] / r["float32"], 3), "pte_bytes": sizes,
+            "file_ratio": round(sizes["int8"] / sizes["float32"], 3), "pairs": pairs}
+
+
+def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: bool = False) -> dict:
     """Personalize and batch-1 inference, float32 vs int8, on a random full-width bundle (imagenet stem, 200
-    classes, 10 bases) stored in `mode`: medians of alternated pairs; and how else the int8 session could be
-    made (`session_routes`)."""
+    classes, 10 bases) stored in `mode`: medians of alternated pairs; how else the int8 session could be
+    made (`session_routes`); with `executorch`, the .pte exports' inference (`executorch_timing`)."""
     import tempfile
 
     from export.compress import Mode, compress
@@ -207,7 +245,8 @@ def full_width_timing(size: int, pairs: int, mode: str = "fp32") -> dict:
         r = {k: statistics.median(v) for k, v in run.items()}
         sizes = export_sizes(models)
         routes = session_routes(models["int8"], size, pairs)
-    return {"mode": mode, "onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
+        pte = {"executorch": executorch_timing(models, size, pairs)} if executorch else {}
+    return {**pte, "mode": mode, "onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
             "personalize_ms": {k: round(v, 1) for k, v in p.items()},
             "personalize_over_fp32": round(p["int8"] / p["float32"], 2),
             "int8_steps_ms": {k: round(statistics.median(v), 2) for k, v in steps.items()},

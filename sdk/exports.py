@@ -4,8 +4,9 @@ Core ML (.mlpackage). Each file carries the class names and how to feed it (`met
   inline and the task's head appended; `metadata_props` "classes", "class_ids", "preprocessing",
   "head", "precision" (JSON strings except "head", "producer" and "precision"). Input "image" float32
   [N, 3, S, S]. An int8 model (`precision="int8"`) is written as the QDQ graph it runs (`sdk.int8`).
-- ExecuTorch takes float32 models only (an int8 one is refused). Core ML takes both: an int8 model as Core
-  ML's int8 weights of its int8 weights, float16 compute (metadata "precision": "int8 weights, float16 compute").
+- An int8 model in ExecuTorch is XNNPACK's int8 kernels with its own int8 weights and activation scales
+  (export/int8_program.py; the sidecar's "precision" is "int8"); in Core ML, Core ML's int8 weights of its
+  int8 weights, float16 compute (metadata "precision": "int8 weights, float16 compute").
 - ExecuTorch: a sidecar `<file>.json` with the same fields (a .pte has no free-form metadata);
   batches of 1 to `MAX_PTE_BATCH` images. Needs the `export` extra (torch, executorch).
 - Core ML: a classifier (class labels built in) taking an RGB image, with the same fields in
@@ -58,9 +59,6 @@ def export_model(model, path: str | os.PathLike) -> Path:
         raise SdkError(f"cannot export to {path.name!r}: use one of {FORMATS}")
     if model.source is None:
         raise SdkError("this model was not made by sdk.personalize (no bundle to export from)")
-    if model.precision != "float32" and path.suffix == ".pte":   # never float weights under an int8 model's name
-        raise SdkError(f"exporting a {model.precision} model to {path.suffix} is not built yet (issue 61): .onnx "
-                       "or .mlpackage, or personalize with precision='float32'")
     writer = _onnx if path.suffix == ".onnx" else _torch_writer(path.suffix)
     # Never delete what the user owns: an existing folder is refused, for .mlpackage (a folder format)
     # any existing path. Files are written in a staging folder beside the target (removed on errors and
