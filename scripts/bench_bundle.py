@@ -232,6 +232,9 @@ def retime(out: Path, repeats: int) -> int:
 
 
 def write(result: dict, out: Path) -> None:
+    previous = out.with_suffix(".json")
+    if "int8" not in result and previous.exists() and "int8" in (kept := json.loads(previous.read_text())):
+        result["int8"] = kept["int8"]   # written by scripts/bench_int8 --bundle-json (its own command inside)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     out.with_suffix(".svg").write_text(svg(result["modes"]))
@@ -315,7 +318,28 @@ def markdown(result: dict, plot: str) -> str:
               "under 8 MB, as every bench-size mode but fp32 (a hand-off to the second core cost more than it "
               "saved: sdk/native_fusion.py); `scripts/roofline.py` counts them, bundle.json has the counts); over "
               "roofline: fuse+fold ms over it.", ""]
+    if "int8" in result:
+        lines += int8_lines(result["int8"]) + [""]
     return "\n".join(lines)
+
+
+def int8_lines(q: dict) -> list[str]:
+    """bundle.md's int8 table: personalize(precision="int8") per storage mode at full width (bench_int8)."""
+    lines = ["", "## int8 per storage mode (full width, random bases: timing only)", "",
+             f"Command: `{q['command']}`; CPU: {q['cpu']}. Accuracy (the demo run's 600 tasks): int8 minus float32 "
+             f"{q['accuracy_drop']:+.2f}, worst task group {q['worst_group_drop']:+.2f}. Medians of alternated pairs; "
+             "inference batch 1 against the float32 session; .pte: the ExecuTorch exports (XNNPACK), where measured.",
+             "", "| size, mode | personalize fp32 ms | int8 ms | over fp32 | quantize ms | session ms | "
+             "inference over fp32 | .onnx over fp32 | .pte inference over fp32 | .pte over fp32 |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for key, r in q["modes"].items():
+        pte = r.get("executorch")
+        lines.append(f"| {key} | {r['personalize_ms']['float32']} | {r['personalize_ms']['int8']} | "
+                     f"{r['personalize_over_fp32']} | {r['int8_steps_ms'].get('quantize', '')} | "
+                     f"{r['int8_steps_ms'].get('session', '')} | {r['inference_over_fp32_session']} | "
+                     f"{r['file_ratio']} | {pte['inference_over_fp32'] if pte else '-'} | "
+                     f"{pte['file_ratio'] if pte else '-'} |")
+    return lines
 
 
 if __name__ == "__main__":

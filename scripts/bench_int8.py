@@ -12,7 +12,9 @@ alternated pairs); the CPU's integer features. With `--full-width`, the same tim
 bundles in each of `--full-width-modes`, and what each way of making the int8 session costs
 (`session_routes`); the summary (`int8`) takes them from 224 px in the first mode. `--executorch` adds the
 .pte exports' inference (float32 against XNNPACK's int8 kernels) at the bench size and in the first mode.
-`--runtime-json` also writes that summary into runtime.json (its `int8` section) and regenerates runtime.md.
+`--runtime-json` also writes that summary into runtime.json (its `int8` section) and regenerates runtime.md;
+`--bundle-json` writes the full-width figures per storage mode into bundle.json (its `int8` section) and
+regenerates bundle.md; `--results F` measures nothing and writes those sections from an earlier results file.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ def cpu_flags() -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.bench_int8", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bundle", type=Path, required=True)
-    parser.add_argument("--run", type=Path, required=True, help="the run the bundle was exported from")
+    parser.add_argument("--bundle", type=Path, default=None)
+    parser.add_argument("--run", type=Path, default=None, help="the run the bundle was exported from")
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--pairs", type=int, default=30)
     parser.add_argument("--out", type=Path, default=None)
@@ -63,7 +65,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--executorch", action="store_true",
                         help="also time each model's .pte export (XNNPACK), at the bench size and at full width "
                         "in the first of --full-width-modes")
+    parser.add_argument("--bundle-json", type=Path, default=None,
+                        help="also write the per-storage-mode figures as the `int8` section of this bundle.json "
+                        "(scripts/bench_bundle's results) and regenerate bundle.md")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="measure nothing: write the --runtime-json / --bundle-json sections from this earlier "
+                        "run's results file (its own command recorded in them)")
     args = parser.parse_args(argv)
+    if args.results:
+        write_sections(json.loads(args.results.read_text()), args.runtime_json, args.bundle_json)
+        return 0
+    if args.bundle is None or args.run is None:
+        parser.error("--bundle and --run are required (or --results)")
     start = time.perf_counter()
     config = TrainConfig.load(RunDir(args.run).config)
     data = load_dataset(config.data, config.input_size, progress=False)
@@ -138,15 +151,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    if args.runtime_json:   # bench_runtime keeps this section when it rewrites the file
-        runtime = json.loads(args.runtime_json.read_text()) if args.runtime_json.exists() else {}
+    write_sections(result, args.runtime_json, args.bundle_json)
+    return 0
+
+
+def write_sections(result: dict, runtime_json: Path | None, bundle_json: Path | None) -> None:
+    """The `int8` sections of runtime.json (the summary) and bundle.json (per storage mode at full width), each
+    page beside them regenerated; bench_runtime and bench_bundle keep these sections when they rewrite."""
+    if runtime_json:
+        runtime = json.loads(runtime_json.read_text()) if runtime_json.exists() else {}
         runtime["int8"] = {**result["int8"], "command": result["command"], "cpu": result["cpu"]}
-        args.runtime_json.write_text(json.dumps(runtime, indent=1) + "\n")
+        runtime_json.write_text(json.dumps(runtime, indent=1) + "\n")
         if "cases" in runtime:   # the page beside it follows
             from scripts.bench_runtime import markdown
 
-            args.runtime_json.with_suffix(".md").write_text(markdown(runtime))
-    return 0
+            runtime_json.with_suffix(".md").write_text(markdown(runtime))
+    if bundle_json:
+        bundle = json.loads(bundle_json.read_text())
+        bundle["int8"] = {"command": result["command"], "cpu": result["cpu"],
+                          "accuracy_drop": result["int8"]["accuracy_drop"],
+                          "worst_group_drop": result["int8"]["worst_group_drop"],
+                          "modes": {key: {k: row[k] for k in ("mode", "personalize_ms", "personalize_over_fp32",
+                                                              "int8_steps_ms", "inference_ms_batch1",
+                                                              "inference_over_fp32_session", "file_ratio")}
+                                    | ({"executorch": row["executorch"]} if "executorch" in row else {})
+                                    for key, row in result.get("full_width", {}).items()}}
+        from scripts.bench_bundle import write
+
+        write(bundle, bundle_json.with_suffix(""))
 
 
 def summary(result: dict, sizes: list[int], modes: list[str], drop: list[float]) -> dict:

@@ -319,6 +319,8 @@ def markdown(result: dict) -> str:
                   "only); accuracy on the demo run's tasks. Details: `int8_runtime.json`.", "",
                   "| figure | int8 | target |", "|---|---|---|"]
         lines += [f"| {k} | {q[k]} | {t} |" for k, t in targets.items()]
+        lines += [f"| {k} (ExecuTorch .pte against the float32 .pte) | {q[k]} | |"
+                  for k in ("executorch_inference_over_fp32", "executorch_file_ratio") if k in q]
         lines += ["", f"Calibration: {q['calibration']}. Session: {q['session_route']}.", ""]
     return "\n".join(lines)
 

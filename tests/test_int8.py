@@ -4,6 +4,7 @@ the float32 one does; what it cannot do yet is refused, not done in float32 unde
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -182,3 +183,28 @@ def test_the_normal_cdf_is_within_its_stated_error():
     a = np.linspace(-10, 10, 4001)
     exact = np.array([0.5 * math.erfc(-v / math.sqrt(2)) for v in a])
     assert np.max(np.abs(normal_cdf(a) / exact - 1)) < 1.2e-7
+
+
+def test_bench_int8_writes_its_sections_and_the_benches_that_rewrite_those_files_keep_them(tmp_path):
+    """bench_int8's `int8` sections of runtime.json and bundle.json (from its committed results: nothing is
+    measured here), the pages beside them regenerated; bench_bundle's rewrite keeps bundle.json's section."""
+    import shutil
+
+    from scripts import bench_bundle
+    from scripts.bench_int8 import write_sections
+
+    results = Path(__file__).resolve().parents[1] / "docs" / "results"
+    for name in ("runtime.json", "bundle.json"):
+        shutil.copy(results / name, tmp_path / name)
+    measured = json.loads((results / "int8_runtime.json").read_text())
+    write_sections(measured, tmp_path / "runtime.json", tmp_path / "bundle.json")
+    bundle = json.loads((tmp_path / "bundle.json").read_text())
+    assert bundle["int8"]["command"] == measured["command"]
+    assert set(bundle["int8"]["modes"]) == set(measured["full_width"])
+    page = (tmp_path / "bundle.md").read_text()
+    assert "## int8 per storage mode" in page and all(f"| {key} |" in page for key in measured["full_width"])
+    assert json.loads((tmp_path / "runtime.json").read_text())["int8"]["accuracy_drop"] == measured["int8"][
+        "accuracy_drop"]
+    del bundle["int8"]   # a bench_bundle run writes its own result, without the section
+    bench_bundle.write(bundle, tmp_path / "bundle")
+    assert json.loads((tmp_path / "bundle.json").read_text())["int8"]["command"] == measured["command"]
