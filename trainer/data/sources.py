@@ -124,7 +124,10 @@ def _vocabulary(files: Files, wnids: list[str]) -> tuple[ClassHierarchy, dict[st
         return files.read(name).decode("utf-8", "replace") if name in files else None
     vocabulary = wordnet_vocabulary(wnids, text(HIERARCHY_FILE), text(SUPERCATEGORIES_FILE), text(WORDS_FILE),
                                     where=str(files.source))
-    return vocabulary.hierarchy(), {VOCABULARY_FILE: vocabulary.to_text().encode()}, vocabulary.notes
+    written = vocabulary.to_text()   # what the cache keeps must read back as what the run trains with
+    if Vocabulary.from_text(written, wnids, where=f"{files.source} (converted)") != vocabulary:
+        raise DataError(f"{files.source}: its WordNet files convert to a vocabulary that does not read back equal")
+    return vocabulary.hierarchy(), {VOCABULARY_FILE: written.encode()}, vocabulary.notes
 
 
 def _tiny_imagenet(files: Files) -> LabelledImages:

@@ -91,7 +91,7 @@ def parse_words(text: str, wanted: set[str]) -> dict[str, list[str]]:
 
 
 def _class_words(class_id: str, names: list[str]) -> ClassWords:
-    return ClassWords(class_id, names[0], _aliases(names))
+    return ClassWords(class_id, " ".join(names[0].split()), _aliases(names))
 
 
 def _aliases(names: list[str]) -> tuple[str, ...]:
@@ -159,7 +159,7 @@ def _hypernym_groups(class_ids: list[str], rows: dict, ancestor_names: dict[str,
                 holds.setdefault(a, set()).add(c)
     order = _first_listers_first(members, tree_parent, holds)
     position = {c: i for i, c in enumerate(class_ids)}
-    return [GroupWords(g, names[g][0], _aliases(names[g]),
+    return [GroupWords(g, " ".join(names[g][0].split()), _aliases(names[g]),
                        tuple(sorted(members[g], key=lambda m: (m in position, position.get(m, 0), m))))
             for g in order]
 
