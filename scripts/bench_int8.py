@@ -168,9 +168,7 @@ def write_sections(result: dict, runtime_json: Path | None, bundle_json: Path | 
             runtime_json.with_suffix(".md").write_text(markdown(runtime))
     if bundle_json:
         bundle = json.loads(bundle_json.read_text())
-        bundle["int8"] = {"command": result["command"], "cpu": result["cpu"],
-                          "accuracy_drop": result["int8"]["accuracy_drop"],
-                          "worst_group_drop": result["int8"]["worst_group_drop"],
+        bundle["int8"] = {**result["int8"], "command": result["command"], "cpu": result["cpu"],
                           "modes": {key: {k: row[k] for k in ("mode", "personalize_ms", "personalize_over_fp32",
                                                               "int8_steps_ms", "inference_ms_batch1",
                                                               "inference_over_fp32_session", "file_ratio")}
@@ -209,6 +207,21 @@ def export_sizes(models: dict) -> dict[str, int]:
 RECOMMENDED_MODE = "drop:0.04+subspace:8+fp16"   # docs/runtime.md: the compact mode the SDK recommends
 
 
+def alternated_medians(calls: dict, pairs: int, warm_up: int) -> dict[str, float]:
+    """Each call's median time in ms over `pairs` rounds that run every call once, in turn (after `warm_up`
+    untimed calls each): alternation spreads this noisy machine's slow spells over all of them alike."""
+    for call in calls.values():
+        for _ in range(warm_up):
+            call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(pairs):
+        for name, call in calls.items():
+            t = time.perf_counter()
+            call()
+            times[name].append((time.perf_counter() - t) * 1000)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
 def executorch_timing(models: dict, size: int, pairs: int) -> dict:
     """Batch-1 inference of each model's .pte export in ExecuTorch (XNNPACK; an int8 model's runs XNNPACK's
     int8 kernels, export/int8_program.py): medians of alternated pairs, and the files' bytes."""
@@ -224,16 +237,7 @@ def executorch_timing(models: dict, size: int, pairs: int) -> dict:
             sizes[precision] = path.stat().st_size
             methods[precision] = Runtime.get().load_program(path).load_method("forward")
         x = [torch.zeros(1, 3, size, size)]
-        ran: dict[str, list[float]] = {p: [] for p in methods}
-        for method in methods.values():
-            for _ in range(3):
-                method.execute(x)
-        for _ in range(pairs):
-            for precision, method in methods.items():
-                t = time.perf_counter()
-                method.execute(x)
-                ran[precision].append((time.perf_counter() - t) * 1000)
-    r = {p: statistics.median(v) for p, v in ran.items()}
+        r = alternated_medians({p: (lambda m=m: m.execute(x)) for p, m in methods.items()}, pairs, warm_up=3)
     return {"inference_ms_batch1": {p: round(v, 3) for p, v in r.items()},
             "inference_over_fp32": round(r["int8"] / r["float32"], 3), "pte_bytes": sizes,
             "file_ratio": round(sizes["int8"] / sizes["float32"], 3), "pairs": pairs}
@@ -265,16 +269,8 @@ def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: boo
             for step, value in models["int8"].timings.items():
                 steps.setdefault(step, []).append(value)
         x = [np.zeros((size, size, 3), np.uint8)]
-        run: dict[str, list[float]] = {"float32": [], "int8": []}
-        for m in models.values():
-            m.logits(x)
-        for _ in range(pairs):
-            for precision, m in models.items():
-                t = time.perf_counter()
-                m.logits(x)
-                run[precision].append((time.perf_counter() - t) * 1000)
+        r = alternated_medians({p: (lambda m=m: m.logits(x)) for p, m in models.items()}, pairs, warm_up=1)
         p = {k: statistics.median(v) for k, v in ms.items()}
-        r = {k: statistics.median(v) for k, v in run.items()}
         sizes = export_sizes(models)
         routes = session_routes(models["int8"], size, pairs)
         pte = {"executorch": executorch_timing(models, size, pairs)} if executorch else {}
