@@ -328,17 +328,20 @@ def int8_lines(q: dict) -> list[str]:
     lines = ["", "## int8 per storage mode (full width, random bases: timing only)", "",
              f"Command: `{q['command']}`; CPU: {q['cpu']}. Accuracy (the demo run's 600 tasks): int8 minus float32 "
              f"{q['accuracy_drop']:+.2f}, worst task group {q['worst_group_drop']:+.2f}. Medians of alternated pairs; "
-             "inference batch 1 against the float32 session; .pte: the ExecuTorch exports (XNNPACK), where measured.",
+             "inference batch 1 against the float32 session; .pte: the ExecuTorch exports (XNNPACK), where measured; "
+             ".pte load: loading the program, which packs its weights (what a personalize that wrote them into a "
+             "lowered program would pay instead of the session).",
              "", "| size, mode | personalize fp32 ms | int8 ms | over fp32 | quantize ms | session ms | "
-             "inference over fp32 | .onnx over fp32 | .pte inference over fp32 | .pte over fp32 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "inference over fp32 | .onnx over fp32 | .pte inference over fp32 | .pte over fp32 | .pte load ms "
+             "(fp32 / int8) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, r in q["modes"].items():
         pte = r.get("executorch")
         lines.append(f"| {key} | {r['personalize_ms']['float32']} | {r['personalize_ms']['int8']} | "
                      f"{r['personalize_over_fp32']} | {r['int8_steps_ms'].get('quantize', '')} | "
                      f"{r['int8_steps_ms'].get('session', '')} | {r['inference_over_fp32_session']} | "
                      f"{r['file_ratio']} | {pte['inference_over_fp32'] if pte else '-'} | "
-                     f"{pte['file_ratio'] if pte else '-'} |")
+                     f"{pte['file_ratio'] if pte else '-'} | "
+                     f"{'{float32} / {int8}'.format(**pte['load_ms']) if pte and 'load_ms' in pte else '-'} |")
     return lines
 
 
