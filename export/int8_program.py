@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.ao.quantization.fx import _decomposed  # noqa: F401  (registers the quantized_decomposed ops)
 
-from sdk.int8 import WEIGHT_QMAX, _nodes
+from sdk.int8 import WEIGHT_QMAX, WEIGHT_QMIN, graph_nodes
 from sdk.onnx_proto import initializers
 
 from .backbone import FoldedBackbone
@@ -34,7 +34,7 @@ class QuantizedBackbone(nn.Module):
         super().__init__()
         self.backbone = backbone   # each conv's stride and padding, and the stem's max-pool
         tensors = {t.name: t for t in initializers(graph)}
-        self.nodes = [(n.op, list(n.inputs), n.outputs[0]) for n in _nodes(graph)]
+        self.nodes = [(n.op, list(n.inputs), n.outputs[0]) for n in graph_nodes(graph)]
         self.activation: dict[str, tuple[float, int]] = {}   # tensor -> (scale, int8 zero point)
         for name, t in tensors.items():
             if name.endswith("_zero") and t.data_type == 2:   # a uint8 activation zero point
@@ -65,7 +65,7 @@ class QuantizedBackbone(nn.Module):
             elif op == "DequantizeLinear" and inputs[0].endswith(".weight_q"):
                 key = _buffer_key(inputs[0].removesuffix("_q"))
                 values[out] = ops.dequantize_per_channel(getattr(self, f"{key}_q"), getattr(self, f"{key}_scale"),
-                                                         getattr(self, f"{key}_zero"), 0, -WEIGHT_QMAX - 1,
+                                                         getattr(self, f"{key}_zero"), 0, WEIGHT_QMIN,
                                                          WEIGHT_QMAX, torch.int8)
             elif op == "DequantizeLinear" and inputs[0].endswith(".bias_q"):
                 values[out] = getattr(self, f"{_buffer_key(inputs[0].removesuffix('_q'))}_float")

@@ -133,7 +133,8 @@ class _Node:
                 + b"".join(encode_field(NODE_OUTPUT, n.encode("utf-8")) for n in self.outputs) + bytes(self.rest))
 
 
-def _nodes(model: bytes) -> list[_Node]:
+def graph_nodes(model: bytes) -> list[_Node]:
+    """The nodes of an ONNX model's graph, in order (an int8 graph's readers: Int8Plan, export/int8_program.py)."""
     return [_Node(v) for f, v, _ in _fields(_only(model, MODEL_GRAPH)) if f == GRAPH_NODE]
 
 
@@ -159,7 +160,7 @@ class Int8Plan:
     """
 
     def __init__(self, model: bytes, preprocessing: Preprocessing):
-        self.nodes = _nodes(model)
+        self.nodes = graph_nodes(model)
         readers: dict[str, int] = {}
         for node in self.nodes:
             for name in node.inputs:
