@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -68,15 +69,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bundle-json", type=Path, default=None,
                         help="also write the per-storage-mode figures as the `int8` section of this bundle.json "
                         "(scripts/bench_bundle's results) and regenerate bundle.md")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="onnxruntime's intra-op threads for every full-width session (default: its own, one a "
+                        "physical core); the CPU provider alone")
+    parser.add_argument("--full-width-only", action="store_true",
+                        help="only the --full-width timings (no bundle, run or data needed): how a CPU with other "
+                        "integer features times the same random bundles, e.g. the lent GPU machine's "
+                        "(scripts/device_int8_cpu.sh)")
+    parser.add_argument("--other-cpu", type=Path, nargs="+", default=[],
+                        help="results files of --full-width-only runs on other CPUs, summarised beside this one's in "
+                        "the --runtime-json section (`int8.other_cpus`)")
     parser.add_argument("--results", type=Path, default=None,
                         help="measure nothing: write the --runtime-json / --bundle-json sections from this earlier "
                         "run's results file (its own command recorded in them)")
     args = parser.parse_args(argv)
     if args.results:
-        write_sections(json.loads(args.results.read_text()), args.runtime_json, args.bundle_json)
+        write_sections(json.loads(args.results.read_text()), args.runtime_json, args.bundle_json, args.other_cpu)
         return 0
+    if args.full_width_only:
+        if not args.full_width:
+            parser.error("--full-width-only needs --full-width SIZE ...")
+        return write_result(time.perf_counter(), {
+            "command": "python -m scripts.bench_int8 " + " ".join(argv or sys.argv[1:]),
+            "cpu": cpu_description(), "threads": args.threads or "onnxruntime's default",
+            "full_width": full_widths(args)}, args.out)
     if args.bundle is None or args.run is None:
-        parser.error("--bundle and --run are required (or --results)")
+        parser.error("--bundle and --run are required (or --results, or --full-width-only)")
     start = time.perf_counter()
     config = TrainConfig.load(RunDir(args.run).config)
     data = load_dataset(config.data, config.input_size, progress=False)
@@ -139,28 +157,46 @@ def main(argv: list[str] | None = None) -> int:
             "inference_over_fp32_session": round(inference["int8"] / inference["float32"], 3),
             "onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
             **({"executorch": executorch} if executorch else {})},
-        "cpu": f"{platform.machine()}, integer features: {', '.join(cpu_flags()) or 'none found'}",
+        "cpu": cpu_description(),
     }
     if args.full_width:
-        pairs = max(20, args.pairs // 3)   # the issue's protocol: medians of >= 20 alternated pairs
-        result["full_width"] = {f"{size}px {mode}": full_width_timing(size, pairs, mode, args.executorch and i == 0)
-                                for i, mode in enumerate(args.full_width_modes) for size in args.full_width}
+        result["full_width"] = full_widths(args)
     result["int8"] = summary(result, args.full_width, args.full_width_modes, drop)
-    result["wall_s"] = round(time.perf_counter() - start, 1)
-    print(json.dumps(result, indent=1))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    write_sections(result, args.runtime_json, args.bundle_json)
+    write_result(start, result, args.out)
+    write_sections(result, args.runtime_json, args.bundle_json, args.other_cpu)
     return 0
 
 
-def write_sections(result: dict, runtime_json: Path | None, bundle_json: Path | None) -> None:
-    """The `int8` sections of runtime.json (the summary) and bundle.json (per storage mode at full width), each
-    page beside them regenerated; bench_runtime and bench_bundle keep these sections when they rewrite."""
+def cpu_description() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} cores, integer features: {', '.join(cpu_flags()) or 'none found'}"
+
+
+def full_widths(args: argparse.Namespace) -> dict:
+    """`full_width_timing` at each of --full-width's sizes in each of --full-width-modes."""
+    pairs = max(20, args.pairs // 3)   # the issue's protocol: medians of >= 20 alternated pairs
+    return {f"{size}px {mode}": full_width_timing(size, pairs, mode, args.executorch and i == 0, args.threads)
+            for i, mode in enumerate(args.full_width_modes) for size in args.full_width}
+
+
+def write_result(start: float, result: dict, out: Path | None) -> int:
+    result["wall_s"] = round(time.perf_counter() - start, 1)
+    print(json.dumps(result, indent=1))
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+def write_sections(result: dict, runtime_json: Path | None, bundle_json: Path | None,
+                   other_cpus: list[Path] = ()) -> None:
+    """The `int8` sections of runtime.json (the summary, with `other_cpus`' timings beside it) and bundle.json
+    (per storage mode at full width), each page beside them regenerated; bench_runtime and bench_bundle keep
+    these sections when they rewrite."""
     if runtime_json:
         runtime = json.loads(runtime_json.read_text()) if runtime_json.exists() else {}
         runtime["int8"] = {**result["int8"], "command": result["command"], "cpu": result["cpu"]}
+        if other_cpus:
+            runtime["int8"]["other_cpus"] = [other_cpu_row(path) for path in other_cpus]
         runtime_json.write_text(json.dumps(runtime, indent=1) + "\n")
         if "cases" in runtime:   # the page beside it follows
             from scripts.bench_runtime import markdown
@@ -177,6 +213,17 @@ def write_sections(result: dict, runtime_json: Path | None, bundle_json: Path | 
         from scripts.bench_bundle import write
 
         write(bundle, bundle_json.with_suffix(""))
+
+
+def other_cpu_row(path: Path) -> dict:
+    """One --full-width-only results file in a line: its CPU, threads, and the int8 figures per size."""
+    other = json.loads(path.read_text())
+    sizes = {key.split()[0]: {"inference_over_fp32_session": row["inference_over_fp32_session"],
+                              "inference_ms_batch1": row["inference_ms_batch1"],
+                              "personalize_ms": row["personalize_ms"], "int8_steps_ms": row["int8_steps_ms"]}
+             for key, row in other["full_width"].items()}
+    return {"results": path.name, "cpu": other["cpu"], "threads": other["threads"], "command": other["command"],
+            "full_width": sizes}
 
 
 def summary(result: dict, sizes: list[int], modes: list[str], drop: list[float]) -> dict:
@@ -247,7 +294,8 @@ def executorch_timing(models: dict, size: int, pairs: int) -> dict:
             "file_ratio": round(sizes["int8"] / sizes["float32"], 3), "pairs": pairs}
 
 
-def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: bool = False) -> dict:
+def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: bool = False,
+                      threads: int | None = None) -> dict:
     """Personalize and batch-1 inference, float32 vs int8, on a random full-width bundle (imagenet stem, 200
     classes, 10 bases) stored in `mode`: medians of alternated pairs; how else the int8 session could be
     made (`session_routes`); with `executorch`, the .pte exports' inference (`executorch_timing`)."""
@@ -261,7 +309,8 @@ def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: boo
     shared = run_shared(parsed, "imagenet", 1.0, 200)
     store = None if mode == "fp32" else (lambda b: compress(b, parsed, shared))
     with tempfile.TemporaryDirectory() as tmp:
-        bundle = sdk.load(random_bundle(Path(tmp) / "wide.taper", "imagenet", 1.0, 200, size, 10, store)).warm_up()
+        bundle = sdk.load(random_bundle(Path(tmp) / "wide.taper", "imagenet", 1.0, 200, size, 10, store),
+                          providers=["CPUExecutionProvider"], threads=threads).warm_up()
         ms: dict[str, list[float]] = {"float32": [], "int8": []}
         steps: dict[str, list[float]] = {}
         models = {}
@@ -276,7 +325,7 @@ def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: boo
         r = alternated_medians({p: (lambda m=m: m.logits(x)) for p, m in models.items()}, pairs, warm_up=1)
         p = {k: statistics.median(v) for k, v in ms.items()}
         sizes = export_sizes(models)
-        routes = session_routes(models["int8"], size, pairs)
+        routes = session_routes(models["int8"], size, pairs, threads)
         pte = {"executorch": executorch_timing(models, size, pairs)} if executorch else {}
     return {**pte, "mode": mode, "onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
             "personalize_ms": {k: round(v, 1) for k, v in p.items()},
@@ -287,7 +336,7 @@ def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: boo
             "session_routes": routes}
 
 
-def session_routes(model, size: int, pairs: int) -> dict:
+def session_routes(model, size: int, pairs: int, threads: int | None = None) -> dict:
     """What each way of getting an int8 model into onnxruntime costs (medians of `pairs`): the fresh session
     of the QDQ graph that personalize() makes (it fuses QDQ into integer kernels and prepacks the weights);
     a fresh session of the graph onnxruntime has already optimized, with optimization off; and one session
@@ -307,6 +356,8 @@ def session_routes(model, size: int, pairs: int) -> dict:
     def session(graph: bytes, optimization) -> ort.InferenceSession:
         options = ort.SessionOptions()
         options.graph_optimization_level = optimization
+        if threads:
+            options.intra_op_num_threads = threads
         return ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
     def timed(fn) -> tuple[float, object]:
@@ -328,7 +379,7 @@ def session_routes(model, size: int, pairs: int) -> dict:
                                                                     list(feeds[init.name].shape)))
     del proto.graph.initializer[:]
     as_inputs = proto.SerializeToString()
-    routes = {"fresh_qdq_session": lambda: plain_session(model.int8_graph, ["CPUExecutionProvider"], None),
+    routes = {"fresh_qdq_session": lambda: plain_session(model.int8_graph, ["CPUExecutionProvider"], threads),
               "fresh_optimized_session": lambda: session(optimized, level.ORT_DISABLE_ALL),
               "weights_as_inputs": lambda: session(as_inputs, level.ORT_DISABLE_ALL)}
     made: dict[str, list[float]] = {k: [] for k in routes}

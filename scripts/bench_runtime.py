@@ -322,6 +322,15 @@ def markdown(result: dict) -> str:
         lines += [f"| {k} (ExecuTorch .pte against the float32 .pte) | {q[k]} | |"
                   for k in ("executorch_inference_over_fp32", "executorch_file_ratio") if k in q]
         lines += ["", f"Calibration: {q['calibration']}. Session: {q['session_route']}.", ""]
+        if q.get("other_cpus"):
+            lines += ["The same full-width timings on other CPUs (`--full-width-only` runs; their files name the "
+                      "command):", "", "| CPU | threads | size | int8 / fp32 inference (ms) | personalize int8 "
+                      "(fp32) ms | results |", "|---|---|---|---|---|---|"]
+            lines += [f"| {o['cpu']} | {o['threads']} | {size} | {r['inference_over_fp32_session']} "
+                      f"({r['inference_ms_batch1']['int8']} / {r['inference_ms_batch1']['float32']}) | "
+                      f"{r['personalize_ms']['int8']} ({r['personalize_ms']['float32']}) | `{o['results']}` |"
+                      for o in q["other_cpus"] for size, r in o["full_width"].items()]
+            lines.append("")
     return "\n".join(lines)
 
 

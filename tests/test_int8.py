@@ -197,7 +197,12 @@ def test_bench_int8_writes_its_sections_and_the_benches_that_rewrite_those_files
     for name in ("runtime.json", "bundle.json"):
         shutil.copy(results / name, tmp_path / name)
     measured = json.loads((results / "int8_runtime.json").read_text())
-    write_sections(measured, tmp_path / "runtime.json", tmp_path / "bundle.json")
+    other = results / "int8_cpu_xeon_amx_t2.json"   # a --full-width-only run on another CPU
+    write_sections(measured, tmp_path / "runtime.json", tmp_path / "bundle.json", [other])
+    row = json.loads((tmp_path / "runtime.json").read_text())["int8"]["other_cpus"][0]
+    figure = json.loads(other.read_text())["full_width"]["224px drop:0.04+subspace:8+fp16"]
+    assert row["full_width"]["224px"]["inference_over_fp32_session"] == figure["inference_over_fp32_session"]
+    assert "amx_int8" in row["cpu"] and f"| `{other.name}` |" in (tmp_path / "runtime.md").read_text()
     bundle = json.loads((tmp_path / "bundle.json").read_text())
     assert bundle["int8"]["command"] == measured["command"]
     assert set(bundle["int8"]["modes"]) == set(measured["full_width"])
