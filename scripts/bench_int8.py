@@ -337,17 +337,18 @@ def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: boo
 
 
 def session_routes(model, size: int, pairs: int, threads: int | None = None) -> dict:
-    """What each way of getting an int8 model into onnxruntime costs (medians of `pairs`): the fresh session
-    of the QDQ graph that personalize() makes (it fuses QDQ into integer kernels and prepacks the weights);
-    a fresh session of the graph onnxruntime has already optimized, with optimization off; and one session
-    made once whose int8 weights, scales and biases are graph inputs (nothing made per model, but the
-    kernels repack the weights on every run)."""
+    """What each way of getting an int8 model into onnxruntime costs (medians of `pairs`): a fresh session
+    of the QDQ graph (onnxruntime fuses QDQ into integer kernels, rewrites them for the CPU and prepacks the
+    weights); the route personalize() takes where it serves (`sdk.int8_session`: onnxruntime's optimized
+    graph made once, each model's values read from its graph bytes, so only the prepacking is per model);
+    and one session made once whose int8 weights, scales and biases are graph inputs (nothing made per
+    model, but the kernels repack the weights on every run)."""
     import tempfile
 
     import onnx
     import onnxruntime as ort
 
-    from sdk.engine import plain_session
+    from sdk.int8_session import FreshInt8Sessions
 
     level = ort.GraphOptimizationLevel
     x = {"image": np.zeros((1, 3, size, size), np.float32), "head_weight": model.head_weight,
@@ -379,8 +380,9 @@ def session_routes(model, size: int, pairs: int, threads: int | None = None) -> 
                                                                     list(feeds[init.name].shape)))
     del proto.graph.initializer[:]
     as_inputs = proto.SerializeToString()
-    routes = {"fresh_qdq_session": lambda: plain_session(model.int8_graph, ["CPUExecutionProvider"], threads),
-              "fresh_optimized_session": lambda: session(optimized, level.ORT_DISABLE_ALL),
+    shipped = model.source.engine.int8_sessions
+    routes = {"fresh_qdq_session": lambda: FreshInt8Sessions(["CPUExecutionProvider"], threads).open(model.int8_graph),
+              **({"optimized_once": lambda: shipped.open(model.int8_graph)} if shipped.name != "fresh" else {}),
               "weights_as_inputs": lambda: session(as_inputs, level.ORT_DISABLE_ALL)}
     made: dict[str, list[float]] = {k: [] for k in routes}
     ran: dict[str, list[float]] = {k: [] for k in routes}

@@ -42,6 +42,8 @@ from .compiled import COMPILED_FILE, CompiledBackbone, CompileDeclined, compile_
 from .errors import BundleError, SdkError
 from .folding import BACKBONE_FILE
 from .fusion import NUMPY, FusionKernel, FusionPlan, Placement, WeightBuffer
+from .int8 import Int8Plan
+from .int8_session import FreshInt8Sessions, Int8RouteDeclined, Int8Sessions, optimized_int8_sessions
 from .native_fusion import native_kernel
 from .onnx_proto import ProtoError, append_linear_head
 
@@ -111,19 +113,6 @@ def backbone_session(graph: bytes, external_file: str, weights: np.ndarray, leve
         return ort.InferenceSession(graph, options, providers=list(providers))
     except Exception as e:  # onnxruntime raises untyped errors for bad graphs
         raise SdkError(f"backbone graph could not be loaded: {e}") from None
-
-
-def plain_session(graph: bytes, providers: Sequence[str], threads: int | None) -> ort.InferenceSession:
-    """A session of a self-contained graph (an int8 model: `sdk.int8`), fully optimized."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if threads:
-        options.intra_op_num_threads = threads
-    try:
-        return ort.InferenceSession(graph, options, providers=list(providers))
-    except Exception as e:  # onnxruntime raises untyped errors for bad graphs
-        raise SdkError(f"the int8 graph could not be loaded: {e}") from None
 
 
 class Route(Protocol):
@@ -214,6 +203,9 @@ class BackboneEngine:
         self.standard = StandardRoute(self.graph, bases, layout, external_size, self.providers, threads, self.kernel)
         self.current: Route = self.standard
         self.compile_tried = not device_compile  # True: `compile` does nothing, the route stays standard
+        self.device_compile = device_compile
+        self.int8_sessions: Int8Sessions | None = None   # chosen at the first int8 model (`open_int8`)
+        self._int8_route_lock = threading.Lock()
         self.cache_key = cache_key   # the device cache's entry for this bundle (sdk.device_cache); None: not used
         # Pooled: taking fresh pages costs as much as the fusion itself. A standard buffer comes back when
         # its session exists (onnxruntime copies the weights), a compiled one when its model is freed.
@@ -259,9 +251,26 @@ class BackboneEngine:
             weakref.finalize(network, self._return_buffer, target)
         return network
 
-    def open_graph(self, graph: bytes, head_weight: np.ndarray, head_bias: np.ndarray) -> Network:
-        """A network of a self-contained graph with this engine's head inputs (the int8 models: `sdk.int8`)."""
-        return Network(plain_session(graph, self.providers, self.threads), _head_inputs(head_weight, head_bias))
+    def open_int8(self, plan: Int8Plan, graph: bytes, head_weight: np.ndarray, head_bias: np.ndarray) -> Network:
+        """A network of an int8 graph that `plan` wrote (`sdk.int8`) with these head rows. Its session is made
+        on the route chosen at the first int8 model (`sdk.int8_session`): the optimized one where it serves
+        this plan (CPU only, not with device_compile=False; why not is logged at debug level), else fresh."""
+        with self._int8_route_lock:
+            if self.int8_sessions is None:
+                self.int8_sessions = self._int8_route(plan, graph)
+        return Network(self.int8_sessions.open(graph), _head_inputs(head_weight, head_bias))
+
+    def _int8_route(self, plan: Int8Plan, graph: bytes) -> Int8Sessions:
+        fresh = FreshInt8Sessions(self.providers, self.threads)
+        if not self.device_compile:
+            return fresh
+        try:
+            return optimized_int8_sessions(plan, graph, self.providers, self.threads)
+        except Int8RouteDeclined as e:
+            log.debug("optimized int8 route declined: %s", e)
+        except Exception as e:  # onnxruntime raises untyped errors; the fresh route still works
+            log.debug("optimized int8 route declined: onnxruntime failed (%s: %s)", type(e).__name__, e)
+        return fresh
 
     def _return_buffer(self, target: WeightBuffer) -> None:
         target.in_use = False

@@ -144,6 +144,10 @@ class _Slot:
     def __init__(self, dtype: str, count: int):
         self.dtype, self.count, self.offset = np.dtype(dtype), count, -1
 
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.itemsize
+
     def view(self, buffer: bytearray) -> np.ndarray:
         return np.frombuffer(buffer, self.dtype, self.count, self.offset)
 
@@ -210,10 +214,13 @@ class Int8Plan:
         relu_of = {source: relu for relu, source in self.folded.items()}
         return {name: ranges[relu_of.get(name, name)] for name in self.quantized}
 
-    def quantize(self, folded_weights: Mapping[str, np.ndarray], mixed: Mapping[str, np.ndarray]) -> bytes:
+    def quantize(self, folded_weights: Mapping[str, np.ndarray], mixed: Mapping[str, np.ndarray],
+                 buffer: bytearray | None = None) -> bytes:
         """The int8 model of these folded weights (by initializer name) and mixed batch norms. It writes them
-        into the plan's one buffer: one caller at a time (the runtime holds its int8 lock)."""
-        buffer, kernel = self.buffer, native_kernel()   # every slot is written below: no copy needed
+        into the plan's one buffer (one caller at a time: the runtime holds its int8 lock), or into `buffer`,
+        a copy of it."""
+        buffer = self.buffer if buffer is None else buffer   # every slot is written below: no copy needed
+        kernel = native_kernel()
         x_scales = {}
         for name, (low, high) in self.ranges(mixed).items():
             scale, zero = activation_scale(low, high)
@@ -232,6 +239,24 @@ class Int8Plan:
             b_q = np.rint(np.asarray(folded_weights[bias], np.float64) / b_scale).clip(-2**31, 2**31 - 1)
             self.slots[f"{bias}_q"].view(buffer)[:] = b_q
         return bytes(buffer)
+
+    def places(self) -> dict[str, tuple[int, int]]:
+        """Where each alpha-dependent tensor lies in every graph `quantize` returns: name -> (offset, bytes)."""
+        return {name: (slot.offset, slot.nbytes) for name, slot in self.slots.items()}
+
+    def probe(self, seed: int = 0) -> bytes:
+        """The graph this plan writes for random folded weights and batch norms, no model's: what onnxruntime
+        makes of the plan's graphs whatever their values (`sdk.int8_session`). The plan's buffer is left as it
+        was (a copy is written), so it needs no lock."""
+        rng = np.random.default_rng(seed)
+        folded, mixed = {}, {}
+        for weight, bias, shape, _ in self.convs:
+            folded[weight] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+            folded[bias] = (rng.standard_normal(shape[0]) * 0.1).astype(np.float32)
+            bn = batch_norm_of(weight.removesuffix(".weight"))
+            mixed[f"{bn}.weight"] = rng.uniform(0.2, 2.0, shape[0]).astype(np.float32)
+            mixed[f"{bn}.bias"] = rng.standard_normal(shape[0]).astype(np.float32)
+        return self.quantize(folded, mixed, buffer=bytearray(self.buffer))
 
     def _build(self, model: bytes) -> bytearray:
         """The model bytes with zeros in every slot, each slot's offset set."""

@@ -34,7 +34,7 @@ class PersonalizedModel:
     source: object = field(default=None, repr=False)         # the TaperBundle it came from (for export)
     head: str = "linear"  # logits = head_weight @ f + head_bias; "cosine": f is L2-normalised first (few-shot)
     pseudo_label_counts: np.ndarray | None = field(default=None, repr=False)  # over the bundle's classes (adapt)
-    precision: str = "float32"   # "int8": quantized on the device (sdk.int8); exported to .onnx only
+    precision: str = "float32"   # "int8": quantized on the device (sdk.int8)
     int8_graph: bytes | None = field(default=None, repr=False)   # the QDQ graph an int8 model runs (for export)
 
     def __repr__(self) -> str:

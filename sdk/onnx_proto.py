@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 # Field numbers from onnx.proto (the runtime's edits here and the bundle checks in sdk.graph_check).
@@ -35,6 +35,7 @@ TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_NAME, TENSOR_EXTERNAL_DATA, TENSOR_DATA_LO
 TENSOR_FLOAT_DATA, TENSOR_INT32_DATA, TENSOR_RAW_DATA = 4, 5, 9
 INLINE_DATA = (TENSOR_RAW_DATA, TENSOR_FLOAT_DATA, TENSOR_INT32_DATA)  # fields holding a tensor's data in the graph
 ENTRY_KEY, ENTRY_VALUE = 1, 2
+DATA_LOCATION_EXTERNAL = 1   # TensorProto.DataLocation.EXTERNAL
 VALUE_INFO_NAME, VALUE_INFO_TYPE = 1, 2
 TYPE_TENSOR, TENSOR_TYPE_ELEM_TYPE, TENSOR_TYPE_SHAPE, SHAPE_DIM, DIM_VALUE, DIM_PARAM = 1, 1, 2, 1, 1, 2
 FLOAT, INT8 = 1, 3
@@ -308,6 +309,29 @@ def inline_external_data(model: bytes, location: str, data: bytes | memoryview) 
                                 if f not in (TENSOR_EXTERNAL_DATA, TENSOR_DATA_LOCATION))
                 data_field = encode_field(TENSOR_RAW_DATA, view[offset:offset + length])
                 raw = encode_field(GRAPH_INITIALIZER, kept + data_field)
+        graph += raw
+    return _with_graph(model, bytes(graph))
+
+
+def initializers_to_external(model: bytes, places: Mapping[str, tuple[int, int]], location: str) -> bytes:
+    """The model with each named initializer's data moved to the external file `location`, at
+    places[name] = (offset, length), its inline data dropped; the others as they are. Names that are not
+    initializers of this graph are skipped (`sdk.int8_session`: onnxruntime's optimized graph keeps only
+    some of the tensors whose places are known)."""
+    graph = bytearray()
+    for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
+        if field == GRAPH_INITIALIZER and isinstance(value, bytes):
+            name = parse_initializer(value).name
+            if name in places:
+                offset, length = places[name]
+                kept = b"".join(r for f, _, r in _fields(value)
+                                if f not in (TENSOR_EXTERNAL_DATA, TENSOR_DATA_LOCATION, *INLINE_DATA))
+                entries = b"".join(encode_field(TENSOR_EXTERNAL_DATA, encode_field(ENTRY_KEY, k.encode("utf-8"))
+                                                + encode_field(ENTRY_VALUE, v.encode("utf-8")))
+                                   for k, v in (("location", location), ("offset", str(offset)),
+                                                ("length", str(length))))
+                raw = encode_field(GRAPH_INITIALIZER, kept + entries + encode_field(TENSOR_DATA_LOCATION,
+                                                                                    DATA_LOCATION_EXTERNAL))
         graph += raw
     return _with_graph(model, bytes(graph))
 

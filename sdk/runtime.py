@@ -255,7 +255,7 @@ class TaperBundle:
             graph = self._int8_plan.quantize(folded, self.bundle.bases.mixed_channels(alpha))
             head_weight, head_bias = target.head[0][classes], target.head[1][classes]   # copies
         watch.lap("quantize")
-        network = engine.open_graph(graph, head_weight, head_bias)
+        network = engine.open_int8(self._int8_plan, graph, head_weight, head_bias)
         watch.lap("session")
         infos = [self.bundle.classes[i] for i in classes]
         model = PersonalizedModel(network, head_weight, head_bias, classes, [c.name for c in infos],
@@ -358,7 +358,7 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
             at least as well (`sdk.fewshot.choose_head`).
         temperature: the cosine head's scale (examples only; the probabilities, never the argmax).
         precision: "float32" (default) or "int8": the network quantized on the device without photos
-            (`sdk.int8`; descriptions only; exported to .onnx only).
+            (`sdk.int8`; descriptions only).
         stream: batches of unlabelled images and no description: start from `bundle.generic()` and
             `adapt` to each batch in turn (`sdk.adapt`; options: min_count, max_classes, min_classes,
             pad_to, min_images: the model stays generic until 96 images have been seen).

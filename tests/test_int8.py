@@ -92,7 +92,7 @@ def test_an_int8_model_exports_to_onnx_as_it_runs(tiny_sdk, tiny_data, tmp_path)
 
     import onnx
 
-    from sdk.engine import plain_session
+    from sdk.int8_session import FreshInt8Sessions
 
     int8 = sdk.personalize(tiny_sdk, "rings", precision="int8")
     fp32 = sdk.personalize(tiny_sdk, "rings")
@@ -102,7 +102,7 @@ def test_an_int8_model_exports_to_onnx_as_it_runs(tiny_sdk, tiny_data, tmp_path)
     assert {p.key: p.value for p in onnx.load(str(path32)).metadata_props}["precision"] == "float32"
     assert path8.stat().st_size < 0.5 * path32.stat().st_size
     images = np.asarray(tiny_data.val.images[:16])   # already the bundle's input size
-    session = plain_session(path8.read_bytes(), ["CPUExecutionProvider"], None)
+    session = FreshInt8Sessions(["CPUExecutionProvider"], None).open(path8.read_bytes())
     exported = session.run(None, {"image": tiny_sdk.preprocessing.normalize(images)})[0]
     assert np.allclose(exported, int8.logits(list(images)), atol=1e-4)
 
@@ -139,7 +139,8 @@ def test_an_int8_executorch_program_runs_xnnpacks_int8_kernels_as_the_model_does
 
 def test_the_native_quantizer_writes_numpys_int8_weights_bit_for_bit():
     """Both builds of the C quantizer (the CPU's and the baseline ISA's) against `quantize_weight`: random
-    weights, exact ties after the division (rint rounds them to even), a zero row, denormal-small rows."""
+    weights, exact ties after the division (rint rounds them to even), a zero row, a row of -0, denormal-small
+    rows, a row's maximum in the vectorised part and in the scalar tail."""
     from sdk.native_fusion import NativeKernel, native_kernel
 
     kernel = native_kernel()
@@ -150,6 +151,9 @@ def test_the_native_quantizer_writes_numpys_int8_weights_bit_for_bit():
     weight[:16] = (rng.integers(-127, 128, (16, weight.shape[1])) * 0.5).astype(np.float32) / 64   # ties
     weight[16] = 0.0
     weight[17] *= np.float32(1e-36)
+    weight[18, -1] = -9.0   # the largest magnitude negative, past the last whole vector (360 = 11 x 32 + 8)
+    weight[19] = -0.0
+    weight[20, 5] = 9.0     # ... and in the first
     want_q, want_scale = quantize_weight(weight)
     for k in (kernel, NativeKernel(kernel._library, baseline=True)):
         q, scale = np.empty(weight.shape, np.int8), np.empty(len(weight), np.float32)
@@ -213,3 +217,56 @@ def test_bench_int8_writes_its_sections_and_the_benches_that_rewrite_those_files
     del bundle["int8"]   # a bench_bundle run writes its own result, without the section
     bench_bundle.write(bundle, tmp_path / "bundle")
     assert json.loads((tmp_path / "bundle.json").read_text())["int8"]["command"] == measured["command"]
+
+
+def test_int8_sessions_come_from_the_graph_optimized_once_and_compute_what_a_fresh_session_does(tiny_bundle):
+    """The optimized route (sdk/int8_session.py) serves the tiny bundle's int8 models: each model's session
+    reads its values from its own graph bytes, and its logits are a fresh session's of the same graph, bit
+    for bit, for models other than the first (the one the route was checked on)."""
+    from sdk.int8_session import FreshInt8Sessions
+
+    bundle = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"])
+    models = [sdk.personalize(bundle, d, precision="int8") for d in ("rings", "red disc, green stripes", "shapes")]
+    assert bundle.engine.int8_sessions.name == "optimized once"
+    size = bundle.preprocessing.input_size
+    image = np.random.default_rng(1).integers(0, 255, (3, size, size, 3), np.uint8)
+    fresh = FreshInt8Sessions(["CPUExecutionProvider"], None)
+    for model in models[1:]:
+        feeds = {"image": bundle.preprocessing.normalize(image), "head_weight": model.head_weight,
+                 "head_bias": model.head_bias}
+        assert np.array_equal(model.logits(list(image)), fresh.open(model.int8_graph).run(None, feeds)[0])
+    assert len({m.int8_graph for m in models}) == 3
+
+
+def test_the_optimized_int8_route_declines_what_it_cannot_serve(tiny_bundle, monkeypatch, caplog):
+    """Not on other providers, not with device_compile=False, and not where onnxruntime optimizes a graph of
+    other values into another structure (here: a probe whose bias scales are not its input's times its
+    weights', which onnxruntime then does not fuse): the fresh route serves, and why is logged."""
+    import logging
+
+    from sdk.int8 import Int8Plan
+    from sdk.int8_session import Int8RouteDeclined, optimized_int8_sessions
+
+    bundle = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"], device_compile=False)
+    model = sdk.personalize(bundle, "rings", precision="int8")
+    assert bundle.engine.int8_sessions.name == "fresh"
+    plan = bundle._int8_plan
+    with pytest.raises(Int8RouteDeclined, match="CPU-specific"):
+        optimized_int8_sessions(plan, model.int8_graph, ["CUDAExecutionProvider", "CPUExecutionProvider"], None)
+
+    def inconsistent_probe(self, seed=0):
+        buffer = bytearray(self.probe_of_the_plan(seed))
+        for name, slot in self.slots.items():
+            if name.endswith(".bias_scale"):
+                slot.view(buffer)[:] *= 3
+        return bytes(buffer)
+
+    monkeypatch.setattr(Int8Plan, "probe_of_the_plan", Int8Plan.probe, raising=False)
+    monkeypatch.setattr(Int8Plan, "probe", inconsistent_probe)
+    with pytest.raises(Int8RouteDeclined, match="another structure"):
+        optimized_int8_sessions(plan, model.int8_graph, ["CPUExecutionProvider"], None)
+    fresh = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"])
+    with caplog.at_level(logging.DEBUG, logger="sdk.engine"):
+        again = sdk.personalize(fresh, "rings", precision="int8")
+    assert fresh.engine.int8_sessions.name == "fresh" and "another structure" in caplog.text
+    assert again.int8_graph == model.int8_graph
