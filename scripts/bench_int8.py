@@ -240,7 +240,9 @@ def summary(result: dict, sizes: list[int], modes: list[str], drop: list[float])
             **({"executorch_inference_over_fp32": timing["executorch"]["inference_over_fp32"],
                 "executorch_file_ratio": timing["executorch"]["file_ratio"]} if "executorch" in timing else {}),
             "calibration": "none: ranges from the mixed batch norms (sdk.int8)",
-            "session_route": "a fresh session of the QDQ graph per model (full_width.*.session_routes: the others)"}
+            "session_route": "onnxruntime's optimized int8 graph made once per bundle; each model's session reads its "
+                             "values from its own graph and only prepacks them (sdk/int8_session.py; "
+                             "full_width.*.session_routes: the others)"}
 
 
 def export_sizes(models: dict) -> dict[str, int]:
