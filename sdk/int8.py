@@ -228,12 +228,14 @@ class Int8Plan:
             x_scales[name] = np.float32(scale)
             self.slots[f"{name}_scale"].view(buffer)[0] = scale
             self.slots[f"{name}_zero"].view(buffer)[0] = zero
-        for weight, bias, shape, source in self.convs:
-            q = self.slots[f"{weight}_q"].view(buffer).reshape(shape)
-            w_scale = self.slots[f"{weight}_scale"].view(buffer)
-            source_weight = np.ascontiguousarray(folded_weights[weight], np.float32)
-            if kernel is None or not kernel.quantize_rows(source_weight, WEIGHT_QMIN, WEIGHT_QMAX, q, w_scale):
+        layers = [(np.ascontiguousarray(folded_weights[weight], np.float32),
+                   self.slots[f"{weight}_q"].view(buffer).reshape(shape), self.slots[f"{weight}_scale"].view(buffer))
+                  for weight, _, shape, _ in self.convs]
+        if kernel is None or not kernel.quantize_layers(layers, WEIGHT_QMIN, WEIGHT_QMAX):
+            for source_weight, q, w_scale in layers:
                 quantize_weight(source_weight, out=(q, w_scale))
+        for weight, bias, _, source in self.convs:
+            w_scale = self.slots[f"{weight}_scale"].view(buffer)
             b_scale = self.slots[f"{bias}_scale"].view(buffer)
             b_scale[:] = w_scale * x_scales[source]
             b_q = np.rint(np.asarray(folded_weights[bias], np.float64) / b_scale).clip(-2**31, 2**31 - 1)

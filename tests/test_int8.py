@@ -159,6 +159,15 @@ def test_the_native_quantizer_writes_numpys_int8_weights_bit_for_bit():
         q, scale = np.empty(weight.shape, np.int8), np.empty(len(weight), np.float32)
         assert k.quantize_rows(weight, WEIGHT_QMIN, WEIGHT_QMAX, q, scale)
         assert np.array_equal(q, want_q) and np.array_equal(scale.view(np.uint32), want_scale.view(np.uint32))
+    # Several layers at once, their rows shared out over the threads (one of a single row, fewer than threads).
+    layers = [weight, (rng.standard_normal((1, 27)) * 0.1).astype(np.float32),
+              (rng.standard_normal((9, 4, 3, 3)) * 0.2).astype(np.float32)]
+    outputs = [(np.empty(w.shape, np.int8), np.empty(len(w), np.float32)) for w in layers]
+    assert kernel.quantize_layers([(w, q, s) for w, (q, s) in zip(layers, outputs, strict=True)], WEIGHT_QMIN,
+                                  WEIGHT_QMAX)
+    for w, (q, s) in zip(layers, outputs, strict=True):
+        want_q, want_scale = quantize_weight(w)
+        assert np.array_equal(q, want_q) and np.array_equal(s.view(np.uint32), want_scale.view(np.uint32))
 
 
 def test_a_plan_quantizes_each_model_anew_in_its_one_buffer(tiny_sdk):
