@@ -93,11 +93,13 @@ class OptimizedInt8Sessions:
 
     def open(self, graph: bytes) -> ort.InferenceSession:
         options = _options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, self.threads)
-        # onnxruntime copies the tensors out of the in-memory file while the session is made (the
-        # model keeps its graph bytes anyway, for export).
         data = np.frombuffer(graph, np.uint8)
         options.add_external_initializers_from_files_in_memory([GRAPH_FILE], [data], [data.nbytes])
-        return _session(self.optimized, options, ["CPUExecutionProvider"])
+        session = _session(self.optimized, options, ["CPUExecutionProvider"])
+        # onnxruntime copied the standard route's in-memory weights (sdk.engine); should it read these in
+        # place instead, they live as long as the session does.
+        session.graph_bytes = graph
+        return session
 
 
 def _optimize(graph: bytes, threads: int | None) -> bytes:
