@@ -445,11 +445,7 @@ static int64_t V(fuse_network)(const taper_layer *layers, int64_t count, const f
     }
     return 0;
 }
-/* scale = max|w| * 2 / (qmax - qmin) in float32 (1 for a zero row), q = min(max(rint(w * (1 / scale)),
- * qmin), qmax): each step one float operation rounded as numpy rounds it (a product then a rounding, so no
- * multiply-add can be fused; this file is built without -ffast-math). rint rounds half to even, as np.rint
- * (inline where the build has a rounding instruction: AVX2, ARM; a libm call in x86's baseline build). A
- * NaN becomes 0, where numpy's cast is undefined. */
+
 /* max(0, max |row[i]|), a NaN skipped (`a > high ? a : high` is false for it), in four accumulators of 8
  * lanes: one running maximum is a chain of dependent compares that no compiler may vectorise without
  * -ffast-math, and was ~2/3 of the quantizer's time. Any order gives the same value here: every operand is
@@ -482,6 +478,11 @@ INLINE float V(row_abs_max)(const float *row, int64_t cols) {
     return high;
 }
 
+/* scale = max|w| * 2 / (qmax - qmin) in float32 (1 for a zero row), q = min(max(rint(w * (1 / scale)),
+ * qmin), qmax): each step one float operation rounded as numpy rounds it (a product then a rounding, so no
+ * multiply-add can be fused; this file is built without -ffast-math). rint rounds half to even, as np.rint
+ * (inline where the build has a rounding instruction: AVX2, ARM; a libm call in x86's baseline build). A
+ * NaN becomes 0, where numpy's cast is undefined. */
 static void V(quantize_rows)(const float *w, int64_t cols, int64_t first, int64_t end, int64_t qmin,
                              int64_t qmax, int8_t *q, float *scale) {
     const float low = (float)qmin, high_q = (float)qmax;
