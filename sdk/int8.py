@@ -252,9 +252,9 @@ class Int8Plan:
         was (a copy is written), so it needs no lock."""
         rng = np.random.default_rng(seed)
         folded, mixed = {}, {}
-        for weight, bias, shape, _ in self.convs:
-            folded[weight] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
-            folded[bias] = (rng.standard_normal(shape[0]) * 0.1).astype(np.float32)
+        for weight, bias, shape, _ in self.convs:   # uniform float32: normal draws of 11 M weights took ~190 ms
+            folded[weight] = (rng.random(shape, dtype=np.float32) - 0.5) * 0.1
+            folded[bias] = (rng.random(shape[0], dtype=np.float32) - 0.5) * 0.2
             bn = batch_norm_of(weight.removesuffix(".weight"))
             mixed[f"{bn}.weight"] = rng.uniform(0.2, 2.0, shape[0]).astype(np.float32)
             mixed[f"{bn}.bias"] = rng.standard_normal(shape[0]).astype(np.float32)
