@@ -141,25 +141,38 @@ class TaperBundle:
     def __repr__(self) -> str:
         return f"TaperBundle({self.bundle!r}, route={self.engine.route!r})"
 
-    def warm_up(self) -> TaperBundle:
+    def warm_up(self, precision: str = "float32") -> TaperBundle:
         """Do the one-time work now instead of in the first `personalize`: create the text encoder's
         session and compile the backbone for this device, reordering the bases into its layout. A later
         process takes both from the device cache (sdk/device_cache.py, sdk/encoder_cache.py) and only
-        reorders the bases; the costs are in docs/results/warm_start.md (scripts/bench_warm_start.py)."""
+        reorders the bases; the costs are in docs/results/warm_start.md (scripts/bench_warm_start.py).
+        With precision="int8", also the int8 models' plan and session route (`sdk.int8_session`; not
+        cached: ~0.5 s at full width, every process).
+
+        >>> bundle = sdk.load("tiny-imagenet.taper").warm_up(precision="int8")   # doctest: +SKIP
+        """
+        if precision not in PRECISIONS:
+            raise DescriptionError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        self._warm_up()
+        if precision == "int8" and self.engine.int8_sessions is None:
+            # A model of the probe mixer, then dropped: what remains is the plan, its buffer and the route.
+            self._int8_model(np.arange(min(2, len(self.bundle.classes))), self.probe_alpha(), [], Stopwatch())
+        return self
+
+    def _warm_up(self) -> None:
         self.bundle.check_unchanged()
         if self.engine.compile_tried or self.engine.compile_is_cached():
             # Both short (~0.1 s): side by side on two cores they only slow each other (128 against 147 ms at
             # full width; docs/results/experiments.md, 'Warm start, fourth look').
             _ = self.encoder
             self.compile_engine()
-            return self
+            return
         # The compile is the long part (~0.6 s at full width): the encoder is created beside it (onnxruntime
         # releases the GIL), and so is most of what writing the encoder's cache entry costs.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="taper-warm-up") as pool:
             encoder = pool.submit(lambda: self.encoder)
             self.compile_engine()
             encoder.result()
-        return self
 
     def use_executorch(self, program: str | Path) -> TaperBundle:
         """Personalize with ExecuTorch from now on: the companion XNNPACK program at `program`

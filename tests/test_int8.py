@@ -279,3 +279,16 @@ def test_the_optimized_int8_route_declines_what_it_cannot_serve(tiny_bundle, mon
         again = sdk.personalize(fresh, "rings", precision="int8")
     assert fresh.engine.int8_sessions.name == "fresh" and "another structure" in caplog.text
     assert again.int8_graph == model.int8_graph
+
+
+def test_warm_up_for_int8_makes_the_plan_and_the_session_route_before_the_first_model(tiny_bundle):
+    bundle = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"])
+    with pytest.raises(DescriptionError, match="precision"):
+        bundle.warm_up(precision="int4")
+    assert bundle.warm_up(precision="int8") is bundle
+    route, plan = bundle.engine.int8_sessions, bundle._int8_plan
+    assert route is not None and route.name == "optimized once" and plan is not None
+    model = sdk.personalize(bundle, "rings", precision="int8")
+    assert bundle.engine.int8_sessions is route and bundle._int8_plan is plan   # nothing made again
+    fresh = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"])
+    assert sdk.personalize(fresh, "rings", precision="int8").int8_graph == model.int8_graph
