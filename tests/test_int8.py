@@ -263,14 +263,15 @@ def test_the_optimized_int8_route_declines_what_it_cannot_serve(tiny_bundle, mon
     with pytest.raises(Int8RouteDeclined, match="CPU-specific"):
         optimized_int8_sessions(plan, model.int8_graph, ["CUDAExecutionProvider", "CPUExecutionProvider"], None)
 
+    plan_probe = Int8Plan.probe
+
     def inconsistent_probe(self, seed=0):
-        buffer = bytearray(self.probe_of_the_plan(seed))
+        buffer = bytearray(plan_probe(self, seed))
         for name, slot in self.slots.items():
             if name.endswith(".bias_scale"):
                 slot.view(buffer)[:] *= 3
         return bytes(buffer)
 
-    monkeypatch.setattr(Int8Plan, "probe_of_the_plan", Int8Plan.probe, raising=False)
     monkeypatch.setattr(Int8Plan, "probe", inconsistent_probe)
     with pytest.raises(Int8RouteDeclined, match="another structure"):
         optimized_int8_sessions(plan, model.int8_graph, ["CPUExecutionProvider"], None)
