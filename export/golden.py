@@ -106,6 +106,8 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     # Rule 2's glosses (not cut at "and") and rule 4a's missing one-word items: alone, in a list, left out.
     ("a round shape with a red rim and blue stripes", {}), ("red disc, crimson", {}), ("crimson", {}),
     ("red disc, tuesday, blue ring", {}), ("tuesday, wednesday", {}), ("circles and the stripes", {}),
+    # Rule 4a's compounds that are no kind of their last word (sdk/compounds.py): told, alone and in a list
+    ("compact disc", {}), ("blue ring, compact discs", {}), ("compact disc", {"missing": "nearest"}),
 )
 # Rule 3b (sdk/tasks.py) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).

@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -53,10 +54,19 @@ for line in sys.stdin:
 """
 
 
+def place_compounds(build: Path) -> None:
+    """Put the resolver's compound list (sdk/exocentric_compounds.txt, the one copy) at the root of the
+    compiled core's class path, where Compounds.java reads it (as core/run_tests.sh does)."""
+    from sdk import compounds
+
+    shutil.copyfile(str(resources.files("sdk").joinpath(compounds.FILE)), build / compounds.FILE)
+
+
 def compile_harness(build: Path) -> list[str]:
     """javac the Java core and its test sources into `build`; the command that runs the harness."""
     sources = [str(p) for p in CORE.rglob("*.java")]
     subprocess.run(["javac", "-Xlint:all,-serial", "-Werror", "-d", str(build), *sources], check=True)
+    place_compounds(build)
     return ["java", "-Xmx2g", "-Xss4m", "-XX:ActiveProcessorCount=1", "-cp", str(build), "org.taper.sdk.FuzzHarness"]
 
 

@@ -130,3 +130,39 @@ def test_a_real_word_is_not_corrected_into_a_name():
     assert names(task) == {"lion"} and MISSING in task.how[0]
     task = resolver.resolve("mosue, lion", TaskOptions(min_classes=1))   # not a word: a typo
     assert names(task) == {"mouse", "lion"} and "spelling" in task.how[0]
+
+
+def test_a_compound_that_is_no_kind_of_its_last_word_is_missing_though_its_last_word_is_a_class(resolver):
+    # 'lion' is a class here, so "sea lion" would be read by meaning; WordNet says a sea lion is a seal
+    task = resolver.resolve("sea lions, mouse", TaskOptions(min_classes=1))
+    assert names(task) == {"mouse"}
+    assert task.how[0].startswith(f"'sea lions': {MISSING} (read whole, not as a kind of 'lion'): nothing taken")
+    with pytest.raises(DescriptionError, match="not as a kind of 'mouse'"):
+        resolver.resolve("computer mouse")
+    task = resolver.resolve("mountain crab, mouse", TaskOptions(min_classes=1))   # not in the list: by meaning
+    assert MISSING not in task.how[0]
+    task = resolver.resolve("sea lion", TaskOptions(min_classes=1, missing="nearest"))   # the old behaviour kept
+    assert MISSING not in task.how[0]
+
+
+def test_a_resolver_can_be_given_its_own_compound_list():
+    plain = composed_resolver(near_crab_and_sea)
+    mine = type(plain)(plain.classes, plain.embeddings, {}, near_crab_and_sea, plain.concepts,
+                       plain.concept_embeddings, exocentric=frozenset({"mountain crab"}))
+    assert MISSING in mine.resolve("mountain crab, mouse", TaskOptions(min_classes=1)).how[0]
+    assert MISSING not in mine.resolve("sea lion, mouse", TaskOptions(min_classes=1)).how[0]
+
+
+def test_the_shipped_compound_list_is_what_its_script_writes_from_wordnet(tmp_path):
+    from pathlib import Path
+
+    from scripts import exocentric_compounds as script
+    from sdk.compounds import FILE, exocentric_compounds
+
+    shipped = exocentric_compounds()
+    assert {"hot dog", "prairie dog", "teddy bear", "sea lion"} <= shipped
+    assert not {"sled dog", "guide dog", "polar bear", "fire truck", "school bus"} & shipped
+    if not (script.WORDNET / "data.noun").is_file():
+        pytest.skip("needs Debian's wordnet-base to rebuild the list")
+    script.main(["--out", str(tmp_path / FILE)])
+    assert (tmp_path / FILE).read_text() == (Path(script.OUT)).read_text()

@@ -9,5 +9,10 @@ java {
 }
 
 sourceSets {
-    main { java.setSrcDirs(listOf("src/main/java")) }
+    main {
+        java.setSrcDirs(listOf("src/main/java"))
+        // The resolver's compound list (Compounds.java) at the class path's root: sdk's file, the one copy.
+        resources.setSrcDirs(listOf("../../sdk"))
+        resources.include("exocentric_compounds.txt")
+    }
 }

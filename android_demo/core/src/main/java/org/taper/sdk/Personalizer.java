@@ -41,7 +41,7 @@ public final class Personalizer implements AutoCloseable {
         tokenizer = Tokenizer.fromJson(bundle.memberBytes("tokenizer.json"), bundle.maxTokens);  // checked at load
         resolver = new TaskResolver(bundle.classIds, bundle.classNames, bundle.classAliases, bundle.classPaths, bundle.supercategories,
                 bundle.classEmbeddings, bundle.embedDim, this::embedPhrase, bundle.concepts, bundle.conceptEmbeddings,
-                tokenizer::isWord);
+                tokenizer::isWord, Compounds.shipped());
         mixer = new Mixer(bundle);
         fusion = new Fusion(bundle);
         backboneGraph = GraphCheck.checkBackbone(bundle.memberBytes("backbone.onnx"), bundle);

@@ -88,6 +88,8 @@ public final class TaskResolver {
     private final Set<String> words = new java.util.HashSet<>();
     /** Rule 3c: a word of the text encoder's vocabulary is real, never corrected (Tokenizer.isWord). */
     private final java.util.function.Predicate<String> isWord;
+    /** Rule 4a: two-word nouns that are no kind of their last word ("hot dog"; Compounds.shipped()). */
+    private final Set<String> exocentric;
     /** Rule 3d: the last word of class names with a space -> those classes. */
     private final Map<String, List<Integer>> heads = new HashMap<>();
 
@@ -96,12 +98,14 @@ public final class TaskResolver {
      * @param isWord whether a word is a whole token of the text encoder's vocabulary (Tokenizer.isWord)
      * @param embedPhrase a description's unit embedding (the text encoder with the first prompt)
      * @param concepts the bundle's concepts (empty before format 5), with their embeddings [concepts, dim]
+     * @param exocentric compounds that are no kind of their last word (Compounds.shipped())
      */
     public TaskResolver(List<String> ids, List<String> names, List<List<String>> aliases, List<List<String>> paths,
                         Map<String, int[]> supercategories, FloatBuffer embeddings, int dim,
                         Function<String, float[]> embedPhrase, List<Concept> concepts, FloatBuffer conceptEmbeddings,
-                        java.util.function.Predicate<String> isWord) {
+                        java.util.function.Predicate<String> isWord, Set<String> exocentric) {
         this.isWord = isWord;
+        this.exocentric = exocentric;
         this.names = names;
         this.embeddings = embeddings;
         this.dim = dim;
@@ -207,6 +211,7 @@ public final class TaskResolver {
         }
         for (String w : parts) if (GLOSS_WORDS.contains(w) || DESCRIBING_WORDS.contains(w)) return false;
         if (DESCRIBING_NOUNS.contains(parts[parts.length - 1])) return false;
+        if (exocentric(key) != null) return true;
         for (String w : parts) {
             List<String> forms = new ArrayList<>(List.of(w));
             forms.addAll(singularForms(w));
@@ -215,14 +220,24 @@ public final class TaskResolver {
         return true;
     }
 
-    /** Rule 4a with missing "tell": what the resolution says of an item the bundle lacks. */
-    private String told(double[] scores) {
+    /** Rule 4a (sdk.tasks.TaskResolver._exocentric): the form of the key (itself or a singular: "hot dogs") that is a
+     * compound no kind of its last word, or null. */
+    private String exocentric(String key) {
+        if (exocentric.contains(key)) return key;
+        for (String f : singularForms(key)) if (exocentric.contains(f)) return f;
+        return null;
+    }
+
+    /** Rule 4a with missing "tell": what the resolution says of an item the bundle lacks ({@code compound}: the
+     * exocentric compound it is, or null). */
+    private String told(double[] scores, String compound) {
         Integer[] order = new Integer[scores.length];
         for (int c = 0; c < order.length; c++) order[c] = c;
         Arrays.sort(order, (x, y) -> Double.compare(scores[y], scores[x]));  // stable: ties keep class order
         List<String> closest = new ArrayList<>();
         for (int k = 0; k < Math.min(CLOSEST_NAMES, order.length); k++) closest.add("'" + names.get(order[k]) + "'");
-        return MISSING + ": nothing taken for it (closest classes: " + String.join(", ", closest) + ")";
+        String why = compound == null ? "" : " (read whole, not as a kind of '" + compound.substring(compound.lastIndexOf(' ') + 1) + "')";
+        return MISSING + why + ": nothing taken for it (closest classes: " + String.join(", ", closest) + ")";
     }
 
     /** Python's str.isspace: Unicode White_Space and the separators U+001C-U+001F. */
@@ -443,7 +458,7 @@ public final class TaskResolver {
         }
         double standout = scores[best] - sum / scores.length;
         if (options.missing.equals("tell") && unknown(key)) {
-            how.add("'" + phrase + "': " + told(scores));
+            how.add("'" + phrase + "': " + told(scores, exocentric(key)));
             return List.of();
         }
         if (!key.contains(" ")) return missing(phrase, scores, best, standout, options, single, how);

@@ -256,7 +256,7 @@ public final class GoldenTest {
         List<List<String>> noAliases = new ArrayList<>();
         for (int i = 0; i < names.size(); i++) noAliases.add(List.of());
         TaskResolver resolver = new TaskResolver(ids, names, noAliases, paths, Map.of(), classRows, dim,
-                text -> { throw new NeedsEncoder(); }, concepts, conceptRows, word -> false);
+                text -> { throw new NeedsEncoder(); }, concepts, conceptRows, word -> false, Compounds.shipped());
         for (Object o : (List<Object>) composed.get("descriptions")) {
             Map<String, Object> c = (Map<String, Object>) o;
             String d = (String) c.get("description");
