@@ -27,8 +27,8 @@ from pathlib import Path
 import sdk
 from export.compress import Mode, compress
 from scripts import roofline
-from scripts.java_fuzz import place_compounds
 from scripts.bench_runtime import personalize_times, random_bundle
+from scripts.java_fuzz import place_compounds
 
 CORE = Path(__file__).resolve().parents[1] / "android_demo" / "core"
 FULL_WIDTH_MODES = ("fp32", "int8", "subspace:16+fp16")
