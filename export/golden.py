@@ -127,7 +127,9 @@ COMPOSED_DESCRIPTIONS = (
     "invertebrates except purple", "sea slug", "sea slugs", "small", "mammals", "non-mammals",
     # issue 60: near-typos read as names (rule 3c), a group's singular, words ending names (rule 3d)
     "mosue, lion", "elephnat and sea sulg", "insetcs", "mammmals", "hamstres, ant", "predator", "slugs, crabb",
-    "mouse, elphant, bee", "Sea  Slgu", "sae sulg, lion", "penguinss", "predators", "carnivores, insect")
+    "mouse, elphant, bee", "Sea  Slgu", "sae sulg, lion", "penguinss", "predators", "carnivores, insect",
+    # a singular made from a plural group name ('predators') answers the group but is no modifier
+    "predator", "predator mammals", "small animal mammals")
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
                                       ["s00000003", "red checkerboard"], "rings", "something red",
                                       "checkerboards or stripes")

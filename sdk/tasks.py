@@ -270,10 +270,12 @@ class TaskResolver:
             for key in [c.id, c.name, *c.aliases]:
                 self.by_name.setdefault(normalize_name(key), i)
         self.groups = self._groups(classes, supercategories)
+        self.singulars: set[str] = set()   # the group names below, made from a plural one
         for name in list(self.groups):   # "puppies" (a group's alias) also answers "puppy"
             for form in singular_forms(name):   # every reading: "automobiles" -> "automobil", "automobile"
                 if form not in self.groups and form not in self.by_name:
                     self.groups[form] = self.groups[name]
+                    self.singulars.add(form)
         self.heads: dict[str, list[int]] = {}   # rule 3d: "train" -> the classes named "... train"
         for key, i in self.by_name.items():
             if " " in key:
@@ -505,8 +507,11 @@ class TaskResolver:
 
     def _modifier(self, words: str) -> str | None:
         """The group name a modifier stands for: itself, else itself before a kind noun ("small" -> "small
-        animals"); None if neither is a group."""
-        return next((n for n in (words, *(f"{words} {noun}" for noun in KIND_NOUNS)) if n in self.groups), None)
+        animals"); None if neither is a group. Not a singular made from a plural group name: those answer the
+        group's own name ("puppy"), and as modifiers they composed phrases the rule was never chosen on
+        ("drink containers", which hold drinks, took the two drinks that are containers: issue 60)."""
+        return next((n for n in (words, *(f"{words} {noun}" for noun in KIND_NOUNS))
+                     if n in self.groups and n not in self.singulars), None)
 
     def _exclusion(self, words: list[str]) -> tuple[list[int], str] | None:
         """Rule 3b's "non-X Y" and "Y except X": Y's classes without X's, or None."""

@@ -56,6 +56,8 @@ def test_an_exclusion_drops_a_group_a_modifier_or_a_class():
     "non- mammals",            # "non-" alone
     "invertebrates except purple",
     "sea slug",                # a class name is never composed ("sea" x "slug" would be the sea slug alone)
+    "predator mammals",        # 'predator' answers the group 'predators' but is no modifier ("drink containers"
+    "small animal mammals",    # hold drinks: issue 60)
 ])
 def test_phrases_that_do_not_compose_are_read_as_before(text):
     encoded: list[str] = []

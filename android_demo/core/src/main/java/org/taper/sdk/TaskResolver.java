@@ -88,6 +88,8 @@ public final class TaskResolver {
     private final Set<String> words = new java.util.HashSet<>();
     /** Rule 3c: a word of the text encoder's vocabulary is real, never corrected (Tokenizer.isWord). */
     private final java.util.function.Predicate<String> isWord;
+    /** The group names made from a plural one ("puppy" for "puppies"): no modifier in rule 3b. */
+    private final Set<String> singulars = new java.util.HashSet<>();
     /** Rule 4a: two-word nouns that are no kind of their last word ("hot dog"; Compounds.shipped()). */
     private final Set<String> exocentric;
     /** Rule 3d: the last word of class names with a space -> those classes. */
@@ -140,8 +142,12 @@ public final class TaskResolver {
             groups.put(norm(e.getKey()), members);
         }
         for (String name : new ArrayList<>(groups.keySet())) {  // "puppies" (a group's alias) also answers "puppy"
-            for (String form : singularForms(name))  // every reading: "automobiles" -> "automobil", "automobile"
-                if (!groups.containsKey(form) && !byName.containsKey(form)) groups.put(form, groups.get(name));
+            for (String form : singularForms(name)) {  // every reading: "automobiles" -> "automobil", "automobile"
+                if (!groups.containsKey(form) && !byName.containsKey(form)) {
+                    groups.put(form, groups.get(name));
+                    singulars.add(form);
+                }
+            }
         }
         for (Map.Entry<String, Integer> e : byName.entrySet()) {  // rule 3d: "train" -> the classes named "... train"
             int space = e.getKey().lastIndexOf(' ');
@@ -505,10 +511,14 @@ public final class TaskResolver {
         return null;
     }
 
-    /** The group name a modifier stands for: itself, else itself before a kind noun; null if none. */
+    /** The group name a modifier stands for: itself, else itself before a kind noun; null if none. Not a singular
+     * made from a plural group name ("drink containers" hold drinks: sdk.tasks.TaskResolver._modifier). */
     private String modifier(String words) {
-        if (groups.containsKey(words)) return words;
-        for (String noun : KIND_NOUNS) if (groups.containsKey(words + " " + noun)) return words + " " + noun;
+        if (groups.containsKey(words) && !singulars.contains(words)) return words;
+        for (String noun : KIND_NOUNS) {
+            String name = words + " " + noun;
+            if (groups.containsKey(name) && !singulars.contains(name)) return name;
+        }
         return null;
     }
 
