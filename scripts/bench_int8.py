@@ -216,14 +216,16 @@ def write_sections(result: dict, runtime_json: Path | None, bundle_json: Path | 
 
 
 def other_cpu_row(path: Path) -> dict:
-    """One --full-width-only results file in a line: its CPU, threads, and the int8 figures per size."""
+    """One results file of another CPU in a line: its CPU, threads, and the int8 figures per size in its first
+    storage mode (the recommended one). A --full-width-only file, or a whole run's (threads: onnxruntime's
+    default), as this machine's earlier run kept under another name."""
     other = json.loads(path.read_text())
-    sizes = {key.split()[0]: {"inference_over_fp32_session": row["inference_over_fp32_session"],
-                              "inference_ms_batch1": row["inference_ms_batch1"],
-                              "personalize_ms": row["personalize_ms"], "int8_steps_ms": row["int8_steps_ms"]}
-             for key, row in other["full_width"].items()}
-    return {"results": path.name, "cpu": other["cpu"], "threads": other["threads"], "command": other["command"],
-            "full_width": sizes}
+    sizes: dict[str, dict] = {}
+    for key, row in other["full_width"].items():
+        sizes.setdefault(key.split()[0], {k: row[k] for k in ("inference_over_fp32_session", "inference_ms_batch1",
+                                                                 "personalize_ms", "int8_steps_ms")})
+    return {"results": path.name, "cpu": other["cpu"], "threads": other.get("threads", "onnxruntime's default"),
+            "command": other["command"], "full_width": sizes}
 
 
 def summary(result: dict, sizes: list[int], modes: list[str], drop: list[float]) -> dict:
