@@ -19,7 +19,8 @@ Rules, in order:
    X" (also "excluding", "but not", "other than") takes group Y's classes without those of X (a group, a
    modifier as below, or a class name: "non-insect invertebrates", "non-flying birds", "dogs except
    poodles"); "<modifier> Y" takes the classes of group Y that the modifier's group also holds,
-   the modifier naming a group alone or before "animals", "things" or "creatures" ("small mammals": small
+   the modifier naming a group alone (not a singular made from a plural group name: 'drink' from 'drinks' does
+   not make "drink containers" drinks) or before "animals", "things" or "creatures" ("small mammals": small
    animals and mammals; "large carnivores"). Only if both parts are understood and the result is a
    non-empty strict subset of Y, and never for a class name ("sea slug"); otherwise rules 4-5 read the phrase as before.
 3c. A phrase that names nothing, holds a word the text encoder's vocabulary does not (`is_word`: "horse"
