@@ -32,7 +32,7 @@ public final class Int8 {
 
     /** sdk.int8: 7-bit weights (onnxruntime's u8s8 kernels saturate 16-bit sums on x86 without VNNI). */
     public static final int WEIGHT_QMIN = -64, WEIGHT_QMAX = 63;
-    static final double RANGE_SIGMAS = 8.0, POOLED_SPREAD = 4.0;
+    static final double RANGE_SIGMAS = 24.0, POOLED_SPREAD = 4.0;
     /** sdk.int8.ERFC_COEFFICIENTS. */
     static final double[] ERFC = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
         -1.13520398, 1.48851587, -0.82215223, 0.17087277};
