@@ -9,6 +9,8 @@
 One-off drivers, each with its own --help: lab.bn_recalibration, lab.routing_usage, lab.routing_smoothing,
 lab.stage1_accuracy, lab.training_signal, lab.fewshot_feature_transforms, lab.fewshot_mixed_heads.
 Field conditions (issue 50): lab.condition_headroom (part 2), lab.condition_report (part 3).
+Issue 60: lab.head_final (a resolver rule measured, not shipped). Issue 61: lab.int8_data_free,
+lab.int8_range_sweep (the int8 ranges' width on training photos).
 """
 
 from __future__ import annotations
