@@ -16,8 +16,9 @@ photos"; docs/results/int8_data_free.json): int8 minus fp32 top-1 -0.30, classif
 200 tasks; 128 real calibration photos -0.05; 8-bit weights (saturation) -2.75 even with photos; the classifier
 quantized, -1.99 data-free. The ranges' width, RANGE_SIGMAS = 24, was chosen on a full-width GPU-trained
 run's training photos (experiments.md, "Is it the range width?"): with 8, its 600 val tasks lost 2.74 points
-(clipping), with 24 0.01, and the demo run's 0.44 instead of 0.87. What the runtime measures (600 tasks, full-width timings):
-docs/results/int8_runtime.json. The Java core (android_demo/core/.../Int8.java) writes the same bytes.
+(clipping), with 24 0.01, and the demo run's 0.44 instead of 0.87. What the runtime measures (600 tasks,
+full-width timings): docs/results/int8_runtime.json. The Java core (android_demo/core/.../Int8.java) writes
+the same bytes.
 
 >>> activation_scale(0.0, 255.0), activation_scale(-1.0, 1.0)[1]
 ((1.0, 0), 128)
