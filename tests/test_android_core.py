@@ -25,6 +25,16 @@ from sdk.folding import BACKBONE_FILE
 SCRIPT = Path(__file__).parents[1] / "android_demo" / "core" / "run_tests.sh"
 
 
+def output_step(graph: onnx.ModelProto) -> float:
+    """The quantization step of an int8 graph's output: the scale of the DequantizeLinear it comes from."""
+    made_by = {out: node for node in graph.graph.node for out in node.output}
+    scales = {t.name: onnx.numpy_helper.to_array(t) for t in graph.graph.initializer}
+    node = made_by[graph.graph.output[0].name]
+    while node.op_type != "DequantizeLinear":
+        node = made_by[node.input[0]]
+    return float(scales[node.input[1]])
+
+
 def java_logits(bundle, weights: np.ndarray, head: np.ndarray, images: np.ndarray) -> np.ndarray:
     """Logits of the Java core's folded weights and head rows, run by onnxruntime (the standard route)."""
     session = backbone_session(bundle.engine.graph, BACKBONE_FILE, weights, ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
@@ -128,8 +138,12 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
         graphs = [str(golden.parent / case["int8"]["graph"]), str(out / f"java{i}.int8.onnx")]
         want, have = (ort.InferenceSession(g, providers=["CPUExecutionProvider"]).run(None, {"image": images})[0]
                       for g in graphs)
-        int8_error = float(np.abs(want - np.asarray(case["features"])).max())   # what int8 itself changes
-        assert float(np.abs(have - want).max()) <= 0.1 * int8_error, case["name"]
+        # A weight one int8 step away flips some activations by one step downstream, so the two graphs agree
+        # to a few steps of their output's grid (its scale), never by a step on average: the same in steps
+        # whatever the ranges' width (RANGE_SIGMAS 8: at most 8 steps, 0.4-0.8 on average; 24: 3-5, 0.4-0.7).
+        step = output_step(onnx.load(graphs[0]))
+        assert float(np.abs(have - want).max()) <= 10 * step, (case["name"], float(np.abs(have - want).max()) / step)
+        assert float(np.abs(have - want).mean()) <= step, (case["name"], float(np.abs(have - want).mean()) / step)
         python_q, java_q = ({t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(g).graph.initializer
                              if t.name.endswith(".weight_q")} for g in graphs)
         steps = np.concatenate([np.abs(java_q[k].astype(int) - python_q[k]).ravel() for k in python_q])
