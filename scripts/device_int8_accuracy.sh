@@ -15,8 +15,6 @@
 set -euo pipefail
 name=$1
 budget=$2
-mkdir -p /root/parts
-cp .gpu/ti.part* /root/parts/ 2>/dev/null || true
 source "$(dirname "$0")/device_common.sh"   # $data, $device, place_run, train_run
 place_run "$name"
 if [ "$budget" != 0 ]; then

@@ -154,8 +154,6 @@ def test_a_resolver_can_be_given_its_own_compound_list():
 
 
 def test_the_shipped_compound_list_is_what_its_script_writes_from_wordnet(tmp_path):
-    from pathlib import Path
-
     from scripts import exocentric_compounds as script
     from sdk.compounds import FILE, exocentric_compounds
 
@@ -165,4 +163,4 @@ def test_the_shipped_compound_list_is_what_its_script_writes_from_wordnet(tmp_pa
     if not (script.WORDNET / "data.noun").is_file():
         pytest.skip("needs Debian's wordnet-base to rebuild the list")
     script.main(["--out", str(tmp_path / FILE)])
-    assert (tmp_path / FILE).read_text() == (Path(script.OUT)).read_text()
+    assert (tmp_path / FILE).read_text() == script.OUT.read_text()
