@@ -242,9 +242,10 @@ def summary(result: dict, sizes: list[int], modes: list[str], drop: list[float])
             **({"executorch_inference_over_fp32": timing["executorch"]["inference_over_fp32"],
                 "executorch_file_ratio": timing["executorch"]["file_ratio"]} if "executorch" in timing else {}),
             "calibration": "none: ranges from the mixed batch norms (sdk.int8)",
-            "session_route": "onnxruntime's optimized int8 graph made once per bundle; each model's session reads its "
-                             "values from its own graph and only prepacks them (sdk/int8_session.py; "
-                             "full_width.*.session_routes: the others)"}
+            "session_route": f"{timing.get('int8_route', 'not recorded')}: onnxruntime's optimized int8 graph made "
+                             "once per bundle, at full width cut in two halves whose sessions are made at once on "
+                             "two threads; each model's sessions read its values from its own graph and only "
+                             "prepack them (sdk/int8_session.py; full_width.*.session_routes: the others)"}
 
 
 def export_sizes(models: dict) -> dict[str, int]:
@@ -330,6 +331,8 @@ def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: boo
         p = {k: statistics.median(v) for k, v in ms.items()}
         sizes = export_sizes(models)
         routes = session_routes(models["int8"], size, pairs, threads)
+        shipped = bundle.engine.int8_sessions
+        route = shipped.name + (f" (cut after node {shipped.cut})" if hasattr(shipped, "cut") else "")
         pte = {"executorch": executorch_timing(models, size, pairs)} if executorch else {}
     return {**pte, "mode": mode, "onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
             "personalize_ms": {k: round(v, 1) for k, v in p.items()},
@@ -337,26 +340,29 @@ def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: boo
             "int8_steps_ms": {k: round(statistics.median(v), 2) for k, v in steps.items()},
             "inference_ms_batch1": {k: round(v, 2) for k, v in r.items()},
             "inference_over_fp32_session": round(r["int8"] / r["float32"], 3), "pairs": pairs,
-            "session_routes": routes}
+            "int8_route": route, "session_routes": routes}
 
 
 def session_routes(model, size: int, pairs: int, threads: int | None = None) -> dict:
     """What each way of getting an int8 model into onnxruntime costs (medians of `pairs`): a fresh session
     of the QDQ graph (onnxruntime fuses QDQ into integer kernels, rewrites them for the CPU and prepacks the
-    weights); the route personalize() takes where it serves (`sdk.int8_session`: onnxruntime's optimized
-    graph made once, each model's values read from its graph bytes, so only the prepacking is per model);
-    and one session made once whose int8 weights, scales and biases are graph inputs (nothing made per
-    model, but the kernels repack the weights on every run)."""
+    weights); onnxruntime's optimized graph made once, each model's values read from its graph bytes, so
+    only the prepacking is per model, whole and cut in two halves whose sessions are made at once on two
+    threads (`sdk.int8_session`: personalize() takes the latter where it serves); and one session made once
+    whose int8 weights, scales and biases are graph inputs (nothing made per model, but the kernels repack
+    the weights on every run). `inference_ms_batch1` is one run of the network each makes."""
     import tempfile
 
     import onnx
     import onnxruntime as ort
 
-    from sdk.int8_session import FreshInt8Sessions
+    from sdk.int8_session import FreshInt8Sessions, OptimizedInt8Sessions
+    from sdk.network import head_inputs
 
     level = ort.GraphOptimizationLevel
-    x = {"image": np.zeros((1, 3, size, size), np.float32), "head_weight": model.head_weight,
-         "head_bias": model.head_bias}
+    image = np.zeros((1, 3, size, size), np.float32)
+    heads = head_inputs(model.head_weight, model.head_bias)
+    x = {"image": image, **heads}
 
     def session(graph: bytes, optimization) -> ort.InferenceSession:
         options = ort.SessionOptions()
@@ -385,18 +391,37 @@ def session_routes(model, size: int, pairs: int, threads: int | None = None) -> 
     del proto.graph.initializer[:]
     as_inputs = proto.SerializeToString()
     shipped = model.source.engine.int8_sessions
-    routes = {"fresh_qdq_session": lambda: FreshInt8Sessions(["CPUExecutionProvider"], threads).open(model.int8_graph),
-              **({"optimized_once": lambda: shipped.open(model.int8_graph)} if shipped.name != "fresh" else {}),
-              "weights_as_inputs": lambda: session(as_inputs, level.ORT_DISABLE_ALL)}
+    graph = model.int8_graph
+
+    def fresh():
+        s = FreshInt8Sessions(["CPUExecutionProvider"], threads).open(graph)
+        return lambda: s.run(None, x)
+
+    def network(route):
+        def make():
+            n = route.network(graph, heads)
+            return lambda: n.run(image)
+        return make
+
+    def inputs():
+        s = session(as_inputs, level.ORT_DISABLE_ALL)
+        return lambda: s.run(None, {**x, **feeds})
+
+    routes = {"fresh_qdq_session": fresh}
+    if shipped.name != "fresh":
+        whole = shipped.halves_of if hasattr(shipped, "halves_of") else shipped.optimized
+        routes["optimized_once"] = network(OptimizedInt8Sessions(whole, threads))
+        if hasattr(shipped, "halves_of"):
+            routes["optimized_once_in_two_halves"] = network(shipped)
+    routes["weights_as_inputs"] = inputs
     made: dict[str, list[float]] = {k: [] for k in routes}
     ran: dict[str, list[float]] = {k: [] for k in routes}
     for _ in range(pairs):
         for name, make in routes.items():
-            ms, s = timed(make)
+            ms, run = timed(make)
             made[name].append(ms)
-            inputs = {**x, **feeds} if name == "weights_as_inputs" else x
-            s.run(None, inputs)
-            ran[name].append(timed(lambda s=s, inputs=inputs: s.run(None, inputs))[0])
+            run()
+            ran[name].append(timed(run)[0])
     return {name: {"session_ms": round(statistics.median(made[name]), 1),
                    "inference_ms_batch1": round(statistics.median(ran[name]), 2),
                    "per_model_ms": 0.0 if name == "weights_as_inputs" else round(statistics.median(made[name]), 1)}

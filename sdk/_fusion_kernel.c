@@ -72,6 +72,9 @@ typedef struct {
     const float *right;         /* block 1: [k, rows]; else [rows, k] */
     int64_t rank;
     int64_t subspace;           /* 1: k = rank, U summed; 0: k = q * rank, U side by side */
+    int8_t *quantized;          /* plain layout only: the weights as int8 [O, rows] instead of floats, or NULL */
+    float *quantized_scale;     /* ... and their scales [O] (`quantize_rows`, each channel as soon as it is fused) */
+    int64_t qmin, qmax;
 } taper_layer;
 
 /* All bits set where `test` holds: a vector comparison gives -1 per lane and a scalar one 1, so both are
@@ -171,12 +174,14 @@ INLINE void channels(const taper_layer *L, const float *alpha, int64_t first, in
 
 /* The terms of 8 consecutive vectors of `W` floats at element `at` (accumulators a0..a7), in a function
  * per vector type and layout: LOAD_* (defined around each use) load a vector, LOW_RANK adds the low-rank
- * term (LR_* below). */
-#define DEFINE_GROUP(NAME, VEC, W, LOW_RANK)                                                \
+ * term (LR_* below); they are stored at `out + STORE_AT` (the layer's buffer and `at` where blocked, the
+ * channel's row and `row` where plain). */
+#define DEFINE_GROUP(NAME, VEC, W, LOW_RANK, STORE_AT)                                      \
     INLINE void NAME(const taper_layer *L, const float *alpha, int64_t q, int64_t at, int64_t row,        \
                      VEC fold, VEC dscale, const float *cols, const float *coef, float *out) {              \
         typedef VEC vec_t;                                                                                \
         enum { width = W };                                                                               \
+        const int64_t store_at = STORE_AT;                                                                \
         const vec_t zero = {0};                                                                           \
         (void)cols, (void)coef;     /* each layout's low-rank term reads one of them */                   \
         ACC8(GROUP_ZERO)                                                                                  \
@@ -204,7 +209,7 @@ INLINE void channels(const taper_layer *L, const float *alpha, int64_t first, in
 #define GROUP_F16(i) a##i += w * LOAD_F16(p + (i) * width);
 #define GROUP_I8(i) a##i += w * LOAD_I8(p + (i) * width);
 #define GROUP_SCALE(i) a##i *= dscale;
-#define GROUP_STORE(i) a##i *= fold; memcpy(out + at + (i) * width, &a##i, sizeof a##i);
+#define GROUP_STORE(i) a##i *= fold; memcpy(out + store_at + (i) * width, &a##i, sizeof a##i);
 /* Blocked: row `row + i`'s lanes += right[row + i][k] * (the block's left-factor column k). */
 #define LR_BLOCKED                                                                                        \
     {                                                                                                     \
@@ -295,7 +300,8 @@ int64_t taper_kernel_variant(void) {
 }
 
 /* Fuses part `part` of `parts` of every layer (alpha [4, q]; `scratch`: k * 16 floats for the largest
- * low-rank k). 0, or -1 for a layout the kernel does not handle (a block other than 1, 8 or 16). */
+ * low-rank k, plus a channel's `rows` in a layer with int8 outputs). 0, or -1 for a layout the kernel does not handle (a block other than 1, 8 or 16, or int8
+ * weights asked of a blocked layout). */
 int64_t taper_fuse_network(const taper_layer *layers, int64_t count, const float *alpha, int64_t q, float eps,
                            float *buffer, int64_t part, int64_t parts, float *scratch) {
 #ifdef TAPER_X86_AVX2
@@ -395,56 +401,21 @@ INLINE void V(left_factor)(const taper_layer *L, const float *alpha, int64_t q, 
 #define LOAD_F32 f32x8
 #define LOAD_F16 V(f16x8)
 #define LOAD_I8 V(i8x8)
-DEFINE_GROUP(V(group_blocked8), lanes8, 8, LR_BLOCKED)
-DEFINE_GROUP(V(group_plain), lanes8, 8, LR_PLAIN)
+DEFINE_GROUP(V(group_blocked8), lanes8, 8, LR_BLOCKED, at)
+DEFINE_GROUP(V(group_plain), lanes8, 8, LR_PLAIN, row)
 #undef LOAD_F32
 #undef LOAD_F16
 #undef LOAD_I8
 #define LOAD_F32 f32x16
 #define LOAD_F16 V(f16x16)
 #define LOAD_I8 V(i8x16)
-DEFINE_GROUP(V(group_blocked16), lanes16, 16, LR_BLOCKED)
+DEFINE_GROUP(V(group_blocked16), lanes16, 16, LR_BLOCKED, at)
 #undef LOAD_F32
 #undef LOAD_F16
 #undef LOAD_I8
 
 DEFINE_BLOCKED(V(block8), lanes8, 8, V(group_blocked8))
 DEFINE_BLOCKED(V(block16), lanes16, 16, V(group_blocked16))
-
-/* The plain layout: one output channel, its `rows` elements consecutive. `scratch` holds k floats. */
-INLINE void V(plain)(const taper_layer *L, const float *alpha, int64_t q, float eps, float *buffer, int64_t o,
-                  float *scratch) {
-    float fold_one;
-    channels(L, alpha, o, 1, eps, buffer, &fold_one);
-    const float scale_one = L->delta_scale ? L->delta_scale[o] : 1.0f;
-    const lanes8 fold = fold_one - (lanes8){0}, dscale = scale_one - (lanes8){0};
-    if (L->u) V(left_factor)(L, alpha, q, o, scratch, 1);
-    float *out = buffer + L->out;
-    const int64_t rows = L->rows, first = o * rows;
-    int64_t j = 0;
-    for (; j + 64 <= rows; j += 64) V(group_plain)(L, alpha, q, first + j, j, fold, dscale, NULL, scratch, out);
-    for (; j < rows; j++)
-        out[first + j] = element(L, alpha, q, first + j, j, fold_one, scale_one, scratch, 1);
-}
-
-static int64_t V(fuse_network)(const taper_layer *layers, int64_t count, const float *alpha, int64_t q,
-                            float eps, float *buffer, int64_t part, int64_t parts, float *scratch) {
-    for (int64_t i = 0; i < count; i++) {
-        const taper_layer *L = layers + i;
-        if (L->block != 1 && L->block != 8 && L->block != 16) return -1;
-    }
-    for (int64_t i = 0; i < count; i++) {
-        const taper_layer *L = layers + i;
-        const float *a = alpha + L->alpha_row * q;
-        const int64_t first = L->blocks * part / parts, stop = L->blocks * (part + 1) / parts;
-        for (int64_t b = first; b < stop; b++) {
-            if (L->block == 8) V(block8)(L, a, q, eps, buffer, b, scratch);
-            else if (L->block == 16) V(block16)(L, a, q, eps, buffer, b, scratch);
-            else V(plain)(L, a, q, eps, buffer, b, scratch);
-        }
-    }
-    return 0;
-}
 
 /* max(0, max |row[i]|), a NaN skipped (`a > high ? a : high` is false for it), in four accumulators of 8
  * lanes: one running maximum is a chain of dependent compares that no compiler may vectorise without
@@ -501,4 +472,43 @@ static void V(quantize_rows)(const float *w, int64_t cols, int64_t first, int64_
         }
     }
 }
+/* The plain layout: one output channel, its `rows` elements consecutive. `scratch` holds k floats; for a
+ * layer with int8 outputs, `rows` more before them: the channel is fused there (in L1) and quantized, and
+ * its float weights are not written to the buffer. */
+INLINE void V(plain)(const taper_layer *L, const float *alpha, int64_t q, float eps, float *buffer, int64_t o,
+                  float *scratch) {
+    float fold_one;
+    channels(L, alpha, o, 1, eps, buffer, &fold_one);
+    const float scale_one = L->delta_scale ? L->delta_scale[o] : 1.0f;
+    const lanes8 fold = fold_one - (lanes8){0}, dscale = scale_one - (lanes8){0};
+    const int64_t rows = L->rows, first = o * rows;
+    float *out = L->quantized ? scratch : buffer + L->out + first, *left = L->quantized ? scratch + rows : scratch;
+    if (L->u) V(left_factor)(L, alpha, q, o, left, 1);
+    int64_t j = 0;
+    for (; j + 64 <= rows; j += 64) V(group_plain)(L, alpha, q, first + j, j, fold, dscale, NULL, left, out);
+    for (; j < rows; j++)
+        out[j] = element(L, alpha, q, first + j, j, fold_one, scale_one, left, 1);
+    if (L->quantized) V(quantize_rows)(out, rows, 0, 1, L->qmin, L->qmax, L->quantized + first,
+                                       L->quantized_scale + o);
+}
+
+static int64_t V(fuse_network)(const taper_layer *layers, int64_t count, const float *alpha, int64_t q,
+                            float eps, float *buffer, int64_t part, int64_t parts, float *scratch) {
+    for (int64_t i = 0; i < count; i++) {
+        const taper_layer *L = layers + i;
+        if ((L->block != 1 && L->block != 8 && L->block != 16) || (L->quantized && L->block != 1)) return -1;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        const taper_layer *L = layers + i;
+        const float *a = alpha + L->alpha_row * q;
+        const int64_t first = L->blocks * part / parts, stop = L->blocks * (part + 1) / parts;
+        for (int64_t b = first; b < stop; b++) {
+            if (L->block == 8) V(block8)(L, a, q, eps, buffer, b, scratch);
+            else if (L->block == 16) V(block16)(L, a, q, eps, buffer, b, scratch);
+            else V(plain)(L, a, q, eps, buffer, b, scratch);
+        }
+    }
+    return 0;
+}
+
 #endif

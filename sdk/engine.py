@@ -30,7 +30,6 @@ import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -45,11 +44,11 @@ from .fusion import NUMPY, FusionKernel, FusionPlan, Placement, WeightBuffer
 from .int8 import Int8Plan
 from .int8_session import FreshInt8Sessions, Int8RouteDeclined, Int8Sessions, optimized_int8_sessions
 from .native_fusion import native_kernel
+from .network import FEATURES, HEAD_BIAS, HEAD_WEIGHT, LOGITS, Network, SplitNetwork, head_inputs
 from .onnx_proto import ProtoError, append_linear_head
 
 log = logging.getLogger(__name__)
 
-FEATURES, LOGITS, HEAD_WEIGHT, HEAD_BIAS = "features", "logits", "head_weight", "head_bias"
 PREFERRED_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CoreMLExecutionProvider",
                        "CPUExecutionProvider")
 
@@ -57,43 +56,6 @@ PREFERRED_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "Co
 def default_providers() -> list[str]:
     available = set(ort.get_available_providers())
     return [p for p in PREFERRED_PROVIDERS if p in available] or ["CPUExecutionProvider"]
-
-
-def _head_inputs(weight: np.ndarray, bias: np.ndarray) -> dict[str, np.ndarray]:
-    """The classifier rows as the graph inputs `append_linear_head` declared (bound as is: contiguous)."""
-    return {HEAD_WEIGHT: np.ascontiguousarray(weight, np.float32), HEAD_BIAS: np.ascontiguousarray(bias, np.float32)}
-
-
-@dataclass
-class Network:
-    """A personalized network: a backbone session with its task head, and the inputs it is fed besides
-    the image (the head rows; on the compiled route also the folded weights)."""
-    session: ort.InferenceSession
-    weights: dict[str, np.ndarray]
-    _per_thread: threading.local = field(default_factory=threading.local, repr=False)
-
-    def run(self, images: np.ndarray) -> np.ndarray:
-        """[N, K] logits of normalized [N, 3, H, W] float32 images."""
-        images = np.ascontiguousarray(images, np.float32)
-        # The weights are bound once per thread (passing 40 arrays with every run cost 0.08 ms, 20% of an
-        # inference of the 64-px bench model; an IOBinding must not be shared between threads), and so is
-        # an output array per batch size, which onnxruntime writes into instead of allocating its own
-        # (64-px bench model: 0.317 vs 0.355 ms per image, ad-hoc A/B).
-        state = self._per_thread
-        if getattr(state, "binding", None) is None:
-            state.binding, state.out = self.session.io_binding(), None
-            for name, array in self.weights.items():
-                state.binding.bind_cpu_input(name, array)
-        if state.out is None or len(state.out) != len(images):
-            state.out = np.empty((len(images), len(self.weights[HEAD_BIAS])), np.float32)
-            state.binding.bind_output(LOGITS, "cpu", 0, np.float32, list(state.out.shape), state.out.ctypes.data)
-        state.binding.bind_cpu_input("image", images)
-        self.session.run_with_iobinding(state.binding)
-        return state.out.copy()  # the next run overwrites state.out
-
-    def with_head(self, weight: np.ndarray, bias: np.ndarray) -> Network:
-        """The same backbone (session and bound weights) with another head (`sdk.adapt`: every class)."""
-        return Network(self.session, {**self.weights, **_head_inputs(weight, bias)})
 
 
 def backbone_session(graph: bytes, external_file: str, weights: np.ndarray, level: ort.GraphOptimizationLevel,
@@ -142,13 +104,25 @@ class StandardRoute:
     def new_buffer(self) -> WeightBuffer:
         return self.plan.new_buffer(self)
 
-    def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer) -> None:
-        self.plan.fuse_and_fold(alpha, target)
+    def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer, prepared: object = None) -> None:
+        self.plan.fuse_and_fold(alpha, target, prepared)
+
+    def mixed_weights(self) -> set[str]:
+        """The folded weights that `fuse_and_fold` writes (the others, shared layers', were written when the
+        buffer was made and stay as they are)."""
+        return {layer.weight.name for layer in self.plan.layers}
+
+    def quantizing(self, outputs: dict[str, tuple[np.ndarray, np.ndarray]], qmin: int, qmax: int
+                   ) -> tuple[object, set[str]] | None:
+        """A form of the fusion plan that also writes these int8 weights (`NativeKernel.quantizing`), for
+        `fuse_and_fold(..., prepared)`, and the names it writes; None where the kernel cannot."""
+        quantizing = getattr(self.plan.kernel, "quantizing", None)
+        return quantizing(self.plan, outputs, qmin, qmax) if quantizing is not None else None
 
     def open(self, target: WeightBuffer, head_weight: np.ndarray, head_bias: np.ndarray) -> Network:
         session = backbone_session(self.graph, BACKBONE_FILE, target.graph_data,
                                    ort.GraphOptimizationLevel.ORT_ENABLE_ALL, self.providers, self.threads)
-        return Network(session, _head_inputs(head_weight, head_bias))
+        return Network(session, head_inputs(head_weight, head_bias))
 
 
 class CompiledRoute:
@@ -177,7 +151,7 @@ class CompiledRoute:
 
     def open(self, target: WeightBuffer, head_weight: np.ndarray, head_bias: np.ndarray) -> Network:
         target.in_use = True
-        return Network(self.session, {**target.feeds, **_head_inputs(head_weight, head_bias)})
+        return Network(self.session, {**target.feeds, **head_inputs(head_weight, head_bias)})
 
 
 class BackboneEngine:
@@ -251,14 +225,16 @@ class BackboneEngine:
             weakref.finalize(network, self._return_buffer, target)
         return network
 
-    def open_int8(self, plan: Int8Plan, graph: bytes, head_weight: np.ndarray, head_bias: np.ndarray) -> Network:
-        """A network of an int8 graph that `plan` wrote (`sdk.int8`) with these head rows. Its session is made
-        on the route chosen at the first int8 model (`sdk.int8_session`): the optimized one where it serves
-        this plan (CPU only, not with device_compile=False; why not is logged at debug level), else fresh."""
+    def open_int8(self, plan: Int8Plan, graph: bytes, head_weight: np.ndarray, head_bias: np.ndarray
+                  ) -> Network | SplitNetwork:
+        """A network of an int8 graph that `plan` wrote (`sdk.int8`) with these head rows. Its sessions are
+        made on the route chosen at the first int8 model (`sdk.int8_session`): the optimized one, in two
+        halves where it can, where it serves this plan (CPU only, not with device_compile=False; why not is
+        logged at debug level), else fresh."""
         with self._int8_route_lock:
             if self.int8_sessions is None:
                 self.int8_sessions = self._int8_route(plan, graph)
-        return Network(self.int8_sessions.open(graph), _head_inputs(head_weight, head_bias))
+        return self.int8_sessions.network(graph, head_inputs(head_weight, head_bias))
 
     def _int8_route(self, plan: Int8Plan, graph: bytes) -> Int8Sessions:
         fresh = FreshInt8Sessions(self.providers, self.threads)

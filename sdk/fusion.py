@@ -231,10 +231,14 @@ class FusionPlan:
         return WeightBuffer(data, data[:self.graph_floats], head,
                             np.empty(self.scratch_floats, np.float32), owner)
 
-    def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer) -> None:
+    def fuse_and_fold(self, alpha: np.ndarray, target: WeightBuffer, prepared: object = None) -> None:
         """target <- the weights mixed with alpha [4, Q], batch norm folded into the convs (shared layers
-        were written when the buffer was made)."""
-        self.kernel.fuse_and_fold(self, np.asarray(alpha, np.float32), target)
+        were written when the buffer was made); `prepared`: the kernel's other form of this plan, one that
+        also writes int8 weights (`NativeKernel.quantizing`)."""
+        if prepared is None:
+            self.kernel.fuse_and_fold(self, np.asarray(alpha, np.float32), target)
+        else:
+            self.kernel.fuse_and_fold(self, np.asarray(alpha, np.float32), target, prepared=prepared)
 
 
 def _folded_constants(lb: LayerBases, weight: Placement, bias: Placement) -> list[tuple[int, np.ndarray]]:

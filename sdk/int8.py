@@ -27,7 +27,7 @@ the same bytes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
@@ -217,13 +217,21 @@ class Int8Plan:
         relu_of = {source: relu for relu, source in self.folded.items()}
         return {name: ranges[relu_of.get(name, name)] for name in self.quantized}
 
+    def weight_outputs(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """{folded weight name: (its int8 weight, its scales)}: views of where they lie in the plan's buffer,
+        for a fusion that quantizes as it fuses (`NativeKernel.quantizing`)."""
+        return {weight: (self.slots[f"{weight}_q"].view(self.buffer).reshape(shape),
+                         self.slots[f"{weight}_scale"].view(self.buffer)) for weight, _, shape, _ in self.convs}
+
     def quantize(self, folded_weights: Mapping[str, np.ndarray], mixed: Mapping[str, np.ndarray],
-                 buffer: bytearray | None = None) -> bytes:
+                 buffer: bytearray | None = None, quantized: Set[str] = frozenset()) -> bytes:
         """The int8 model of these folded weights (by initializer name) and mixed batch norms. It writes them
         into the plan's one buffer (one caller at a time: the runtime holds its int8 lock), or into `buffer`,
-        a copy of it."""
+        a copy of it. The weights named in `quantized` are in the plan's buffer already (`weight_outputs`:
+        the fusion wrote them, from these folded weights)."""
         buffer = self.buffer if buffer is None else buffer   # every slot is written below: no copy needed
-        kernel = native_kernel()
+        if quantized and buffer is not self.buffer:
+            raise ValueError("weights quantized in the plan's buffer, the graph asked of another")
         x_scales = {}
         for name, (low, high) in self.ranges(mixed).items():
             scale, zero = activation_scale(low, high)
@@ -231,12 +239,7 @@ class Int8Plan:
             x_scales[name] = np.float32(scale)
             self.slots[f"{name}_scale"].view(buffer)[0] = scale
             self.slots[f"{name}_zero"].view(buffer)[0] = zero
-        layers = [(np.ascontiguousarray(folded_weights[weight], np.float32),
-                   self.slots[f"{weight}_q"].view(buffer).reshape(shape), self.slots[f"{weight}_scale"].view(buffer))
-                  for weight, _, shape, _ in self.convs]
-        if kernel is None or not kernel.quantize_layers(layers, WEIGHT_QMIN, WEIGHT_QMAX):
-            for source_weight, q, w_scale in layers:
-                quantize_weight(source_weight, out=(q, w_scale))
+        self.quantize_weights(folded_weights, [w for w, _, _, _ in self.convs if w not in quantized], buffer)
         for weight, bias, _, source in self.convs:
             w_scale = self.slots[f"{weight}_scale"].view(buffer)
             b_scale = self.slots[f"{bias}_scale"].view(buffer)
@@ -244,6 +247,20 @@ class Int8Plan:
             b_q = np.rint(np.asarray(folded_weights[bias], np.float64) / b_scale).clip(-2**31, 2**31 - 1)
             self.slots[f"{bias}_q"].view(buffer)[:] = b_q
         return bytes(buffer)
+
+    def quantize_weights(self, folded_weights: Mapping[str, np.ndarray], names: Sequence[str],
+                         buffer: bytearray | None = None) -> None:
+        """The named conv weights as per-channel int8 weights and scales, written in their slots of the plan's
+        buffer (or `buffer`): the library's quantizer where there is one, else numpy (the same bits)."""
+        buffer = self.buffer if buffer is None else buffer
+        shapes = {weight: shape for weight, _, shape, _ in self.convs}
+        layers = [(np.ascontiguousarray(folded_weights[weight], np.float32),
+                   self.slots[f"{weight}_q"].view(buffer).reshape(shapes[weight]),
+                   self.slots[f"{weight}_scale"].view(buffer)) for weight in names]
+        kernel = native_kernel()
+        if kernel is None or not kernel.quantize_layers(layers, WEIGHT_QMIN, WEIGHT_QMAX):
+            for source_weight, q, w_scale in layers:
+                quantize_weight(source_weight, out=(q, w_scale))
 
     def places(self) -> dict[str, tuple[int, int]]:
         """Where each alpha-dependent tensor lies in every graph `quantize` returns: name -> (offset, bytes)."""

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .engine import Network
 from .images import to_uint8_batch
+from .network import Network, SplitNetwork
 from .preprocessing import Preprocessing
 from .prototypes import CosineNetwork
 
@@ -21,7 +21,7 @@ PREDICT_BATCH = 64
 
 @dataclass(repr=False)
 class PersonalizedModel:
-    network: Network | CosineNetwork  # backbone and head: images -> logits
+    network: Network | SplitNetwork | CosineNetwork  # backbone and head: images -> logits
     head_weight: np.ndarray      # [K, C] classifier rows of the task's classes
     head_bias: np.ndarray        # [K]
     class_indices: np.ndarray    # [K] indices into the bundle's classes (-1: a class the bundle does not have)
@@ -84,7 +84,8 @@ class PersonalizedModel:
         return run_in_batches(self.network, batch, self.preprocessing)
 
 
-def run_in_batches(network: Network | CosineNetwork, images: np.ndarray, preprocessing: Preprocessing) -> np.ndarray:
+def run_in_batches(network: Network | SplitNetwork | CosineNetwork, images: np.ndarray, preprocessing: Preprocessing
+                   ) -> np.ndarray:
     """network.run over uint8 images [N, S, S, 3], normalized and run PREDICT_BATCH at a time (bounds the
     float32 copy and the activations)."""
     return np.concatenate([network.run(preprocessing.normalize(images[i:i + PREDICT_BATCH]))

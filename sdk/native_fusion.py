@@ -64,7 +64,8 @@ class _Layer(ctypes.Structure):
                 ("deltas", ctypes.c_void_p), ("delta_type", ctypes.c_int64), ("delta_scale", ctypes.c_void_p),
                 ("base", ctypes.c_void_p), ("base_type", ctypes.c_int64), ("u", ctypes.c_void_p),
                 ("u_type", ctypes.c_int64), ("right", ctypes.c_void_p), ("rank", ctypes.c_int64),
-                ("subspace", ctypes.c_int64)]
+                ("subspace", ctypes.c_int64), ("quantized", ctypes.c_void_p), ("quantized_scale", ctypes.c_void_p),
+                ("qmin", ctypes.c_int64), ("qmax", ctypes.c_int64)]
 
 
 @functools.cache
@@ -189,8 +190,35 @@ class NativeKernel:
         moved += sum(a.nbytes for a in keep)
         return NativePlan(layer_array(len(layers))(*layers), keep, scratch, moved)
 
-    def fuse_and_fold(self, plan: FusionPlan, alpha: np.ndarray, target: WeightBuffer) -> None:
+    def quantizing(self, plan: FusionPlan, outputs: dict[str, tuple[np.ndarray, np.ndarray]], qmin: int, qmax: int
+                   ) -> tuple[NativePlan, set[str]] | None:
+        """The plan's prepared layers that also write int8 weights: each plain-layout layer whose weight is
+        named in `outputs` (name -> (int8 [O, ...], float32 scales [O]), held by the caller) quantizes every
+        channel as soon as it is fused (`quantize_rows`, in cache), for `fuse_and_fold(..., prepared=)`; and
+        the names it quantizes. Their float weights are not written to the buffer (each channel is fused in
+        the thread's scratch). None where the library has no quantizer."""
+        if self._quantize is None:
+            return None
         native = plan.prepared
+        layers = [_Layer.from_buffer_copy(layer) for layer in native.layers]
+        done = set()
+        for layer, lp in zip(layers, plan.layers, strict=True):
+            if lp.weight.name in outputs and lp.block == 1:
+                q, scale = outputs[lp.weight.name]
+                if not (q.dtype == np.int8 and scale.dtype == np.float32 and q.flags.c_contiguous
+                        and scale.flags.c_contiguous and q.size == lp.weight.size and scale.size == lp.weight.shape[0]):
+                    raise ValueError(f"{lp.weight.name}: int8 outputs of another shape or type")
+                layer.quantized, layer.quantized_scale = q.ctypes.data, scale.ctypes.data
+                layer.qmin, layer.qmax = qmin, qmax
+                done.add(lp.weight.name)
+        rows = max((lp.slab for lp in plan.layers if lp.weight.name in done), default=0)   # block 1: slab = rows
+        return NativePlan(layer_array(len(layers))(*layers), native.keep, native.scratch_floats + rows,
+                          native.bytes_moved + sum(outputs[n][0].nbytes for n in done)), done
+
+    def fuse_and_fold(self, plan: FusionPlan, alpha: np.ndarray, target: WeightBuffer,
+                      prepared: NativePlan | None = None) -> None:
+        """target <- the plan's layers fused with alpha; `prepared` (from `quantizing`) also writes int8 weights."""
+        native = prepared or plan.prepared
         alpha = np.ascontiguousarray(alpha, np.float32)
         parts = self.parts(plan)
         scratch = np.empty((parts, native.scratch_floats), np.float32)
@@ -273,7 +301,38 @@ def self_check(kernel: NativeKernel) -> str | None:
         error = float(np.abs(got.data - want.data).max())
         if not error <= 1e-5 * (1 + float(np.abs(want.data).max())):
             return f"block {block}: differs from numpy by {error:.3g}"
-    return _check_quantizer(kernel)
+    return _check_quantizer(kernel) or check_quantizing_fusion(kernel)
+
+
+def check_quantizing_fusion(kernel: NativeKernel) -> str | None:
+    """None if the fusion that quantizes as it fuses (`quantizing`) writes, for every storage kind, the int8
+    weights and scales that `sdk.int8.quantize_weight` makes of the kernel's own float fusion, bit for bit,
+    and the same folded biases; or if the library has no quantizer. Else what differed."""
+    from .int8 import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
+
+    bases = _check_bases()
+    alpha = np.random.default_rng(3).dirichlet(np.ones(3), 4).astype(np.float32)
+    placements, floats = packed_placements(bases.shapes, 0)
+    plan = FusionPlan.build(bases, placements, floats, kernel, tile_floats=None)
+    mixed = [lp for lp in plan.layers if lp.bias is not None]   # the convs (the classifier stays float)
+    outputs = {lp.weight.name: (np.empty(lp.weight.shape, np.int8), np.empty(lp.weight.shape[0], np.float32))
+               for lp in mixed}
+    quantizing = kernel.quantizing(plan, outputs, WEIGHT_QMIN, WEIGHT_QMAX)
+    if quantizing is None:
+        return None
+    prepared, done = quantizing
+    floats_only, both = plan.new_buffer(None), plan.new_buffer(None)
+    plan.fuse_and_fold(alpha, floats_only)
+    plan.fuse_and_fold(alpha, both, prepared)
+    if done != set(outputs):
+        return f"the quantizing fusion left out {sorted(set(outputs) - done)}"
+    for lp in mixed:
+        q, scale = outputs[lp.weight.name]
+        want_q, want_scale = quantize_weight(lp.weight.view_of(floats_only.data))
+        if not (np.array_equal(q, want_q) and np.array_equal(scale.view(np.uint32), want_scale.view(np.uint32))
+                and np.array_equal(lp.bias.view_of(both.data), lp.bias.view_of(floats_only.data))):
+            return f"the quantizing fusion differs from fusing, then quantizing, at {lp.weight.name}"
+    return None
 
 
 def _check_quantizer(kernel: NativeKernel) -> str | None:

@@ -336,6 +336,69 @@ def initializers_to_external(model: bytes, places: Mapping[str, tuple[int, int]]
     return _with_graph(model, bytes(graph))
 
 
+def _tensor_value(name: str, elem_type: int) -> bytes:
+    """A ValueInfoProto of a tensor of this element type, its shape left open."""
+    return encode_field(VALUE_INFO_NAME, name.encode("utf-8")) + encode_field(
+        VALUE_INFO_TYPE, encode_field(TYPE_TENSOR, encode_field(TENSOR_TYPE_ELEM_TYPE, elem_type)))
+
+
+def node_edges(node: bytes) -> tuple[list[str], list[str]]:
+    """A NodeProto's (inputs, outputs), an absent optional input ("") left out."""
+    inputs, outputs = [], []
+    for field, value in parse_fields(node):
+        if field == NODE_INPUT and text(value):
+            inputs.append(text(value))
+        elif field == NODE_OUTPUT:
+            outputs.append(text(value))
+    return inputs, outputs
+
+
+def crossing_tensors(model: bytes, cut: int) -> list[str]:
+    """The tensors the graph's first `cut` nodes make and its later nodes read, in the order they are made."""
+    edges = [node_edges(v) for f, v in parse_fields(_only(model, MODEL_GRAPH)) if f == GRAPH_NODE]
+    read_later = {name for inputs, _ in edges[cut:] for name in inputs}
+    return [name for _, outputs in edges[:cut] for name in outputs if name in read_later]
+
+
+def split_graph(model: bytes, cut: int, crossing_type: int) -> tuple[bytes, bytes, list[str]]:
+    """The model as two models run in turn: (first, second, crossing). The first holds the graph's first
+    `cut` nodes, its outputs the `crossing_tensors` (all of `crossing_type`, their shapes left open); the
+    second holds the rest and takes them as inputs beside the graph inputs it reads. Each keeps the
+    initializers and graph inputs its nodes read; every other graph field goes to both. ProtoError if a
+    graph output is made before the cut or nothing crosses it.
+
+    >>> node = lambda i, o: encode_field(GRAPH_NODE, encode_field(NODE_INPUT, i) + encode_field(NODE_OUTPUT, o))
+    >>> model = encode_field(MODEL_GRAPH, node(b"x", b"y") + node(b"y", b"z"))
+    >>> split_graph(model, 1, FLOAT)[2]
+    ['y']
+    """
+    fields = list(_fields(_only(model, MODEL_GRAPH)))
+    nodes = [(raw, node_edges(value)) for field, value, raw in fields if field == GRAPH_NODE]
+    if not 0 < cut < len(nodes):
+        raise ProtoError(f"no cut {cut} in a graph of {len(nodes)} nodes")
+    crossing = crossing_tensors(model, cut)
+    made_first = {name for _, (_, outputs) in nodes[:cut] for name in outputs}
+    outputs = [(raw, text(_only(value, VALUE_INFO_NAME))) for field, value, raw in fields if field == GRAPH_OUTPUT]
+    if not crossing or any(name in made_first for _, name in outputs):
+        raise ProtoError(f"the graph cannot be cut after node {cut}")
+    halves = []
+    for part, extra_inputs, graph_outputs in ((nodes[:cut], [], [encode_field(GRAPH_OUTPUT, _tensor_value(
+            name, crossing_type)) for name in crossing]), (nodes[cut:], crossing, [raw for raw, _ in outputs])):
+        read = {name for _, (inputs, _) in part for name in inputs}
+        graph = bytearray(b"".join(raw for raw, _ in part))
+        for field, value, raw in fields:
+            if field == GRAPH_INITIALIZER and isinstance(value, bytes):
+                graph += raw if parse_initializer(value).name in read else b""
+            elif field == GRAPH_INPUT and isinstance(value, bytes):
+                graph += raw if text(_only(value, VALUE_INFO_NAME)) in read else b""
+            elif field not in (GRAPH_NODE, GRAPH_OUTPUT):
+                graph += raw
+        graph += b"".join(encode_field(GRAPH_INPUT, _tensor_value(name, crossing_type)) for name in extra_inputs)
+        graph += b"".join(graph_outputs)
+        halves.append(_with_graph(model, bytes(graph)))
+    return halves[0], halves[1], crossing
+
+
 def with_metadata(model: bytes, entries: dict[str, str]) -> bytes:
     """The model with these `metadata_props` added (ModelProto field 14, key/value strings)."""
     return model + b"".join(encode_field(MODEL_METADATA_PROPS, encode_field(ENTRY_KEY, k.encode("utf-8"))

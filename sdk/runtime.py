@@ -29,7 +29,7 @@ from .files import user_path
 from .folding import fold_batch_norm
 from .fusion import Placement
 from .graph_check import check_backbone_graph, check_encoder_graph
-from .int8 import Int8Plan
+from .int8 import WEIGHT_QMAX, WEIGHT_QMIN, Int8Plan
 from .mixer import predict_alpha, uniform_alpha
 from .model import PersonalizedModel
 from .prototypes import DEFAULT_TEMPERATURE
@@ -119,6 +119,8 @@ class TaperBundle:
         self._compile_lock = threading.Lock()
         self._int8_lock, self._int8_buffer = threading.Lock(), None   # precision="int8": one float buffer
         self._int8_plan: Int8Plan | None = None   # ... and the int8 graph's layout, made on first use
+        self._int8_fusion: tuple[object, set[str]] = (None, set())   # ... its fusion, the weights quantized before
+        self._int8_folded: dict[str, np.ndarray] = {}                 # ... and the buffer's folded tensors
         self.embedder = PhraseEmbedder(bundle, cache)
         self.resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories, self.embedder,
                                      bundle.concepts, bundle.concept_embeddings, is_word=self.embedder.is_word)
@@ -258,14 +260,12 @@ class TaperBundle:
         engine = self.engine
         with self._int8_lock:
             if self._int8_buffer is None:
-                self._int8_buffer = engine.standard.new_buffer()
-                self._int8_plan = Int8Plan(engine.graph, self.preprocessing)
-            target = self._int8_buffer
-            engine.standard.fuse_and_fold(alpha, target)
-            folded = {name: Placement(name, tuple(e["shape"]), e["offset"] // 4).view_of(target.graph_data)
-                      for name, e in engine.layout.items()}
+                self._start_int8()
+            target, (prepared, quantized) = self._int8_buffer, self._int8_fusion
+            engine.standard.fuse_and_fold(alpha, target, prepared)
+            folded = self._int8_folded
             watch.lap("fuse_fold")
-            graph = self._int8_plan.quantize(folded, self.bundle.bases.mixed_channels(alpha))
+            graph = self._int8_plan.quantize(folded, self.bundle.bases.mixed_channels(alpha), quantized=quantized)
             head_weight, head_bias = target.head[0][classes], target.head[1][classes]   # copies
         watch.lap("quantize")
         network = engine.open_int8(self._int8_plan, graph, head_weight, head_bias)
@@ -275,6 +275,20 @@ class TaperBundle:
                                   [c.id for c in infos], self.preprocessing, alpha, watch.total(), how, self)
         model.precision, model.int8_graph = "int8", graph
         return model
+
+    def _start_int8(self) -> None:
+        """The int8 models' float buffer, plan and fusion (under the int8 lock). A fusion that quantizes as it
+        fuses (the native kernel) writes the mixed layers' int8 weights; a shared layer's are quantized here,
+        once: its folded weight is the same in every model."""
+        engine = self.engine
+        target, plan = engine.standard.new_buffer(), Int8Plan(engine.graph, self.preprocessing)
+        prepared, fused = engine.standard.quantizing(plan.weight_outputs(), WEIGHT_QMIN, WEIGHT_QMAX) or (None, set())
+        folded = {name: Placement(name, tuple(e["shape"]), e["offset"] // 4).view_of(target.graph_data)
+                  for name, e in engine.layout.items()}
+        shared = [weight for weight, _, _, _ in plan.convs if weight not in engine.standard.mixed_weights()]
+        plan.quantize_weights(folded, shared)
+        self._int8_buffer, self._int8_plan, self._int8_folded = target, plan, folded
+        self._int8_fusion = (prepared, fused | set(shared))
 
     @reads_mapped_file
     def mixed_head(self, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

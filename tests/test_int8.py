@@ -293,3 +293,68 @@ def test_warm_up_for_int8_makes_the_plan_and_the_session_route_before_the_first_
     assert bundle.engine.int8_sessions is route and bundle._int8_plan is plan   # nothing made again
     fresh = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"])
     assert sdk.personalize(fresh, "rings", precision="int8").int8_graph == model.int8_graph
+
+
+def test_the_fusion_that_quantizes_as_it_fuses_writes_what_fusing_then_quantizing_writes(tiny_bundle, monkeypatch):
+    """Both builds of the C kernel, every storage kind (the check the runtime runs at load), and a check that
+    fails when the two differ; then the runtime: a tiny bundle's int8 graphs, every conv quantized by the
+    fusion or once (a shared layer), are the bytes that fusing in floats and quantizing afterwards gives."""
+    from sdk.native_fusion import NativeKernel, check_quantizing_fusion, native_kernel
+
+    kernel = native_kernel()
+    if kernel is None or kernel._quantize is None:
+        pytest.skip("the native kernel is not built here")
+    for k in (kernel, NativeKernel(kernel._library, baseline=True)):
+        assert check_quantizing_fusion(k) is None
+    wrong = NativeKernel(kernel._library)
+    quantizing = wrong.quantizing
+    monkeypatch.setattr(wrong, "quantizing", lambda plan, outputs, qmin, qmax: quantizing(plan, outputs, qmin, 127))
+    assert "differs" in check_quantizing_fusion(wrong)
+    monkeypatch.undo()
+
+    bundle = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"])
+    descriptions = ("rings", "red disc, green stripes", "shapes")
+    fused = [sdk.personalize(bundle, d, precision="int8").int8_graph for d in descriptions]
+    prepared, quantized = bundle._int8_fusion
+    assert prepared is not None and quantized == {w for w, _, _, _ in bundle._int8_plan.convs}
+    assert quantized & bundle.engine.standard.mixed_weights()   # some by the fusion ...
+    bundle._int8_fusion = (None, set())                        # ... now none: floats fused, then quantized
+    assert [sdk.personalize(bundle, d, precision="int8").int8_graph for d in descriptions] == fused
+
+
+def test_a_large_int8_graph_is_made_in_two_halves_at_once_as_one_session_computes_it(tiny_bundle, monkeypatch):
+    """Above MIN_SPLIT_BYTES (lowered here: the tiny bundle is small) the optimized int8 graph is cut in two
+    (sdk/int8_session.py): a model's two sessions, made at once, give a fresh session's logits bit for bit,
+    from many threads at once, and with another head (sdk.adapt's use); one thread or a small graph: whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sdk import int8_session
+    from sdk.int8_session import FreshInt8Sessions, choose_cut
+    from sdk.onnx_proto import crossing_tensors
+
+    monkeypatch.setattr(int8_session, "MIN_SPLIT_BYTES", 0)
+    bundle = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"])
+    descriptions = ["rings", "red disc, green stripes", "shapes", "discs"] * 3
+    with ThreadPoolExecutor(4) as pool:
+        models = list(pool.map(lambda d: sdk.personalize(bundle, d, precision="int8"), descriptions))
+    route = bundle.engine.int8_sessions
+    assert route.name == "optimized once, in two halves" and route.crossing == crossing_tensors(route.halves_of,
+                                                                                                   route.cut)
+    size = bundle.preprocessing.input_size
+    image = np.random.default_rng(2).integers(0, 255, (3, size, size, 3), np.uint8)
+    fresh = FreshInt8Sessions(["CPUExecutionProvider"], None)
+
+    def expected(model, weight, bias):
+        feeds = {"image": bundle.preprocessing.normalize(image), "head_weight": weight, "head_bias": bias}
+        return fresh.open(model.int8_graph).run(None, feeds)[0]
+
+    for model in models:
+        assert np.array_equal(model.logits(list(image)), expected(model, model.head_weight, model.head_bias))
+    other = models[0].network.with_head(models[1].head_weight, models[1].head_bias)
+    assert np.array_equal(other.run(bundle.preprocessing.normalize(image)),
+                          expected(models[0], models[1].head_weight, models[1].head_bias))
+    one_thread = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"], threads=1)
+    assert sdk.personalize(one_thread, "rings", precision="int8").int8_graph == models[0].int8_graph
+    assert one_thread.engine.int8_sessions.name == "optimized once"
+    monkeypatch.undo()
+    assert choose_cut(route.halves_of) is None   # the tiny bundle's graph is below MIN_SPLIT_BYTES

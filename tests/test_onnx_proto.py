@@ -13,6 +13,7 @@ from sdk.onnx_proto import (
     initializers_to_inputs,
     inline_external_data,
     inputs_to_initializers,
+    split_graph,
     with_metadata,
 )
 from sdk.prototypes import l2_normalize
@@ -139,3 +140,40 @@ def test_unknown_names_and_damaged_bytes_raise_proto_error():
                 edit(data)
             except ProtoError:
                 pass
+
+
+def test_a_graph_cut_in_two_computes_in_turn_what_it_computes_whole():
+    """x -> Relu -> a; Add(a, c1) -> b; Mul(b, a) -> y (with a second graph input): cut after each of the
+    first two nodes, the halves run in turn give the whole graph's y; each half keeps only the initializers
+    and inputs its nodes read; a cut that leaves nothing after it, or after a graph output, is refused."""
+    c1 = numpy_helper.from_array(np.full((2, 3), 0.5, np.float32), "c1")
+    unused = numpy_helper.from_array(np.ones(4, np.float32), "unused")
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Add", ["a", "c1"], ["b"]),
+         helper.make_node("Mul", ["b", "a"], ["m"]), helper.make_node("Add", ["m", "z"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [c1, unused])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    whole = model.SerializeToString()
+    feeds = {"x": np.array([[-1.0, 2.0, 3.0], [0.5, -4.0, 1.0]], np.float32), "z": np.ones((2, 3), np.float32)}
+    want = ort.InferenceSession(whole, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for cut, crossing in ((1, ["a"]), (2, ["a", "b"])):
+        first, second, names = split_graph(whole, cut, TensorProto.FLOAT)
+        assert names == crossing
+        assert [i.name for i in initializers(first)] == (["c1"] if cut == 2 else [])
+        assert [i.name for i in initializers(second)] == ([] if cut == 2 else ["c1"])
+        a = ort.InferenceSession(first, providers=["CPUExecutionProvider"])
+        b = ort.InferenceSession(second, providers=["CPUExecutionProvider"])
+        assert [i.name for i in a.get_inputs()] == ["x"] and {i.name for i in b.get_inputs()} == {"z", *crossing}
+        middle = dict(zip(names, a.run(names, {"x": feeds["x"]}), strict=True))
+        assert np.array_equal(b.run(None, {**middle, "z": feeds["z"]})[0], want)
+    for cut in (0, 4):
+        with pytest.raises(ProtoError, match="no cut"):
+            split_graph(whole, cut, TensorProto.FLOAT)
+    made_early = helper.make_model(helper.make_graph(
+        list(graph.node), "g", list(graph.input), [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3])],
+        [c1]), opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ProtoError, match="cannot be cut"):
+        split_graph(made_early.SerializeToString(), 2, TensorProto.FLOAT)
