@@ -300,13 +300,9 @@ def executorch_timing(models: dict, size: int, pairs: int) -> dict:
             "file_ratio": round(sizes["int8"] / sizes["float32"], 3), "pairs": pairs}
 
 
-def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: bool = False,
-                      threads: int | None = None) -> dict:
-    """Personalize and batch-1 inference, float32 vs int8, on a random full-width bundle (imagenet stem, 200
-    classes, 10 bases) stored in `mode`: medians of alternated pairs; how else the int8 session could be
-    made (`session_routes`); with `executorch`, the .pte exports' inference (`executorch_timing`)."""
-    import tempfile
-
+def compact_random_bundle(path: Path, size: int, mode: str) -> Path:
+    """A random full-width bundle (imagenet stem, 200 classes, 10 bases) stored in `mode` at `path`: for
+    timing only (random weights say nothing of accuracy)."""
     from export.compress import Mode, compress
     from scripts.bench_bundle import run_shared
     from scripts.bench_runtime import random_bundle
@@ -314,8 +310,19 @@ def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: boo
     parsed = Mode.parse(mode)
     shared = run_shared(parsed, "imagenet", 1.0, 200)
     store = None if mode == "fp32" else (lambda b: compress(b, parsed, shared))
+    return random_bundle(path, "imagenet", 1.0, 200, size, 10, store)
+
+
+def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: bool = False,
+                      threads: int | None = None) -> dict:
+    """Personalize and batch-1 inference, float32 vs int8, on a random full-width bundle (imagenet stem, 200
+    classes, 10 bases) stored in `mode`: medians of alternated pairs; how else the int8 session could be
+    made (`session_routes`); with `executorch`, the .pte exports' inference (`executorch_timing`)."""
+    import tempfile
+
+
     with tempfile.TemporaryDirectory() as tmp:
-        bundle = sdk.load(random_bundle(Path(tmp) / "wide.taper", "imagenet", 1.0, 200, size, 10, store),
+        bundle = sdk.load(compact_random_bundle(Path(tmp) / "wide.taper", size, mode),
                           providers=["CPUExecutionProvider"], threads=threads).warm_up()
         ms: dict[str, list[float]] = {"float32": [], "int8": []}
         released: dict[str, list[float]] = {"float32": [], "int8": []}

@@ -4,9 +4,11 @@ single-threaded reference of the same operation. Writes <out>.json and <out>.md.
 
     python -m scripts.soak --bundle /tmp/demo.taper --seconds 300 --threads 8 --out docs/results/soak
     python -m scripts.soak --seconds 20 --threads 4 --processes 2        # trains the tiny preset bundle first
+    python -m scripts.soak --full-width 224 --seconds 120 --threads 4 --out docs/results/soak_full_width
 
 Operations, each drawn at random by every thread (seeded per thread):
 - describe: `sdk.personalize(bundle, d).predict_proba(images)` for one of a few descriptions;
+- int8: the same with `precision="int8"` (quantized on the device, its own sessions; `sdk.int8_session`);
 - stream: `sdk.personalize(bundle, stream=[...])` (adapt over unlabelled batches), then predict;
 - examples: few-shot enrollment of two of the bundle's classes from fixed images, then predict;
 - export: `model.export(<tmp>/x.onnx)`, the file's SHA-256 against the reference's;
@@ -32,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-OPERATIONS = ("describe", "stream", "examples", "export", "reload")
+OPERATIONS = ("describe", "int8", "stream", "examples", "export", "reload")
 TOLERANCE = 1e-5
 
 
@@ -62,14 +64,15 @@ class Soak:
         self.examples = {names[0]: list(rng.integers(0, 256, (3, 32, 32, 3), dtype=np.uint8)),
                          names[1]: list(rng.integers(0, 256, (3, 32, 32, 3), dtype=np.uint8))}
         self.reference = {op: self.run(op, 0, slot="reference") for op in OPERATIONS}
-        self.reference.update({f"describe{i}": self.run("describe", i, slot="reference")
-                               for i in range(len(self.descriptions))})
+        self.reference.update({f"{op}{i}": self.run(op, i, slot="reference")
+                               for op in ("describe", "int8") for i in range(len(self.descriptions))})
 
     def run(self, op: str, choice: int, slot: str):
         """The result of one operation: (classes, probabilities) or an export's SHA-256."""
         sdk = self.sdk
-        if op == "describe":
-            model = sdk.personalize(self.bundle, self.descriptions[choice % len(self.descriptions)])
+        if op in ("describe", "int8"):
+            model = sdk.personalize(self.bundle, self.descriptions[choice % len(self.descriptions)],
+                                    precision="int8" if op == "int8" else "float32")
         elif op == "stream":
             model = sdk.personalize(self.bundle, stream=iter(self.stream), min_images=48)
         elif op == "examples":
@@ -91,7 +94,7 @@ class Soak:
         return tuple(model.classes), model.predict_proba(self.images)
 
     def matches(self, op: str, choice: int, result) -> bool:
-        expected = self.reference[f"describe{choice % len(self.descriptions)}" if op == "describe" else op]
+        expected = self.reference[f"{op}{choice % len(self.descriptions)}" if op in ("describe", "int8") else op]
         if isinstance(expected, str):
             return result == expected
         return expected[0] == result[0] and np.allclose(expected[1], result[1], atol=TOLERANCE, rtol=0)
@@ -185,16 +188,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write <OUT>.json and <OUT>.md")
+    parser.add_argument("--full-width", type=int, default=None, metavar="SIZE",
+                        help="instead of --bundle: a random full-width bundle at this image size, in the recommended "
+                        "compact mode (scripts/bench_int8's; random weights: concurrency and memory only), whose "
+                        "int8 models run in two halves")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="soak-bundle-") as tmp:
         path = args.bundle
-        if path is None:
+        if args.full_width:
+            from scripts.bench_int8 import RECOMMENDED_MODE, compact_random_bundle
+
+            path = compact_random_bundle(Path(tmp) / "wide.taper", args.full_width, RECOMMENDED_MODE)
+        elif path is None:
             from export.bundle import bundle_run
             from trainer.run import run
 
             path = bundle_run(run(Path(tmp) / "tiny-run", "tiny", progress=False), Path(tmp) / "tiny.taper")
         result = {"command": " ".join(["python -m scripts.soak", *(argv if argv is not None else sys.argv[1:])]),
-                  "bundle": str(args.bundle or "tiny preset"),
+                  "bundle": str(args.bundle or (f"random full width, {args.full_width} px" if args.full_width
+                                                else "tiny preset")),
                   **run_soak(path, args.seconds, args.threads, args.processes)}
     text = json.dumps(result, indent=1)
     print(text)

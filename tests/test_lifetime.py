@@ -17,13 +17,16 @@ FREED_WITHOUT_GC = """
 import gc, resource, sys, weakref
 import numpy as np
 import sdk
+import sdk.int8_session
 sdk.load, sdk.personalize   # sdk's names load lazily: import them (imports leave cyclic garbage) before the check
+sdk.int8_session.MIN_SPLIT_BYTES = 0   # an int8 model's sessions in two halves, as at full width
 gc.collect()
 gc.disable()
 alive, rss = [], []
 for i in range(12):
     bundle = sdk.load(sys.argv[1])
-    model = sdk.personalize(bundle, "blue" if i % 2 else ["red disc", "blue ring"])
+    model = sdk.personalize(bundle, "blue" if i % 2 else ["red disc", "blue ring"],
+                            precision="int8" if i % 3 == 0 else "float32")
     model.predict(np.zeros((32, 32, 3), np.uint8))
     alive += [weakref.ref(bundle), weakref.ref(bundle.bundle), weakref.ref(bundle.engine), weakref.ref(model),
               weakref.ref(bundle.embedder)]
