@@ -5,8 +5,8 @@ weight lands in onnxruntime's blocked graph, and the engine then checks the comp
 standard one: most of a full-width warm_up (docs/results/warm_start.md). Its result depends only on the bundle
 (its manifest's SHA-256 covers every member), the onnxruntime version and the CPU, so an app pays it at
 its first launch only: the entry is stored under `<cache root>/compiled/<key>/` and the next process
-reads it instead. The same folder holds the text encoder's entries (sdk/encoder_cache.py), under the same
-rules, cap and commands; `entries()` tells the two kinds apart.
+reads it instead. The same folder holds the text encoder's entries (sdk/encoder_cache.py) and the int8
+route's (sdk/int8_route_cache.py), under the same rules, cap and commands; `entries()` tells the kinds apart.
 
 Rules, as for every file the SDK writes:
 - the key hashes the manifest's SHA-256 (an encoder's: its graph's), the kind, the onnxruntime and SDK
@@ -160,8 +160,8 @@ def _read(folder: Path, key: str) -> CompiledBackbone:
 
 
 def entries() -> list[dict]:
-    """Every entry: its key, kind (`backbone`, or `text_encoder`: sdk.encoder_cache), bytes and when it
-    was last used (newest first)."""
+    """Every entry: its key, kind (`backbone`; `text_encoder`: sdk.encoder_cache; `int8_route`:
+    sdk.int8_route_cache), bytes and when it was last used (newest first)."""
     folders = [f for f in cache_dir().iterdir() if f.is_dir() and not f.name.startswith(".")] \
         if cache_dir().is_dir() else []
     used = {f: (f / ENTRY).stat().st_mtime if (f / ENTRY).exists() else 0.0 for f in folders}

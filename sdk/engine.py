@@ -35,7 +35,7 @@ from typing import Protocol
 import numpy as np
 import onnxruntime as ort
 
-from . import device_cache
+from . import device_cache, int8_route_cache
 from .bases import CompactBases
 from .compiled import COMPILED_FILE, CompiledBackbone, CompileDeclined, compile_backbone
 from .errors import BundleError, SdkError
@@ -237,11 +237,20 @@ class BackboneEngine:
         return self.int8_sessions.network(graph, head_inputs(head_weight, head_bias))
 
     def _int8_route(self, plan: Int8Plan, graph: bytes) -> Int8Sessions:
+        """The optimized route from the device cache, or made and checked (then stored); else fresh."""
         fresh = FreshInt8Sessions(self.providers, self.threads)
         if not self.device_compile:
             return fresh
+        key = int8_route_cache.entry_key(self.cache_key) if self.cache_key is not None else None
+        if key is not None and self.providers == ["CPUExecutionProvider"]:
+            cached = int8_route_cache.load(key, plan, self.threads)
+            if cached is not None:
+                return cached
         try:
-            return optimized_int8_sessions(plan, graph, self.providers, self.threads)
+            route = optimized_int8_sessions(plan, graph, self.providers, self.threads)
+            if key is not None:
+                int8_route_cache.store(key, route, plan)
+            return route
         except Int8RouteDeclined as e:
             log.debug("optimized int8 route declined: %s", e)
         except Exception as e:  # onnxruntime raises untyped errors; the fresh route still works

@@ -50,7 +50,7 @@ from .onnx_proto import (
     ProtoError,
     _fields,
     _only,
-    crossing_tensors,
+    crossing,
     initializers,
     initializers_to_external,
     node_edges,
@@ -180,9 +180,10 @@ def choose_cut(optimized: bytes) -> int | None:
         return None
     maker = {name: op for op, _, outputs in nodes for name in outputs}
     best, best_cost = None, sum(costs)
+    edges = [(inputs, outputs) for _, inputs, outputs in nodes]
     for cut in range(1, len(nodes)):
-        crossing = crossing_tensors(optimized, cut)
-        if crossing and all(maker[name] in UINT8_MAKERS for name in crossing):
+        names = crossing(edges, cut)
+        if names and all(maker[name] in UINT8_MAKERS for name in names):
             cost = max(sum(costs[:cut]), sum(costs[cut:]))
             if cost < best_cost:
                 best, best_cost = cut, cost

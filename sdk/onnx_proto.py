@@ -355,7 +355,16 @@ def node_edges(node: bytes) -> tuple[list[str], list[str]]:
 
 def crossing_tensors(model: bytes, cut: int) -> list[str]:
     """The tensors the graph's first `cut` nodes make and its later nodes read, in the order they are made."""
-    edges = [node_edges(v) for f, v in parse_fields(_only(model, MODEL_GRAPH)) if f == GRAPH_NODE]
+    return crossing(graph_edges(model), cut)
+
+
+def graph_edges(model: bytes) -> list[tuple[list[str], list[str]]]:
+    """Each node's (inputs, outputs), in the graph's order."""
+    return [node_edges(v) for f, v in parse_fields(_only(model, MODEL_GRAPH)) if f == GRAPH_NODE]
+
+
+def crossing(edges: Sequence[tuple[list[str], list[str]]], cut: int) -> list[str]:
+    """`crossing_tensors` of a graph's `graph_edges`."""
     read_later = {name for inputs, _ in edges[cut:] for name in inputs}
     return [name for _, outputs in edges[:cut] for name in outputs if name in read_later]
 
@@ -376,14 +385,15 @@ def split_graph(model: bytes, cut: int, crossing_type: int) -> tuple[bytes, byte
     nodes = [(raw, node_edges(value)) for field, value, raw in fields if field == GRAPH_NODE]
     if not 0 < cut < len(nodes):
         raise ProtoError(f"no cut {cut} in a graph of {len(nodes)} nodes")
-    crossing = crossing_tensors(model, cut)
+    crossing_names = crossing([edges for _, edges in nodes], cut)
     made_first = {name for _, (_, outputs) in nodes[:cut] for name in outputs}
     outputs = [(raw, text(_only(value, VALUE_INFO_NAME))) for field, value, raw in fields if field == GRAPH_OUTPUT]
-    if not crossing or any(name in made_first for _, name in outputs):
+    if not crossing_names or any(name in made_first for _, name in outputs):
         raise ProtoError(f"the graph cannot be cut after node {cut}")
     halves = []
     for part, extra_inputs, graph_outputs in ((nodes[:cut], [], [encode_field(GRAPH_OUTPUT, _tensor_value(
-            name, crossing_type)) for name in crossing]), (nodes[cut:], crossing, [raw for raw, _ in outputs])):
+            name, crossing_type)) for name in crossing_names]), (nodes[cut:], crossing_names,
+                                                                 [raw for raw, _ in outputs])):
         read = {name for _, (inputs, _) in part for name in inputs}
         graph = bytearray(b"".join(raw for raw, _ in part))
         for field, value, raw in fields:
@@ -396,7 +406,7 @@ def split_graph(model: bytes, cut: int, crossing_type: int) -> tuple[bytes, byte
         graph += b"".join(encode_field(GRAPH_INPUT, _tensor_value(name, crossing_type)) for name in extra_inputs)
         graph += b"".join(graph_outputs)
         halves.append(_with_graph(model, bytes(graph)))
-    return halves[0], halves[1], crossing
+    return halves[0], halves[1], crossing_names
 
 
 def with_metadata(model: bytes, entries: dict[str, str]) -> bytes:

@@ -146,3 +146,67 @@ def test_trim_removes_the_staging_folders_of_killed_writes_but_not_a_live_one(ca
     os.utime(dead, (old, old))
     device_cache.trim()
     assert not dead.exists() and live.is_dir() and device_cache.entries() == []
+
+
+def _int8_graphs_and_logits(bundle) -> tuple[list[bytes], list[np.ndarray]]:
+    image = list(np.random.default_rng(3).integers(0, 255, (2, 32, 32, 3), np.uint8))
+    models = [sdk.personalize(bundle, d, precision="int8") for d in ("rings", "red disc, green stripes")]
+    return [m.int8_graph for m in models], [m.logits(image) for m in models]
+
+
+def test_the_int8_route_is_stored_once_checked_and_taken_by_the_next_load_as_it_was(tiny_bundle, cache_folder,
+                                                                                    monkeypatch):
+    """sdk/int8_route_cache.py: the first int8 model's route (here cut in two: MIN_SPLIT_BYTES lowered) is
+    stored; a later load takes it without optimizing anything, cut where it was, and its models are the
+    first load's to the bit; with threads=1 the same entry serves whole."""
+    from sdk import int8_route_cache, int8_session
+
+    monkeypatch.setattr(int8_session, "MIN_SPLIT_BYTES", 0)
+    first = sdk.load(tiny_bundle)
+    want = _int8_graphs_and_logits(first)
+    made = first.engine.int8_sessions
+    assert made.name == "optimized once, in two halves"
+    assert [e["kind"] for e in device_cache.entries()].count("int8_route") == 1
+
+    def never(*args, **kwargs):
+        raise AssertionError("the route was made again")
+
+    monkeypatch.setattr(int8_session, "optimized_int8_sessions", never)
+    monkeypatch.setattr("sdk.engine.optimized_int8_sessions", never)
+    again = sdk.load(tiny_bundle)
+    got = _int8_graphs_and_logits(again)
+    route = again.engine.int8_sessions
+    assert route.name == made.name and route.cut == made.cut and route.halves_of == made.halves_of
+    assert got[0] == want[0] and all(np.array_equal(a, b) for a, b in zip(got[1], want[1], strict=True))
+    whole = sdk.load(tiny_bundle, threads=1)
+    assert np.array_equal(_int8_graphs_and_logits(whole)[1][0], want[1][0])
+    assert whole.engine.int8_sessions.name == "optimized once"
+    key = int8_route_cache.entry_key(first.engine.cache_key)
+    assert (cache_folder / key).is_dir() and sdk.load(tiny_bundle, cache=False).engine.cache_key is None
+
+
+@pytest.mark.parametrize("damage", ["graph", "entry", "places", "cut"])
+def test_a_damaged_int8_route_entry_is_made_anew_not_trusted(tiny_bundle, cache_folder, damage):
+    import json
+
+    from sdk import int8_route_cache
+
+    want = _int8_graphs_and_logits(sdk.load(tiny_bundle))
+    key = int8_route_cache.entry_key(sdk.load(tiny_bundle).engine.cache_key)
+    folder = cache_folder / key
+    original = (folder / device_cache.ENTRY).read_text()
+    entry = json.loads(original)
+    if damage == "graph":
+        raw = bytearray((folder / int8_route_cache.GRAPH).read_bytes())
+        raw[len(raw) // 2] ^= 0x40
+        (folder / int8_route_cache.GRAPH).write_bytes(bytes(raw))
+    elif damage == "entry":
+        (folder / device_cache.ENTRY).write_text("{not json")
+    else:   # the values placed elsewhere than this plan writes them; a cut that is no node index
+        entry.update(places="0" * 64) if damage == "places" else entry.update(cut="after the stem")
+        (folder / device_cache.ENTRY).write_text(json.dumps(entry))
+    bundle = sdk.load(tiny_bundle)
+    got = _int8_graphs_and_logits(bundle)   # made anew (and stored again), not taken from the damaged entry
+    assert bundle.engine.int8_sessions.name == "optimized once"
+    assert got[0] == want[0] and all(np.array_equal(a, b) for a, b in zip(got[1], want[1], strict=True))
+    assert (folder / device_cache.ENTRY).read_text() == original   # the entry written again, as it was
