@@ -148,8 +148,8 @@ class TaperBundle:
         session and compile the backbone for this device, reordering the bases into its layout. A later
         process takes both from the device cache (sdk/device_cache.py, sdk/encoder_cache.py) and only
         reorders the bases; the costs are in docs/results/warm_start.md (scripts/bench_warm_start.py).
-        With precision="int8", also the int8 models' plan and session route (`sdk.int8_session`; not
-        cached: ~0.5 s at full width, every process).
+        With precision="int8", also the int8 models' plan and session route (`sdk.int8_session`; the route
+        is kept in the device cache too, sdk/int8_route_cache.py: ~0.3 s at full width the first time).
 
         >>> bundle = sdk.load("tiny-imagenet.taper").warm_up(precision="int8")   # doctest: +SKIP
         """
