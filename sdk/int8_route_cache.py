@@ -31,7 +31,7 @@ from . import device_cache
 from .cache import atomic_directory
 from .errors import SdkError
 from .int8 import Int8Plan
-from .int8_session import OptimizedInt8Sessions, SplitInt8Sessions
+from .int8_session import OptimizedInt8Sessions, SplitInt8Sessions, splits
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def load(key: str, plan: Int8Plan, threads: int | None) -> OptimizedInt8Sessions
         cut = entry["cut"]
         if cut is not None and (isinstance(cut, bool) or not isinstance(cut, int)):
             raise ValueError("a cut that is not a node index")
-        split = cut is not None and threads != 1 and (os.cpu_count() or 1) >= 2
+        split = cut is not None and splits(threads)
         route = SplitInt8Sessions(graph, cut, threads) if split else OptimizedInt8Sessions(graph, threads)
         os.utime(folder / device_cache.ENTRY)   # recently used: the last to go when the folder is trimmed
         return route

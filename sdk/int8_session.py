@@ -14,7 +14,8 @@ to onnxruntime as an in-memory file, and only prepacks.
 `SplitInt8Sessions` is that route with the optimized graph cut in two (`choose_cut`, `split_graph`): the
 prepacking runs on one thread per session, so a model's two half-sessions, made at once on two threads,
 take about half as long as one whole session; the network runs them in turn (`sdk.network.SplitNetwork`).
-It serves full-width graphs (MIN_SPLIT_BYTES) on CPUs of two cores or more, unless `threads=1`. What each
+It serves full-width graphs (MIN_SPLIT_BYTES) where the process may run on two cores or more
+(`splits`: its CPU affinity), unless `threads=1`. What each
 route costs: docs/results/int8_runtime.json, `full_width.*.session_routes`.
 
 `optimized_int8_sessions` builds the optimized routes and declines (`Int8RouteDeclined`, the reason in the
@@ -163,6 +164,13 @@ class SplitInt8Sessions:
         return SplitNetwork(first, self.crossing, Network(second.result(), heads))
 
 
+def splits(threads: int | None) -> bool:
+    """Whether a model's two half-sessions can be made at once: `threads` is not 1 and this process may run
+    on two cores or more (its CPU affinity where the platform says it, else the CPU count)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return threads != 1 and cores >= 2
+
+
 def choose_cut(optimized: bytes) -> int | None:
     """Where to cut an optimized int8 graph so that its two halves' sessions take about as long to make,
     or None where no cut would serve or the graph is small (MIN_SPLIT_BYTES): the node index that minimizes
@@ -236,7 +244,7 @@ def optimized_int8_sessions(plan: Int8Plan, graph: bytes, providers: Sequence[st
 
     if differs(route):
         raise Int8RouteDeclined(f"its logits differ from a fresh session's by up to {differs(route):.3g}")
-    cut = choose_cut(external) if threads != 1 and (os.cpu_count() or 1) >= 2 else None
+    cut = choose_cut(external) if splits(threads) else None
     if cut is not None:
         try:
             halves = SplitInt8Sessions(external, cut, threads)
