@@ -242,8 +242,9 @@ def optimized_int8_sessions(plan: Int8Plan, graph: bytes, providers: Sequence[st
         got = candidate.network(graph, heads).run(feeds[IMAGE])
         return 0.0 if np.array_equal(expected, got) else float(np.abs(got - expected).max())
 
-    if differs(route):
-        raise Int8RouteDeclined(f"its logits differ from a fresh session's by up to {differs(route):.3g}")
+    difference = differs(route)
+    if difference:
+        raise Int8RouteDeclined(f"its logits differ from a fresh session's by up to {difference:.3g}")
     cut = choose_cut(external) if splits(threads) else None
     if cut is not None:
         try:
