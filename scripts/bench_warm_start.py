@@ -7,11 +7,13 @@ Cases: a full-width ResNet-18 (224 px, 1000 classes, Q=10), float32 and stored i
 mode (RECOMMENDED, with the bench run's shared layers), and the bench model's shape (width 0.25, 64 px,
 200 classes), random weights (`scripts.bench_runtime.random_bundle`: timing does not depend on the values),
 unless --bundle names others. Each repeat starts three fresh processes in turn: a first process with an
-empty cache (it compiles the backbone and writes both entries: the compiled backbone, sdk/device_cache.py, and
-the text encoder's session, sdk/encoder_cache.py), one with the cache off (`TAPER_DEVICE_CACHE=0`: what
-every launch cost before), and one reading the entries the first wrote. Each process times `warm_up()` and
-its parts (the text encoder, the cache read, the compiled route's set-up: the bases reordered into the
-device layout and one shared session), then personalizes once and checks the route. Medians and ranges.
+empty cache (it compiles the backbone and writes the entries: the compiled backbone, sdk/device_cache.py,
+the text encoder's session, sdk/encoder_cache.py, and at its first int8 model the int8 route), one with the
+cache off (`TAPER_DEVICE_CACHE=0`: what every launch cost before), and one reading the entries the first
+wrote. Each process times `warm_up()` and its parts (the text encoder, the cache read, the compiled route's
+set-up: the bases reordered into the device layout and one shared session), then personalizes once and
+checks the route, then times its first int8 model (the int8 route made and checked, or read from its entry:
+sdk/int8_route_cache.py). Medians and ranges.
 """
 
 from __future__ import annotations
@@ -49,9 +51,13 @@ start = time.perf_counter()
 bundle.warm_up()
 warm = (time.perf_counter() - start) * 1000
 model = sdk.personalize(bundle, bundle.classes[:2])
+start = time.perf_counter()
+sdk.personalize(bundle, bundle.classes[2:4], precision="int8")
+first_int8 = (time.perf_counter() - start) * 1000
 print(json.dumps({"warm_up_ms": round(warm, 1), "route": bundle.engine.route,
                   "parts_ms": {k: round(v, 1) for k, v in parts.items()},
-                  "first_personalize_ms": round(model.timings["total"], 1)}))
+                  "first_personalize_ms": round(model.timings["total"], 1),
+                  "first_int8_ms": round(first_int8, 1), "int8_route": bundle.engine.int8_sessions.name}))
 """
 
 
@@ -85,6 +91,8 @@ def measure(bundle: Path, repeats: int, tmp: Path) -> dict:
         out[f"warm_up_ms_{name}"] = summary([r["warm_up_ms"] for r in rs])
         parts = sorted({k for r in rs for k in r["parts_ms"]})
         out[f"parts_ms_{name}"] = {k: summary([r["parts_ms"].get(k, 0.0) for r in rs]) for k in parts}
+        out[f"first_int8_ms_{name}"] = summary([r["first_int8_ms"] for r in rs])
+    out["int8_routes"] = sorted({r["int8_route"] for rs in runs.values() for r in rs})
     out["first_over_uncached"] = round(out["warm_up_ms_first"]["median"] / out["warm_up_ms_uncached"]["median"], 3)
     out["cached_over_uncached"] = round(out["warm_up_ms_cached"]["median"] / out["warm_up_ms_uncached"]["median"], 3)
     return out
@@ -132,6 +140,15 @@ def main() -> None:
         lines.append(f"| {name} | {f['median']} [{f['min']}-{f['max']}] | {u['median']} [{u['min']}-{u['max']}] | "
                      f"{c['first_over_uncached']} | {k['median']} [{k['min']}-{k['max']}] | "
                      f"{c['cached_over_uncached']} | {setup} | {encoder} | {round(k['median'] - setup - encoder, 1)} |")
+    lines += ["", "The first int8 model after warm_up() (`personalize(..., precision=\"int8\")`: its plan, and its "
+              "session route made and checked, or read from the cache's int8 route entry, sdk/int8_route_cache.py; "
+              "then the model itself), ms:", "",
+              "| case | first process (makes the route, writes it) | no cache | cached | int8 route |",
+              "|---|---|---|---|---|"]
+    for name, c in cases.items():
+        f, u, k = (c[f"first_int8_ms_{run}"] for run in ("first", "uncached", "cached"))
+        lines.append(f"| {name} | {f['median']} [{f['min']}-{f['max']}] | {u['median']} [{u['min']}-{u['max']}] | "
+                     f"{k['median']} [{k['min']}-{k['max']}] | {', '.join(c['int8_routes'])} |")
     lines += ["", "route set-up: the compiled route from the cache entry (the bases reordered into the device layout, "
               "one shared session); text encoder: its session from the encoder's entry (sdk/encoder_cache.py: the "
               "graph as onnxruntime optimized it, with its packed weights, checked by SHA-256 while it loads) and "
