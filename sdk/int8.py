@@ -26,6 +26,7 @@ the same bytes.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence, Set
 
@@ -378,18 +379,22 @@ class Int8Plan:
             raise ProtoError("no tensor to quantize")
         parts += parts_of_initializers
         graph_size = sum(p.count * p.dtype.itemsize if isinstance(p, _Slot) else len(p) for p in parts)
-        out = bytearray()
+        out, layout = bytearray(), hashlib.sha256()
         for field, _, raw in _fields(model):
             if field != MODEL_GRAPH:
                 out += raw
+                layout.update(raw)
                 continue
             out += encode_varint(MODEL_GRAPH << 3 | LENGTH_DELIMITED) + encode_varint(graph_size)
             for part in parts:
                 if isinstance(part, _Slot):
                     part.offset = len(out)
                     out += bytes(part.count * part.dtype.itemsize)
+                    layout.update(f"<slot {part.dtype.str} x {part.count} at {part.offset}>".encode())
                 else:
                     out += part
+                    layout.update(part)
+        self.layout_sha256 = layout.hexdigest()   # the graph but its values: what a stored route must be of
         return out
 
 

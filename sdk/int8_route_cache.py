@@ -11,7 +11,8 @@ The entry lives beside the compiled backbone's and the text encoder's (sdk.devic
 cap, `python -m sdk cache list` and `clear`, the same opt-outs), under a key made from the bundle's
 backbone key (manifest SHA-256, onnxruntime, SDK, CPU) and this kind. It is written all or nothing, only
 after the route passed its checks, and checked when read: its fields, the graph's size and SHA-256, and
-the places of the model's values, which must be the ones the plan writes now (`Int8Plan.places`). A
+that it was made from the graph the plan writes now, every node and every value's place and type
+(`Int8Plan.layout_sha256`). A
 damaged entry is removed and the route made anew: never an error, never another route than the one
 checked. Whether the route is cut in two is decided again on reading (`threads=1` or one core: whole).
 
@@ -45,16 +46,12 @@ def entry_key(backbone_key: str) -> str:
     return device_cache.entry_key(backbone_key, KIND)
 
 
-def _places_digest(plan: Int8Plan) -> str:
-    return hashlib.sha256(json.dumps(sorted(plan.places().items())).encode()).hexdigest()
-
-
 def store(key: str, route: OptimizedInt8Sessions | SplitInt8Sessions, plan: Int8Plan) -> None:
     """Write the entry of a checked route (atomically), then trim the folder; a cache that cannot be
     written is logged and skipped."""
     graph = route.halves_of if isinstance(route, SplitInt8Sessions) else route.optimized
     entry = {"format": FORMAT_VERSION, "key": key, "kind": KIND,
-             "cut": route.cut if isinstance(route, SplitInt8Sessions) else None, "places": _places_digest(plan),
+             "cut": route.cut if isinstance(route, SplitInt8Sessions) else None, "layout": plan.layout_sha256,
              "files": {GRAPH: {"bytes": len(graph), "sha256": hashlib.sha256(graph).hexdigest()}}}
     try:
         with atomic_directory(device_cache.cache_dir() / key) as tmp:
@@ -76,8 +73,8 @@ def load(key: str, plan: Int8Plan, threads: int | None) -> OptimizedInt8Sessions
         if entry.get("format") != FORMAT_VERSION or entry.get("key") != key or entry.get("kind") != KIND \
                 or set(entry["files"]) != {GRAPH}:
             raise ValueError("not an entry of this key, kind and format")
-        if entry["places"] != _places_digest(plan):
-            raise ValueError("the int8 graph's values lie elsewhere than the plan writes them")
+        if entry["layout"] != plan.layout_sha256:
+            raise ValueError("an entry of another int8 graph than the plan writes")
         graph = (folder / GRAPH).read_bytes()
         if {"bytes": len(graph), "sha256": hashlib.sha256(graph).hexdigest()} != entry["files"][GRAPH]:
             raise ValueError(f"{GRAPH}: size or checksum mismatch")

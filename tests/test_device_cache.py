@@ -185,7 +185,7 @@ def test_the_int8_route_is_stored_once_checked_and_taken_by_the_next_load_as_it_
     assert (cache_folder / key).is_dir() and sdk.load(tiny_bundle, cache=False).engine.cache_key is None
 
 
-@pytest.mark.parametrize("damage", ["graph", "entry", "places", "cut"])
+@pytest.mark.parametrize("damage", ["graph", "entry", "layout", "cut"])
 def test_a_damaged_int8_route_entry_is_made_anew_not_trusted(tiny_bundle, cache_folder, damage):
     import json
 
@@ -202,8 +202,8 @@ def test_a_damaged_int8_route_entry_is_made_anew_not_trusted(tiny_bundle, cache_
         (folder / int8_route_cache.GRAPH).write_bytes(bytes(raw))
     elif damage == "entry":
         (folder / device_cache.ENTRY).write_text("{not json")
-    else:   # the values placed elsewhere than this plan writes them; a cut that is no node index
-        entry.update(places="0" * 64) if damage == "places" else entry.update(cut="after the stem")
+    else:   # an entry of another int8 graph than this plan writes; a cut that is no node index
+        entry.update(layout="0" * 64) if damage == "layout" else entry.update(cut="after the stem")
         (folder / device_cache.ENTRY).write_text(json.dumps(entry))
     bundle = sdk.load(tiny_bundle)
     got = _int8_graphs_and_logits(bundle)   # made anew (and stored again), not taken from the damaged entry

@@ -186,6 +186,8 @@ def test_a_plan_quantizes_each_model_anew_in_its_one_buffer(tiny_sdk):
     assert first != graph(kept, alphas[1]) == graph(Int8Plan(tiny_sdk.engine.graph, tiny_sdk.preprocessing),
                                                      alphas[1])
     assert graph(kept, alphas[0]) == first
+    # What a stored route is checked against (sdk/int8_route_cache.py): the same for every plan of this graph.
+    assert kept.layout_sha256 == Int8Plan(tiny_sdk.engine.graph, tiny_sdk.preprocessing).layout_sha256
 
 
 def test_the_normal_cdf_is_within_its_stated_error():
