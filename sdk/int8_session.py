@@ -178,14 +178,14 @@ def choose_cut(optimized: bytes) -> int | None:
     reads any), among the cuts crossed only by tensors of QLinear and NHWC max-pool nodes (uint8 in the
     graphs `Int8Plan` writes)."""
     sizes = {t.name: int(t.external.get("length", 0)) if t.external else len(t.raw) for t in initializers(optimized)}
-    nodes = [(text(_only(raw, NODE_OP_TYPE)), *node_edges(raw))
-             for field, raw in parse_fields(_only(optimized, MODEL_GRAPH)) if field == GRAPH_NODE]
+    if sum(sizes.values()) < MIN_SPLIT_BYTES:
+        return None
+    nodes = [(text(_only(node, NODE_OP_TYPE)), *node_edges(node))
+             for field, node in parse_fields(_only(optimized, MODEL_GRAPH)) if field == GRAPH_NODE]
     costs = []
     for _, inputs, _ in nodes:
         weights = [sizes[name] for name in inputs if name in sizes]
         costs.append(sum(weights) + (NODE_COST_BYTES if weights else 0))
-    if sum(sizes.values()) < MIN_SPLIT_BYTES:
-        return None
     maker = {name: op for op, _, outputs in nodes for name in outputs}
     best, best_cost = None, sum(costs)
     edges = [(inputs, outputs) for _, inputs, outputs in nodes]
