@@ -344,7 +344,7 @@ def full_width_timing(size: int, pairs: int, mode: str = "fp32", executorch: boo
         sizes = export_sizes(models)
         routes = session_routes(models["int8"], size, pairs, threads)
         shipped = bundle.engine.int8_sessions
-        route = shipped.name + (f" (cut after node {shipped.cut})" if hasattr(shipped, "cut") else "")
+        route = shipped.name + (f" (cut after node {shipped.cut})" if getattr(shipped, "cut", None) else "")
         pte = {"executorch": executorch_timing(models, size, pairs)} if executorch else {}
     return {**pte, "mode": mode, "onnx_bytes": sizes, "file_ratio": round(sizes["int8"] / sizes["float32"], 3),
             "personalize_ms": {k: round(v, 1) for k, v in p.items()},
@@ -422,9 +422,8 @@ def session_routes(model, size: int, pairs: int, threads: int | None = None) -> 
 
     routes = {"fresh_qdq_session": fresh}
     if shipped.name != "fresh":
-        whole = shipped.halves_of if hasattr(shipped, "halves_of") else shipped.optimized
-        routes["optimized_once"] = network(OptimizedInt8Sessions(whole, threads))
-        if hasattr(shipped, "halves_of"):
+        routes["optimized_once"] = network(OptimizedInt8Sessions(shipped.optimized, threads))
+        if shipped.cut is not None:
             routes["optimized_once_in_two_halves"] = network(shipped)
     routes["weights_as_inputs"] = inputs
     made: dict[str, list[float]] = {k: [] for k in routes}

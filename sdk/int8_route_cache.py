@@ -12,9 +12,9 @@ cap, `python -m sdk cache list` and `clear`, the same opt-outs), under a key mad
 backbone key (manifest SHA-256, onnxruntime, SDK, CPU) and this kind. It is written all or nothing, only
 after the route passed its checks, and checked when read: its fields, the graph's size and SHA-256, and
 that it was made from the graph the plan writes now, every node and every value's place and type
-(`Int8Plan.layout_sha256`). A
-damaged entry is removed and the route made anew: never an error, never another route than the one
-checked. Whether the route is cut in two is decided again on reading (`threads=1` or one core: whole).
+(`Int8Plan.layout_sha256`). A damaged entry is removed and the route made anew: never an error, never
+another route than the one checked. Whether the route is cut in two is decided again on reading
+(`threads=1` or one core: whole).
 
 >>> route = load(key, plan, threads=None)      # doctest: +SKIP
 >>> store(key, route, plan)                      # doctest: +SKIP
@@ -49,9 +49,8 @@ def entry_key(backbone_key: str) -> str:
 def store(key: str, route: OptimizedInt8Sessions | SplitInt8Sessions, plan: Int8Plan) -> None:
     """Write the entry of a checked route (atomically), then trim the folder; a cache that cannot be
     written is logged and skipped."""
-    graph = route.halves_of if isinstance(route, SplitInt8Sessions) else route.optimized
-    entry = {"format": FORMAT_VERSION, "key": key, "kind": KIND,
-             "cut": route.cut if isinstance(route, SplitInt8Sessions) else None, "layout": plan.layout_sha256,
+    graph = route.optimized
+    entry = {"format": FORMAT_VERSION, "key": key, "kind": KIND, "cut": route.cut, "layout": plan.layout_sha256,
              "files": {GRAPH: {"bytes": len(graph), "sha256": hashlib.sha256(graph).hexdigest()}}}
     try:
         with atomic_directory(device_cache.cache_dir() / key) as tmp:

@@ -127,6 +127,7 @@ class OptimizedInt8Sessions:
     values from its own graph bytes (`optimized_int8_sessions` builds and checks it)."""
 
     name = "optimized once"
+    cut: int | None = None   # not cut in two (SplitInt8Sessions: the node its second half starts at)
 
     def __init__(self, optimized: bytes, threads: int | None):
         self.optimized, self.threads = optimized, threads
@@ -154,7 +155,7 @@ class SplitInt8Sessions:
 
     def __init__(self, optimized: bytes, cut: int, threads: int | None):
         first, second, self.crossing = split_graph(optimized, cut, UINT8)
-        self.halves_of, self.cut = optimized, cut
+        self.optimized, self.cut = optimized, cut   # the whole optimized graph, and where it is cut
         self.halves = (OptimizedInt8Sessions(first, threads), OptimizedInt8Sessions(second, threads))
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="taper-int8-session")
 

@@ -176,7 +176,7 @@ def test_the_int8_route_is_stored_once_checked_and_taken_by_the_next_load_as_it_
     again = sdk.load(tiny_bundle)
     got = _int8_graphs_and_logits(again)
     route = again.engine.int8_sessions
-    assert route.name == made.name and route.cut == made.cut and route.halves_of == made.halves_of
+    assert route.name == made.name and route.cut == made.cut and route.optimized == made.optimized
     assert got[0] == want[0] and all(np.array_equal(a, b) for a, b in zip(got[1], want[1], strict=True))
     whole = sdk.load(tiny_bundle, threads=1)
     assert np.array_equal(_int8_graphs_and_logits(whole)[1][0], want[1][0])

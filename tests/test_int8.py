@@ -340,7 +340,7 @@ def test_a_large_int8_graph_is_made_in_two_halves_at_once_as_one_session_compute
     with ThreadPoolExecutor(4) as pool:
         models = list(pool.map(lambda d: sdk.personalize(bundle, d, precision="int8"), descriptions))
     route = bundle.engine.int8_sessions
-    assert route.name == "optimized once, in two halves" and route.crossing == crossing_tensors(route.halves_of,
+    assert route.name == "optimized once, in two halves" and route.crossing == crossing_tensors(route.optimized,
                                                                                                    route.cut)
     size = bundle.preprocessing.input_size
     image = np.random.default_rng(2).integers(0, 255, (3, size, size, 3), np.uint8)
@@ -359,4 +359,4 @@ def test_a_large_int8_graph_is_made_in_two_halves_at_once_as_one_session_compute
     assert sdk.personalize(one_thread, "rings", precision="int8").int8_graph == models[0].int8_graph
     assert one_thread.engine.int8_sessions.name == "optimized once"
     monkeypatch.undo()
-    assert choose_cut(route.halves_of) is None   # the tiny bundle's graph is below MIN_SPLIT_BYTES
+    assert choose_cut(route.optimized) is None   # the tiny bundle's graph is below MIN_SPLIT_BYTES
