@@ -16,7 +16,9 @@ golden.json:
   the replaying engine answers), "logits": [image][K] those features through the head rows (float64),
   "int8": {"graph": file of the int8 backbone (sdk.int8, image -> features) of those folded weights,
   "channels": file of the mixed per-channel tensors it was quantized from (float32 LE, in the order of
-  "channel_names": [[name, count]])}: the Java core must write the same bytes from the same inputs}].
+  "channel_names": [[name, count]]), "features": [image][C] that graph's output on the images above
+  (onnxruntime), "step": the quantization step of that output (`output_step`)}: the Java core must write
+  the same bytes from the same inputs, and the app's OnnxEngine must run the graph to those features}].
 - "composed": {"classes": [name], "concepts": [[names], [members]], "descriptions": [{"description",
   "classes", "how"} or {"description", "encoder": true}]}: rule 3b of sdk/tasks.py on a hand-made class
   and concept table (COMPOSED_*; the synthetic bundle has no groups that cross), every description either
@@ -646,15 +648,31 @@ def _case(bundle, i: int, description: str | list[str], out_dir: Path, images: l
             "embedding": task.embedding.tolist(), "alpha": model.alpha.tolist(), "head": head.tolist(),
             "folded": f"case{i}.folded.f32", "features": features.tolist(),
             "logits": (features.astype(np.float64) @ head[:, :-1].T.astype(np.float64) + head[:, -1]).tolist(),
-            "int8": _int8(bundle, model.alpha, views, f"case{i}", out_dir)}
+            "int8": _int8(bundle, model.alpha, views, f"case{i}", out_dir, inputs)}
 
 
-def _int8(bundle, alpha: np.ndarray, folded: dict[str, np.ndarray], name: str, out_dir: Path) -> dict:
-    """The int8 backbone (image -> features, `sdk.int8`) of these folded weights, and the mixed batch norms
-    it was quantized from (what the Java core is given to write the same bytes)."""
+def _int8(bundle, alpha: np.ndarray, folded: dict[str, np.ndarray], name: str, out_dir: Path,
+          inputs: np.ndarray) -> dict:
+    """The int8 backbone (image -> features, `sdk.int8`) of these folded weights, the mixed batch norms it
+    was quantized from (what the Java core is given to write the same bytes), and its features on `inputs`."""
     mixed = bundle.bundle.bases.mixed_channels(alpha)
     graph = Int8Plan(bundle.bundle.member_bytes("backbone.onnx"), bundle.preprocessing).quantize(folded, mixed)
     (out_dir / f"{name}.int8.onnx").write_bytes(graph)
     (out_dir / f"{name}.channels.f32").write_bytes(b"".join(v.astype("<f4").tobytes() for v in mixed.values()))
+    (features,) = ort.InferenceSession(graph, providers=["CPUExecutionProvider"]).run(None, {"image": inputs})
     return {"graph": f"{name}.int8.onnx", "channels": f"{name}.channels.f32",
-            "channel_names": [[k, len(v)] for k, v in mixed.items()]}
+            "channel_names": [[k, len(v)] for k, v in mixed.items()], "features": features.tolist(),
+            "step": output_step(graph)}
+
+
+def output_step(graph: bytes) -> float:
+    """The quantization step of an int8 graph's output: the scale of the DequantizeLinear it comes from."""
+    import onnx  # the export side's dependency; the golden writer runs where the exporters do
+
+    model = onnx.load_from_string(graph)
+    made_by = {out: node for node in model.graph.node for out in node.output}
+    scales = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    node = made_by[model.graph.output[0].name]
+    while node.op_type != "DequantizeLinear":
+        node = made_by[node.input[0]]
+    return float(scales[node.input[1]])

@@ -4,15 +4,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-# The page tests load each result page in a real browser (tests/test_report_pages.py): Debian's headless
-# Chromium and a font. Checked on every run (cheap); installed where this runs as root, as CI does.
-if ! command -v chromium-headless-shell >/dev/null 2>&1 && ! command -v chromium >/dev/null 2>&1; then
+# Debian packages the tests use, checked on every run (cheap); installed where this runs as root, as CI does:
+# - the page tests load each result page in a real browser (tests/test_report_pages.py): headless Chromium, a font;
+# - the Android app's build (android_demo/pom.xml, tests/test_android_app.py): aapt2 for its resources, against
+#   the framework's resource table (JDK 17 and Maven come with the machine).
+debian=()
+command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1 \
+  || debian+=(chromium-headless-shell fonts-dejavu-core)
+command -v aapt2 >/dev/null 2>&1 || debian+=(aapt)
+[ -f /usr/share/android-framework-res/framework-res.apk ] || debian+=(android-framework-res)
+if [ ${#debian[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "[setup] installing chromium-headless-shell and fonts-dejavu-core (Debian) for the page tests"
+    echo "[setup] installing ${debian[*]} (Debian) for the page and Android tests"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        chromium-headless-shell fonts-dejavu-core; } >/dev/null || echo "[setup] WARNING: the Chromium install failed"
+        "${debian[@]}"; } >/dev/null || echo "[setup] WARNING: the Debian install failed"
   else
-    echo "[setup] no Chromium: the page tests are skipped (as root: apt-get install chromium-headless-shell)"
+    echo "[setup] missing ${debian[*]}: the tests that need them are skipped (as root: apt-get install ${debian[*]})"
   fi
 fi
 stamp=.venv/.taper-setup

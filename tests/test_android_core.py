@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 import sdk
-from export.golden import write_golden
+from export.golden import output_step, write_golden
 from scripts import fuzz_bundle
 from sdk.engine import (
     Network,
@@ -23,16 +23,6 @@ from sdk.engine import (
 from sdk.folding import BACKBONE_FILE
 
 SCRIPT = Path(__file__).parents[1] / "android_demo" / "core" / "run_tests.sh"
-
-
-def output_step(graph: onnx.ModelProto) -> float:
-    """The quantization step of an int8 graph's output: the scale of the DequantizeLinear it comes from."""
-    made_by = {out: node for node in graph.graph.node for out in node.output}
-    scales = {t.name: onnx.numpy_helper.to_array(t) for t in graph.graph.initializer}
-    node = made_by[graph.graph.output[0].name]
-    while node.op_type != "DequantizeLinear":
-        node = made_by[node.input[0]]
-    return float(scales[node.input[1]])
 
 
 def java_logits(bundle, weights: np.ndarray, head: np.ndarray, images: np.ndarray) -> np.ndarray:
@@ -141,7 +131,7 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
         # A weight one int8 step away flips some activations by one step downstream, so the two graphs agree
         # to a few steps of their output's grid (its scale), never by a step on average: the same in steps
         # whatever the ranges' width (RANGE_SIGMAS 8: at most 8 steps, 0.4-0.8 on average; 24: 3-5, 0.4-0.7).
-        step = output_step(onnx.load(graphs[0]))
+        step = output_step(Path(graphs[0]).read_bytes())
         assert float(np.abs(have - want).max()) <= 10 * step, (case["name"], float(np.abs(have - want).max()) / step)
         assert float(np.abs(have - want).mean()) <= step, (case["name"], float(np.abs(have - want).mean()) / step)
         python_q, java_q = ({t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(g).graph.initializer

@@ -76,6 +76,9 @@ public final class MainActivity extends Activity {
         takePhoto.setOnClickListener(v -> startActivityForResult(new Intent("android.media.action.IMAGE_CAPTURE"), TAKE_PHOTO));
     }
 
+    // The camera's thumbnail comes as the "data" extra; Bundle.get is deprecated from API 33, whose typed
+    // getParcelable(String, Class) a minSdk-24 app cannot call.
+    @SuppressWarnings("deprecation")
     @Override
     protected void onActivityResult(int request, int result, Intent data) {
         super.onActivityResult(request, result, data);
