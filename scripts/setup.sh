@@ -13,9 +13,12 @@ command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/
   || debian+=(chromium-headless-shell fonts-dejavu-core)
 command -v aapt2 >/dev/null 2>&1 || debian+=(aapt)
 [ -f /usr/share/android-framework-res/framework-res.apk ] || debian+=(android-framework-res)
+# - the fusion kernel built for aarch64 and checked under emulation (tests/test_cross_kernel.py)
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || debian+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+command -v qemu-aarch64 >/dev/null 2>&1 || debian+=(qemu-user)
 if [ ${#debian[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "[setup] installing ${debian[*]} (Debian) for the page and Android tests"
+    echo "[setup] installing ${debian[*]} (Debian) for the page, Android and aarch64 tests"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         "${debian[@]}"; } >/dev/null || echo "[setup] WARNING: the Debian install failed"
   else

@@ -245,15 +245,18 @@ def _library_path() -> str | None:
     return spec.origin if spec is not None and spec.origin else None
 
 
-def _check_bases(seed: int = 0) -> CompactBases:
-    """Small random bases with a layer in every storage kind and dtype (no exporter needed)."""
+CHECK_KINDS = (LayerStorage("full", "float32", 0), LayerStorage("dense", "float16", 0),
+               LayerStorage("int8", "float32", 0), LayerStorage("int8", "float16", 0),
+               LayerStorage("lowrank", "float16", 3), LayerStorage("lowrank", "float32", 2),
+               LayerStorage("shared", "float32", 0), LayerStorage("dense", "float32", 0),
+               LayerStorage("subspace", "float16", 3), LayerStorage("subspace", "float32", 2))
+
+
+def _check_bases(seed: int = 0, kinds: tuple[LayerStorage, ...] = CHECK_KINDS, width: float = 0.25) -> CompactBases:
+    """Random bases (3 of them, 12 classes, the small stem) with a layer in every storage kind and dtype of
+    `kinds`, in turn (no exporter needed); scripts/cross_kernel.py also counts instructions on one kind at a time."""
     rng = np.random.default_rng(seed)
-    shapes = parameter_shapes("small", 0.25, 12)
-    kinds = [LayerStorage("full", "float32", 0), LayerStorage("dense", "float16", 0),
-             LayerStorage("int8", "float32", 0), LayerStorage("int8", "float16", 0),
-             LayerStorage("lowrank", "float16", 3), LayerStorage("lowrank", "float32", 2),
-             LayerStorage("shared", "float32", 0), LayerStorage("dense", "float32", 0),
-             LayerStorage("subspace", "float16", 3), LayerStorage("subspace", "float32", 2)]
+    shapes = parameter_shapes("small", width, 12)
     layers = []
     for i, layer in enumerate(mixed_layers(shapes)):
         storage = kinds[i % len(kinds)]

@@ -1,0 +1,130 @@
+"""The fusion kernel and personalize() on each CPU the project's machines have shown: docs/results/cpus.json.
+
+    python -m scripts.bench_cpus [--repeats 6] [--pairs 20] [--aarch64]
+
+One row per CPU, keyed by its model name and vector features: a run on a new CPU adds its row, a run on a
+CPU already there replaces that row only. Each row: `cpu` (model, cores), `features` (the integer and vector
+features the kernels choose by), `l3`, `fuse_fold_over_roofline` (fp32 and the compact mode
+`drop:0.04+subspace:8+fp16`, at full width and at the bench size; scripts/roofline.py: the fusion's bytes
+moved over this machine's measured copy bandwidth, on the threads the fusion used), `personalize_ms` (fp32,
+compact, int8 at full width 224 px: scripts/bench_int8.full_width_timing's medians of alternated pairs),
+`kernel` (the C kernel's build this CPU runs), `command` and `date`. With --aarch64, `aarch64` holds the
+cross-built kernel's parity under qemu and its instructions per weight (scripts/cross_kernel.py).
+Measure on a quiet machine: the row says nothing of what else ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+from export.compress import Mode, compress
+from scripts import bench_bundle, bench_int8, bench_runtime, roofline
+from sdk.native_fusion import native_kernel
+from sdk.report_page import cpu_name
+
+OUT = Path("docs/results/cpus.json")
+COMPACT = "drop:0.04+subspace:8+fp16"
+FEATURES = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni",
+            "avx512_bf16", "avx512_fp16", "amx_int8", "asimd", "fphp", "asimdhp", "asimddp", "sve")
+
+
+def cpu_features() -> list[str]:
+    """The CPU's flags the kernels and onnxruntime choose by (Linux: /proc/cpuinfo `flags` or `Features`)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith(("flags", "Features")):
+                have = set(line.split(":", 1)[1].split())
+                return [f for f in FEATURES if f in have]
+    except OSError:
+        pass
+    return []
+
+
+def l3_bytes() -> int | None:
+    """The last-level cache of CPU 0 (Linux sysfs), or None."""
+    best = None
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            if (index / "level").read_text().strip() == "3":
+                size = (index / "size").read_text().strip()
+                best = int(size[:-1]) * {"K": 1 << 10, "M": 1 << 20}[size[-1]] if size[-1] in "KM" else int(size)
+        except (OSError, ValueError):
+            continue
+    return best
+
+
+def cpu_key() -> str:
+    """What tells two CPUs apart here: the model name and the features."""
+    return f"{cpu_name().rsplit(',', 1)[0]} [{' '.join(cpu_features())}]"
+
+
+def fuse_fold(modes: list[str], repeats: int, tmp: Path, roof: roofline.Roofline) -> dict:
+    """fuse+fold over its roofline and personalize() at the bench size and at full width, per mode."""
+    out: dict[str, dict] = {"bench_size": {}, "full_width": {}}
+    shape = bench_bundle.BENCH_SHAPE
+    for name in modes:
+        mode = Mode.parse(name)
+        shared = bench_bundle.run_shared(mode, *shape[:3])
+        path = bench_runtime.random_bundle(tmp / "bench.taper", *shape,
+                                           store=lambda b, m=mode, s=shared: compress(b, m, s))
+        out["bench_size"][name] = bench_bundle.timing(path, repeats, tmp, roof, class_lists=True)
+        path.unlink()
+    shared = {name: bench_bundle.run_shared(Mode.parse(name), "imagenet", 1.0, 1000) for name in modes}
+    out["full_width"] = bench_bundle.full_width([Mode.parse(m) for m in modes], shared, repeats, tmp, roof)
+    return out
+
+
+def measure(repeats: int, pairs: int) -> dict:
+    roof = roofline.measure()
+    with tempfile.TemporaryDirectory() as tmp:
+        timings = fuse_fold(["fp32", COMPACT], repeats, Path(tmp), roof)
+    int8 = bench_int8.full_width_timing(224, pairs, COMPACT)
+    kernel = native_kernel()
+    return {
+        "cpu": cpu_name(), "features": cpu_features(), "l3": l3_bytes(), "machine": platform.machine(),
+        "kernel": kernel.variant if kernel else "numpy",
+        "roofline": roof.as_dict(),
+        "fuse_fold_over_roofline": {size: {mode: row["fuse_fold_over_roofline"] for mode, row in rows.items()}
+                                    for size, rows in timings.items()},
+        "fusion_ms": {size: {mode: row["fusion_ms"] for mode, row in rows.items()} for size, rows in timings.items()},
+        "personalize_ms": {"fp32": timings["full_width"]["fp32"]["personalize_ms"],
+                           "compact": timings["full_width"][COMPACT]["personalize_ms"],
+                           "int8": int8["personalize_ms"]["int8"], "int8_route": int8["int8_route"],
+                           "int8_steps": int8["int8_steps_ms"]},
+        "command": "python -m scripts.bench_cpus " + " ".join(sys.argv[1:]),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=6, help="rounds over the descriptions per timing")
+    parser.add_argument("--pairs", type=int, default=20, help="alternated fp32/int8 pairs (full width)")
+    parser.add_argument("--aarch64", action="store_true", help="also the cross-built aarch64 kernel (qemu)")
+    parser.add_argument("--skip-timing", action="store_true", help="only --aarch64 (keeps every CPU row)")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    table = json.loads(args.out.read_text()) if args.out.exists() else {"cpus": {}}
+    if not args.skip_timing:
+        print(f"[cpus] measuring {cpu_key()} ({os.cpu_count()} cores)", flush=True)
+        table["cpus"][cpu_key()] = measure(args.repeats, args.pairs)
+    if args.aarch64:
+        from scripts import cross_kernel
+
+        table["aarch64"] = {**cross_kernel.parity("aarch64", count=True),
+                            "command": "python -m scripts.bench_cpus --aarch64 --skip-timing"}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(table, indent=1) + "\n")
+    print(json.dumps(table, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
