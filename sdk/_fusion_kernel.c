@@ -27,7 +27,8 @@
  * Portable C99 plus GCC/Clang vector extensions. The file holds what every build shares, then (after
  * #else) one build of the kernel, which the first part includes twice: for the baseline ISA (float16
  * widened with integer operations, exact for every value) and, on x86, for AVX2+FMA+F16C (float16 widened
- * by the CPU), chosen at run time by what the CPU supports (`taper_kernel_variant`). On aarch64 the baseline
+ * by the CPU) and for AVX-512 (16 floats a register, 32 registers), chosen at run time by what the CPU
+ * supports (`taper_kernel_variant`; `taper_fuse_network_build` runs a given one, for tests and timing). On aarch64 the baseline
  * build widens float16 and int8 with NEON instructions and keeps its vectors in registers (TAPER_NEON);
  * scripts/cross_kernel.py cross-builds it and checks it under qemu against the Python reference.
  */
@@ -309,50 +310,96 @@ INLINE void channels(const taper_layer *L, const float *alpha, int64_t first, in
 #pragma GCC pop_options
 #endif
 
-static int has_avx2(void) {
+/* The AVX-512 build: 16-float vectors in one register and 32 registers. Where a CPU has AVX-512,
+ * onnxruntime lays convolutions out in blocks of 16 channels, whose group of 8 rows holds 8 x 16 floats in
+ * accumulators: 16 registers, all AVX2 has, so the AVX2 build spills them (docs/results/experiments.md, "The
+ * compact fusion at 4x its roofline"). */
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
+#endif
+#define TAPER_VARIANT avx512
+#define TAPER_F16C 1
+#define TAPER_AVX512 1
+#include "_fusion_kernel.c"   /* this file again, its second part */
+#undef TAPER_AVX512
+#undef TAPER_F16C
+#undef TAPER_VARIANT
+#ifdef __clang__
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+/* What this CPU runs: 2 the AVX-512 build, 1 the AVX2+FMA+F16C build, 0 the baseline one. */
+static int best_build(void) {
     static int known = -1;  /* a benign race: every thread computes the same value */
     if (known < 0) {
         __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                         && __builtin_cpu_supports("f16c");
+        const int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+                           && __builtin_cpu_supports("avx512vl");
+        known = avx512 ? 2 : avx2;
     }
     return known;
 }
+#else
+static int best_build(void) { return 0; }
 #endif
 
-/* 1: the AVX2+FMA+F16C build is used on this CPU; 0: the baseline build. */
-int64_t taper_kernel_variant(void) {
-#ifdef TAPER_X86_AVX2
-    return has_avx2();
-#else
-    return 0;
-#endif
-}
+/* The build this CPU runs: 2 AVX-512, 1 AVX2+FMA+F16C, 0 the baseline (every other CPU: aarch64 too). */
+int64_t taper_kernel_variant(void) { return best_build(); }
 
 /* Fuses part `part` of `parts` of every layer (alpha [4, q]; `scratch`: k * 16 floats for the largest
- * low-rank k, plus a channel's `rows` in a layer with int8 outputs). 0, or -1 for a layout the kernel does not handle (a block other than 1, 8 or 16, or int8
- * weights asked of a blocked layout). */
-int64_t taper_fuse_network(const taper_layer *layers, int64_t count, const float *alpha, int64_t q, float eps,
-                           float *buffer, int64_t part, int64_t parts, float *scratch) {
+ * low-rank k, plus a channel's `rows` in a layer with int8 outputs) with build `build` (as
+ * taper_kernel_variant numbers them; -1: the best this CPU has). 0; -1 for a layout the kernel does not
+ * handle (a block other than 1, 8 or 16, or int8 weights asked of a blocked layout); -2 for a build this
+ * CPU cannot run. */
+int64_t taper_fuse_network_build(int64_t build, const taper_layer *layers, int64_t count, const float *alpha,
+                                 int64_t q, float eps, float *buffer, int64_t part, int64_t parts, float *scratch) {
+    if (build < 0) build = best_build();
+    if (build > best_build()) return -2;
 #ifdef TAPER_X86_AVX2
-    if (has_avx2()) return fuse_network_avx2(layers, count, alpha, q, eps, buffer, part, parts, scratch);
+    if (build == 2) return fuse_network_avx512(layers, count, alpha, q, eps, buffer, part, parts, scratch);
+    if (build == 1) return fuse_network_avx2(layers, count, alpha, q, eps, buffer, part, parts, scratch);
 #endif
     return fuse_network_baseline(layers, count, alpha, q, eps, buffer, part, parts, scratch);
 }
 
-/* The baseline build, whatever the CPU (for tests: both builds must agree with numpy). */
+/* taper_fuse_network_build with the best build this CPU has. */
+int64_t taper_fuse_network(const taper_layer *layers, int64_t count, const float *alpha, int64_t q, float eps,
+                           float *buffer, int64_t part, int64_t parts, float *scratch) {
+    return taper_fuse_network_build(-1, layers, count, alpha, q, eps, buffer, part, parts, scratch);
+}
+
+/* The baseline build, whatever the CPU (for tests: every build must agree with numpy). */
 int64_t taper_fuse_network_baseline(const taper_layer *layers, int64_t count, const float *alpha, int64_t q,
                                     float eps, float *buffer, int64_t part, int64_t parts, float *scratch) {
     return fuse_network_baseline(layers, count, alpha, q, eps, buffer, part, parts, scratch);
 }
 
 /* Per-output-channel int8 weights, bit for bit as sdk/int8.py's `quantize_weight` computes them with numpy
- * (rows `first` to `end` of w [rows, cols]; the build for this CPU, as above). */
-void taper_quantize_rows(const float *w, int64_t cols, int64_t first, int64_t end, int64_t qmin, int64_t qmax,
-                         int8_t *q, float *scale) {
+ * (rows `first` to `end` of w [rows, cols]) with build `build` (as above; -1: the best this CPU has).
+ * 0, or -2 for a build this CPU cannot run. */
+int64_t taper_quantize_rows_build(int64_t build, const float *w, int64_t cols, int64_t first, int64_t end,
+                                  int64_t qmin, int64_t qmax, int8_t *q, float *scale) {
+    if (build < 0) build = best_build();
+    if (build > best_build()) return -2;
 #ifdef TAPER_X86_AVX2
-    if (has_avx2()) { quantize_rows_avx2(w, cols, first, end, qmin, qmax, q, scale); return; }
+    if (build == 2) { quantize_rows_avx512(w, cols, first, end, qmin, qmax, q, scale); return 0; }
+    if (build == 1) { quantize_rows_avx2(w, cols, first, end, qmin, qmax, q, scale); return 0; }
 #endif
     quantize_rows_baseline(w, cols, first, end, qmin, qmax, q, scale);
+    return 0;
+}
+
+/* The quantizer with the best build this CPU has. */
+void taper_quantize_rows(const float *w, int64_t cols, int64_t first, int64_t end, int64_t qmin, int64_t qmax,
+                         int8_t *q, float *scale) {
+    taper_quantize_rows_build(-1, w, cols, first, end, qmin, qmax, q, scale);
 }
 
 /* The baseline build of the quantizer, whatever the CPU (for tests). */
@@ -384,7 +431,18 @@ INLINE lanes8 V(f16x8)(const uint16_t *p) {
 #endif
     return out_;
 }
+#ifdef TAPER_AVX512
+INLINE lanes16 V(f16x16)(const uint16_t *p) {
+    __m256i packed;
+    memcpy(&packed, p, sizeof packed);
+    __m512 wide = _mm512_cvtph_ps(packed);
+    lanes16 out_;
+    memcpy(&out_, &wide, sizeof out_);
+    return out_;
+}
+#else
 INLINE lanes16 V(f16x16)(const uint16_t *p) { return join(V(f16x8)(p), V(f16x8)(p + 8)); }
+#endif
 
 /* int8 -> float32 for 8 values: sign-extended to int32, then converted (GCC 12 turned a direct
  * int8 -> float conversion into 8 scalar ones, 4x slower on a Q=10 int8 layer). */
@@ -404,7 +462,16 @@ INLINE lanes8 V(i8x8)(const int8_t *p) {
     return __builtin_convertvector(__builtin_convertvector(b, ints8), lanes8);
 #endif
 }
+#ifdef TAPER_AVX512
+INLINE lanes16 V(i8x16)(const int8_t *p) {
+    __m512 wide = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+    lanes16 out_;
+    memcpy(&out_, &wide, sizeof out_);
+    return out_;
+}
+#else
 INLINE lanes16 V(i8x16)(const int8_t *p) { return join(V(i8x8)(p), V(i8x8)(p + 8)); }
+#endif
 
 /* The mixed left factor of output channel `ch` into left[k * step] (k < kk), eight of U's columns at a
  * time (scalar widening here cost as much as the weights of a small layer). */

@@ -7,7 +7,7 @@ it mixes the channel tensors, writes the folded bias, mixes the low-rank left fa
 block's weights in one pass with the values in registers (deltas of any dtype, int8 scale, the low-rank
 product, + W_0, fold). The threads (ctypes releases the GIL) take each a share of every layer's blocks, so
 they never write the same memory and personalize() pays one hand-off, not one per layer. On x86 the library
-holds an AVX2+FMA+F16C build beside the baseline one and uses it where the CPU has it (`variant`).
+holds AVX2+FMA+F16C and AVX-512 builds beside the baseline one and uses the best the CPU has (`variant`).
 
 Why: the kernel this replaced (one ctypes call per layer, chunked passes over an L1 buffer, lane
 patterns rebuilt with an integer modulo per element, float16 widened by 22 integer instructions per 8
@@ -92,31 +92,46 @@ class NativePlan:
     bytes_moved: int                    # what one call reads and writes
 
 
+# The library's builds, as `taper_kernel_variant` numbers them: the baseline ISA (every CPU, aarch64 too),
+# AVX2+FMA+F16C and AVX-512 (x86, chosen by what the CPU has).
+BUILDS = ("baseline", "avx2", "avx512")
+
+
+def available_builds(library: ctypes.CDLL) -> tuple[str, ...]:
+    """The builds this CPU can run, the one the engine uses last."""
+    library.taper_kernel_variant.restype = ctypes.c_int64
+    return BUILDS[:library.taper_kernel_variant() + 1]
+
+
 class NativeKernel:
     """The whole network in one C call per thread, each thread a share of every layer's output-channel
-    blocks. `baseline=True` uses the build for the baseline ISA even where the CPU has AVX2 (for tests)."""
+    blocks, in the library's best build for this CPU, or in `build` (one of `available_builds`: for tests,
+    and to time on one CPU the build another CPU would run)."""
     name = "native"
     tile_floats: int | None = None
 
     def __init__(self, library: ctypes.CDLL, threads: int | None = None,
-                 split_bytes: int = MIN_BYTES_PER_THREAD, baseline: bool = False):
+                 split_bytes: int = MIN_BYTES_PER_THREAD, build: str | None = None):
         self._library = library
-        self._fuse = library.taper_fuse_network_baseline if baseline else library.taper_fuse_network
-        self._fuse.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_float,
-                               ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
-        self._fuse.restype = ctypes.c_int64
-        library.taper_kernel_variant.restype = ctypes.c_int64
-        self.variant = "baseline" if baseline or not library.taper_kernel_variant() else "avx2"
+        builds = available_builds(library)
+        if build is not None and build not in builds:
+            raise ValueError(f"this CPU cannot run the {build!r} build of the fusion kernel (it has {builds})")
+        self.variant = build or builds[-1]
+        number = BUILDS.index(self.variant)
+        fuse = library.taper_fuse_network_build
+        fuse.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                         ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+        fuse.restype = ctypes.c_int64
+        self._fuse = functools.partial(fuse, number)
         self.threads = max(1, threads or os.cpu_count() or 1)
         self.split_bytes = split_bytes
         self._pool = ThreadPoolExecutor(self.threads - 1, "taper-fusion") if self.threads > 1 else None
-        # sdk.int8's weight quantizer (None in a library built before it: personalize(precision="int8") then
-        # quantizes with numpy).
-        self._quantize = getattr(library, "taper_quantize_rows_baseline" if baseline else "taper_quantize_rows", None)
-        if self._quantize is not None:
-            self._quantize.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                                       ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
-            self._quantize.restype = None
+        # sdk.int8's weight quantizer, in the same build.
+        quantize = library.taper_quantize_rows_build
+        quantize.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                             ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+        quantize.restype = ctypes.c_int64
+        self._quantize = functools.partial(quantize, number)
 
     def quantize_rows(self, weight: np.ndarray, qmin: int, qmax: int, q: np.ndarray, scale: np.ndarray) -> bool:
         """`sdk.int8.quantize_weight` of the C-contiguous float32 `weight` [O, ...] into int8 `q` and float32
@@ -389,4 +404,5 @@ def _load() -> NativeKernel | None:
     return kernel
 
 
-__all__ = ["NativeKernel", "NativePlan", "native_kernel", "packed_placements", "self_check"]
+__all__ = ["BUILDS", "NativeKernel", "NativePlan", "available_builds", "native_kernel", "packed_placements",
+           "self_check"]

@@ -13,7 +13,7 @@ from sdk.architecture import parameter_shapes
 from sdk.bases import CompactBases
 from sdk.folding import backbone_layout, fold_batch_norm, folded_names
 from sdk.fusion import NUMPY, FusionPlan, Placement
-from sdk.native_fusion import NativeKernel, native_kernel, packed_placements, self_check
+from sdk.native_fusion import NativeKernel, available_builds, native_kernel, packed_placements, self_check
 
 SHAPES = parameter_shapes("small", 0.25, 12)
 MODES = ["fp32", "fp16", "delta", "delta+fp16", "int8", "int8+fp16", "lowrank:3", "lowrank:3+fp16",
@@ -53,11 +53,15 @@ def compressed(mode):
 @functools.cache
 def kernel_named(name):
     """numpy; the C kernel as the engine gets it; the C kernel splitting every layer over 2 threads; the C
-    kernel's baseline-ISA build (on x86 with AVX2 the engine gets the other one)."""
+    kernel's baseline-ISA build and its AVX2 build (on x86 with AVX-512 the engine gets a third one; the AVX2
+    build is what an AVX2-only CPU runs)."""
     if name == "native-threads":
         return NativeKernel(native_kernel()._library, threads=2, split_bytes=64)
-    if name == "native-baseline":
-        return NativeKernel(native_kernel()._library, baseline=True)
+    if name in ("native-baseline", "native-avx2"):
+        build = name.split("-")[1]
+        if build not in available_builds(native_kernel()._library):
+            pytest.skip(f"this CPU cannot run the {build} build")
+        return NativeKernel(native_kernel()._library, build=build)
     return NUMPY if name == "numpy" else native_kernel()
 
 
@@ -75,9 +79,11 @@ def test_the_native_kernel_is_built_and_passes_its_self_check():
     kernel = native_kernel()   # `make setup` builds it (pyproject's ext-modules); None means numpy fuses
     assert kernel is not None and self_check(kernel) is None
     assert self_check(kernel_named("native-baseline")) is None
+    if "avx2" in available_builds(kernel._library):
+        assert self_check(kernel_named("native-avx2")) is None
 
 
-@pytest.mark.parametrize("kernel", ["native", "native-baseline"])
+@pytest.mark.parametrize("kernel", ["native", "native-baseline", "native-avx2"])
 def test_the_native_kernel_widens_every_float16_value_exactly(kernel):
     """All 65,536 half-precision bit patterns as W_0 of one plain layer (zeros, subnormals, inf, NaN): the
     kernel's conversion (integer operations in the baseline build, F16C in the AVX2 one) gives numpy's
@@ -94,7 +100,7 @@ def test_the_native_kernel_widens_every_float16_value_exactly(kernel):
     assert np.array_equal(np.signbit(out[signed]), np.signbit(halves[signed]))
 
 
-@pytest.mark.parametrize("kernel", ["numpy", "native", "native-threads", "native-baseline"])
+@pytest.mark.parametrize("kernel", ["numpy", "native", "native-threads", "native-baseline", "native-avx2"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("layout", ["plain", "blocked", "blocked16", "channels_last"])
 def test_fusing_any_storage_into_any_layout_equals_the_reference(mode, layout, kernel):

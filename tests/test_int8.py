@@ -141,7 +141,7 @@ def test_the_native_quantizer_writes_numpys_int8_weights_bit_for_bit():
     """Both builds of the C quantizer (the CPU's and the baseline ISA's) against `quantize_weight`: random
     weights, exact ties after the division (rint rounds them to even), a zero row, a row of -0, denormal-small
     rows, a row's maximum in the vectorised part and in the scalar tail."""
-    from sdk.native_fusion import NativeKernel, native_kernel
+    from sdk.native_fusion import NativeKernel, available_builds, native_kernel
 
     kernel = native_kernel()
     if kernel is None or kernel._quantize is None:
@@ -155,7 +155,7 @@ def test_the_native_quantizer_writes_numpys_int8_weights_bit_for_bit():
     weight[19] = -0.0
     weight[20, 5] = 9.0     # ... and in the first
     want_q, want_scale = quantize_weight(weight)
-    for k in (kernel, NativeKernel(kernel._library, baseline=True)):
+    for k in [kernel] + [NativeKernel(kernel._library, build=b) for b in available_builds(kernel._library)]:
         q, scale = np.empty(weight.shape, np.int8), np.empty(len(weight), np.float32)
         assert k.quantize_rows(weight, WEIGHT_QMIN, WEIGHT_QMAX, q, scale)
         assert np.array_equal(q, want_q) and np.array_equal(scale.view(np.uint32), want_scale.view(np.uint32))
@@ -301,12 +301,12 @@ def test_the_fusion_that_quantizes_as_it_fuses_writes_what_fusing_then_quantizin
     """Both builds of the C kernel, every storage kind (the check the runtime runs at load), and a check that
     fails when the two differ; then the runtime: a tiny bundle's int8 graphs, every conv quantized by the
     fusion or once (a shared layer), are the bytes that fusing in floats and quantizing afterwards gives."""
-    from sdk.native_fusion import NativeKernel, check_quantizing_fusion, native_kernel
+    from sdk.native_fusion import NativeKernel, available_builds, check_quantizing_fusion, native_kernel
 
     kernel = native_kernel()
     if kernel is None or kernel._quantize is None:
         pytest.skip("the native kernel is not built here")
-    for k in (kernel, NativeKernel(kernel._library, baseline=True)):
+    for k in [kernel] + [NativeKernel(kernel._library, build=b) for b in available_builds(kernel._library)]:
         assert check_quantizing_fusion(k) is None
     wrong = NativeKernel(kernel._library)
     quantizing = wrong.quantizing
