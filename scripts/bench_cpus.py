@@ -8,8 +8,11 @@ features the kernels choose by), `l3`, `fuse_fold_over_roofline` (fp32 and the c
 `drop:0.04+subspace:8+fp16`, at full width and at the bench size; scripts/roofline.py: the fusion's bytes
 moved over this machine's measured copy bandwidth, on the threads the fusion used), `personalize_ms` (fp32,
 compact, int8 at full width 224 px: scripts/bench_int8.full_width_timing's medians of alternated pairs),
-`kernel` (the C kernel's build this CPU runs), `command` and `date`. With --aarch64, `aarch64` holds the
-cross-built kernel's parity under qemu and its instructions per weight (scripts/cross_kernel.py).
+`kernel` (the C kernel's build this CPU runs), `builds` (fuse+fold at full width in each build this CPU
+can run, in the layout a CPU of that build gets from onnxruntime: AVX-512 blocks of 16, AVX2 blocks of 8,
+the baseline build plain: how the kernel would do on a CPU that lacks a feature, timed on this one),
+`command` and `date`. With --aarch64, `aarch64` holds the cross-built kernel's parity under qemu and its
+instructions per weight (scripts/cross_kernel.py).
 Measure on a quiet machine: the row says nothing of what else ran.
 """
 
@@ -20,16 +23,24 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import numpy as np
+
+import sdk
 from export.compress import Mode, compress
 from scripts import bench_bundle, bench_int8, bench_runtime, roofline
-from sdk.native_fusion import native_kernel
+from sdk.fusion import FusionPlan
+from sdk.native_fusion import NativeKernel, available_builds, native_kernel, packed_placements
 from sdk.report_page import cpu_name
 
 OUT = Path("docs/results/cpus.json")
+# The layout onnxruntime's NCHWc transformer gives a CPU that runs each build (0: plain, no NCHWc).
+BUILD_BLOCKS = {"avx512": 16, "avx2": 8, "baseline": 0}
 COMPACT = "drop:0.04+subspace:8+fp16"
 FEATURES = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni",
             "avx512_bf16", "avx512_fp16", "amx_int8", "asimd", "fphp", "asimdhp", "asimddp", "sve")
@@ -81,10 +92,45 @@ def fuse_fold(modes: list[str], repeats: int, tmp: Path, roof: roofline.Roofline
     return out
 
 
+def builds(modes: list[str], repeats: int, tmp: Path, roof: roofline.Roofline) -> dict:
+    """Per mode at full width, per build this CPU can run: fuse+fold (median of `repeats` x 5, two threads
+    where the engine would use two) in that build's layout, and over the roofline."""
+    kernel = native_kernel()
+    if kernel is None:
+        return {}
+    alpha = np.random.default_rng(0).dirichlet(np.ones(10), 4).astype(np.float32)
+    out: dict[str, dict] = {}
+    for name in modes:
+        mode = Mode.parse(name)
+        shared = bench_bundle.run_shared(mode, "imagenet", 1.0, 1000)
+        path = bench_runtime.random_bundle(tmp / "full.taper", "imagenet", 1.0, 1000, 224, 10,
+                                           store=lambda b, m=mode, s=shared: compress(b, m, s))
+        bases = sdk.bundle.Bundle.open(path).bases
+        out[name] = {}
+        for build in available_builds(kernel._library):
+            placements, floats = packed_placements(bases.shapes, BUILD_BLOCKS[build])
+            plan = FusionPlan.build(bases, placements, floats, NativeKernel(kernel._library, build=build))
+            buffer = plan.new_buffer(None)
+            plan.fuse_and_fold(alpha, buffer)
+            times = []
+            for _ in range(5 * repeats):
+                start = time.perf_counter()
+                plan.fuse_and_fold(alpha, buffer)
+                times.append((time.perf_counter() - start) * 1000)
+            work, threads = roofline.plan_work(plan), plan.kernel.parts(plan)
+            ms = statistics.median(times)
+            out[name][build] = {"layout": f"blocked by {BUILD_BLOCKS[build]}" if BUILD_BLOCKS[build] else "plain",
+                                "threads": threads, "fusion_ms": round(ms, 3),
+                                "fuse_fold_over_roofline": roofline.over_roofline(ms, work, roof, threads)}
+        path.unlink()
+    return out
+
+
 def measure(repeats: int, pairs: int) -> dict:
     roof = roofline.measure()
     with tempfile.TemporaryDirectory() as tmp:
         timings = fuse_fold(["fp32", COMPACT], repeats, Path(tmp), roof)
+        by_build = builds(["fp32", COMPACT], repeats, Path(tmp), roof)
     int8 = bench_int8.full_width_timing(224, pairs, COMPACT)
     kernel = native_kernel()
     return {
@@ -94,6 +140,7 @@ def measure(repeats: int, pairs: int) -> dict:
         "fuse_fold_over_roofline": {size: {mode: row["fuse_fold_over_roofline"] for mode, row in rows.items()}
                                     for size, rows in timings.items()},
         "fusion_ms": {size: {mode: row["fusion_ms"] for mode, row in rows.items()} for size, rows in timings.items()},
+        "builds": by_build,
         "personalize_ms": {"fp32": timings["full_width"]["fp32"]["personalize_ms"],
                            "compact": timings["full_width"][COMPACT]["personalize_ms"],
                            "int8": int8["personalize_ms"]["int8"], "int8_route": int8["int8_route"],
