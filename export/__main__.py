@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from sdk.errors import SdkError
+from sdk.report_page import terminal_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 "members": {k: v["size"] for k, v in m["members"].items()}, "provenance": m["provenance"],
                 "checksums": "verified"}, indent=1))
     except (SdkError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {terminal_text(e)}", file=sys.stderr)
         return 2
     return 0
 

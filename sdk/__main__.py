@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ._version import __version__
 from .errors import ImageError, SdkError
+from .report_page import BIDI_CONTROL_CHARS, terminal_text
 from .runtime import load, personalize
 from .text_encoder import primary_name
 
@@ -82,20 +83,30 @@ def shown(name: str) -> str:
 
 def report(result: dict) -> str:
     """The readable form of `result` (what --json prints as JSON): a class by its first name ("ladybug",
-    not its five WordNet synonyms); every name stays in --json and `model.classes`."""
-    lines = [f"classes ({len(result['classes'])}): {', '.join(map(primary_name, result['classes']))}",
-             *(f"  read as {how}" for how in result["resolution"]),
+    not its five WordNet synonyms); every name stays in --json and `model.classes`. Names, descriptions and
+    file names come from the bundle, the user and the disk: each is printed through `terminal_text`."""
+    name = lambda label: terminal_text(primary_name(label))  # noqa: E731
+    lines = [f"classes ({len(result['classes'])}): {', '.join(map(name, result['classes']))}",
+             *(f"  read as {terminal_text(how)}" for how in result["resolution"]),
              "timings (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in result["timings_ms"].items())]
     if result.get("predictions"):
-        width = max(len(p["image"]) for p in result["predictions"])
+        images = [terminal_text(p["image"]) for p in result["predictions"]]
+        width = max(map(len, images))
         lines += ["", f"{'image':<{width}}  label  (probability)"]
-        lines += [f"{p['image']:<{width}}  {primary_name(p['label'])}  ({p['probability']:.3f})"
-                  for p in result["predictions"]]
+        lines += [f"{image:<{width}}  {name(p['label'])}  ({p['probability']:.3f})"
+                  for image, p in zip(images, result["predictions"], strict=True)]
     if result.get("report"):
-        lines.append(f"contact sheet {result['report']}")
+        lines.append(f"contact sheet {terminal_text(result['report'])}")
     if result.get("exported"):
-        lines.append(f"exported {result['exported']}")
+        lines.append(f"exported {terminal_text(result['exported'])}")
     return "\n".join(lines)
+
+
+def json_text(result: dict) -> str:
+    """`result` as JSON for a terminal: control characters are JSON escapes already; bidirectional controls
+    are written as JSON escapes too (\\u202e), which parse back to the same strings."""
+    text = json.dumps(result, indent=1, ensure_ascii=False)
+    return text.translate({ord(c): f"\\u{ord(c):04x}" for c in BIDI_CONTROL_CHARS})
 
 
 def contact_sheet(description: str, result: dict, files: list[Path]) -> str:
@@ -149,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.export:
             result["exported"] = shown(str(model.export(args.export)))
     except SdkError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {terminal_text(e)}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=1, ensure_ascii=False) if args.json else report(result))
+    print(json_text(result) if args.json else report(result))
     return 0
 
 

@@ -93,6 +93,23 @@ def text(value: object, limit: int = MAX_SHOWN_CHARS) -> str:
     return f'<bdi title="{html.escape(raw)}">{html.escape(raw[:limit])}…</bdi>'
 
 
+# C0 controls, DEL and C1 controls: a terminal acts on them (an escape sequence moves the cursor, clears the
+# screen or sets the window's title) instead of showing them.
+TERMINAL_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def terminal_text(value: object) -> str:
+    """`value` as a terminal may print it: what the pages escape (bidirectional controls as [U+202E], lone
+    surrogates as backslash escapes) and every control character as \\xNN, newlines and tabs too (a name
+    is one line). Every CLI prints file, class and folder names and descriptions through it.
+
+    >>> print(terminal_text("evil\u202egnp.exe \x1b[2J"))
+    evil[U+202E]gnp.exe \x1b[2J
+    """
+    raw = _printable(str(value))
+    return raw.translate(TERMINAL_CONTROLS) if any(ord(c) in TERMINAL_CONTROLS for c in raw) else raw
+
+
 def _printable(raw: str) -> str:
     """`raw` with what cannot be shown honestly written out: lone surrogates (a file name that is not
     UTF-8, as Python holds it) as backslash escapes, since they cannot be encoded into the page, and

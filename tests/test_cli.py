@@ -89,3 +89,30 @@ def test_the_readable_report_names_a_class_by_its_first_name_and_json_keeps_them
     text = report(result)
     assert "classes (2): ladybug, goldfish" in text and "a.jpg  goldfish  (0.500)" in text
     assert "ladybeetle" not in text and "Carassius" not in text
+
+
+def test_names_print_with_their_control_and_bidirectional_characters_written_out(tiny_bundle, tmp_path, capsys):
+    """A file named "evil\\u202egnp.exe" would read "evilexe.png" in a terminal, and an escape sequence in a
+    name or a description would act on the terminal: both print written out, in the readable form and in
+    --json (whose escapes parse back to the same names), and in the error line."""
+    from PIL import Image
+
+    from sdk.__main__ import report
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    Image.new("RGB", (40, 40), (0, 0, 255)).save(folder / "evil\u202egnp.png")
+    assert main(["personalize", str(tiny_bundle), "blue", "--images", str(folder)]) == 0
+    text = capsys.readouterr().out
+    assert "evil[U+202E]gnp.png" in text and "\u202e" not in text
+    assert main(["personalize", str(tiny_bundle), "blue", "--images", str(folder), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and json.loads(out)["predictions"][0]["image"] == "evil\u202egnp.png"
+    hostile = {"classes": ["red\x1b[2J, x"], "resolution": ["\x1b]0;title\x07 read"], "timings_ms": {},
+               "predictions": [{"image": "a\nb.jpg", "label": "red\x1b[2J, x", "probability": 0.5}]}
+    text = report(hostile)
+    assert "\x1b" not in text and "\x07" not in text and "red\\x1b[2J" in text and "a\\x0ab.jpg" in text
+    assert len(text.splitlines()) == 6   # the newline in the file name did not start a line
+    assert main(["personalize", str(tiny_bundle), "\x1b[31mzzzq\u202e"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error:") and "\x1b" not in error and "\u202e" not in error

@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from sdk.report_page import terminal_text
+
 from .config import PRESETS
 from .data.errors import DataError
 from .device import TrainDevice
@@ -188,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(json.dumps(measure_stage3_ratio(width, args.stem, args.size, args.batch, groups,
                                                               steps=args.steps, device=device)), flush=True)
     except (DataError, ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {terminal_text(e)}", file=sys.stderr)
         return 2
     return 0
 

@@ -27,6 +27,7 @@ from tqdm import tqdm
 from sdk.cache import atomic_directory, cache_root
 from sdk.errors import ImageError
 from sdk.images import decode_image, fit_to_square
+from sdk.report_page import terminal_text
 
 from ..device import host_to
 from .checks import DataReport
@@ -250,6 +251,6 @@ def build_cache(data: LabelledImages, folder: Path, image_size: int, progress: b
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     if progress:
         for line in report.lines(image_size):
-            print(f"[data] {line}", flush=True)
+            print(f"[data] {terminal_text(line)}", flush=True)
         print(f"[cache] {folder} built in {time.perf_counter() - start:.1f} s", flush=True)
     return report
