@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sdk.report_page import cpu_name
+from scripts import cpu
 
 ANDROID = Path(__file__).parents[1] / "android_demo"
 # The dexer the issue names first and the one Maven Central serves: neither reads the core's class files.
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             "within_tolerance": built.returncode == 0, "max_abs_diff": summary["max_abs_diff"],
             "worst_over_bound": summary["worst_over_bound"]},
         "fresh_setup_s": args.fresh_setup_s,
-        "cpu": cpu_name(),
+        "cpu": cpu.describe(),
         "command": "python -m scripts.android_build" + (f" --fresh-setup-s {args.fresh_setup_s:g}"
                                                         if args.fresh_setup_s else ""),
         "wall_s": round(time.perf_counter() - start, 1),

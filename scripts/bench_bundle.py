@@ -32,7 +32,7 @@ import onnxruntime as ort
 import sdk
 from export.bundle import bundle_run
 from export.compress import Mode, compress
-from scripts import bench_runtime, roofline
+from scripts import bench_runtime, cpu, roofline
 from sdk.architecture import is_mixed, mixed_layers, parameter_shapes
 from trainer.rundir import RunDir
 
@@ -182,7 +182,8 @@ def main() -> int:
         wide = full_width(chosen, shared, args.repeats, tmp, roof)
     result = {"command": "python -m scripts.bench_bundle " + " ".join(sys.argv[1:]),
               "machine": f"{platform.machine()}, {ort.get_device()}, onnxruntime {ort.__version__}",
-              "roofline": roof.as_dict(), "run": args.run.name, "classifier_selection": round(accuracy["cs"], 2),
+              "cpu": cpu.describe(), "roofline": roof.as_dict(), "run": args.run.name,
+              "classifier_selection": round(accuracy["cs"], 2),
               "cs_network": accuracy["cs_network"],
               "modes": rows, "full_width": wide}
     write(result, args.out)
@@ -225,7 +226,8 @@ def retime(out: Path, repeats: int) -> int:
         modes = [Mode.parse(m) for m in result["full_width"]]
         shared = {str(m): run_shared(m, "imagenet", 1.0, 1000) for m in modes}
         result["full_width"] = full_width(modes, shared, repeats, tmp, roof)
-    result.update({"roofline": roof.as_dict(),
+    # The timings are this CPU's now (accuracy and bytes stay the run's): docs/results/cpus.json keeps a row per CPU.
+    result.update({"roofline": roof.as_dict(), "timing_cpu": cpu.describe(),
                    "timing_command": "python -m scripts.bench_bundle " + " ".join(sys.argv[1:])})
     write(result, out)
     return 0

@@ -33,7 +33,7 @@ import numpy as np
 
 import sdk
 from export.compress import Mode, compress
-from scripts import bench_bundle, bench_int8, bench_runtime, roofline
+from scripts import bench_bundle, bench_int8, bench_runtime, cpu, roofline
 from sdk.fusion import FusionPlan
 from sdk.native_fusion import NativeKernel, available_builds, native_kernel, packed_placements
 from sdk.report_page import cpu_name
@@ -42,40 +42,6 @@ OUT = Path("docs/results/cpus.json")
 # The layout onnxruntime's NCHWc transformer gives a CPU that runs each build (0: plain, no NCHWc).
 BUILD_BLOCKS = {"avx512": 16, "avx2": 8, "baseline": 0}
 COMPACT = "drop:0.04+subspace:8+fp16"
-FEATURES = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni",
-            "avx512_bf16", "avx512_fp16", "amx_int8", "asimd", "fphp", "asimdhp", "asimddp", "sve")
-
-
-def cpu_features() -> list[str]:
-    """The CPU's flags the kernels and onnxruntime choose by (Linux: /proc/cpuinfo `flags` or `Features`)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith(("flags", "Features")):
-                have = set(line.split(":", 1)[1].split())
-                return [f for f in FEATURES if f in have]
-    except OSError:
-        pass
-    return []
-
-
-def l3_bytes() -> int | None:
-    """The last-level cache of CPU 0 (Linux sysfs), or None."""
-    best = None
-    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            if (index / "level").read_text().strip() == "3":
-                size = (index / "size").read_text().strip()
-                best = int(size[:-1]) * {"K": 1 << 10, "M": 1 << 20}[size[-1]] if size[-1] in "KM" else int(size)
-        except (OSError, ValueError):
-            continue
-    return best
-
-
-def cpu_key() -> str:
-    """What tells two CPUs apart here: the model name and the features."""
-    return f"{cpu_name().rsplit(',', 1)[0]} [{' '.join(cpu_features())}]"
-
-
 def fuse_fold(modes: list[str], repeats: int, tmp: Path, roof: roofline.Roofline) -> dict:
     """fuse+fold over its roofline and personalize() at the bench size and at full width, per mode."""
     out: dict[str, dict] = {"bench_size": {}, "full_width": {}}
@@ -134,7 +100,7 @@ def measure(repeats: int, pairs: int) -> dict:
     int8 = bench_int8.full_width_timing(224, pairs, COMPACT)
     kernel = native_kernel()
     return {
-        "cpu": cpu_name(), "features": cpu_features(), "l3": l3_bytes(), "machine": platform.machine(),
+        "cpu": cpu_name(), "features": cpu.features(), "l3": cpu.l3_bytes(), "machine": platform.machine(),
         "kernel": kernel.variant if kernel else "numpy",
         "roofline": roof.as_dict(),
         "fuse_fold_over_roofline": {size: {mode: row["fuse_fold_over_roofline"] for mode, row in rows.items()}
@@ -160,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     table = json.loads(args.out.read_text()) if args.out.exists() else {"cpus": {}}
     if not args.skip_timing:
-        print(f"[cpus] measuring {cpu_key()} ({os.cpu_count()} cores)", flush=True)
-        table["cpus"][cpu_key()] = measure(args.repeats, args.pairs)
+        print(f"[cpus] measuring {cpu.key()} ({os.cpu_count()} cores)", flush=True)
+        table["cpus"][cpu.key()] = measure(args.repeats, args.pairs)
     if args.aarch64:
         from scripts import cross_kernel
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -31,19 +29,11 @@ from pathlib import Path
 import numpy as np
 
 import sdk
+from scripts import cpu
 from trainer.config import TrainConfig
 from trainer.data.cache import load_dataset
 from trainer.data.tasks import TaskSampler
 from trainer.rundir import RunDir
-
-
-def cpu_flags() -> list[str]:
-    try:
-        line = next(x for x in Path("/proc/cpuinfo").read_text().splitlines() if x.startswith("flags"))
-    except (OSError, StopIteration):
-        return []
-    wanted = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8", "amx_tile")
-    return [f for f in wanted if f in line.split(":")[1].split()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,7 +159,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cpu_description() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, integer features: {', '.join(cpu_flags()) or 'none found'}"
+    """This CPU in one line (scripts/cpu.py): model, cores, features, L3."""
+    described = cpu.describe()
+    l3 = f", L3 {described['l3_bytes'] >> 20} MiB" if described["l3_bytes"] else ""
+    return (f"{described['model']} ({described['machine']}), {described['cores']} cores, features: "
+            f"{', '.join(described['features']) or 'none found'}{l3}")
 
 
 def full_widths(args: argparse.Namespace) -> dict:

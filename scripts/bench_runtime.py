@@ -28,7 +28,7 @@ import onnxruntime as ort
 
 import sdk
 from export.bundle import assemble, write_bundle
-from scripts import roofline
+from scripts import cpu, roofline
 from sdk.architecture import NUM_BLOCKS, block_layout, parameter_shapes
 from sdk.bases import CompactBases
 from sdk.manifest import Architecture
@@ -251,7 +251,7 @@ def main() -> int:
     result = {k: head[k] for k in ("fusion_bandwidth_ratio", "personalize_over_session_ratio", "inference_ratio",
                                    "personalize_ms")}
     result.update({"machine": f"{platform.machine()}, {ort.get_device()}, onnxruntime {ort.__version__}",
-                   "roofline": roof.as_dict(),
+                   "cpu": cpu.describe(), "roofline": roof.as_dict(),
                    "command": "python -m scripts.bench_runtime " + " ".join(sys.argv[1:]), "cases": cases})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     previous = args.out.with_suffix(".json")
