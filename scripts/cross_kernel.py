@@ -28,10 +28,19 @@ from pathlib import Path
 import numpy as np
 
 from sdk.architecture import BN_EPS
-from sdk.fusion import NUMPY, FusionPlan
+from sdk.fusion import FusionPlan
 from sdk.int8 import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
 from sdk.manifest import LayerStorage
-from sdk.native_fusion import NativeKernel, NativePlan, _check_bases, _Layer, native_kernel, packed_placements
+from sdk.native_fusion import (
+    NativeKernel,
+    NativePlan,
+    _check_bases,
+    _Layer,
+    fusion_check_cases,
+    native_kernel,
+    packed_placements,
+    within_float32_rounding,
+)
 
 ROOT = Path(__file__).parents[1]
 DRIVER = ROOT / "scripts" / "kernel_driver.c"
@@ -132,21 +141,14 @@ class Parity:
 
 
 def fusion_cases(kernel: NativeKernel, binary: Path, work: Path, target: str) -> list[Parity]:
-    """Every storage kind plain and blocked by 8 and 16, against numpy (self_check's bases and tolerance)."""
-    bases = _check_bases()
-    alpha = np.random.default_rng(1).dirichlet(np.ones(3), 4).astype(np.float32)
+    """The self-check's fusion cases (every storage kind plain and blocked by 8 and 16) against numpy, with
+    its tolerance."""
     results = []
-    for block in (0, 8, 16):
-        placements, floats = packed_placements(bases.shapes, block)
-        expected = FusionPlan.build(bases, placements, floats, NUMPY, tile_floats=None)
-        plan = FusionPlan.build(bases, placements, floats, kernel)
-        want, start = expected.new_buffer(None), plan.new_buffer(None)
-        expected.fuse_and_fold(alpha, want)
-        (got,) = run(binary, fuse_case(plan.prepared, alpha, start.data, []), [(np.float32, start.data.size)],
-                     work, target)
-        error = float(np.abs(got - want.data).max())
-        results.append(Parity(f"fuse, {'plain' if block == 0 else f'blocked by {block}'}", error,
-                              error <= 1e-5 * (1 + float(np.abs(want.data).max()))))
+    for block, plan, alpha, want in fusion_check_cases(kernel):
+        start = plan.new_buffer(None).data
+        (got,) = run(binary, fuse_case(plan.prepared, alpha, start, []), [(np.float32, start.size)], work, target)
+        error, close = within_float32_rounding(got, want)
+        results.append(Parity(f"fuse, {'plain' if block == 0 else f'blocked by {block}'}", error, close))
     return results
 
 

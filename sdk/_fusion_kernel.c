@@ -375,12 +375,6 @@ int64_t taper_fuse_network(const taper_layer *layers, int64_t count, const float
     return taper_fuse_network_build(-1, layers, count, alpha, q, eps, buffer, part, parts, scratch);
 }
 
-/* The baseline build, whatever the CPU (for tests: every build must agree with numpy). */
-int64_t taper_fuse_network_baseline(const taper_layer *layers, int64_t count, const float *alpha, int64_t q,
-                                    float eps, float *buffer, int64_t part, int64_t parts, float *scratch) {
-    return fuse_network_baseline(layers, count, alpha, q, eps, buffer, part, parts, scratch);
-}
-
 /* Per-output-channel int8 weights, bit for bit as sdk/int8.py's `quantize_weight` computes them with numpy
  * (rows `first` to `end` of w [rows, cols]) with build `build` (as above; -1: the best this CPU has).
  * 0, or -2 for a build this CPU cannot run. */
@@ -400,12 +394,6 @@ int64_t taper_quantize_rows_build(int64_t build, const float *w, int64_t cols, i
 void taper_quantize_rows(const float *w, int64_t cols, int64_t first, int64_t end, int64_t qmin, int64_t qmax,
                          int8_t *q, float *scale) {
     taper_quantize_rows_build(-1, w, cols, first, end, qmin, qmax, q, scale);
-}
-
-/* The baseline build of the quantizer, whatever the CPU (for tests). */
-void taper_quantize_rows_baseline(const float *w, int64_t cols, int64_t first, int64_t end, int64_t qmin,
-                                  int64_t qmax, int8_t *q, float *scale) {
-    quantize_rows_baseline(w, cols, first, end, qmin, qmax, q, scale);
 }
 
 #else   /* the second part: one build of the kernel (TAPER_VARIANT names it; TAPER_F16C where F16C is on) */

@@ -35,6 +35,7 @@ import logging
 import math
 import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -303,21 +304,36 @@ def packed_placements(shapes: dict, block: int) -> tuple[dict[str, Placement], i
     return placements, cursor
 
 
-def self_check(kernel: NativeKernel) -> str | None:
-    """None if `kernel` writes what numpy writes (within float32 rounding) for every storage kind, in the
-    plain layout and blocked by 8 and 16, as the engine uses it (its own tiling); else what differed.
-    (tests/test_fusion.py also checks tiles that split layers and layers split over threads.)"""
+def fusion_check_cases(kernel: NativeKernel) -> Iterator[tuple[int, FusionPlan, np.ndarray, np.ndarray]]:
+    """The self-check's fusion cases: for the plain layout and blocks of 8 and 16 (0, 8, 16), `kernel`'s plan
+    of the check bases (a layer in every storage kind, as the engine tiles it), alpha, and what numpy writes
+    (scripts/cross_kernel.py runs the same cases on aarch64)."""
     bases = _check_bases()
     alpha = np.random.default_rng(1).dirichlet(np.ones(3), 4).astype(np.float32)
     for block in (0, 8, 16):
         placements, floats = packed_placements(bases.shapes, block)
         expected = FusionPlan.build(bases, placements, floats, NUMPY, tile_floats=None)
-        plan = FusionPlan.build(bases, placements, floats, kernel)
-        want, got = expected.new_buffer(None), plan.new_buffer(None)
+        want = expected.new_buffer(None)
         expected.fuse_and_fold(alpha, want)
+        yield block, FusionPlan.build(bases, placements, floats, kernel), alpha, want.data
+
+
+def within_float32_rounding(got: np.ndarray, want: np.ndarray) -> tuple[float, bool]:
+    """The largest difference of two fusions' weights, and whether it is float32 rounding (the self-check's
+    bound: 1e-5 of the largest weight, at least 1e-5)."""
+    error = float(np.abs(got - want).max())
+    return error, error <= 1e-5 * (1 + float(np.abs(want).max()))
+
+
+def self_check(kernel: NativeKernel) -> str | None:
+    """None if `kernel` writes what numpy writes (within float32 rounding) for every storage kind, in the
+    plain layout and blocked by 8 and 16, as the engine uses it (its own tiling); else what differed.
+    (tests/test_fusion.py also checks tiles that split layers and layers split over threads.)"""
+    for block, plan, alpha, want in fusion_check_cases(kernel):
+        got = plan.new_buffer(None)
         plan.fuse_and_fold(alpha, got)
-        error = float(np.abs(got.data - want.data).max())
-        if not error <= 1e-5 * (1 + float(np.abs(want.data).max())):
+        error, close = within_float32_rounding(got.data, want)
+        if not close:
             return f"block {block}: differs from numpy by {error:.3g}"
     return _check_quantizer(kernel) or check_quantizing_fusion(kernel)
 
