@@ -99,14 +99,18 @@ def measure(repeats: int, pairs: int) -> dict:
         by_build = builds(["fp32", COMPACT], repeats, Path(tmp), roof)
     int8 = bench_int8.full_width_timing(224, pairs, COMPACT)
     kernel = native_kernel()
+    short = {"fp32": "fp32", COMPACT: "compact"}   # the table's names; `compact_mode` says which mode
+
+    def per_size(key: str) -> dict:
+        return {size: {short[mode]: row[key] for mode, row in rows.items()} for size, rows in timings.items()}
+
     return {
         "cpu": cpu_name(), "features": cpu.features(), "l3": cpu.l3_bytes(), "machine": platform.machine(),
-        "kernel": kernel.variant if kernel else "numpy",
+        "kernel": kernel.variant if kernel else "numpy", "compact_mode": COMPACT,
         "roofline": roof.as_dict(),
-        "fuse_fold_over_roofline": {size: {mode: row["fuse_fold_over_roofline"] for mode, row in rows.items()}
-                                    for size, rows in timings.items()},
-        "fusion_ms": {size: {mode: row["fusion_ms"] for mode, row in rows.items()} for size, rows in timings.items()},
-        "builds": by_build,
+        "fuse_fold_over_roofline": per_size("fuse_fold_over_roofline"),
+        "fusion_ms": per_size("fusion_ms"),
+        "builds": {short[mode]: rows for mode, rows in by_build.items()},
         "personalize_ms": {"fp32": timings["full_width"]["fp32"]["personalize_ms"],
                            "compact": timings["full_width"][COMPACT]["personalize_ms"],
                            "int8": int8["personalize_ms"]["int8"], "int8_route": int8["int8_route"],
