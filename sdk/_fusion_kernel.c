@@ -125,9 +125,9 @@ INLINE lanes8 f32x8(const float *p) { lanes8 v; memcpy(&v, p, sizeof v); return 
 INLINE lanes16 f32x16(const float *p) { lanes16 v; memcpy(&v, p, sizeof v); return v; }
 #ifdef TAPER_NEON
 /* GCC (12) moves a 32- or 64-byte vector through the stack on aarch64, whose registers hold 16 bytes, when
- * it is stored or assembled with memcpy: stored and joined in 16-byte halves it stays in registers. With
- * NEON's widening below, instructions per fused weight (qemu, docs/results/experiments.md "The fusion
- * kernel on aarch64"): fp32 9.7 -> 6.9, fp16 56.1 -> 8.1, int8 19.9 -> 9.6; now in docs/results/cpus.json. */
+ * it is stored or assembled with memcpy: stored and joined in 16-byte halves it stays in registers (and the
+ * plain layout, the one aarch64 fuses in, uses 16-byte vectors throughout: see `group_plain`). Instructions
+ * per fused weight under qemu: docs/results/experiments.md, "The fusion kernel on aarch64", and cpus.json. */
 INLINE lanes8 join4(lanes4 lo, lanes4 hi) { return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7); }
 INLINE lanes16 join(lanes8 lo, lanes8 hi) {
     return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -252,7 +252,7 @@ INLINE void channels(const taper_layer *L, const float *alpha, int64_t first, in
         }                                                                                                 \
     }
 #define LR_BLOCKED_STEP(i) a##i += r[(i) * kk + k] * c;
-/* Plain: elements `row + i * 8 ...` of the channel += coef[k] * V[k][those elements]. */
+/* Plain: elements `row + i * W ...` of the channel += coef[k] * V[k][those elements]. */
 #define LR_PLAIN                                                                                          \
     {                                                                                                     \
         const int64_t kk = L->subspace ? L->rank : q * L->rank;                                           \
@@ -262,7 +262,7 @@ INLINE void channels(const taper_layer *L, const float *alpha, int64_t first, in
             ACC8(LR_PLAIN_STEP)                                                                           \
         }                                                                                                 \
     }
-#define LR_PLAIN_STEP(i) a##i += c * f32x8(v + (i) * 8);
+#define LR_PLAIN_STEP(i) a##i += c * LOAD_F32(v + (i) * width);
 
 /* Blocked layouts: one block of W lanes. `scratch` holds k vectors of W floats. */
 #define DEFINE_BLOCKED(NAME, VEC, W, GROUP)                                                               \
@@ -493,11 +493,39 @@ INLINE void V(left_factor)(const taper_layer *L, const float *alpha, int64_t q, 
 #define LOAD_I8 V(i8x8)
 #define STORE store8
 DEFINE_GROUP(V(group_blocked8), lanes8, 8, LR_BLOCKED, at)
+#ifndef TAPER_NEON
+#define PLAIN_VEC lanes8
+#define PLAIN_WIDTH 8
 DEFINE_GROUP(V(group_plain), lanes8, 8, LR_PLAIN, row)
+#endif
 #undef LOAD_F32
 #undef LOAD_F16
 #undef LOAD_I8
 #undef STORE
+#ifdef TAPER_NEON
+/* The plain layout on aarch64 in NEON's own 4-float vectors: 8 accumulators of 16 bytes stay in registers,
+ * where 32-byte ones spilled (docs/results/experiments.md, "The fusion kernel on aarch64"). */
+INLINE lanes4 f32x4(const float *p) { lanes4 v; memcpy(&v, p, sizeof v); return v; }
+INLINE lanes4 V(f16x4)(const uint16_t *p) { return (lanes4)vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+INLINE lanes4 V(i8x4)(const int8_t *p) {
+    uint32_t packed;
+    memcpy(&packed, p, sizeof packed);
+    const int16x8_t wide = vmovl_s8(vreinterpret_s8_u32(vdup_n_u32(packed)));
+    return (lanes4)vcvtq_f32_s32(vmovl_s16(vget_low_s16(wide)));
+}
+INLINE void store4(float *p, lanes4 v) { memcpy(p, &v, sizeof v); }
+#define LOAD_F32 f32x4
+#define LOAD_F16 V(f16x4)
+#define LOAD_I8 V(i8x4)
+#define STORE store4
+#define PLAIN_VEC lanes4
+#define PLAIN_WIDTH 4
+DEFINE_GROUP(V(group_plain), lanes4, 4, LR_PLAIN, row)
+#undef LOAD_F32
+#undef LOAD_F16
+#undef LOAD_I8
+#undef STORE
+#endif
 #define LOAD_F32 f32x16
 #define LOAD_F16 V(f16x16)
 #define LOAD_I8 V(i8x16)
@@ -574,17 +602,21 @@ INLINE void V(plain)(const taper_layer *L, const float *alpha, int64_t q, float 
     float fold_one;
     channels(L, alpha, o, 1, eps, buffer, &fold_one);
     const float scale_one = L->delta_scale ? L->delta_scale[o] : 1.0f;
-    const lanes8 fold = fold_one - (lanes8){0}, dscale = scale_one - (lanes8){0};
+    const PLAIN_VEC fold = fold_one - (PLAIN_VEC){0}, dscale = scale_one - (PLAIN_VEC){0};
     const int64_t rows = L->rows, first = o * rows;
     float *out = L->quantized ? scratch : buffer + L->out + first, *left = L->quantized ? scratch + rows : scratch;
     if (L->u) V(left_factor)(L, alpha, q, o, left, 1);
     int64_t j = 0;
-    for (; j + 64 <= rows; j += 64) V(group_plain)(L, alpha, q, first + j, j, fold, dscale, NULL, left, out);
+    for (; j + 8 * PLAIN_WIDTH <= rows; j += 8 * PLAIN_WIDTH)
+        V(group_plain)(L, alpha, q, first + j, j, fold, dscale, NULL, left, out);
     for (; j < rows; j++)
         out[j] = element(L, alpha, q, first + j, j, fold_one, scale_one, left, 1);
     if (L->quantized) V(quantize_rows)(out, rows, 0, 1, L->qmin, L->qmax, L->quantized + first,
                                        L->quantized_scale + o);
 }
+
+#undef PLAIN_VEC
+#undef PLAIN_WIDTH
 
 static int64_t V(fuse_network)(const taper_layer *layers, int64_t count, const float *alpha, int64_t q,
                             float eps, float *buffer, int64_t part, int64_t parts, float *scratch) {
