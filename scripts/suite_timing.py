@@ -1,0 +1,45 @@
+"""The test suite's size and time on this machine: docs/results/suite.json (`tests`, `pytest_s`, `cpu`,
+`command`). Runs pytest as `make test` does (after set-up), on a quiet machine.
+
+    python -m scripts.suite_timing
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from scripts import cpu
+
+SUMMARY = re.compile(r"(\d+) passed(?:, (\d+) skipped)?.* in ([\d.]+)s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("docs/results/suite.json"))
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], capture_output=True,
+                          text=True)
+    wall = time.perf_counter() - start
+    last = done.stdout.strip().splitlines()[-1]
+    found = SUMMARY.search(last)
+    if done.returncode != 0 or found is None:
+        print(done.stdout[-3000:], done.stderr[-2000:])
+        raise SystemExit(f"the suite did not pass: {last}")
+    result = {"tests": int(found.group(1)), "skipped": int(found.group(2) or 0),
+              "pytest_s": float(found.group(3)), "wall_s": round(wall, 1), "summary": last,
+              "cpu": cpu.describe(), "command": "python -m scripts.suite_timing (pytest -q, as make test runs it)"}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
