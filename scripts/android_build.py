@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from scripts import cpu
+from scripts.results import write_result
 
 ANDROID = Path(__file__).parents[1] / "android_demo"
 # The dexer the issue names first and the one Maven Central serves: neither reads the core's class files.
@@ -95,9 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                                                         if args.fresh_setup_s else ""),
         "wall_s": round(time.perf_counter() - start, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result, indent=1))
+    write_result(result, args.out)
     return 0 if result["app_compiled"] else 1
 
 

@@ -34,6 +34,7 @@ import numpy as np
 import sdk
 from export.compress import Mode, compress
 from scripts import bench_bundle, bench_int8, bench_runtime, cpu, roofline
+from scripts.results import write_result
 from sdk.fusion import FusionPlan
 from sdk.native_fusion import NativeKernel, available_builds, native_kernel, packed_placements
 from sdk.report_page import cpu_name
@@ -137,9 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
         table["aarch64"] = {**cross_kernel.parity("aarch64", count=True),
                             "command": "python -m scripts.bench_cpus --aarch64 --skip-timing"}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(table, indent=1) + "\n")
-    print(json.dumps(table, indent=1))
+    write_result(table, args.out)
     return 0
 
 

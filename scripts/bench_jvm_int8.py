@@ -26,6 +26,7 @@ from pathlib import Path
 import sdk
 from scripts import cpu
 from scripts.bench_int8 import compact_random_bundle, session_routes
+from scripts.results import write_result
 from sdk.int8 import Int8Plan
 
 ANDROID = Path(__file__).parents[1] / "android_demo"
@@ -78,9 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                                              / min(r["per_model_ms"] for r in python.values() if r["per_model_ms"]),
                                              2),
               "cpu": cpu.describe(), "command": "python -m scripts.bench_jvm_int8 " + " ".join(sys.argv[1:])}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result, indent=1))
+    write_result(result, args.out)
     return 0
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scripts.results import write_result
 from sdk.architecture import BN_EPS
 from sdk.fusion import FusionPlan
 from sdk.int8 import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
@@ -272,10 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     result = parity(args.target, args.count)
     result["command"] = f"python -m scripts.cross_kernel --target {args.target}" + (" --count" if args.count else "")
     result["wall_s"] = round(time.perf_counter() - start, 1)
-    print(json.dumps(result, indent=1))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(result, args.out)
+    else:
+        print(json.dumps(result, indent=1))
     return 0 if result["passed"] else 1
 
 

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 from scripts import cpu
+from scripts.results import write_result
 
 SUMMARY = re.compile(r"(\d+) passed(?:, (\d+) skipped)?.* in ([\d.]+)s")
 
@@ -35,9 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"tests": int(found.group(1)), "skipped": int(found.group(2) or 0),
               "pytest_s": float(found.group(3)), "wall_s": round(wall, 1), "summary": last,
               "cpu": cpu.describe(), "command": "python -m scripts.suite_timing (pytest -q, as make test runs it)"}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result, indent=1))
+    write_result(result, args.out)
     return 0
 
 

@@ -293,33 +293,29 @@ INLINE void channels(const taper_layer *L, const float *alpha, int64_t first, in
 #undef TAPER_VARIANT
 
 #ifdef TAPER_X86_AVX2
+/* The functions between TARGET_PUSH(features) and TARGET_POP are compiled for those x86 features. */
+#define TAPER_PRAGMA(text) _Pragma(#text)
 #ifdef __clang__
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#define TARGET_PUSH(features) TAPER_PRAGMA(clang attribute push(__attribute__((target(features))), apply_to = function))
+#define TARGET_POP TAPER_PRAGMA(clang attribute pop)
 #else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+#define TARGET_PUSH(features) TAPER_PRAGMA(GCC push_options) TAPER_PRAGMA(GCC target(features))
+#define TARGET_POP TAPER_PRAGMA(GCC pop_options)
 #endif
+
+TARGET_PUSH("avx2,fma,f16c")
 #define TAPER_VARIANT avx2
 #define TAPER_F16C 1
 #include "_fusion_kernel.c"   /* this file again, its second part */
 #undef TAPER_F16C
 #undef TAPER_VARIANT
-#ifdef __clang__
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TARGET_POP
 
 /* The AVX-512 build: 16-float vectors in one register and 32 registers. Where a CPU has AVX-512,
  * onnxruntime lays convolutions out in blocks of 16 channels, whose group of 8 rows holds 8 x 16 floats in
  * accumulators: 16 registers, all AVX2 has, so the AVX2 build spills them (docs/results/experiments.md, "The
  * compact fusion at 4x its roofline"). */
-#ifdef __clang__
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
-#endif
+TARGET_PUSH("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 #define TAPER_VARIANT avx512
 #define TAPER_F16C 1
 #define TAPER_AVX512 1
@@ -327,11 +323,7 @@ INLINE void channels(const taper_layer *L, const float *alpha, int64_t first, in
 #undef TAPER_AVX512
 #undef TAPER_F16C
 #undef TAPER_VARIANT
-#ifdef __clang__
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TARGET_POP
 
 /* What this CPU runs: 2 the AVX-512 build, 1 the AVX2+FMA+F16C build, 0 the baseline one. */
 static int best_build(void) {

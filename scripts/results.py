@@ -1,0 +1,23 @@
+"""A benchmark's result file, written one way: the JSON at `path` (its folder made, the file replaced whole or
+not at all: sdk.files.atomic_file), and the same JSON printed for the log of the run.
+
+>>> import tempfile, pathlib
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "out" / "r.json"
+>>> write_result({"a": 1}, path, echo=False); json.loads(path.read_text())
+{'a': 1}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sdk.files import atomic_file
+
+
+def write_result(result: dict, path: Path, echo: bool = True) -> None:
+    text = json.dumps(result, indent=1) + "\n"
+    with atomic_file(path) as f:
+        f.write(text.encode())
+    if echo:
+        print(text, end="")
