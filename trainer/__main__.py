@@ -4,6 +4,7 @@
     python -m trainer run --preset paper --out runs/paper --device cuda      # on a GPU (trainer/device.py)
     python -m trainer prepare --preset paper-b512 --out runs/paper-b512      # config + class embeddings only
     python -m trainer run --preset tiny --out runs/tiny --set stage1_epochs=5
+    python -m trainer run --preset demo --data my-photos --init tiny-imagenet.taper --out runs/mine
     python -m trainer eval runs/bench
     python -m trainer run --preset bench --out runs/s2 --reuse-from runs/bench --set stage2_epochs=10 --until stage2
     python -m trainer cache --data ../shared/data/tiny-imagenet-200.tar.gz
@@ -83,8 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config field (value parsed as JSON when it can be)")
     train.add_argument("--init", type=Path, default=None, metavar="FILE",
-                       help="start stage 1 from a ResNet-18 state dict in torchvision's layout (.pth or "
-                       ".safetensors; needs --set width=1.0 and the imagenet stem; the classifier is re-sized)")
+                       help="start stage 1 from a network that knows images: a .taper bundle (its generic "
+                       "network), a finished run directory, or a ResNet-18 state dict in torchvision's layout "
+                       "(.pth or .safetensors; width 1.0, imagenet stem). The width and stem must be the "
+                       "start's; the classifier is re-sized; fine-tuning defaults apply (docs/training.md)")
+    train.add_argument("--exclude-classes", type=Path, default=None, metavar="FILE",
+                       help="leave these classes out of training (ids one per line, a JSON list, or a JSON "
+                       "{\"classes\": {folder: id}}): an upstream that never sees the classes you measure on")
     train.add_argument("--until", choices=("stage1", "stage2", "stage3"), default="stage3",
                        help="stop after this stage (e.g. stage2 to judge a stage-2 recipe with `bases`)")
     train.add_argument("--device", default="cpu", help="cpu (default) or cuda: training set on the GPU, bf16 autocast")
@@ -143,8 +149,12 @@ def main(argv: list[str] | None = None) -> int:
             overrides = dict(_parse_override(item) for item in args.set)
             if args.data:
                 overrides["data"] = args.data
+            if getattr(args, "exclude_classes", None) is not None:
+                from .data.holdout import read_class_list
+
+                overrides["exclude_classes"] = read_class_list(args.exclude_classes)
             if getattr(args, "init", None) is not None:
-                if not args.init.is_file():
+                if not args.init.exists():
                     raise ValueError(f"--init {args.init}: file not found")
                 overrides["stage1_init"] = str(args.init.resolve())
             args.out.mkdir(parents=True, exist_ok=True)

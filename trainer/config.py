@@ -62,6 +62,11 @@ class TrainConfig:
     stage1_init: str = ""                   # a ResNet-18 state dict in torchvision's layout to start stage 1
                                             # from (`--init FILE`; trainer/pretrained.py); "" = from scratch
     stage1_epochs: float = 40
+    stage1_lr: float | None = None          # stage 1's learning rate; None: `lr` (a start from --init takes
+                                            # FINETUNE's unless set: fine-tuning wants a gentler one)
+    stage1_head_epochs: float = 0           # stage 1 first trains the classifier alone for this many epochs
+                                            # (the body frozen, its batch norm statistics the start's), then
+                                            # the whole network for stage1_epochs; only with stage1_init
     stage2_epochs: float = 2                # passes over the data summed over all Q bases
     stage2_lr: float = 0.01
     stage2_general_fraction: float = 0.5    # share of each basis's batches drawn from all classes
@@ -98,6 +103,9 @@ class TrainConfig:
                                             # None: stage3_lr (a recipe whose stage 3 trains at lr 0 names it)
     holdout_classes: int = 0                # classes left out of training, spread over the hierarchy
                                             # (trainer/data/holdout.py): the few-shot benchmark's unseen classes
+    exclude_classes: tuple[str, ...] = ()   # class ids (folder names, WordNet ids) left out of training by name
+                                            # (`--exclude-classes FILE`): an upstream run that never sees the
+                                            # classes a transfer measurement is made on (issue 75)
     train_images_per_class: int = 0         # > 0: the run trains on the first N training images of each
                                             # class only (trainer/data/image_subsets.py); 0: all of them
     stage1_image_fraction: float = 1.0      # < 1: stage 1 trains on the first share of each class's
@@ -134,6 +142,8 @@ class TrainConfig:
         if self.train_images_per_class < 0:
             raise ValueError(f"train_images_per_class must be 0 (all) or positive, got {self.train_images_per_class!r}")
         check_tasks_per_batch(self.tasks_per_batch, self.batch_size)
+        if self.stage1_head_epochs and not self.stage1_init:
+            raise ValueError("stage1_head_epochs trains a classifier on a start's features: it needs --init")
         self.check_conditions()
 
     def check_conditions(self) -> None:
@@ -146,9 +156,16 @@ class TrainConfig:
         if self.num_bases != len(self.conditions):
             raise ValueError(f"a run over {len(self.conditions)} conditions has one basis per condition: "
                              f"num_bases must be {len(self.conditions)}, got {self.num_bases}")
-        if self.stage1_image_fraction < 1 or self.train_images_per_class or self.holdout_classes:
+        if self.stage1_image_fraction < 1 or self.train_images_per_class or self.holdout_classes or \
+                self.exclude_classes:
             raise ValueError("a run over conditions trains on every training image of every class: "
-                             "stage1_image_fraction, train_images_per_class and holdout_classes are not supported")
+                             "stage1_image_fraction, train_images_per_class, holdout_classes and exclude_classes "
+                             "are not supported")
+
+    @property
+    def stage1_learning_rate(self) -> float:
+        """Stage 1's learning rate: `stage1_lr`, or `lr` when that is not set."""
+        return self.lr if self.stage1_lr is None else self.stage1_lr
 
     def stage_seed(self, stage: str) -> int:
         """The seed of `stage` (the stage names of trainer.loop: "stage1", "stage2.basis3", "stage3_bow", ...)."""
@@ -188,6 +205,7 @@ class TrainConfig:
         raw["eval_seeds"] = tuple(raw["eval_seeds"])
         raw["ablations"] = tuple(raw["ablations"])
         raw["conditions"] = tuple(raw.get("conditions", ()))
+        raw["exclude_classes"] = tuple(raw.get("exclude_classes", ()))
         return cls(**{**cls().to_dict(), **raw})
 
     def group(self, name: str) -> dict:
@@ -199,11 +217,12 @@ class TrainConfig:
 # is said in groups (trainer.rundir.OUTPUT_INPUTS), so `--reuse-from` copies an output only when the fields
 # it was trained with are unchanged; a test records the fields each stage reads and fails on any outside.
 CONFIG_GROUPS: dict[str, tuple[str, ...]] = {
-    "data": ("data", "synthetic", "holdout_classes", "conditions"),   # which classes: the class embeddings
+    # which classes: the class embeddings
+    "data": ("data", "synthetic", "holdout_classes", "exclude_classes", "conditions"),
     "network": ("stem", "width", "input_size"),
     "training": ("batch_size", "lr", "momentum", "weight_decay", "schedule", "step_every", "warmup_epochs",
                  "aug_pad", "aug_crop_scale", "seed", "train_images_per_class"),   # shared by every stage
-    "stage1": ("stage1_epochs", "stage1_image_fraction", "stage1_init"),
+    "stage1": ("stage1_epochs", "stage1_image_fraction", "stage1_init", "stage1_lr", "stage1_head_epochs"),
     "baseline": ("baseline_lr",),
     "stage2": ("num_bases", "stage2_epochs", "stage2_lr", "stage2_general_fraction", "stage2_logit_adjust",
                "stage2_shard_size", "stage2_seed"),
@@ -289,6 +308,27 @@ def fit_to_classes(config: TrainConfig, num_classes: int,
            "num_bases": "at most a third as many bases as classes"}
     changes = {k: limit for k, limit in limits.items() if k not in fixed and getattr(config, k) > limit}
     notes = [f"{k} {getattr(config, k)} -> {v} for {num_classes} classes ({why[k]}; --set {k}=N to choose)"
+             for k, v in changes.items()]
+    return config.with_overrides(**changes), notes
+
+
+# Stage 1 from a start that knows images (`--init`, issue 75): the defaults a fine-tune takes in place of the
+# preset's from-scratch ones, chosen on the own-photos set from an upstream that never saw its classes
+# (docs/results/experiments.md, "Fine-tuning defaults"; docs/results/transfer.json holds the result).
+FINETUNE = {"stage1_lr": 0.02, "stage1_epochs": 8, "stage1_head_epochs": 1}
+
+
+def fit_to_start(config: TrainConfig, fixed: set[str] = frozenset()) -> tuple[TrainConfig, list[str]]:
+    """A preset fitted to a start from `--init`: FINETUNE's stage-1 fields in place of the preset's, except
+    those the user set (`fixed`); (configuration, one line per change). Without a start: unchanged.
+
+    >>> fit_to_start(PRESETS["demo"].with_overrides(stage1_init="up.taper"))[0].stage1_lr
+    0.02
+    """
+    if not config.stage1_init:
+        return config, []
+    changes = {k: v for k, v in FINETUNE.items() if k not in fixed and getattr(config, k) != v}
+    notes = [f"{k} {getattr(config, k)} -> {v}: fine-tuning a start (--init; --set {k}=... to choose)"
              for k, v in changes.items()]
     return config.with_overrides(**changes), notes
 

@@ -19,7 +19,7 @@ from sdk.preprocessing import Preprocessing
 from . import distributed
 from .basis_bank import BasisBank
 from .checkpoints import load_state, save_state
-from .config import CONFIG_GROUPS, PRESETS, TrainConfig, fit_to_classes
+from .config import CONFIG_GROUPS, PRESETS, TrainConfig, fit_to_classes, fit_to_start
 from .data.cache import DecodedDataset, DeviceSplit, load_dataset
 from .data.holdout import held_out_classes, without_classes
 from .data.image_subsets import with_train_images_per_class
@@ -65,6 +65,8 @@ def resolve_config(run_dir: Path, preset: str | None, overrides: dict, reuse_fro
     for line in data.report:   # what the cache build found in the images (trainer.data.checks)
         print(f"[data] {line}", flush=True)
     fitted, notes = fit_to_classes(config, data.num_classes, set(overrides))
+    fitted, start_notes = fit_to_start(fitted, set(overrides))
+    notes += start_notes
     if not data.hierarchy.concepts() and not data.hierarchy.supercategories:
         notes.append("the data has no groups, so group words ('insects') will not resolve in its bundle; a "
                      "vocabulary.toml beside train/ gives display names, aliases and groups (docs/training.md)")
@@ -86,9 +88,12 @@ def open_all_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
 
 
 def open_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
-    """The classes the run trains on (all but `config.holdout_classes` held-out ones), with the first
-    `config.train_images_per_class` training images of each where that is set."""
+    """The classes the run trains on (all but `config.holdout_classes` held-out ones and the
+    `config.exclude_classes` named ones), with the first `config.train_images_per_class` training images of
+    each where that is set."""
     data = open_all_data(config, progress)
+    if config.exclude_classes:
+        data = without_classes(data, list(config.exclude_classes))
     if config.holdout_classes:
         data = without_classes(data, held_out_classes(data.hierarchy, config.holdout_classes))
     if config.train_images_per_class:

@@ -122,15 +122,27 @@ def _plain_step(ctx: StageContext, model: torch.nn.Module, optimizer: torch.opti
 
 def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18, epochs: float, lr: float,
                 classes_for_half: np.ndarray | None = None, general_fraction: float = 1.0,
-                data_parallel: bool = True, logit_adjust: bool = False, warmup_epochs: float = 0.0) -> ResNet18:
+                data_parallel: bool = True, logit_adjust: bool = False, warmup_epochs: float = 0.0,
+                trainable: str = "all") -> ResNet18:
     """Cross-entropy training of one network; with `classes_for_half`, a (1 - general_fraction) share of
     every batch comes from those classes only (stage 2), and `logit_adjust` corrects the loss for that
     skewed class prior; `warmup_epochs`: a linear learning-rate warm-up (stage 1).
-    data_parallel=False: this rank trains it alone."""
+    data_parallel=False: this rank trains it alone. trainable="head": only the classifier trains, on the
+    body's features as they are (the body in eval mode: its batch norm statistics stay the start's)."""
+    if trainable not in ("all", "head"):
+        raise ValueError(f"trainable must be 'all' or 'head', got {trainable!r}")
     cfg = ctx.config
     model = model.to(ctx.device.device, memory_format=torch.channels_last).train()
+    params = list(model.parameters())
+    if trainable == "head":
+        model.eval().fc.train()
+        params = list(model.fc.parameters())
+        for p in model.parameters():
+            p.requires_grad_(False)
+        for p in params:
+            p.requires_grad_(True)
     wrapped = distributed.wrap(model) if data_parallel else model
-    optimizer = ctx.sgd([{"params": model.parameters(), "lr": lr}])
+    optimizer = ctx.sgd([{"params": params, "lr": lr}])
     generator = torch.Generator().manual_seed(cfg.stage_seed(stage))  # augmentation
     steps_per_epoch = max(1, len(ctx.data.train) // cfg.batch_size)
 
@@ -151,6 +163,8 @@ def train_plain(ctx: StageContext, stage_dir: Path, stage: str, model: ResNet18,
     run_epochs(stage_dir, stage, cfg, epochs, steps_per_epoch, make_batches,
                _plain_step(ctx, wrapped, optimizer, generator, data_parallel, log_prior), optimizer,
                {"model": model}, ctx.log, data_parallel=data_parallel, warmup_epochs=warmup_epochs)
+    for p in model.parameters():
+        p.requires_grad_(True)
     return model.to("cpu", memory_format=torch.contiguous_format).eval()
 
 
@@ -158,13 +172,18 @@ def train_stage1(ctx: StageContext, stage_dir: Path) -> ResNet18:
     torch.manual_seed(ctx.config.seed)
     cfg = ctx.config
     model = ResNet18(ctx.model_config)
-    if cfg.stage1_init:  # a pretrained start (`--init`): copied key by key, the classifier fresh
+    view = ctx.stage1_view().condition_view(stream=1)
+    if cfg.stage1_init:  # a start that knows images (`--init`): copied key by key, the classifier fresh
         from .pretrained import load_pretrained
 
         for note in load_pretrained(model, cfg.stage1_init):
             print(f"[stage1] {note}", flush=True)
-    return train_plain(ctx.stage1_view().condition_view(stream=1), stage_dir, "stage1", model,
-                       cfg.stage1_epochs, cfg.lr,
+        if cfg.stage1_head_epochs:  # the fresh classifier first, so its first gradients do not reach the body
+            model = train_plain(view, stage_dir / "head", "stage1.head", model, cfg.stage1_head_epochs,
+                                cfg.stage1_learning_rate, trainable="head")
+    if not cfg.stage1_epochs:
+        return model
+    return train_plain(view, stage_dir, "stage1", model, cfg.stage1_epochs, cfg.stage1_learning_rate,
                        warmup_epochs=cfg.warmup_epochs)
 
 

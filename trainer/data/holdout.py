@@ -10,7 +10,9 @@ taken, starting half a step in. Deterministic: the same data set always holds ou
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -27,6 +29,36 @@ def held_out_classes(hierarchy: ClassHierarchy, n: int) -> list[str]:
     step = len(tree_order) / n
     picked = {tree_order[int(step * (k + 0.5))] for k in range(n)}
     return [hierarchy.wnids[i] for i in sorted(picked)]
+
+
+def read_class_list(path: Path) -> tuple[str, ...]:
+    """The class ids a file names (`trainer run --exclude-classes FILE`): a JSON list of ids, a JSON object whose
+    "classes" maps folder names to ids (scripts/own_data/source_classes.json), or text with one id per line
+    ('#' starts a comment). A file that names none is a DataError.
+
+    >>> import tempfile; f = Path(tempfile.mkdtemp()) / "ids.txt"; _ = f.write_text("n01443537  # goldfish\\n\\n")
+    >>> read_class_list(f)
+    ('n01443537',)
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataError(f"--exclude-classes {path}: not readable ({e})") from None
+    if Path(path).suffix == ".json":
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(f"--exclude-classes {path}: not JSON ({e})") from None
+        ids = list(value["classes"].values()) if isinstance(value, dict) and isinstance(value.get("classes"), dict) \
+            else value
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise DataError(f"--exclude-classes {path}: expected a list of class ids or {{\"classes\": {{name: id}}}}")
+    else:
+        ids = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    ids = tuple(dict.fromkeys(i for i in ids if i))
+    if not ids:
+        raise DataError(f"--exclude-classes {path}: names no class")
+    return ids
 
 
 def without_classes(data: DecodedDataset, held_out: list[str]) -> DecodedDataset:
