@@ -1,14 +1,18 @@
 """Train on your own photos, end to end: the worked example of issue 60 and its measurements.
 
-    make own-photos                              # = python -m scripts.own_photos (about 10 min here)
+    make own-photos                              # = python -m scripts.own_photos (about 10 min here,
+                                                 #   once the upstream exists: about 25 min the first time)
     .venv/bin/python -m scripts.own_photos --out /tmp/own --results docs/results/own_data
 
 1. Builds a plain-named ImageFolder (train/<folder>/, val/<folder>/) of 24 classes from the shared Tiny
    ImageNet archive (scripts/own_data/source_classes.json: folder name -> the images' WordNet id; no
    WordNet word reaches the bundle) and copies the hand-written scripts/own_data/vocabulary.toml beside it.
-2. Trains the `demo` preset on it (`python -m trainer run`; the preset is fitted to 24 classes and says how),
-   evaluates it (`trainer eval`: TAPER and classifier selection on the run's own val images), exports the
-   bundle and personalizes it for a few descriptions.
+2. Trains the `demo` preset on it (`python -m trainer run`; the preset is fitted to 24 classes and says how)
+   from a network that already knows images (`--init`: by default the upstream of scripts/bench_transfer.py,
+   Tiny ImageNet without these 24 classes, trained once), and from nothing for comparison; evaluates the
+   fine-tuned run (`trainer eval`: TAPER and classifier selection on the run's own val images), exports its
+   bundle, personalizes it for a few descriptions, and writes <work>/before-after.html: the same val photos
+   labelled by both runs. `--scratch` trains from nothing only (no upstream needed).
 3. Scores the resolver on scripts/own_data/queries.json (written before the resolver work): group queries
    and held-out phrasings by precision/recall of the classes taken, missing names by whether the resolution
    says they are missing and whether any class returned for them is unrelated (not in one of the groups
@@ -231,21 +235,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default="demo")
     parser.add_argument("--results", type=Path, default=None, help="write <RESULTS>.json and .md")
     parser.add_argument("--skip-faults", action="store_true")
+    parser.add_argument("--init", type=Path, default=None, help="the start of the run: a .taper bundle, a run "
+                        "directory or a state dict (default: the upstream of scripts/bench_transfer.py, trained "
+                        "once on Tiny ImageNet without these 24 classes: about 25 min here)")
+    parser.add_argument("--scratch", action="store_true", help="train from nothing (no start, no comparison)")
     args = parser.parse_args(argv)
 
     import sdk
     from export.bundle import bundle_run, description_kinds
+    from scripts.bench_transfer import upstream_bundle
     from sdk.cache import cache_root
     from trainer.report import evaluate_run
     from trainer.run import run
 
-    start = time.perf_counter()
+    started = time.perf_counter()
     work = args.out or cache_root() / "own-photos"
     photos = build_folder(args.data, work / "my-photos", args.train_per_class)
-    run_dir, bundle_path = work / f"run-{args.preset}", work / "my-photos.taper"
-    print(f"[own] python -m trainer run --preset {args.preset} --data {photos} --out {run_dir}", flush=True)
-    run(run_dir, args.preset if not (run_dir / "config.json").exists() else None, {"data": str(photos)}
-        if not (run_dir / "config.json").exists() else {})
+    scratch_dir = work / f"run-{args.preset}"
+    start = None if args.scratch else (args.init or upstream_bundle(cache_root() / "transfer", args.data))
+    for run_dir, overrides in [(scratch_dir, {}), *([] if start is None else
+                                                    [(work / f"run-{args.preset}-init", {"stage1_init": str(start)})])]:
+        fresh = not (run_dir / "config.json").exists()
+        print(f"[own] python -m trainer run --preset {args.preset} --data {photos} --out {run_dir}"
+              + (f" --init {start}" if overrides else ""), flush=True)
+        run(run_dir, args.preset if fresh else None, {"data": str(photos), **overrides} if fresh else {})
+    bundle_path = work / "my-photos.taper"
     print(f"[own] python -m trainer eval {run_dir}", flush=True)
     evaluation = evaluate_run(run_dir, progress=False)
     (run_dir / "eval.json").write_text(json.dumps(evaluation, indent=1))
@@ -264,11 +278,23 @@ def main(argv: list[str] | None = None) -> int:
             examples.append({"description": text, "error": str(e)})
         print(f"[own] {text!r}: {examples[-1].get('classes') or examples[-1].get('error')}", flush=True)
     scores = score_queries(bundle)
+    page = None
+    if start is not None:  # the same photos labelled from scratch and from the start
+        from scripts.bench_transfer import Scorer, contact_page
+
+        scratch_eval = evaluate_run(scratch_dir, progress=False)
+        page = contact_page(Scorer(run_dir), {"From scratch": scratch_dir, "From the upstream": run_dir},
+                            work / "before-after.html")
+        print(f"[own] the same photos from scratch and from the upstream: {page}", flush=True)
     accuracy = evaluation["accuracy"]
     result = {
         "command": "python -m scripts.own_photos" + (f" --results {args.results}" if args.results else ""),
         "classes": len(bundle.bundle.classes), "groups_in_bundle": len(bundle.bundle.concepts),
         "train_per_class": args.train_per_class, "preset": args.preset,
+        "start": "from scratch" if start is None else f"--init {Path(start).name}",
+        **({} if page is None else {"scratch_accuracy": {k: scratch_eval["accuracy"].get(k)
+                                                         for k in ("taper", "classifier_selection")},
+                                    "before_after_page": str(page)}),
         "groups": {k: scores["groups"][k] for k in ("precision", "recall", "n")},
         "phrasings": {k: scores["phrasings"][k] for k in ("precision", "recall", "n")},
         "missing": {k: scores["missing"][k] for k in ("told", "unrelated", "n")},
@@ -280,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.skip_faults:
         result["faults"] = check_faults(work / "faults", photos)
-    result["wall_s"] = round(time.perf_counter() - start, 1)
+    result["wall_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps({k: v for k, v in result.items() if k not in ("details", "examples", "faults")}, indent=1))
     if "faults" in result:
         print("faults:", {k: result["faults"][k] for k in ("planted", "reported", "tracebacks")})
@@ -304,6 +330,10 @@ def write_results(result: dict, out: Path) -> None:
              f"| unrelated classes returned for missing names | {m['unrelated']} |",
              f"| TAPER top-1 (val, {a['task_k']}-class tasks) | {a['taper']} |",
              f"| classifier selection top-1 ({a['baseline_network']}) | {a['classifier_selection']} |"]
+    lines[2] = lines[2].replace("; preset", f"; started {result.get('start', 'from scratch')}; preset")
+    if "scratch_accuracy" in result:
+        lines.append(f"| the same from scratch: TAPER / classifier selection | {result['scratch_accuracy']['taper']} / "
+                     f"{result['scratch_accuracy']['classifier_selection']} |")
     if "faults" in result:
         f = result["faults"]
         lines.append(f"| planted data faults reported / planted (tracebacks) | {f['reported']} / {f['planted']} "
