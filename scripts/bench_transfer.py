@@ -252,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         **{k: {kk: vv for kk, vv in v.items() if kk != "per_class"} for k, v in rows.items()},
+        "trainer_eval": {k: evaluation["accuracy"].get(k) for k in ("taper", "classifier_selection")},
         "init_gain_over_scratch": round(rows["init"]["accuracy"] - rows["scratch"]["accuracy"], 2),
         "taper_minus_classifier_selection": round(rows["taper"]["accuracy"] - rows["init"]["accuracy"], 2),
         "scratch_sweep": {str(e): {"accuracy": v["accuracy"], "train_s": v["train_s"]} for e, v in sweep.items()},
