@@ -136,3 +136,24 @@ def test_the_cli_fine_tunes_from_a_bundle_and_says_what_it_changed(tiny_bundle, 
     assert "stage 1 starts from the generic network of bundle tiny.taper" in printed
     assert "fine-tuning a start" in printed and "stage1_lr" in printed
     assert (out / "stage1" / "head" / "checkpoint.pt").is_file() and (out / "stage1" / "model.safetensors").is_file()
+
+
+def test_the_transfer_scorer_agrees_with_the_trainers_evaluator_and_shows_its_photos(tiny_run, tmp_path,
+                                                                                     monkeypatch):
+    """scripts/bench_transfer.py scores every row with its own loop (per class, for the worst classes): on
+    the same tasks it must give the trainer's classifier-selection accuracy; its page shows the photos."""
+    from scripts import bench_transfer
+    from trainer.checkpoints import load_state
+
+    monkeypatch.setattr(bench_transfer, "EVAL_SEEDS", (0, 1))
+    scorer = bench_transfer.Scorer(tiny_run)
+    row = scorer.network(tiny_run)
+    logits = scorer.evaluator.logits(load_state(tiny_run / "baseline" / "model.safetensors"))
+    assert row["accuracy"] == pytest.approx(scorer.evaluator.static(logits, scorer.tasks)[0], abs=0.01)
+    assert len(row["worst_classes"]) == 3 and min(row["per_class"].values()) == min(row["worst_classes"].values())
+    monkeypatch.setattr(bench_transfer, "PAGE_CLASSES", tuple(scorer.names[:2]))
+    page = bench_transfer.contact_page(scorer, {"A": tiny_run, "B": tiny_run}, tmp_path / "page.html")
+    html = page.read_text()
+    shown = sum(min(bench_transfer.PAGE_PHOTOS, int((scorer.labels == c).sum())) for c in (0, 1))
+    assert shown > 0 and html.count("<figure") == 2 * shown   # the same photos in each run's section
+    assert f"true: {scorer.names[0]}" in html and html.count("<h2>") == 2
