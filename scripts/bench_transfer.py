@@ -178,18 +178,20 @@ def contact_page(scorer: Scorer, runs: dict[str, Path], out: Path) -> Path:
     """The same val photos of PAGE_CLASSES, labelled by each run's network (classifier selection over all
     the own classes), one section per run: what a start changes, by eye."""
     from sdk.report_page import Section, Tile, render_page, thumbnail_uri, write_page
+    from sdk.text_encoder import primary_name
     from trainer.run import RunDir, load_model
 
     labels = scorer.labels
-    rows = [r for name in PAGE_CLASSES if name in scorer.names
-            for r in np.flatnonzero(labels == scorer.names.index(name))[:PAGE_PHOTOS]]
+    shown = [primary_name(n) for n in scorer.names]   # "labrador", not "labrador, labrador retriever, lab"
+    rows = [r for name in PAGE_CLASSES if name in shown
+            for r in np.flatnonzero(labels == shown.index(name))[:PAGE_PHOTOS]]
     images = scorer.ctx.data.val.images[scorer.evaluator.rows[rows]]
     sections = []
     for title, run_dir in runs.items():
         model = load_model(scorer.ctx.model_config, RunDir(run_dir).reference_model())
         logits = scorer.evaluator.logits(model.state_dict()).numpy()[rows]
         tiles = [Tile(thumbnail_uri(np.asarray(images[j])),
-                      [f"true: {scorer.names[labels[r]]}", f"said: {scorer.names[logits[j].argmax()]}"],
+                      [f"true: {shown[labels[r]]}", f"said: {shown[logits[j].argmax()]}"],
                       "right" if logits[j].argmax() == labels[r] else "wrong") for j, r in enumerate(rows)]
         sections.append(Section(title, facts=[("right", f"{sum(t.verdict == 'right' for t in tiles)} of {len(tiles)}")],
                                 tiles=tiles))
