@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sdk.bases import CompactBases, LayerBases
-from sdk.manifest import RANKED_KINDS, LayerStorage
+from sdk.bases import RANKED_KINDS, LayerStorage
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from scripts.results import write_result
 from sdk.architecture import BN_EPS
 from sdk.fusion import FusionPlan
 from sdk.int8 import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
-from sdk.manifest import LayerStorage
+from sdk.bases import LayerStorage
 from sdk.native_fusion import (
     NativeKernel,
     NativePlan,

@@ -31,7 +31,7 @@ import numpy as np
 
 from .errors import SdkError
 from .images import to_uint8_batch
-from .model import run_in_batches
+from .batches import run_in_batches
 from .tasks import TaskOptions
 
 # Most images labelled per adapt() call: bounds the time of one call (the counts keep all batches).

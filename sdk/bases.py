@@ -42,9 +42,20 @@ import numpy as np
 
 from .architecture import Layer, block_layout, mixed_layers
 from .errors import BundleError
-from .manifest import FLOAT_DTYPES, LayerStorage
 
 VERIFY_CHUNK_FLOATS = 1 << 22
+RANKED_KINDS = ("lowrank", "subspace")   # kinds stored as factors of a rank
+LAYER_KINDS = ("full", "shared", "dense", "int8", "lowrank", "subspace")   # the kinds of the table above
+FLOAT_DTYPES = {"float32": "<f4", "float16": "<f2"}
+
+
+@dataclass(frozen=True)
+class LayerStorage:
+    """How one layer's bases are stored (the manifest's `layers` entry): `kind`, the dtype of its float
+    tensors, and for `lowrank` and `subspace` the rank of the deltas (0 otherwise)."""
+    kind: str
+    dtype: str
+    rank: int = 0
 
 
 def _float(dtype: str) -> np.dtype:

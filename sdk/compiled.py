@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from .fusion import Placement, aligned
+from .fusion import Placement, aligned, blocked_views
 from .onnx_proto import initializers, initializers_to_inputs
 
 EXACT_FLOAT_INTEGERS = 2 ** 24   # probe indices must be exact in float32
@@ -72,21 +72,6 @@ def _optimize(graph: bytes, external_file: str, weights: np.ndarray) -> tuple[by
         ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
         data = (Path(tmp) / COMPILED_FILE).read_bytes()
         return (Path(tmp) / "compiled.onnx").read_bytes(), np.frombuffer(data + b"\0" * (-len(data) % 4), np.float32)
-
-
-def blocked_views(shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """Candidate reorders of a conv weight [O, I, kh, kw] into the MLAS NCHWc layouts, block 8 or 16:
-    OIhw -> (O/B)(I/B)hw(Bi)(Bo), and OIhw -> (O/B)Ihw(Bo) for convs reading plain NCHW input."""
-    if len(shape) != 4:
-        return []
-    o, i, kh, kw = shape
-    out = []
-    for b in (8, 16):
-        if o % b == 0 and i % b == 0:
-            out.append(((o // b, b, i // b, b, kh, kw), (0, 2, 4, 5, 3, 1)))
-        if o % b == 0:
-            out.append(((o // b, b, i, kh, kw), (0, 2, 3, 4, 1)))
-    return out
 
 
 def _placement(name: str, shape: tuple[int, ...], positions: np.ndarray, sources: np.ndarray) -> Placement | None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 from PIL import Image
@@ -46,7 +46,8 @@ from .engine import Network
 from .errors import DescriptionError, ExamplesError
 from .images import to_uint8_batch
 from .mixer import uniform_alpha
-from .model import PersonalizedModel, run_in_batches
+from .batches import run_in_batches
+from .model import PersonalizedModel
 from .prototypes import (
     DEFAULT_TEMPERATURE,
     CosineHead,
@@ -60,8 +61,23 @@ from .prototypes import (
 from .stopwatch import Stopwatch
 from .tasks import MAX_DESCRIPTION_CHARS, TaskOptions, check_text, normalize_name, unit_mean
 
-if TYPE_CHECKING:
-    from .runtime import TaperBundle
+
+
+class TaperBundle(Protocol):
+    """What enrollment reads of a loaded bundle (`sdk.runtime.TaperBundle`, which calls `enroll`): named
+    here so that this module does not import the runtime that imports it."""
+    bundle: Any
+    engine: Any
+    resolver: Any
+    embedder: Any
+    preprocessing: Any
+    num_bases: int
+
+    def alpha_for(self, embedding: np.ndarray) -> np.ndarray: ...
+    def mixed_head(self, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+    def compile_engine(self) -> bool: ...
+    def _model(self, classes: np.ndarray, alpha: np.ndarray, how: list[str], watch: Stopwatch
+               ) -> PersonalizedModel: ...
 
 MAX_EXAMPLE_CLASSES = 1000
 # Bounds memory: the decoded examples are uint8 [N, S, S, 3] (5,000 images at 224 px: 750 MB).

@@ -31,8 +31,7 @@ from typing import Protocol
 import numpy as np
 
 from .architecture import BN_EPS, Layer
-from .bases import CompactBases, LayerBases
-from .manifest import RANKED_KINDS
+from .bases import RANKED_KINDS, CompactBases, LayerBases
 
 ALIGN_FLOATS = 16
 # Inputs start on 64-byte boundaries: MLAS convolutions ran 17% slower on weights that did not
@@ -383,3 +382,18 @@ def _low_rank(plan: LayerPlan, tile: Tile, alpha: np.ndarray, out: np.ndarray) -
         blocks = tile.stop - tile.first
         np.matmul(plan.vt, a.reshape(blocks, plan.block, -1).transpose(0, 2, 1),
                   out=out.reshape(blocks, -1, plan.block))
+
+
+def blocked_views(shape: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Candidate reorders of a conv weight [O, I, kh, kw] into the MLAS NCHWc layouts, block 8 or 16:
+    OIhw -> (O/B)(I/B)hw(Bi)(Bo), and OIhw -> (O/B)Ihw(Bo) for convs reading plain NCHW input."""
+    if len(shape) != 4:
+        return []
+    o, i, kh, kw = shape
+    out = []
+    for b in (8, 16):
+        if o % b == 0 and i % b == 0:
+            out.append(((o // b, b, i // b, b, kh, kw), (0, 2, 4, 5, 3, 1)))
+        if o % b == 0:
+            out.append(((o // b, b, i, kh, kw), (0, 2, 3, 4, 1)))
+    return out

@@ -34,6 +34,7 @@ import numpy as np
 
 from .architecture import batch_norm_of
 from .native_fusion import native_kernel
+from .quantize import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
 from .onnx_proto import (
     GRAPH_INITIALIZER,
     GRAPH_NODE,
@@ -58,7 +59,6 @@ from .preprocessing import Preprocessing
 
 RANGE_SIGMAS = 24.0     # chosen on training photos of a full-width run (int8_range_sweep*.json; 8 before)
 POOLED_SPREAD = 4.0     # the global pool's output spread: the map's over this (variant 3 of the lab's protocol)
-WEIGHT_QMIN, WEIGHT_QMAX = -64, 63   # 7-bit weights
 UINT8, INT8, INT32, FLOAT = 2, 3, 6, 1
 QUANTIZED_OUTPUTS = ("Conv", "Add", "MaxPool", "GlobalAveragePool")
 IMAGE = "image"
@@ -69,22 +69,6 @@ def activation_scale(low: float, high: float) -> tuple[float, int]:
     low, high = min(low, 0.0), max(high, 0.0)
     scale = (high - low) / 255.0 or 1.0
     return scale, int(min(255, max(0, round(-low / scale))))
-
-
-def quantize_weight(weight: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """(int8 weight, float32 scale per output channel): symmetric, 7-bit; written into `out` if given."""
-    flat = weight.reshape(len(weight), -1)
-    scale = (np.maximum(flat.max(axis=1), -flat.min(axis=1)) * 2 / (WEIGHT_QMAX - WEIGHT_QMIN)).astype(np.float32)
-    scale[scale == 0] = 1.0
-    work = np.multiply(flat, (1 / scale)[:, None])   # times 1/scale (a mirror must do the same to match bit for bit)
-    np.rint(work, out=work)
-    np.clip(work, WEIGHT_QMIN, WEIGHT_QMAX, out=work)
-    if out is None:
-        return work.astype(np.int8).reshape(weight.shape), scale
-    np.copyto(out[0].reshape(flat.shape), work, casting="unsafe")
-    out[1][:] = scale
-    return out
 
 
 # erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2), z >= 0: fractional error below 1.2e-7 everywhere

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from . import strict_json
 from .architecture import mixed_layers, parameter_shapes
+from .bases import FLOAT_DTYPES, LAYER_KINDS, RANKED_KINDS, LayerStorage
 from .errors import BundleError
 from .preprocessing import IMAGENET_MEAN, IMAGENET_STD, RESIZE, Preprocessing
 
@@ -37,9 +38,6 @@ MAX_PROMPTS, MAX_PROMPT_CHARS = 64, 200
 MAX_PROVENANCE_DEPTH, MAX_PROVENANCE_VALUES, MAX_PROVENANCE_TEXT = 4, 4096, 64 * 1024
 MAX_JSON_DEPTH = 16  # the manifest and classes.json; tokenizer.json is checked at 8
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
-RANKED_KINDS = ("lowrank", "subspace")   # kinds stored as factors of a rank
-LAYER_KINDS = ("full", "shared", "dense", "int8", "lowrank", "subspace")   # how a layer's bases are stored (sdk.bases)
-FLOAT_DTYPES = {"float32": "<f4", "float16": "<f2"}
 
 
 class Fields:
@@ -170,25 +168,17 @@ class MemberEntry:
         return out
 
 
-@dataclass(frozen=True)
-class LayerStorage:
-    """How one layer's bases are stored (`sdk.bases`): `kind`, the dtype of its float tensors, and for
-    `lowrank` and `subspace` the rank of the deltas (0 otherwise)."""
-    kind: str
-    dtype: str
-    rank: int = 0
-
-    @classmethod
-    def read(cls, f: Fields, rows: int, columns: int) -> LayerStorage:
-        kind, dtype = f.choice("kind", LAYER_KINDS), f.choice("dtype", tuple(FLOAT_DTYPES))
-        rank = f.int("rank", 1, min(rows, columns)) if kind in RANKED_KINDS else f.int("rank", 0, 0)
-        f.done()
-        return cls(kind, dtype, rank)
+def _read_layer_storage(f: Fields, rows: int, columns: int) -> LayerStorage:
+    """One layer's storage entry: a kind of LAYER_KINDS, a float dtype, and a rank only where the kind has one."""
+    kind, dtype = f.choice("kind", LAYER_KINDS), f.choice("dtype", tuple(FLOAT_DTYPES))
+    rank = f.int("rank", 1, min(rows, columns)) if kind in RANKED_KINDS else f.int("rank", 0, 0)
+    f.done()
+    return LayerStorage(kind, dtype, rank)
 
 
 def _layer_storage(f: Fields, arch: Architecture) -> dict[str, LayerStorage]:
     """One entry per layer of the architecture, exactly."""
-    out = {layer.name: LayerStorage.read(f.object(layer.name), layer.rows, layer.columns)
+    out = {layer.name: _read_layer_storage(f.object(layer.name), layer.rows, layer.columns)
            for layer in mixed_layers(parameter_shapes(arch.stem, arch.width, arch.num_classes))}
     f.done()
     return out

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .batches import run_in_batches
 from .images import to_uint8_batch
 from .network import Network, SplitNetwork
 from .preprocessing import Preprocessing
 from .prototypes import CosineNetwork
-
-PREDICT_BATCH = 64
-
 
 @dataclass(repr=False)
 class PersonalizedModel:
@@ -82,14 +80,6 @@ class PersonalizedModel:
 
     def _logits(self, batch: np.ndarray) -> np.ndarray:
         return run_in_batches(self.network, batch, self.preprocessing)
-
-
-def run_in_batches(network: Network | SplitNetwork | CosineNetwork, images: np.ndarray, preprocessing: Preprocessing
-                   ) -> np.ndarray:
-    """network.run over uint8 images [N, S, S, 3], normalized and run PREDICT_BATCH at a time (bounds the
-    float32 copy and the activations)."""
-    return np.concatenate([network.run(preprocessing.normalize(images[i:i + PREDICT_BATCH]))
-                           for i in range(0, len(images), PREDICT_BATCH)])
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:

@@ -42,9 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .architecture import BN_EPS, mixed_layers, parameter_shapes
-from .bases import CompactBases, LayerBases, expected_tensors
-from .fusion import NUMPY, FusionPlan, LayerPlan, Placement, WeightBuffer, aligned
-from .manifest import LayerStorage
+from .bases import CompactBases, LayerBases, LayerStorage, expected_tensors
+from .fusion import NUMPY, FusionPlan, LayerPlan, Placement, WeightBuffer, aligned, blocked_views
 
 log = logging.getLogger(__name__)
 
@@ -292,7 +291,6 @@ def _check_bases(seed: int = 0, kinds: tuple[LayerStorage, ...] = CHECK_KINDS, w
 def packed_placements(shapes: dict, block: int) -> tuple[dict[str, Placement], int]:
     """The folded tensors packed in order, 64-byte aligned, conv weights blocked by `block` (8 or 16)
     where they can be, in turn in each NCHWc variant (0: all plain); and the floats they span."""
-    from .compiled import blocked_views
     from .folding import folded_names
 
     placements, cursor = {}, 0
@@ -342,7 +340,7 @@ def check_quantizing_fusion(kernel: NativeKernel) -> str | None:
     """None if the fusion that quantizes as it fuses (`quantizing`) writes, for every storage kind, the int8
     weights and scales that `sdk.int8.quantize_weight` makes of the kernel's own float fusion, bit for bit,
     and the same folded biases; or if the library has no quantizer. Else what differed."""
-    from .int8 import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
+    from .quantize import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
 
     bases = _check_bases()
     alpha = np.random.default_rng(3).dirichlet(np.ones(3), 4).astype(np.float32)
@@ -372,7 +370,7 @@ def check_quantizing_fusion(kernel: NativeKernel) -> str | None:
 def _check_quantizer(kernel: NativeKernel) -> str | None:
     """None if the quantizer writes what `sdk.int8.quantize_weight` writes, bit for bit (ties to even, a
     zero row, the largest value of each sign), or if the library has none."""
-    from .int8 import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
+    from .quantize import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
 
     rng = np.random.default_rng(2)
     weight = (rng.standard_normal((9, 3, 3, 3)) * 0.1).astype(np.float32)
