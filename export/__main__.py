@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from sdk.errors import SdkError
-from sdk.report_page import terminal_text
+from sdk.media.report_page import terminal_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,26 +68,26 @@ def main(argv: list[str] | None = None) -> int:
 
             key = None
             if args.sign is not None:
-                from sdk.signing import SigningKey
+                from sdk.format.signing import SigningKey
 
                 key = SigningKey.load(args.sign)       # before the minutes of exporting, not after
             path = bundle_run(args.run_dir, args.out, args.variant, Mode.parse(args.mode), args.collections,
                               args.facets, key=key)
             print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB{', signed by key ' + key.key_id if key else ''})")
-            from sdk.bundle import Bundle
+            from sdk.format.bundle import Bundle
 
             from .bundle import description_kinds
 
             for line in description_kinds(Bundle.open(path, verify=False)):
                 print(line)
         elif args.command == "keygen":
-            from sdk.signing import generate_key
+            from sdk.format.signing import generate_key
 
             key = generate_key(args.out)
             print(f"wrote {args.out} (private: keep it out of the app and out of version control) and "
                   f"{args.out}.pub (key {key.key_id}: give it to apps as trusted_keys)")
         elif args.command == "sign":
-            from sdk.signing import SigningKey
+            from sdk.format.signing import SigningKey
 
             from .sign import is_companion, sign_bundle, sign_companion_file
 
@@ -106,13 +106,13 @@ def main(argv: list[str] | None = None) -> int:
 
             key = None
             if args.sign is not None:
-                from sdk.signing import SigningKey
+                from sdk.format.signing import SigningKey
 
                 key = SigningKey.load(args.sign)
             path = export_companion(args.bundle, args.out, key)
             print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB{', signed by key ' + key.key_id if key else ''})")
         else:
-            from sdk.bundle import Bundle
+            from sdk.format.bundle import Bundle
 
             bundle = Bundle.open(args.bundle)
             m = bundle.manifest.to_json()

@@ -2,7 +2,7 @@
 
 A ResNet-18 feature extractor with batch norm already folded (convs with biases, no BN nodes), image
 [N, 3, S, S] -> features [N, C]. Every weight is external data in one virtual file, at the offsets
-`sdk.folding.backbone_layout` computes from the architecture; the graph carries no weight bytes. At
+`sdk.fusion.folding.backbone_layout` computes from the architecture; the graph carries no weight bytes. At
 run time the SDK writes a task's folded weights into a buffer with this layout and hands it to
 onnxruntime with `add_external_initializers_from_files_in_memory` (the route that stays correct at
 full optimization). The classifier rows are applied outside the graph (their number is per task).
@@ -16,8 +16,8 @@ import onnx
 import torch
 from torch import nn
 
-from sdk.architecture import Conv, MaxPool, ResidualBlock, parameter_shapes, topology
-from sdk.folding import BACKBONE_FILE, backbone_layout
+from sdk.fusion.architecture import Conv, MaxPool, ResidualBlock, parameter_shapes, topology
+from sdk.fusion.folding import BACKBONE_FILE, backbone_layout
 from trainer.models.basic_block import residual
 
 

@@ -1,5 +1,5 @@
 """Pack a training run into one `.taper` bundle. The format and its writer belong to the SDK
-(`sdk/bundle.py`, `sdk/manifest.py`, docs/bundle-format.md); this module only builds the members,
+(`sdk/format/bundle.py`, `sdk/format/manifest.py`, docs/bundle-format.md); this module only builds the members,
 which needs torch (the backbone graph) and the exported text encoder.
 
     python -m export bundle runs/bench --out tiny-imagenet.taper
@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk.architecture import NUM_BLOCKS, parameter_shapes
-from sdk.bases import CompactBases
-from sdk.bundle import bases_bytes, display_name, safetensors_bytes, write_bundle
-from sdk.manifest import Architecture, Manifest, MixerSpec, TextEncoderSpec
-from sdk.preprocessing import Preprocessing
-from sdk.signing import SigningKey
-from sdk.text_encoder import MAX_TOKENS, MODEL_FILE, PROMPTS, TOKENIZER_FILE, TextEncoder
+from sdk.format.bundle import bases_bytes, display_name, safetensors_bytes, write_bundle
+from sdk.format.manifest import Architecture, Manifest, MixerSpec, TextEncoderSpec
+from sdk.format.signing import SigningKey
+from sdk.fusion.architecture import NUM_BLOCKS, parameter_shapes
+from sdk.fusion.bases import CompactBases
+from sdk.media.preprocessing import Preprocessing
+from sdk.text.encoder import MAX_TOKENS, MODEL_FILE, PROMPTS, TOKENIZER_FILE, TextEncoder
 
 from .backbone import export_backbone
 from .compress import Mode, compress
@@ -57,7 +57,7 @@ def class_entry(class_id: str, synonyms: str, path, description: str = "") -> di
 
 
 def description_kinds(bundle) -> list[str]:
-    """What a user of this bundle (`sdk.bundle.Bundle`) can write, one line per kind, and what will not work.
+    """What a user of this bundle (`sdk.format.bundle.Bundle`) can write, one line per kind, and what will not work.
 
     The words come from the data's vocabulary (docs/training.md, "The vocabulary file"); a bundle without
     groups resolves group words ("insects") only by text similarity, which issue 60 found unreliable."""

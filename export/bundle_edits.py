@@ -7,7 +7,7 @@ import hashlib
 import json
 import struct
 
-from sdk.bundle import HEADER
+from sdk.format.bundle import HEADER
 
 PAD = 4096  # slack in the manifest (a provenance field) so edits keep the members where they are
 
@@ -49,7 +49,7 @@ def with_member(blob: bytes, name: str, mutate) -> bytes:
 
 def with_member_bytes(blob: bytes, name: str, new: bytes) -> bytes:
     """`blob` rebuilt with member `name` replaced by `new` (any size), everything re-signed."""
-    from sdk.bundle import replace_member
+    from sdk.format.bundle import replace_member
 
     return replace_member(blob, name, new)
 
@@ -57,7 +57,7 @@ def with_member_bytes(blob: bytes, name: str, new: bytes) -> bytes:
 def with_signature_of(blob: bytes, signed: bytes) -> bytes:
     """`blob`, an edited and re-checksummed copy of the signed bundle `signed` (so unsigned, version 5),
     stamped version 6 again with `signed`'s signature trailer appended: a forger replaying a signature."""
-    from sdk.signing import SIGNED_SINCE, TRAILER
+    from sdk.format.signing import SIGNED_SINCE, TRAILER
 
     version, length = struct.unpack("<I", blob[8:12])[0], struct.unpack("<Q", blob[16:24])[0]
     raw = blob[HEADER.size:HEADER.size + length]
@@ -72,7 +72,7 @@ def signed_copy(blob: bytes, key) -> bytes:
     """`blob` (format 5, damaged or not) stamped version 6 and signed by `key`: what a key holder's own faulty
     build would carry, where the signature holds and only the reader's checks stand between it and a model.
     A blob whose header or manifest cannot be read as version 5 is returned as it is."""
-    from sdk.signing import SIGNED_SINCE, sign_header
+    from sdk.format.signing import SIGNED_SINCE, sign_header
 
     if len(blob) < HEADER.size or struct.unpack("<I", blob[8:12])[0] != SIGNED_SINCE - 1:
         return blob
@@ -89,8 +89,8 @@ def signed_copy(blob: bytes, key) -> bytes:
 def without_concepts(members: dict[str, bytes]) -> dict[str, bytes]:
     """Members of a format-5 bundle made those of a format 3/4 one: no concepts in classes.json, no concept
     embeddings."""
-    from sdk.bundle import safetensors_bytes
-    from sdk.tensorfile import read_tensors
+    from sdk.format.bundle import safetensors_bytes
+    from sdk.format.tensorfile import read_tensors
 
     spec = json.loads(members["classes.json"])
     spec.pop("concepts", None)

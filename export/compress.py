@@ -1,4 +1,4 @@
-"""Compress trained bases into a compact bundle's storage (`sdk.bases`), for bundles trained without gates.
+"""Compress trained bases into a compact bundle's storage (`sdk.fusion.bases`), for bundles trained without gates.
 
 A mode is a `+`-joined list of options (`python -m export bundle RUN --out F --mode drop:0.02+lowrank:8+fp16`):
 
@@ -26,8 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from sdk.bases import CompactBases, LayerBases
-from sdk.bases import RANKED_KINDS, LayerStorage
+from sdk.fusion.bases import RANKED_KINDS, CompactBases, LayerBases, LayerStorage
 
 
 @dataclass(frozen=True)

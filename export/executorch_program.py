@@ -1,4 +1,4 @@
-"""The ExecuTorch companion of a bundle (`sdk.xnnpack_program`): the folded backbone lowered to XNNPACK,
+"""The ExecuTorch companion of a bundle (`sdk.engines.xnnpack_program`): the folded backbone lowered to XNNPACK,
 its weights inside the program, and each weight's slot in the program's bytes.
 
 Slots are found, not assumed: the backbone is exported with every weight element set to its own index
@@ -20,10 +20,7 @@ import numpy as np
 import torch
 
 import sdk
-from sdk.exports import MAX_PTE_BATCH
-from sdk.files import atomic_file
-from sdk.signing import SigningKey
-from sdk.xnnpack_program import (
+from sdk.engines.xnnpack_program import (
     CHANNELS_LAST,
     PTE_HEADER,
     PTE_HEADER_AT,
@@ -31,6 +28,9 @@ from sdk.xnnpack_program import (
     companion_target,
     default_path,
 )
+from sdk.exports import MAX_PTE_BATCH
+from sdk.format.signing import SigningKey
+from sdk.media.files import atomic_file
 
 from .backbone import FoldedBackbone
 
@@ -104,7 +104,7 @@ def find_slots(program: bytes, index: dict[str, tuple[int, tuple[int, ...]]]) ->
 
 def export_companion(bundle_path: str | Path, out: str | Path | None = None, key: SigningKey | None = None) -> Path:
     """Write the ExecuTorch companion of the bundle at `bundle_path` (default `<bundle>.xnnpack`), signed by
-    `key` if given (companion version 3, `sdk.xnnpack_program`)."""
+    `key` if given (companion version 3, `sdk.engines.xnnpack_program`)."""
     architecture, _ = companion_target(sdk.load(bundle_path).bundle)
     net, index = indexed_backbone(architecture["stem"], architecture["width"])
     program = lower_to_xnnpack(net, architecture["input_size"])

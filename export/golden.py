@@ -14,18 +14,18 @@ golden.json:
   (weights then bias), "folded": file of the backbone's external weight buffer (float32 LE),
   "features": [image][C] the backbone's output on each image above with those weights (onnxruntime; what
   the replaying engine answers), "logits": [image][K] those features through the head rows (float64),
-  "int8": {"graph": file of the int8 backbone (sdk.int8, image -> features) of those folded weights,
+  "int8": {"graph": file of the int8 backbone (sdk.engines.int8, image -> features) of those folded weights,
   "channels": file of the mixed per-channel tensors it was quantized from (float32 LE, in the order of
   "channel_names": [[name, count]]), "features": [image][C] that graph's output on the images above
   (onnxruntime), "step": the quantization step of that output (`output_step`)}: the Java core must write
   the same bytes from the same inputs, and the app's OnnxEngine must run the graph to those features}].
 - "composed": {"classes": [name], "concepts": [[names], [members]], "descriptions": [{"description",
-  "classes", "how"} or {"description", "encoder": true}]}: rule 3b of sdk/tasks.py on a hand-made class
+  "classes", "how"} or {"description", "encoder": true}]}: rule 3b of sdk/text/resolver.py on a hand-made class
   and concept table (COMPOSED_*; the synthetic bundle has no groups that cross), every description either
   resolved without the text encoder or recorded as needing it.
 - "hostile_bundles": files of the bundle with hostile concepts in classes.json, and re-checksummed forgeries
   only a check of the values finds (`semantic_forgeries`): every one a BundleError.
-- "graphs": {"encoder_structure": the bundle's text encoder's structure hash (sdk.graph_check),
+- "graphs": {"encoder_structure": the bundle's text encoder's structure hash (sdk.format.graph_check),
   "known_encoder_structures", "hostile": [{"name", "member", "file", "python": "BundleError" or "accepted"}]}:
   hostile graph and tokenizer members given by the caller (scripts/fuzz_bundle.hostile_members) and the
   verdict of the Python check on each (the text encoder's weights may differ, so NaN weights pass it).
@@ -39,7 +39,7 @@ golden.json:
   hostile companions, and signed (version 3), damaged-signed, forged and unsigned companions with the trusted
   keys each is read with and the Python reader's verdict; and a signing job as for bundles.
 - "json": [{"hex", "max_depth", "python": "ok" or "error"}]: documents at the edges of the one JSON grammar
-  both readers parse (sdk/strict_json.py, Json.java): NaN and Infinity, number forms, control characters,
+  both readers parse (sdk/format/strict_json.py, Json.java): NaN and Infinity, number forms, control characters,
   whitespace, bad UTF-8, and nesting at and one past each bound the readers use.
 """
 
@@ -55,19 +55,24 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk.bundle import HEADER, Bundle, ClassInfo, Concept, bundle_bytes, bundle_members, tensors_member
-from sdk.engine import backbone_session, ort  # onnxruntime as the SDK imports it (telemetry off)
+from sdk.engines.int8 import Int8Plan
+from sdk.engines.onnxruntime import backbone_session, ort  # onnxruntime as the SDK imports it (telemetry off)
+from sdk.engines.xnnpack_program import PREFIX, companion_bytes, companion_target, parse_companion, sign_companion
 from sdk.errors import BundleError, DescriptionError
-from sdk.folding import BACKBONE_FILE
-from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, check_backbone_graph, check_encoder_graph, encoder_structure
-from sdk.images import to_uint8_batch
-from sdk.int8 import Int8Plan
-from sdk.manifest import MAX_PROVENANCE_TEXT, MAX_PROVENANCE_VALUES, json_size
-from sdk.signing import SigningKey
-from sdk.strict_json import loads as strict_json_loads
-from sdk.tasks import TaskOptions, TaskResolver
-from sdk.tokenizer_check import check_tokenizer_json
-from sdk.xnnpack_program import PREFIX, companion_bytes, companion_target, parse_companion, sign_companion
+from sdk.format.bundle import HEADER, Bundle, ClassInfo, Concept, bundle_bytes, bundle_members, tensors_member
+from sdk.format.graph_check import (
+    KNOWN_ENCODER_STRUCTURES,
+    check_backbone_graph,
+    check_encoder_graph,
+    encoder_structure,
+)
+from sdk.format.manifest import MAX_PROVENANCE_TEXT, MAX_PROVENANCE_VALUES, json_size
+from sdk.format.signing import SigningKey
+from sdk.format.strict_json import loads as strict_json_loads
+from sdk.format.tokenizer_check import check_tokenizer_json
+from sdk.fusion.folding import BACKBONE_FILE
+from sdk.media.images import to_uint8_batch
+from sdk.text.resolver import TaskOptions, TaskResolver
 
 WORDS = ("moth", "butterfly", "Golden", "retriever", "kitchen", "appliances", "sea", "creatures", "farm", "animals",
          "things", "to", "wear", "cars", "and", "trucks", "a", "the", "of", "photo")
@@ -108,10 +113,10 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     # Rule 2's glosses (not cut at "and") and rule 4a's missing one-word items: alone, in a list, left out.
     ("a round shape with a red rim and blue stripes", {}), ("red disc, crimson", {}), ("crimson", {}),
     ("red disc, tuesday, blue ring", {}), ("tuesday, wednesday", {}), ("circles and the stripes", {}),
-    # Rule 4a's compounds that are no kind of their last word (sdk/compounds.py): told, alone and in a list
+    # Rule 4a's compounds that are no kind of their last word (sdk/text/compounds.py): told, alone and in a list
     ("compact disc", {}), ("blue ring, compact discs", {}), ("compact disc", {"missing": "nearest"}),
 )
-# Rule 3b (sdk/tasks.py) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
+# Rule 3b (sdk/text/resolver.py) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).
 COMPOSED_CLASSES = ("mouse", "hamster", "elephant", "lion", "weasel", "bee", "ant", "snail", "crab", "goose",
                     "penguin", "sea slug")
@@ -166,7 +171,7 @@ def edited_json(data: bytes, edit: Callable[[dict], None]) -> bytes:
 def with_classes_json(blob: bytes, edit: Callable[[dict], None]) -> bytes:
     """A whole bundle (bytes) with its classes.json edited by `edit` and everything re-signed (the writer
     stamps the version classes.json implies, so the edit itself is what a reader must catch)."""
-    from sdk.bundle import parse_manifest, replace_member
+    from sdk.format.bundle import parse_manifest, replace_member
 
     entry = parse_manifest(np.frombuffer(blob, np.uint8)).members["classes.json"]
     return replace_member(blob, "classes.json", edited_json(blob[entry.offset:entry.offset + entry.size], edit))
@@ -266,7 +271,7 @@ def semantic_forgeries(blob: bytes) -> Iterator[tuple[str, bytes]]:
 
 def provenance_limits(blob: bytes) -> Iterator[tuple[str, bytes]]:
     """The bundle with its provenance at each bound both readers enforce (values, code points of keys and
-    strings, depth: sdk/manifest.py) and one past it. A bundle past a bound is the one at it with its
+    strings, depth: sdk/format/manifest.py) and one past it. A bundle past a bound is the one at it with its
     manifest edited in place, at the same length (the writer refuses to write it). The text is "é", one
     code point in two UTF-8 bytes, so a reader that counted bytes would disagree."""
     manifest, members = bundle_members(blob)
@@ -289,8 +294,8 @@ def provenance_limits(blob: bytes) -> Iterator[tuple[str, bytes]]:
 def transposed_text_embeddings(raw: bytes) -> bytes:
     """class_embeddings.safetensors with its `text` table stored transposed ([D, C]): as many floats, the
     wrong shape (issue 63: the Java core checked the size only)."""
-    from sdk.bundle import safetensors_bytes
-    from sdk.tensorfile import read_tensors
+    from sdk.format.bundle import safetensors_bytes
+    from sdk.format.tensorfile import read_tensors
 
     tables = dict(read_tensors(raw)[0])
     tables["text"] = np.ascontiguousarray(tables["text"].T)
@@ -301,7 +306,7 @@ def _extra(where: Callable[[dict], dict]) -> Callable[[dict], None]:
     return lambda m: where(m).update(extra_field=1)
 
 
-# The manifest's grammar (sdk/manifest.py), one case per rule both readers must apply alike (issue 63: the
+# The manifest's grammar (sdk/format/manifest.py), one case per rule both readers must apply alike (issue 63: the
 # Java core ignored unknown fields in every object, and took an integer width and a float block count).
 GRAMMAR_EDITS: dict[str, Callable[[dict], None]] = {
     "unknown_top": _extra(lambda m: m),
@@ -387,7 +392,7 @@ def grammar_bundles(blob: bytes) -> Iterator[tuple[str, bytes]]:
 
 def _manifest_edit(blob: bytes, old: bytes, new: bytes) -> bytes:
     """`blob` with the first `old` in its manifest replaced by `new` (same length) and the header's
-    manifest checksum recomputed (sdk/bundle.py's header layout)."""
+    manifest checksum recomputed (sdk/format/bundle.py's header layout)."""
     _, _, _, length, _, _ = HEADER.unpack_from(blob)
     raw = blob[HEADER.size:HEADER.size + length]
     assert len(old) == len(new) and old in raw
@@ -653,7 +658,7 @@ def _case(bundle, i: int, description: str | list[str], out_dir: Path, images: l
 
 def _int8(bundle, alpha: np.ndarray, folded: dict[str, np.ndarray], name: str, out_dir: Path,
           inputs: np.ndarray) -> dict:
-    """The int8 backbone (image -> features, `sdk.int8`) of these folded weights, the mixed batch norms it
+    """The int8 backbone (image -> features, `sdk.engines.int8`) of these folded weights, the mixed batch norms it
     was quantized from (what the Java core is given to write the same bytes), and its features on `inputs`."""
     mixed = bundle.bundle.bases.mixed_channels(alpha)
     graph = Int8Plan(bundle.bundle.member_bytes("backbone.onnx"), bundle.preprocessing).quantize(folded, mixed)

@@ -1,6 +1,6 @@
 """An int8 personalized model as an ExecuTorch program (XNNPACK's quantized kernels), issue 61 part 3.
 
-The model's own int8 graph (`sdk.int8.Int8Plan.quantize`: onnxruntime's QDQ form) is replayed in torch
+The model's own int8 graph (`sdk.engines.int8.Int8Plan.quantize`: onnxruntime's QDQ form) is replayed in torch
 with the quantized_decomposed ops that PT2E quantization leaves behind (`quantize_per_tensor`,
 `dequantize_per_tensor`, `dequantize_per_channel`), so that XNNPACK's partitioner sees the same
 dequantize -> conv -> quantize patterns it takes from a PT2E-converted graph and lowers each to its QS8
@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.ao.quantization.fx import _decomposed  # noqa: F401  (registers the quantized_decomposed ops)
 
-from sdk.int8 import WEIGHT_QMAX, WEIGHT_QMIN, graph_nodes
-from sdk.onnx_proto import initializers
+from sdk.engines.int8 import WEIGHT_QMAX, WEIGHT_QMIN, graph_nodes
+from sdk.format.onnx_proto import initializers
 
 from .backbone import FoldedBackbone
 

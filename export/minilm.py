@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sdk.tensorfile import load_tensors
+from sdk.format.tensorfile import load_tensors
 
 
 def reference_model_dir() -> Path:

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from sdk.exports import MAX_PTE_BATCH, metadata, metadata_json
-from sdk.preprocessing import PIXEL_SCALE, Preprocessing
+from sdk.media.preprocessing import PIXEL_SCALE, Preprocessing
 
 from .backbone import FoldedBackbone
 
@@ -39,10 +39,10 @@ class PersonalizedNetwork(nn.Module):
     @classmethod
     def of(cls, model, softmax: bool = False) -> PersonalizedNetwork:
         """The network of a PersonalizedModel (its bundle, mixer and classifier rows); an int8 model's convs
-        compute with its int8 weights (dequantized, `sdk.int8.int8_weights`), its biases as folded."""
+        compute with its int8 weights (dequantized, `sdk.engines.int8.int8_weights`), its biases as folded."""
         network = cls(model.source, model.alpha, model.head_weight, model.head_bias, softmax, model.head == "cosine")
         if model.precision == "int8":
-            from sdk.int8 import int8_weights
+            from sdk.engines.int8 import int8_weights
 
             weights = {k: torch.from_numpy(v) for k, v in int8_weights(model.int8_graph).items()}
             network.backbone.load_state_dict(weights, strict=False)

@@ -1,11 +1,11 @@
-"""Sign a bundle (format version 6, `sdk.signing`) or its ExecuTorch companion (companion version 3,
-`sdk.xnnpack_program`): `python -m export keygen` and `python -m export sign`.
+"""Sign a bundle (format version 6, `sdk.format.signing`) or its ExecuTorch companion (companion version 3,
+`sdk.engines.xnnpack_program`): `python -m export keygen` and `python -m export sign`.
 
 The bundle is validated completely (every member's SHA-256, every weight finite) before it is signed: a
 signature says "this is the bundle we built", so nothing damaged is signed. Signing rewrites only the
 header, the manifest's `version` and the trailer; the members' bytes are the same.
 
->>> from sdk.signing import generate_key                              # doctest: +SKIP
+>>> from sdk.format.signing import generate_key                              # doctest: +SKIP
 >>> key = generate_key("keys/release.key")                            # doctest: +SKIP
 >>> sign_bundle("tiny-imagenet.taper", key)                           # doctest: +SKIP
 """
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from sdk.bundle import HEADER, Bundle, bundle_members, write_bundle
+from sdk.engines.xnnpack_program import MAGIC, SUFFIX, companion_target, parse_companion, sign_companion
 from sdk.errors import BundleError
-from sdk.files import atomic_file
-from sdk.signing import TRAILER, Signer, SigningKey, verify_trailer
-from sdk.xnnpack_program import MAGIC, SUFFIX, companion_target, parse_companion, sign_companion
+from sdk.format.bundle import HEADER, Bundle, bundle_members, write_bundle
+from sdk.format.signing import TRAILER, Signer, SigningKey, verify_trailer
+from sdk.media.files import atomic_file
 
 
 def sign_bundle(path: str | Path, key: SigningKey, out: str | Path | None = None) -> Signer:

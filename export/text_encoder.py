@@ -21,8 +21,8 @@ import onnx
 import torch
 from onnx import helper, numpy_helper
 
-from sdk.cache import atomic_directory, cache_root
-from sdk.text_encoder import MODEL_FILE, TOKENIZER_FILE
+from sdk.media.cache import atomic_directory, cache_root
+from sdk.text.encoder import MODEL_FILE, TOKENIZER_FILE
 
 from .minilm import load_reference_encoder, reference_model_dir
 

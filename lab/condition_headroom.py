@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sdk.preprocessing import Preprocessing
+from sdk.media.preprocessing import Preprocessing
 from trainer.config import RECIPE, TrainConfig
 from trainer.data.condition_cache import ConditionData, MixtureSplit
 from trainer.data.conditions import CONDITION_NAMES, REPORT_SEVERITIES

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from scripts.bench_fewshot import stage1_features
-from sdk.preprocessing import Preprocessing
+from sdk.media.preprocessing import Preprocessing
 from sdk.prototypes import DEFAULT_TEMPERATURE, CosineHead, l2_normalize, prototype_rows
 from trainer.config import TrainConfig
 from trainer.data.holdout import held_out_classes

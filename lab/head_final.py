@@ -5,7 +5,7 @@
 
 English compounds name a kind of their last word, so the rule reads a phrase of several words whose last word
 (and its singular) is no word of any name in the bundle, while another word is, as an item the bundle lacks
-("fruit fly", "car seat"). It patches rule 4a of sdk/tasks.py (`TaskResolver._unknown`) for the length of
+("fruit fly", "car seat"). It patches rule 4a of sdk/text/resolver.py (`TaskResolver._unknown`) for the length of
 one measurement, scores the own-data query lists (scripts/own_photos.score_queries) and Tiny ImageNet's
 phrasing sets (scripts/bench_retrieval's), with and without it, and lists every phrasing whose classes change.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import sdk
 from scripts import bench_retrieval, own_photos
-from sdk.tasks import DESCRIBING_NOUNS, DESCRIBING_WORDS, TaskOptions, TaskResolver, singular_forms
+from sdk.text.resolver import DESCRIBING_NOUNS, DESCRIBING_WORDS, TaskOptions, TaskResolver, singular_forms
 
 EXTRA = ["fruit fly", "car seat", "butterfly net", "bus stop", "bee hive", "orange juice", "dog food",
          "garden insects", "tropical fruit", "fast cars", "pet dogs", "dog breeds", "sled dog"]

@@ -4,7 +4,7 @@ calibration photos, from the folded batch-norm statistics (the data-free ranges 
     python -m lab.int8_data_free ~/.cache/taper-sdk/demo/<key>/run --out docs/results/int8_data_free
 
 On a run's stage-1 network (the generic one; width and size as trained), folded exactly as the SDK folds
-(sdk.folding) into the bundle's own backbone graph (export.backbone) with its classifier:
+(sdk.fusion.folding) into the bundle's own backbone graph (export.backbone) with its classifier:
 - fp32: that graph in onnxruntime;
 - calibrated: onnxruntime.quantization.quantize_static, QDQ, per-channel int8 weights, uint8 activations,
   MinMax ranges from CALIBRATION training images (the tools' way: needs photos);
@@ -39,10 +39,10 @@ import torch
 from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
 
 from export.backbone import export_backbone
-from sdk.architecture import conv_bn_pairs, parameter_shapes
-from sdk.folding import BACKBONE_FILE, fold_batch_norm
-from sdk.onnx_proto import append_linear_head, inline_external_data, inputs_to_initializers
-from sdk.preprocessing import Preprocessing
+from sdk.format.onnx_proto import append_linear_head, inline_external_data, inputs_to_initializers
+from sdk.fusion.architecture import conv_bn_pairs, parameter_shapes
+from sdk.fusion.folding import BACKBONE_FILE, fold_batch_norm
+from sdk.media.preprocessing import Preprocessing
 from trainer.config import TrainConfig
 from trainer.data.tasks import TaskSampler
 from trainer.evaluate import Evaluator

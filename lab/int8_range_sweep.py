@@ -1,4 +1,4 @@
-"""How the int8 accuracy depends on the activation ranges' width (RANGE_SIGMAS of sdk/int8.py), on training
+"""How the int8 accuracy depends on the activation ranges' width (RANGE_SIGMAS of sdk/engines/int8.py), on training
 photos (docs/results/experiments.md, "Is it the range width?"; pre-registered).
 
     python -m lab.int8_range_sweep BUNDLE RUN --tasks 30 --out docs/results/int8_range_sweep.json
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk import int8
+from sdk.engines import int8
 from trainer.config import TrainConfig
 from trainer.data.cache import load_dataset
 from trainer.data.tasks import TaskSampler

@@ -5,5 +5,5 @@ Benchmarks write their result files under docs/results/; the reliability suite's
 """
 
 # A script may import onnxruntime (sorted before sdk) before it imports sdk; importing sdk here first turns
-# onnxruntime's telemetry off (sdk/_offline.py), so no script trips the SDK's TelemetryWarning.
+# onnxruntime's telemetry off (sdk/engines/_offline.py), so no script trips the SDK's TelemetryWarning.
 import sdk  # noqa: F401

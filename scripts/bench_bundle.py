@@ -33,7 +33,7 @@ import sdk
 from export.bundle import bundle_run
 from export.compress import Mode, compress
 from scripts import bench_runtime, cpu, roofline
-from sdk.architecture import is_mixed, mixed_layers, parameter_shapes
+from sdk.fusion.architecture import is_mixed, mixed_layers, parameter_shapes
 from trainer.rundir import RunDir
 
 # The bench model's shape (trainer preset `bench`): stem, width, classes, input size, bases.
@@ -127,7 +127,7 @@ def full_width(modes: list[Mode], shared_by_mode: dict[str, set[str]], repeats: 
     for mode in modes:
         path = bench_runtime.random_bundle(tmp / f"full-{mode}.taper", "imagenet", 1.0, 1000, 224, 10,
                                            store=lambda b, m=mode: compress(b, m, shared_by_mode[str(m)]))
-        bases = sdk.bundle.Bundle.open(path).bases
+        bases = sdk.format.bundle.Bundle.open(path).bases
         row = {"bundle_bytes": path.stat().st_size, "bases_bytes": bases.nbytes,
                "bases_over_single_fp32": round(bases.nbytes / single_fp32_bytes(shapes), 3),
                **timing(path, repeats, tmp, roof)}
@@ -163,7 +163,7 @@ def main() -> int:
         tmp = Path(tmp)
         for mode in modes:
             path = bundle_run(args.run, tmp / f"{mode}.taper", mode=mode)
-            bases = sdk.bundle.Bundle.open(path).bases
+            bases = sdk.format.bundle.Bundle.open(path).bases
             single = single_fp32_bytes(bases.shapes)
             bases_rows[str(mode)] = bases.block_rows()
             shared[str(mode)] = {lb.layer.name for lb in bases.layers if lb.kind == "shared"}
@@ -216,7 +216,7 @@ def retime(out: Path, repeats: int) -> int:
             mode = Mode.parse(name)
             path = bench_runtime.random_bundle(tmp / "bench.taper", *BENCH_SHAPE,
                                                store=lambda b, m=mode: compress(b, m, run_shared(m, *BENCH_SHAPE[:3])))
-            bases = sdk.bundle.Bundle.open(path).bases
+            bases = sdk.format.bundle.Bundle.open(path).bases
             if bases.nbytes != row["bases_bytes"]:
                 raise SystemExit(f"{name}: random bases take {bases.nbytes} bytes, the run's {row['bases_bytes']}: "
                                  "the shared layers differ from the run's")
@@ -318,7 +318,7 @@ def markdown(result: dict, plot: str) -> str:
               "take here ((bytes read + written) / copy bandwidth + multiply-adds / the sgemm rate at the thread "
               "count the kernel fuses the plan with, `fuse_fold_threads` in bundle.json: one where the plan moves "
               "under 8 MB, as every bench-size mode but fp32 (a hand-off to the second core cost more than it "
-              "saved: sdk/native_fusion.py); `scripts/roofline.py` counts them, bundle.json has the counts); over "
+              "saved: sdk/fusion/native.py); `scripts/roofline.py` counts them, bundle.json has the counts); over "
               "roofline: fuse+fold ms over it.", ""]
     if "int8" in result:
         lines += int8_lines(result["int8"]) + [""]

@@ -1,10 +1,10 @@
-"""What vetting an ExecuTorch companion (sdk/companion_check.py) costs `sdk.load(..., engine="executorch")`:
+"""What vetting an ExecuTorch companion (sdk/engines/companion_check.py) costs `sdk.load(..., engine="executorch")`:
 loads with the probe process run, with its verdict already known (the same process or the device cache),
 and with the check off, alternated in one process, medians. Writes <out>.json and <out>.md.
 
     python -m scripts.bench_companion_check --bundle tiny.taper --companion tiny.taper.xnnpack --pairs 10
 
-The check is switched off here only, by replacing `sdk.companion_check.check_companion` for the "off" loads:
+The check is switched off here only, by replacing `sdk.engines.companion_check.check_companion` for the "off" loads:
 a product load has no such switch (a companion is probed unless a trusted key signed it).
 """
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs/results/companion_check"))
     args = parser.parse_args(argv)
     os.environ["TAPER_DEVICE_CACHE"] = "0"   # verdicts in this process only: the probe runs when asked
-    from sdk import companion_check
+    from sdk.engines import companion_check
 
     real = companion_check.check_companion
     timed_load(args.bundle, args.companion)   # imports executorch and torch once, outside the timings

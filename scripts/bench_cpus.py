@@ -35,9 +35,9 @@ import sdk
 from export.compress import Mode, compress
 from scripts import bench_bundle, bench_int8, bench_runtime, cpu, roofline
 from scripts.results import write_result
-from sdk.fusion import FusionPlan
-from sdk.native_fusion import NativeKernel, available_builds, native_kernel, packed_placements
-from sdk.report_page import cpu_name
+from sdk.fusion.native import NativeKernel, available_builds, native_kernel, packed_placements
+from sdk.fusion.plan import FusionPlan
+from sdk.media.report_page import cpu_name
 
 OUT = Path("docs/results/cpus.json")
 # The layout onnxruntime's NCHWc transformer gives a CPU that runs each build (0: plain, no NCHWc).
@@ -72,7 +72,7 @@ def builds(modes: list[str], repeats: int, tmp: Path, roof: roofline.Roofline) -
         shared = bench_bundle.run_shared(mode, "imagenet", 1.0, 1000)
         path = bench_runtime.random_bundle(tmp / "full.taper", "imagenet", 1.0, 1000, 224, 10,
                                            store=lambda b, m=mode, s=shared: compress(b, m, s))
-        bases = sdk.bundle.Bundle.open(path).bases
+        bases = sdk.format.bundle.Bundle.open(path).bases
         out[name] = {}
         for build in available_builds(kernel._library):
             placements, floats = packed_placements(bases.shapes, BUILD_BLOCKS[build])

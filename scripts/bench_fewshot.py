@@ -58,7 +58,7 @@ from sdk.prototypes import (
     leave_one_out_prototype_similarities,
     prototype_rows,
 )
-from sdk.text_encoder import primary_name
+from sdk.text.encoder import primary_name
 from trainer.rundir import STAGE3_BANK_PREFIX, RunDir
 
 

@@ -236,11 +236,11 @@ def summary(result: dict, sizes: list[int], modes: list[str], drop: list[float])
             "file_ratio": timing["file_ratio"], "measured_at": at or "bench size",
             **({"executorch_inference_over_fp32": timing["executorch"]["inference_over_fp32"],
                 "executorch_file_ratio": timing["executorch"]["file_ratio"]} if "executorch" in timing else {}),
-            "calibration": "none: ranges from the mixed batch norms (sdk.int8)",
+            "calibration": "none: ranges from the mixed batch norms (sdk.engines.int8)",
             "session_route": f"{timing.get('int8_route', 'not recorded')}: onnxruntime's optimized int8 graph made "
                              "once per bundle, at full width cut in two halves whose sessions are made at once on "
                              "two threads; each model's sessions read its values from its own graph and only "
-                             "prepack them (sdk/int8_session.py; full_width.*.session_routes: the others)"}
+                             "prepack them (sdk/engines/int8_session.py; full_width.*.session_routes: the others)"}
 
 
 def export_sizes(models: dict) -> dict[str, int]:
@@ -355,7 +355,7 @@ def session_routes(model, size: int, pairs: int, threads: int | None = None) -> 
     of the QDQ graph (onnxruntime fuses QDQ into integer kernels, rewrites them for the CPU and prepacks the
     weights); onnxruntime's optimized graph made once, each model's values read from its graph bytes, so
     only the prepacking is per model, whole and cut in two halves whose sessions are made at once on two
-    threads (`sdk.int8_session`: personalize() takes the latter where it serves); and one session made once
+    threads (`sdk.engines.int8_session`: personalize() takes the latter where it serves); and one session made once
     whose int8 weights, scales and biases are graph inputs (nothing made per model, but the kernels repack
     the weights on every run). `inference_ms_batch1` is one run of the network each makes."""
     import tempfile
@@ -363,8 +363,8 @@ def session_routes(model, size: int, pairs: int, threads: int | None = None) -> 
     import onnx
     import onnxruntime as ort
 
-    from sdk.int8_session import FreshInt8Sessions, OptimizedInt8Sessions
-    from sdk.network import head_inputs
+    from sdk.engines.int8_session import FreshInt8Sessions, OptimizedInt8Sessions
+    from sdk.engines.network import head_inputs
 
     level = ort.GraphOptimizationLevel
     image = np.zeros((1, 3, size, size), np.float32)

@@ -4,7 +4,7 @@ docs/results/jvm_int8.json.
     python -m scripts.bench_jvm_int8 [--repeats 15]
 
 The Python runtime gives each int8 model a session whose onnxruntime-optimized graph was made once per
-bundle and whose values it reads from the model's graph bytes as an in-memory file (sdk/int8_session.py),
+bundle and whose values it reads from the model's graph bytes as an in-memory file (sdk/engines/int8_session.py),
 in two halves made at once. onnxruntime's Java API (the app's) has no in-memory external files, so the
 app's OnnxEngine makes a fresh session of the QDQ graph per model. This measures that fresh session on the
 JVM (android_demo/app/src/bench/.../Int8SessionBench, onnxruntime's desktop JAR of the app's version),
@@ -27,7 +27,7 @@ import sdk
 from scripts import cpu
 from scripts.bench_int8 import compact_random_bundle, session_routes
 from scripts.results import write_result
-from sdk.int8 import Int8Plan
+from sdk.engines.int8 import Int8Plan
 
 ANDROID = Path(__file__).parents[1] / "android_demo"
 BENCH = ANDROID / "app" / "src" / "bench" / "java" / "org" / "taper" / "demo" / "Int8SessionBench.java"

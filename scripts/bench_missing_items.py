@@ -3,10 +3,10 @@
     python -m scripts.bench_missing_items --bundle /tmp/demo.taper --out docs/results/missing_items
 
 lab/missing_items.json holds 30 names a user may type that are not classes of the Tiny ImageNet bundle,
-written before the resolver's rule 4a (sdk/tasks.py). Each is resolved as `sdk.personalize` resolves a
+written before the resolver's rule 4a (sdk/text/resolver.py). Each is resolved as `sdk.personalize` resolves a
 description, in three forms: alone ("owl"), as one item of a list with two of the bundle's classes
 ("owl, <class>, <class>") and in the list the issue names ("bicycle, pedestrian, tree"). A case passes
-when the resolution says the item is missing (sdk.tasks.MISSING) and what was taken instead (or that it
+when the resolution says the item is missing (sdk.text.resolver.MISSING) and what was taken instead (or that it
 was left out), and no case may take a concept (rule 5) for a missing item. Also: the two misreadings
 `make demo` showed ("bicycle, pedestrian, tree" took 30 classes through 'wood'; "a drinking glass with
 a base and stem" was cut at "and").
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import sdk
 from sdk.errors import DescriptionError
-from sdk.tasks import MISSING, TaskResolver
+from sdk.text.resolver import MISSING, TaskResolver
 
 ITEMS = Path(__file__).parent.parent / "lab" / "missing_items.json"
 DEMO_DESCRIPTIONS = ("bicycle, pedestrian, tree", "a drinking glass with a base and stem")

@@ -29,10 +29,10 @@ import onnxruntime as ort
 import sdk
 from export.bundle import assemble, write_bundle
 from scripts import cpu, roofline
-from sdk.architecture import NUM_BLOCKS, block_layout, parameter_shapes
-from sdk.bases import CompactBases
-from sdk.manifest import Architecture
-from sdk.mixer import tensor_shapes as mixer_tensor_shapes
+from sdk.format.manifest import Architecture
+from sdk.fusion.architecture import NUM_BLOCKS, block_layout, parameter_shapes
+from sdk.fusion.bases import CompactBases
+from sdk.fusion.mixer import tensor_shapes as mixer_tensor_shapes
 
 INFERENCE_SECONDS = 2.0
 DESCRIPTIONS = ["insects", "kitchen appliances", "a drinking glass with a base and stem", "dogs", "vehicles"]
@@ -61,7 +61,7 @@ def random_bundle(path: Path, stem: str, width: float, num_classes: int, size: i
     names = [f"{words[i % len(words)]} {i}" for i in range(num_classes)]
     # Real text embeddings of the class names, so descriptions resolve as they would on a real bundle.
     from export.text_encoder import cached_text_encoder
-    from sdk.text_encoder import TextEncoder
+    from sdk.text.encoder import TextEncoder
 
     emb = TextEncoder.from_dir(cached_text_encoder()).embed_class_names(names)
     classes = {"classes": [{"id": f"c{i}", "name": n, "path": ["root", n]} for i, n in enumerate(names)],
@@ -127,7 +127,7 @@ def fusion_bandwidth(bundle: sdk.TaperBundle, repeats: int, roof: roofline.Roofl
 
 def fusion_threads(plan) -> int:
     """The threads the plan's kernel fuses it with (the C kernel: one for a small plan, where a hand-off to
-    the second core cost more than it saved, sdk/native_fusion.py; numpy: BLAS's, taken as every core)."""
+    the second core cost more than it saved, sdk/fusion/native.py; numpy: BLAS's, taken as every core)."""
     return plan.kernel.parts(plan) if hasattr(plan.kernel, "parts") else os.cpu_count() or 1
 
 

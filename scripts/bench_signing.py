@@ -21,7 +21,7 @@ from pathlib import Path
 
 import sdk
 from export.sign import sign_bundle
-from sdk.signing import TRAILER, SigningKey, verify_trailer
+from sdk.format.signing import TRAILER, SigningKey, verify_trailer
 
 OUT = Path("docs/results/signing")
 

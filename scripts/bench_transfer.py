@@ -177,8 +177,8 @@ class Scorer:
 def contact_page(scorer: Scorer, runs: dict[str, Path], out: Path) -> Path:
     """The same val photos of PAGE_CLASSES, labelled by each run's network (classifier selection over all
     the own classes), one section per run: what a start changes, by eye."""
-    from sdk.report_page import Section, Tile, render_page, thumbnail_uri, write_page
-    from sdk.text_encoder import primary_name
+    from sdk.media.report_page import Section, Tile, render_page, thumbnail_uri, write_page
+    from sdk.text.encoder import primary_name
     from trainer.run import RunDir, load_model
 
     labels = scorer.labels
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import sdk
     from export.bundle import bundle_run
-    from sdk.cache import cache_root
+    from sdk.media.cache import cache_root
     from trainer.config import FINETUNE
     from trainer.report import evaluate_run
 

@@ -1,4 +1,4 @@
-"""Warm start: `warm_up()` in a fresh process with and without the device cache (sdk/device_cache.py).
+"""Warm start: `warm_up()` in a fresh process with and without the device cache (sdk/engines/device_cache.py).
 Writes docs/results/warm_start.{json,md}.
 
     .venv/bin/python -m scripts.bench_warm_start [--repeats 6] [--bundle B.taper ...]
@@ -7,13 +7,13 @@ Cases: a full-width ResNet-18 (224 px, 1000 classes, Q=10), float32 and stored i
 mode (RECOMMENDED, with the bench run's shared layers), and the bench model's shape (width 0.25, 64 px,
 200 classes), random weights (`scripts.bench_runtime.random_bundle`: timing does not depend on the values),
 unless --bundle names others. Each repeat starts three fresh processes in turn: a first process with an
-empty cache (it compiles the backbone and writes the entries: the compiled backbone, sdk/device_cache.py,
-the text encoder's session, sdk/encoder_cache.py, and at its first int8 model the int8 route), one with the
+empty cache (it compiles the backbone and writes the entries: the compiled backbone, sdk/engines/device_cache.py,
+the text encoder's session, sdk/text/encoder_cache.py, and at its first int8 model the int8 route), one with the
 cache off (`TAPER_DEVICE_CACHE=0`: what every launch cost before), and one reading the entries the first
 wrote. Each process times `warm_up()` and its parts (the text encoder, the cache read, the compiled route's
 set-up: the bases reordered into the device layout and one shared session), then personalizes once and
 checks the route, then times its first int8 model (the int8 route made and checked, or read from its entry:
-sdk/int8_route_cache.py). Medians and ranges.
+sdk/engines/int8_route_cache.py). Medians and ranges.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 
 CHILD = """
 import json, sys, time
-import sdk, sdk.device_cache as dc, sdk.engine as engine
+import sdk, sdk.engines.device_cache as dc, sdk.engines.onnxruntime as engine
 parts = {}
 def timed(name, fn):
     def wrapped(*args, **kwargs):
@@ -44,7 +44,7 @@ def timed(name, fn):
 dc.load = timed("cache_read", dc.load)
 engine.compile_backbone = timed("compile_backbone", engine.compile_backbone)
 engine.CompiledRoute.__init__ = timed("route_setup", engine.CompiledRoute.__init__)
-import sdk.text_encoder as te
+import sdk.text.encoder as te
 te.TextEncoder.from_checked_members = classmethod(timed("encoder", te.TextEncoder.from_checked_members.__func__))
 bundle = sdk.load(sys.argv[1])
 start = time.perf_counter()
@@ -141,7 +141,8 @@ def main() -> None:
                      f"{c['first_over_uncached']} | {k['median']} [{k['min']}-{k['max']}] | "
                      f"{c['cached_over_uncached']} | {setup} | {encoder} | {round(k['median'] - setup - encoder, 1)} |")
     lines += ["", "The first int8 model after warm_up() (`personalize(..., precision=\"int8\")`: its plan, and its "
-              "session route made and checked, or read from the cache's int8 route entry, sdk/int8_route_cache.py; "
+              "session route made and checked, or read from the cache's int8 route entry, "
+              "sdk/engines/int8_route_cache.py; "
               "then the model itself), ms:", "",
               "| case | first process (makes the route, writes it) | no cache | cached | int8 route |",
               "|---|---|---|---|---|"]
@@ -150,7 +151,7 @@ def main() -> None:
         lines.append(f"| {name} | {f['median']} [{f['min']}-{f['max']}] | {u['median']} [{u['min']}-{u['max']}] | "
                      f"{k['median']} [{k['min']}-{k['max']}] | {', '.join(c['int8_routes'])} |")
     lines += ["", "route set-up: the compiled route from the cache entry (the bases reordered into the device layout, "
-              "one shared session); text encoder: its session from the encoder's entry (sdk/encoder_cache.py: the "
+              "one shared session); text encoder: its session from the encoder's entry (sdk/text/encoder_cache.py: the "
               "graph as onnxruntime optimized it, with its packed weights, checked by SHA-256 while it loads) and "
               "the tokenizer; rest: whatever warm_up() does besides (locks, the cache read's checks)."]
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")

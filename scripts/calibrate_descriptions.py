@@ -1,4 +1,4 @@
-"""Calibrate the "nothing matches" rule of sdk.tasks: how far the best class's text similarity stands out
+"""Calibrate the "nothing matches" rule of sdk.text.resolver: how far the best class's text similarity stands out
 from the mean over all classes (the contrast), for descriptions that mean a class and for ones that don't.
 
     .venv/bin/python -m scripts.calibrate_descriptions --bundle tiny-imagenet.taper
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk.tasks import TaskOptions, contrast
+from sdk.text.resolver import TaskOptions, contrast
 
 UNRELATED = ["democracy", "algebra", "tuesday", "happiness", "thunderstorm", "quantum chromodynamics", "tax return",
              "asdfgh", "xqzv", "lorem ipsum", "the", "a feeling of nostalgia", "jazz music", "cryptocurrency",
@@ -32,7 +32,7 @@ THRESHOLDS = [0.10, 0.12, 0.13, 0.14, 0.15, 0.16, 0.18, 0.20]
 
 
 def contrasts(bundle: sdk.TaperBundle, texts: list[str]) -> list[dict]:
-    """Per text: the closest class and the contrast, computed as sdk.tasks does."""
+    """Per text: the closest class and the contrast, computed as sdk.text.resolver does."""
     out = []
     for text in texts:
         scores = bundle.bundle.class_embeddings @ bundle.resolver.embed_phrase(text)

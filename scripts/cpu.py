@@ -12,7 +12,7 @@ import os
 import platform
 from pathlib import Path
 
-from sdk.report_page import cpu_name
+from sdk.media.report_page import cpu_name
 
 # x86 and aarch64 features that change which kernel runs (ours: AVX2+FMA+F16C, AVX-512, NEON; onnxruntime's
 # int8 kernels: VNNI, AMX; its NCHWc block: AVX-512).

@@ -1,15 +1,15 @@
-"""The fusion kernel (sdk/_fusion_kernel.c) built for aarch64 and checked there against the Python reference.
+"""The fusion kernel (sdk/fusion/_fusion_kernel.c) built for aarch64 and checked there against the Python reference.
 
     python -m scripts.cross_kernel --out docs/results/aarch64_kernel.json
 
 Jetson boards, Apple-silicon laptops and phones are aarch64; the kernel's x86 builds are checked at every
-load (`sdk.native_fusion.self_check`), this one here. It is cross-built with Debian's gcc-aarch64-linux-gnu
+load (`sdk.fusion.native.self_check`), this one here. It is cross-built with Debian's gcc-aarch64-linux-gnu
 (statically, with the package's -O3) together with a small driver (scripts/kernel_driver.c) and run under
 qemu-user. The cases are the runtime's own: the self-check's random bases with a layer in every storage kind
 and dtype, laid out plain and blocked by 8 and 16, split over two parts; the runtime prepares each plan for
 its C kernel (`NativeKernel.prepare`), this module writes the prepared layers and their arrays to a case file,
 and the aarch64 build fuses them. Its weights must equal numpy's within the self-check's tolerance; the
-fusion that quantizes as it fuses and the quantizer must equal `sdk.int8.quantize_weight` bit for bit. No
+fusion that quantizes as it fuses and the quantizer must equal `sdk.engines.int8.quantize_weight` bit for bit. No
 timing: qemu emulates.
 """
 
@@ -28,11 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from scripts.results import write_result
-from sdk.architecture import BN_EPS
-from sdk.fusion import FusionPlan
-from sdk.int8 import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
-from sdk.bases import LayerStorage
-from sdk.native_fusion import (
+from sdk.engines.int8 import WEIGHT_QMAX, WEIGHT_QMIN, quantize_weight
+from sdk.fusion.architecture import BN_EPS
+from sdk.fusion.bases import LayerStorage
+from sdk.fusion.native import (
     NativeKernel,
     NativePlan,
     _check_bases,
@@ -42,6 +41,7 @@ from sdk.native_fusion import (
     packed_placements,
     within_float32_rounding,
 )
+from sdk.fusion.plan import FusionPlan
 
 ROOT = Path(__file__).parents[1]
 DRIVER = ROOT / "scripts" / "kernel_driver.c"

@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk.cache import cache_root
-from sdk.report_page import Section, Tile, cpu_name, render_page, thumbnail_uri, write_page
-from sdk.tasks import MISSING
-from sdk.text_encoder import primary_name
+from sdk.media.cache import cache_root
+from sdk.media.report_page import Section, Tile, cpu_name, render_page, thumbnail_uri, write_page
+from sdk.text.encoder import primary_name
+from sdk.text.resolver import MISSING
 from trainer.data import DataError, load_dataset
 from trainer.rundir import RunDir
 

@@ -1,9 +1,9 @@
-"""Write sdk/exocentric_compounds.txt: two-word nouns that are no kind of their last word, from WordNet 3.0.
+"""Write sdk/text/exocentric_compounds.txt: two-word nouns that are no kind of their last word, from WordNet 3.0.
 
     python -m scripts.exocentric_compounds            # needs Debian's wordnet-base (/usr/share/wordnet)
 
 English compounds name a kind of their last word ("sled dog" is a dog, "fire truck" a truck), and the
-resolver (rule 4a of sdk/tasks.py) trusts that: a phrase whose last word is a word of a bundle's names is
+resolver (rule 4a of sdk/text/resolver.py) trusts that: a phrase whose last word is a word of a bundle's names is
 no missing item. Some are not: a "hot dog" is a sausage, a "prairie dog" a rodent, a "teddy bear" a toy.
 The text encoder cannot tell them apart (all-MiniLM-L6-v2 puts "hot dog" as near "dog" as "sled dog" is:
 0.80 and 0.78), so issue 60's "hot dog" took a bundle's six dog breeds. WordNet can: a compound is listed
@@ -15,7 +15,7 @@ a frankfurter; "big cat": cat, sense 7) is listed too: the bundle's 'dogs' mean 
 in docs/training.md: such a phrase on a bundle that means that other sense ("musical instrument" on a
 bundle whose group is 'instruments') is told missing rather than taken (the group's own name still works).
 
-Both readers load the file (sdk/compounds.py; the Java core's Compounds.java from its class path).
+Both readers load the file (sdk/text/compounds.py; the Java core's Compounds.java from its class path).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"{args.wordnet}/data.noun not found (apt-get install wordnet-base)")
     compounds, license_text = exocentric(args.wordnet)
     header = ["Two-word nouns that are no kind of their last word ('hot dog' is no dog), one per line:",
-              "rule 4a of sdk/tasks.py tells them missing rather than taking the last word's group.",
+              "rule 4a of sdk/text/resolver.py tells them missing rather than taking the last word's group.",
               "Written by `python -m scripts.exocentric_compounds` from WordNet 3.0 (see that script for",
               "the criterion); do not edit by hand. WordNet's license, which asks for its notice on copies:", "",
               *license_text.splitlines()]

@@ -78,7 +78,7 @@ def description_for(path: Path) -> str:
     preset's), else one built from the bundle's own first two classes, one of them as free text so that
     the text encoder still runs (a Tiny ImageNet bundle has no "blue" or "round shapes")."""
     import sdk
-    from sdk.text_encoder import primary_name
+    from sdk.text.encoder import primary_name
 
     bundle = sdk.load(path)
     first, second = (primary_name(c) for c in bundle.classes[:2])
@@ -338,7 +338,7 @@ def make_case(kind: str, blob: bytes, rng: np.random.Generator, hostile: list) -
 def bases_edit(blob: bytes, rng: np.random.Generator) -> tuple[str, bytes]:
     """A forged compact bases member: a tensor dropped, renamed to a layer that does not exist, cut short
     (wrong rank or length), of another dtype, or a scale made NaN or negative; everything re-signed."""
-    from sdk.bundle import Bundle, tensors_member
+    from sdk.format.bundle import Bundle, tensors_member
 
     tensors = dict(Bundle.from_buffer(np.frombuffer(blob, np.uint8)).bases.tensors())
     key = str(rng.choice(sorted(tensors)))
@@ -361,7 +361,7 @@ def bases_edit(blob: bytes, rng: np.random.Generator) -> tuple[str, bytes]:
 def mixed_storage(bases):
     """`bases` with layer i stored as STORAGE_CYCLE[i % len(STORAGE_CYCLE)] says."""
     from export.compress import Mode, compress
-    from sdk.bases import CompactBases
+    from sdk.fusion.bases import CompactBases
 
     stored = [compress(bases, Mode.parse(mode)).layers for mode in STORAGE_CYCLE]
     return CompactBases([stored[i % len(stored)][i] for i in range(len(bases.layers))], bases.shapes, bases.num_bases)
@@ -372,15 +372,15 @@ def base_bundle(path: Path | None, work: Path) -> bytes:
     (so re-signed edits keep its length)."""
     from dataclasses import replace
 
-    from sdk.bundle import Bundle, bundle_bytes
+    from sdk.format.bundle import Bundle, bundle_bytes
 
     if path is None:
         from export.bundle import bundle_run
         from trainer.run import run
 
         path = bundle_run(run(work / "tiny-run", "tiny", progress=False), work / "tiny.taper")
-    from sdk.bases import CompactBases
-    from sdk.bundle import bases_bytes
+    from sdk.format.bundle import bases_bytes
+    from sdk.fusion.bases import CompactBases
 
     bundle = Bundle.open(path)
     members = {n: bundle.member_bytes(n) for n in bundle.manifest.members}
@@ -408,8 +408,8 @@ def main() -> int:
         blob = base_bundle(args.bundle, work)
         trusted_key = None
         if args.signed:
-            from sdk.bundle import bundle_bytes, bundle_members
-            from sdk.signing import SigningKey
+            from sdk.format.bundle import bundle_bytes, bundle_members
+            from sdk.format.signing import SigningKey
 
             key = SigningKey.generate()
             blob, trusted_key = bundle_bytes(*bundle_members(blob), key), key.public_key.hex()

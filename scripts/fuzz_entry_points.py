@@ -155,8 +155,8 @@ class State:
         if self._signed is None:
             from export.golden import GOLDEN_SEEDS
             from export.sign import sign_bundle
-            from sdk.signing import SigningKey
-            from sdk.xnnpack_program import sign_companion
+            from sdk.engines.xnnpack_program import sign_companion
+            from sdk.format.signing import SigningKey
 
             key, forger = (SigningKey.from_seed(seed) for seed in GOLDEN_SEEDS)
             bundle = self.scratch / "signed.taper"
@@ -170,7 +170,7 @@ class State:
         if self._outside is None:
             import math
 
-            from sdk.xnnpack_program import companion_target
+            from sdk.engines.xnnpack_program import companion_target
 
             shapes = companion_target(self.bundle.bundle)[1]
             covered = np.zeros(start + size, bool)
@@ -556,7 +556,7 @@ def companion_case(state: State, case: dict, folder: Path) -> dict:
 def unsigned_companion_case(state: State, case: dict, folder: Path) -> dict:
     """One bit of the unsigned companion's program flipped, its SHA-256 redone, loaded without trusted_keys:
     refused (typed), or loaded and predicting what the onnxruntime engine predicts; never a crash."""
-    from sdk.xnnpack_program import PREFIX, PTE_HEADER, PTE_HEADER_AT, companion_bytes
+    from sdk.engines.xnnpack_program import PREFIX, PTE_HEADER, PTE_HEADER_AT, companion_bytes
 
     rng = np.random.default_rng(case["seed"])
     raw = Path(state.companion_path).read_bytes()
@@ -589,7 +589,7 @@ def forged_companion(raw: bytes, rng: np.random.Generator, key, header_digit: bo
     """A forger's companion from the signed `raw`: a bit of the program's flatbuffer flipped (or, with
     `header_digit`, a digit of a slot offset changed) with the program's SHA-256 redone, unsigned or signed by
     the forger's own `key`."""
-    from sdk.xnnpack_program import PREFIX, companion_bytes
+    from sdk.engines.xnnpack_program import PREFIX, companion_bytes
 
     length = int.from_bytes(raw[12:20], "little")
     header = json.loads(raw[PREFIX.size:PREFIX.size + length])

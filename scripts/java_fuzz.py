@@ -55,9 +55,9 @@ for line in sys.stdin:
 
 
 def place_compounds(build: Path) -> None:
-    """Put the resolver's compound list (sdk/exocentric_compounds.txt, the one copy) at the root of the
+    """Put the resolver's compound list (sdk/text/exocentric_compounds.txt, the one copy) at the root of the
     compiled core's class path, where Compounds.java reads it (as core/run_tests.sh does)."""
-    from sdk import compounds
+    from sdk.text import compounds
 
     shutil.copyfile(str(resources.files("sdk").joinpath(compounds.FILE)), build / compounds.FILE)
 
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         rng = np.random.default_rng(args.seed)
         path = work / "case.taper"
         from export.bundle_edits import signed_copy
-        from sdk.signing import SigningKey
+        from sdk.format.signing import SigningKey
 
         key = SigningKey.from_seed(bytes(range(32)))
         for i in range(args.cases):

@@ -1,4 +1,4 @@
-/* Runs sdk/_fusion_kernel.c on a case file and writes what it computed: the fusion kernel on a CPU the
+/* Runs sdk/fusion/_fusion_kernel.c on a case file and writes what it computed: the fusion kernel on a CPU the
  * Python runtime is not running on (aarch64 under qemu-user: scripts/cross_kernel.py writes the cases from
  * the runtime's own plans, builds this file with the kernel for the target, runs it and compares).
  *

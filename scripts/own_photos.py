@@ -78,7 +78,7 @@ def precision_recall(chosen: set[str], expected: set[str]) -> tuple[float, float
 def score_queries(bundle) -> dict:
     """Groups, phrasings and missing names of scripts/own_data/queries.json on `bundle` (sdk.load's)."""
     from sdk.errors import DescriptionError
-    from sdk.tasks import MISSING
+    from sdk.text.resolver import MISSING
 
     spec = json.loads((HERE / "queries.json").read_text())
     sets = spec["sets"]
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     import sdk
     from export.bundle import bundle_run, description_kinds
     from scripts.bench_transfer import upstream_bundle
-    from sdk.cache import cache_root
+    from sdk.media.cache import cache_root
     from trainer.report import evaluate_run
     from trainer.run import run
 

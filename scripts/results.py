@@ -1,5 +1,5 @@
 """A benchmark's result file, written one way: the JSON at `path` (its folder made, the file replaced whole or
-not at all: sdk.files.atomic_file), and the same JSON printed for the log of the run.
+not at all: sdk.media.files.atomic_file), and the same JSON printed for the log of the run.
 
 >>> import tempfile, pathlib
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "out" / "r.json"
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sdk.files import atomic_file
+from sdk.media.files import atomic_file
 
 
 def write_result(result: dict, path: Path, echo: bool = True) -> None:

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from sdk.bases import RANKED_KINDS
+from sdk.fusion.bases import RANKED_KINDS
 
 COPY_BYTES = 128 << 20
 GEMM_SIZE = 2048

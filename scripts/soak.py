@@ -8,7 +8,7 @@ single-threaded reference of the same operation. Writes <out>.json and <out>.md.
 
 Operations, each drawn at random by every thread (seeded per thread):
 - describe: `sdk.personalize(bundle, d).predict_proba(images)` for one of a few descriptions;
-- int8: the same with `precision="int8"` (quantized on the device, its own sessions; `sdk.int8_session`);
+- int8: the same with `precision="int8"` (quantized on the device, its own sessions; `sdk.engines.int8_session`);
 - stream: `sdk.personalize(bundle, stream=[...])` (adapt over unlabelled batches), then predict;
 - examples: few-shot enrollment of two of the bundle's classes from fixed images, then predict;
 - export: `model.export(<tmp>/x.onnx)`, the file's SHA-256 against the reference's;
@@ -52,7 +52,7 @@ class Soak:
     def __init__(self, path: Path, work: Path):
         import sdk
         from scripts.fuzz_bundle import description_for
-        from sdk.text_encoder import primary_name
+        from sdk.text.encoder import primary_name
 
         self.sdk, self.path, self.work = sdk, path, work
         self.bundle = sdk.load(path).warm_up()

@@ -4,7 +4,7 @@ personalized model (needs the export extra). Prints a readable report, or with -
     python -m sdk personalize tiny-imagenet.taper "insects" --images photos/ --export insects.onnx
     python -m sdk personalize tiny-imagenet.taper "insects" --images photos/ --json
     python -m sdk personalize tiny-imagenet.taper "insects" --images photos/ --report photos.html   # a contact sheet
-    python -m sdk cache list        # the warm-start cache (sdk/device_cache.py): entries, bytes, last use
+    python -m sdk cache list        # the warm-start cache (sdk/engines/device_cache.py): entries, bytes, last use
     python -m sdk cache clear
     python -m sdk --version
 """
@@ -18,11 +18,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ._version import __version__
-from .errors import ImageError, SdkError
-from .report_page import BIDI_CONTROL_CHARS, terminal_text
-from .runtime import load, personalize
-from .text_encoder import primary_name
+from sdk._version import __version__
+from sdk.errors import ImageError, SdkError
+from sdk.media.report_page import BIDI_CONTROL_CHARS, terminal_text
+from sdk.runtime import load, personalize
+from sdk.text.encoder import primary_name
 
 UNSURE = 0.5  # a contact sheet's summary counts the photos below this probability
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif"}
@@ -54,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def cache_command(action: str) -> int:
-    from . import device_cache
+    from sdk.engines import device_cache
 
     if action == "clear":
         print(f"removed {device_cache.clear()} entries from {device_cache.cache_dir()}")
@@ -112,9 +112,9 @@ def json_text(result: dict) -> str:
 def contact_sheet(description: str, result: dict, files: list[Path]) -> str:
     """The --report page: how the description was read, then every photo with its label and probability,
     the least confident first (the ones a person should look at)."""
-    from .images import read_image_file
-    from .report_page import THUMBNAIL_PX, Section, Tile, cpu_name, render_page, thumbnail_uri
-    from .tasks import MISSING
+    from sdk.media.images import read_image_file
+    from sdk.media.report_page import THUMBNAIL_PX, Section, Tile, cpu_name, render_page, thumbnail_uri
+    from sdk.text.resolver import MISSING
 
     predictions = result["predictions"]
     order = sorted(range(len(files)), key=lambda i: predictions[i]["probability"])
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                                      for f, (label, prob) in zip(files, model.predict(files) if files else [],
                                                                  strict=True)]
         if args.report:
-            from .report_page import write_page
+            from sdk.media.report_page import write_page
 
             result["report"] = shown(str(write_page(args.report, contact_sheet(args.description, result, files))))
         if args.export:

@@ -8,7 +8,7 @@ counts add up over the batches seen, and the task becomes the classes predicted 
 - classes predicted at least `min_count` times so far, most frequent first, at most `max_classes`;
 - if fewer than `min_classes` qualify, the most frequent `min_classes` (ties: lower class index);
 - with `pad_to`, a task of fewer classes is filled up to `pad_to` with the classes nearest to its
-  classes by text embedding (the description rule `min_classes`, `sdk.tasks`);
+  classes by text embedding (the description rule `min_classes`, `sdk.text.resolver`);
 - until `min_images` images have been labelled in all, the model stays generic (the counts still add
   up): a task chosen from one batch of 32 is mostly wrong, and narrowing to it fell far below the
   generic model (docs/results/self_improvement.md).
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import SdkError
-from .images import to_uint8_batch
-from .batches import run_in_batches
-from .tasks import TaskOptions
+from sdk.batches import run_in_batches
+from sdk.errors import SdkError
+from sdk.media.images import to_uint8_batch
+from sdk.text.resolver import TaskOptions
 
 # Most images labelled per adapt() call: bounds the time of one call (the counts keep all batches).
 MAX_ADAPT_IMAGES = 10_000

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .engines.network import Network, SplitNetwork
-    from .media.preprocessing import Preprocessing
-    from .prototypes import CosineNetwork
+    from sdk.engines.network import Network, SplitNetwork
+    from sdk.media.preprocessing import Preprocessing
+    from sdk.prototypes import CosineNetwork
 
 PREDICT_BATCH = 64
 

@@ -3,7 +3,7 @@ Core ML (.mlpackage). Each file carries the class names and how to feed it (`met
 - ONNX: written by the runtime alone (no torch): the bundle's backbone graph with the folded weights
   inline and the task's head appended; `metadata_props` "classes", "class_ids", "preprocessing",
   "head", "precision" (JSON strings except "head", "producer" and "precision"). Input "image" float32
-  [N, 3, S, S]. An int8 model (`precision="int8"`) is written as the QDQ graph it runs (`sdk.int8`).
+  [N, 3, S, S]. An int8 model (`precision="int8"`) is written as the QDQ graph it runs (`sdk.engines.int8`).
 - An int8 model in ExecuTorch is XNNPACK's int8 kernels with its own int8 weights and activation scales
   (export/int8_program.py; the sidecar's "precision" is "int8"); in Core ML, Core ML's int8 weights of its
   int8 weights, float16 compute (metadata "precision": "int8 weights, float16 compute").
@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .engine import FEATURES, HEAD_BIAS, HEAD_WEIGHT, LOGITS
-from .errors import SdkError
-from .files import refuse_to_replace_folder, staging_directory, user_path
-from .folding import BACKBONE_FILE
-from .onnx_proto import append_linear_head, inline_external_data, inputs_to_initializers, with_metadata
+from sdk.engines.onnxruntime import FEATURES, HEAD_BIAS, HEAD_WEIGHT, LOGITS
+from sdk.errors import SdkError
+from sdk.format.onnx_proto import append_linear_head, inline_external_data, inputs_to_initializers, with_metadata
+from sdk.fusion.folding import BACKBONE_FILE
+from sdk.media.files import refuse_to_replace_folder, staging_directory, user_path
 
 FORMATS = (".onnx", ".pte", ".mlpackage")
 # A .pte's memory plan is made for the largest batch it accepts, so this bounds the memory an app's
@@ -82,7 +82,7 @@ def export_model(model, path: str | os.PathLike) -> Path:
 def onnx_model(model) -> bytes:
     """The model as one self-contained ONNX file: the bundle's backbone graph, the weights of
     `model.alpha` fused and folded (the reference fusion), the task's head rows as initializers."""
-    if model.precision == "int8":   # the QDQ graph it runs (sdk.int8), its head rows made initializers
+    if model.precision == "int8":   # the QDQ graph it runs (sdk.engines.int8), its head rows made initializers
         head = {HEAD_WEIGHT: model.head_weight, HEAD_BIAS: model.head_bias}
         graph = inputs_to_initializers(model.int8_graph, {n: (a.shape, np.ascontiguousarray(a, "<f4").tobytes())
                                                           for n, a in head.items()})

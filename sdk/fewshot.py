@@ -41,14 +41,14 @@ from typing import Any, Protocol
 import numpy as np
 from PIL import Image
 
-from .architecture import NUM_BLOCKS
-from .engine import Network
-from .errors import DescriptionError, ExamplesError
-from .images import to_uint8_batch
-from .mixer import uniform_alpha
-from .batches import run_in_batches
-from .model import PersonalizedModel
-from .prototypes import (
+from sdk.batches import run_in_batches
+from sdk.engines.onnxruntime import Network
+from sdk.errors import DescriptionError, ExamplesError
+from sdk.fusion.architecture import NUM_BLOCKS
+from sdk.fusion.mixer import uniform_alpha
+from sdk.media.images import to_uint8_batch
+from sdk.model import PersonalizedModel
+from sdk.prototypes import (
     DEFAULT_TEMPERATURE,
     CosineHead,
     CosineNetwork,
@@ -58,9 +58,8 @@ from .prototypes import (
     open_feature_network,
     prototype_rows,
 )
-from .stopwatch import Stopwatch
-from .tasks import MAX_DESCRIPTION_CHARS, TaskOptions, check_text, normalize_name, unit_mean
-
+from sdk.stopwatch import Stopwatch
+from sdk.text.resolver import MAX_DESCRIPTION_CHARS, TaskOptions, check_text, normalize_name, unit_mean
 
 
 class TaperBundle(Protocol):

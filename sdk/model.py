@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .batches import run_in_batches
-from .images import to_uint8_batch
-from .network import Network, SplitNetwork
-from .preprocessing import Preprocessing
-from .prototypes import CosineNetwork
+from sdk.batches import run_in_batches
+from sdk.engines.network import Network, SplitNetwork
+from sdk.media.images import to_uint8_batch
+from sdk.media.preprocessing import Preprocessing
+from sdk.prototypes import CosineNetwork
+
 
 @dataclass(repr=False)
 class PersonalizedModel:
@@ -32,7 +33,7 @@ class PersonalizedModel:
     source: object = field(default=None, repr=False)         # the TaperBundle it came from (for export)
     head: str = "linear"  # logits = head_weight @ f + head_bias; "cosine": f is L2-normalised first (few-shot)
     pseudo_label_counts: np.ndarray | None = field(default=None, repr=False)  # over the bundle's classes (adapt)
-    precision: str = "float32"   # "int8": quantized on the device (sdk.int8)
+    precision: str = "float32"   # "int8": quantized on the device (sdk.engines.int8)
     int8_graph: bytes | None = field(default=None, repr=False)   # the QDQ graph an int8 model runs (for export)
 
     def __repr__(self) -> str:
@@ -46,7 +47,7 @@ class PersonalizedModel:
 
         >>> model.export("insects.onnx")            # doctest: +SKIP
         """
-        from .exports import export_model
+        from sdk.exports import export_model
 
         return export_model(self, path)
 
@@ -58,7 +59,7 @@ class PersonalizedModel:
 
         >>> model = bundle.generic().adapt(batch1).adapt(batch2)    # doctest: +SKIP
         """
-        from .adapt import MIN_IMAGES, AdaptRule, adapt
+        from sdk.adapt import MIN_IMAGES, AdaptRule, adapt
 
         rule = AdaptRule(min_count, max_classes, min_classes, pad_to, MIN_IMAGES if min_images is None else min_images)
         return adapt(self, images, rule)

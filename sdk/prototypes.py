@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine import Network
+from sdk.engines.onnxruntime import Network
 
 # Scales cosine similarities (in [-1, 1]) into logits. Only the probabilities depend on it, never the
 # predicted class. 10 is the usual scale of cosine classifiers (e.g. Chen et al. 2019, "A closer look at

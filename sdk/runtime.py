@@ -18,29 +18,30 @@ from pathlib import Path
 
 import numpy as np
 
-from . import device_cache, encoder_cache
-from .adapt import AdaptRule, adapt_stream
-from .architecture import NUM_BLOCKS
-from .bundle import Bundle
-from .engine import BackboneEngine
-from .errors import DescriptionError, SdkError
-from .fewshot import enroll
-from .files import user_path
-from .folding import fold_batch_norm
-from .fusion import Placement
-from .graph_check import check_backbone_graph, check_encoder_graph
-from .int8 import WEIGHT_QMAX, WEIGHT_QMIN, Int8Plan
-from .mixer import predict_alpha, uniform_alpha
-from .model import PersonalizedModel
-from .prototypes import DEFAULT_TEMPERATURE
-from .signing import Signer, trusted_set
-from .stopwatch import Stopwatch
-from .tasks import TaskOptions, TaskResolver
-from .text_encoder import TextEncoder
-from .tokenizer_check import check_tokenizer_json
-from .xnnpack_program import default_path as default_program_path
+from sdk.adapt import AdaptRule, adapt_stream
+from sdk.engines import device_cache
+from sdk.engines.int8 import WEIGHT_QMAX, WEIGHT_QMIN, Int8Plan
+from sdk.engines.onnxruntime import BackboneEngine
+from sdk.engines.xnnpack_program import default_path as default_program_path
+from sdk.errors import DescriptionError, SdkError
+from sdk.fewshot import enroll
+from sdk.format.bundle import Bundle
+from sdk.format.graph_check import check_backbone_graph, check_encoder_graph
+from sdk.format.signing import Signer, trusted_set
+from sdk.format.tokenizer_check import check_tokenizer_json
+from sdk.fusion.architecture import NUM_BLOCKS
+from sdk.fusion.folding import fold_batch_norm
+from sdk.fusion.mixer import predict_alpha, uniform_alpha
+from sdk.fusion.plan import Placement
+from sdk.media.files import user_path
+from sdk.model import PersonalizedModel
+from sdk.prototypes import DEFAULT_TEMPERATURE
+from sdk.stopwatch import Stopwatch
+from sdk.text import encoder_cache
+from sdk.text.encoder import TextEncoder
+from sdk.text.resolver import TaskOptions, TaskResolver
 
-PRECISIONS = ("float32", "int8")   # what personalize() builds (sdk.int8 for int8)
+PRECISIONS = ("float32", "int8")   # what personalize() builds (sdk.engines.int8 for int8)
 
 class PhraseEmbedder:
     """The bundle's text encoder, created on first use, and how a description is embedded. Holds the
@@ -49,7 +50,7 @@ class PhraseEmbedder:
 
     def __init__(self, bundle: Bundle, cache: bool = True):
         self.bundle, self._encoder, self._lock = bundle, None, threading.Lock()
-        # The encoder's compiled session is kept in the device cache (sdk/encoder_cache.py), keyed by its graph.
+        # The encoder's compiled session is kept in the device cache (sdk/text/encoder_cache.py), keyed by its graph.
         self._cache_key = encoder_cache.entry_key(bundle.manifest.members["text_encoder.onnx"].sha256) \
             if cache and device_cache.enabled() else None
         # Checked at load, so a hostile graph or tokenizer fails there, not at the first free-text description
@@ -131,7 +132,7 @@ class TaperBundle:
 
     @property
     def signer(self) -> Signer | None:
-        """Who signed the bundle (its signature verified at load), or None: `sdk.signing.Signer`."""
+        """Who signed the bundle (its signature verified at load), or None: `sdk.format.signing.Signer`."""
         return self.bundle.signer
 
     @property
@@ -146,10 +147,10 @@ class TaperBundle:
     def warm_up(self, precision: str = "float32") -> TaperBundle:
         """Do the one-time work now instead of in the first `personalize`: create the text encoder's
         session and compile the backbone for this device, reordering the bases into its layout. A later
-        process takes both from the device cache (sdk/device_cache.py, sdk/encoder_cache.py) and only
+        process takes both from the device cache (sdk/engines/device_cache.py, sdk/text/encoder_cache.py) and only
         reorders the bases; the costs are in docs/results/warm_start.md (scripts/bench_warm_start.py).
-        With precision="int8", also the int8 models' plan and session route (`sdk.int8_session`; the route
-        is kept in the device cache too, sdk/int8_route_cache.py: ~0.3 s at full width the first time).
+        With precision="int8", also the int8 models' plan and session route (`sdk.engines.int8_session`; the route
+        is kept in the device cache too, sdk/engines/int8_route_cache.py: ~0.3 s at full width the first time).
 
         >>> bundle = sdk.load("tiny-imagenet.taper").warm_up(precision="int8")   # doctest: +SKIP
         """
@@ -178,12 +179,12 @@ class TaperBundle:
 
     def use_executorch(self, program: str | Path) -> TaperBundle:
         """Personalize with ExecuTorch from now on: the companion XNNPACK program at `program`
-        (`sdk.xnnpack_program`, written by `python -m export executorch BUNDLE`). A bundle loaded with
+        (`sdk.engines.xnnpack_program`, written by `python -m export executorch BUNDLE`). A bundle loaded with
         `trusted_keys` takes only a companion signed by one of them; without them, the companion is first
-        run in a probe process and checked against the onnxruntime engine (`sdk.companion_check`)."""
-        from .companion_check import check_companion
-        from .executorch_engine import ExecutorchRoute
-        from .xnnpack_program import companion_target, read_companion
+        run in a probe process and checked against the onnxruntime engine (`sdk.engines.companion_check`)."""
+        from sdk.engines.companion_check import check_companion
+        from sdk.engines.executorch import ExecutorchRoute
+        from sdk.engines.xnnpack_program import companion_target, read_companion
 
         companion = read_companion(user_path(program, "the companion's path"), *companion_target(self.bundle),
                                    self.bundle.trusted_keys)
@@ -254,7 +255,7 @@ class TaperBundle:
 
     def _int8_model(self, classes: np.ndarray, alpha: np.ndarray, how: list[str], watch: Stopwatch
                     ) -> PersonalizedModel:
-        """The network of `alpha` quantized to int8 without photos (`sdk.int8`), in a session of its own.
+        """The network of `alpha` quantized to int8 without photos (`sdk.engines.int8`), in a session of its own.
         The float weights come from the standard route's fusion (the plain layout, one buffer reused under a
         lock); quantizing them and the session are per model (docs/results/int8_runtime.json: what it costs)."""
         engine = self.engine
@@ -298,7 +299,7 @@ class TaperBundle:
     @reads_mapped_file
     def fused_weights(self, alpha: np.ndarray) -> dict[str, np.ndarray]:
         """Every weight of the network mixed with alpha [4, Q], by state-dict name, unfolded (the reference
-        fusion, `sdk.bases.CompactBases.mixed`: for exports and checks, not the personalize() path)."""
+        fusion, `sdk.fusion.bases.CompactBases.mixed`: for exports and checks, not the personalize() path)."""
         return self.bundle.bases.mixed(alpha)
 
     @reads_mapped_file
@@ -328,15 +329,15 @@ def load(path: str | Path, verify: bool = True, providers: Sequence[str] | None 
         providers: onnxruntime execution providers (default: TensorRT/CUDA/CoreML when installed, else CPU).
         threads: intra-op threads of the backbone's onnxruntime sessions (default: onnxruntime's choice).
         device_compile: False keeps onnxruntime's standard route (a session per model, optimized from the
-            plain graph): slower to personalize, for comparison and debugging; see `sdk.engine`.
+            plain graph): slower to personalize, for comparison and debugging; see `sdk.engines.onnxruntime`.
         in_memory: read the file into memory instead of mapping it. A mapped bundle that is truncated or
             rewritten on disk is detected at the next `personalize` (BundleError); in memory, later changes
             to the file cannot matter.
         engine: "onnxruntime" (default) or "executorch": personalized models run the bundle's ExecuTorch
-            companion, an XNNPACK program (`sdk.executorch_engine`; needs the executorch package).
+            companion, an XNNPACK program (`sdk.engines.executorch`; needs the executorch package).
         program: the companion's path for engine="executorch" (default: `<path>.xnnpack`).
         cache: keep what compiling the backbone and the text encoder for this device computes in the
-            user's cache folder and reuse it in later processes (`sdk.device_cache`, `sdk.encoder_cache`:
+            user's cache folder and reuse it in later processes (`sdk.engines.device_cache`, `sdk.text.encoder_cache`:
             keyed by the bundle or its encoder, onnxruntime and the CPU, checked when read); False neither
             reads nor writes it.
         trusted_keys: public keys (64 hex digits as in a `.pub` file, 32 raw bytes, or a `.pub` path):
@@ -385,7 +386,7 @@ def personalize(bundle: TaperBundle, description: str | Sequence[str] | None = N
             at least as well (`sdk.fewshot.choose_head`).
         temperature: the cosine head's scale (examples only; the probabilities, never the argmax).
         precision: "float32" (default) or "int8": the network quantized on the device without photos
-            (`sdk.int8`; descriptions only).
+            (`sdk.engines.int8`; descriptions only).
         stream: batches of unlabelled images and no description: start from `bundle.generic()` and
             `adapt` to each batch in turn (`sdk.adapt`; options: min_count, max_classes, min_classes,
             pad_to, min_images: the model stays generic until 96 images have been seen).

@@ -15,12 +15,8 @@ import pytest
 import sdk
 from export.golden import output_step, write_golden
 from scripts import fuzz_bundle
-from sdk.engine import (
-    Network,
-    backbone_session,
-    ort,  # onnxruntime as the SDK imports it (telemetry off)
-)
-from sdk.folding import BACKBONE_FILE
+from sdk.engines.onnxruntime import Network, backbone_session, ort
+from sdk.fusion.folding import BACKBONE_FILE
 
 SCRIPT = Path(__file__).parents[1] / "android_demo" / "core" / "run_tests.sh"
 
@@ -39,7 +35,7 @@ def has_executorch() -> bool:
 
 def executorch_logits(program: bytes, head: np.ndarray, images: np.ndarray) -> np.ndarray:
     """Logits of a program the Java core wrote (XnnpackProgram.withWeights), run by ExecuTorch here."""
-    from sdk.executorch_engine import ExecutorchNetwork, _loader
+    from sdk.engines.executorch import ExecutorchNetwork, _loader
     from sdk.exports import MAX_PTE_BATCH
 
     torch, load = _loader()
@@ -122,7 +118,7 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
         head = np.fromfile(out / f"java{i}.head.f32", "<f4").reshape(len(model.classes), -1)
         got = java_logits(bundle, weights, head, images)
         assert np.abs(got - expected).max() <= 1e-4 * max(1.0, float(np.abs(expected).max())), case["name"]
-        # int8 (sdk.int8): GoldenTest checked that Java writes Python's bytes from Python's inputs; here the
+        # int8 (sdk.engines.int8): GoldenTest checked that Java writes Python's bytes from Python's inputs; here the
         # graph Java made from its own fusion runs in onnxruntime beside Python's (its folded weights differ
         # in the last float bits, so a weight may land one int8 step away).
         graphs = [str(golden.parent / case["int8"]["graph"]), str(out / f"java{i}.int8.onnx")]

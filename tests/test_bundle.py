@@ -7,8 +7,8 @@ import pytest
 from export.bundle import run_contents
 from export.bundle_edits import PAD, manifest_of, with_manifest, with_member, without_concepts
 from export.golden import HOSTILE_CONCEPTS, with_classes_json
-from sdk.bundle import HEADER, MEMBERS, Bundle, bundle_bytes, parse_manifest, write_bundle
 from sdk.errors import BundleError
+from sdk.format.bundle import HEADER, MEMBERS, Bundle, bundle_bytes, parse_manifest, write_bundle
 
 
 def test_bundle_round_trip(tiny_bundle, tiny_run):
@@ -221,8 +221,8 @@ def test_bad_concepts_are_bundle_errors(small_bundle, name):
 def test_non_finite_class_or_concept_embeddings_are_bundle_errors(small_bundle, tensor, value):
     """(The 10,000-case reliability run found non-finite concept embeddings loading: they were not verified.)"""
     from export.bundle_edits import with_member_bytes
-    from sdk.bundle import safetensors_bytes
-    from sdk.tensorfile import read_tensors
+    from sdk.format.bundle import safetensors_bytes
+    from sdk.format.tensorfile import read_tensors
 
     m, _ = manifest_of(small_bundle)
     entry = m["members"]["class_embeddings.safetensors"]
@@ -287,8 +287,8 @@ def compact_parts(tiny_run):
     from dataclasses import replace
 
     from export.compress import Mode, compress
-    from sdk.bases import CompactBases
-    from sdk.bundle import bases_bytes, tensors_member
+    from sdk.format.bundle import bases_bytes, tensors_member
+    from sdk.fusion.bases import CompactBases
 
     manifest, members = run_contents(tiny_run)
     members = without_concepts(members)
@@ -398,7 +398,7 @@ def test_a_version_2_bundle_is_refused_naming_its_version(small_bundle):
 def test_a_negative_running_variance_is_refused_where_no_checksum_can_catch_it(tiny_bundle):
     """A forger's bundle (checksums recomputed) with one negative batch-norm variance in the mixer or in a
     basis loads otherwise, and then every probability is NaN (issue 49)."""
-    from sdk.bundle import bundle_members, replace_member, safetensors_bytes, tensors_member
+    from sdk.format.bundle import bundle_members, replace_member, safetensors_bytes, tensors_member
 
     blob = tiny_bundle.read_bytes()
     bundle = Bundle.open(tiny_bundle)

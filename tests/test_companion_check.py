@@ -1,5 +1,5 @@
 """Issue 63: an unsigned (or untrusted) ExecuTorch companion is run in a probe process before this one's
-ExecuTorch reads it (sdk/companion_check.py): a crash, a hang or a failure there, or a program that predicts
+ExecuTorch reads it (sdk/engines/companion_check.py): a crash, a hang or a failure there, or a program that predicts
 differently from its bundle, is a BundleError, and this process lives on."""
 
 import json
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import sdk
-from sdk import companion_check
+from sdk.engines import companion_check
+from sdk.engines.xnnpack_program import PREFIX, companion_bytes
 from sdk.errors import BundleError
-from sdk.xnnpack_program import PREFIX, companion_bytes
 
 pytest.importorskip("executorch")
 
@@ -73,7 +73,7 @@ def test_a_program_that_predicts_otherwise_is_refused(tiny_bundle, tiny_companio
 
 def test_a_companion_signed_by_a_trusted_key_is_not_probed(tiny_bundle, tiny_companion, tmp_path, monkeypatch):
     from export.sign import sign_bundle, sign_companion_file
-    from sdk.signing import SigningKey
+    from sdk.format.signing import SigningKey
 
     key = SigningKey.from_seed(bytes(range(32)))
     bundle = tmp_path / "tiny.taper"
@@ -89,7 +89,7 @@ def test_a_companion_signed_by_a_trusted_key_is_not_probed(tiny_bundle, tiny_com
 
 def test_a_verdict_is_kept_in_the_device_cache_and_cleared_with_it(tiny_bundle, tiny_companion, tmp_path,
                                                                     monkeypatch):
-    from sdk import device_cache
+    from sdk.engines import device_cache
 
     monkeypatch.setenv("TAPER_DEVICE_CACHE", str(tmp_path / "cache"))
     sdk.load(tiny_bundle, engine="executorch", program=tiny_companion)   # probed, and the verdict kept

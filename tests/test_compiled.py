@@ -1,8 +1,8 @@
-"""The device-compiled backbone route (sdk.compiled): how our weights are placed in onnxruntime's layout."""
+"""The device-compiled backbone route (sdk.engines.compiled): how our weights are placed in onnxruntime's layout."""
 
 import numpy as np
 
-from sdk.compiled import _placement
+from sdk.engines.compiled import _placement
 
 
 def blocked_order(shape):  # O, I, kh, kw -> (O/8)(I/8)hw(8i)(8o), as MLAS NCHWc with block 8
@@ -24,9 +24,9 @@ def test_a_blocked_conv_reorder_is_found_as_a_transpose_and_written_through_a_vi
 
 def test_fusing_and_folding_in_tiles_equals_fusing_then_folding_then_reordering(tiny_bundle):
     import sdk
-    from sdk.compiled import compile_backbone
-    from sdk.folding import BACKBONE_FILE, fold_batch_norm
-    from sdk.fusion import FusionPlan
+    from sdk.engines.compiled import compile_backbone
+    from sdk.fusion.folding import BACKBONE_FILE, fold_batch_norm
+    from sdk.fusion.plan import FusionPlan
 
     engine = sdk.load(tiny_bundle).engine
     compiled = compile_backbone(engine.graph, BACKBONE_FILE, engine.layout, engine.external_size)

@@ -1,11 +1,11 @@
-"""Rule 3b of sdk/tasks.py: a phrase built from two groups ("small mammals", "non-insect invertebrates")."""
+"""Rule 3b of sdk/text/resolver.py: a phrase built from two groups ("small mammals", "non-insect invertebrates")."""
 
 import numpy as np
 import pytest
 
 from export.golden import COMPOSED_CLASSES as NAMES
 from export.golden import COMPOSED_CONCEPTS, composed_resolver
-from sdk.tasks import TaskOptions, TaskResolver
+from sdk.text.resolver import TaskOptions, TaskResolver
 
 
 def resolver(compose: bool = True, encoded: list | None = None) -> TaskResolver:

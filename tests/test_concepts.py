@@ -1,11 +1,11 @@
 """Concepts (format 5): the hierarchy's hypernyms with all their names, matched by name (rule 3) and by
-text similarity (rule 5) in sdk/tasks.py; "and"/"or" lists (rule 2); and where concepts come from
+text similarity (rule 5) in sdk/text/resolver.py; "and"/"or" lists (rule 2); and where concepts come from
 (trainer/data/hierarchy.py)."""
 
 import numpy as np
 
-from sdk.bundle import ClassInfo, Concept
-from sdk.tasks import CONCEPT_MARGIN, TaskOptions, TaskResolver
+from sdk.format.bundle import ClassInfo, Concept
+from sdk.text.resolver import CONCEPT_MARGIN, TaskOptions, TaskResolver
 from trainer.data.wordnet import wordnet_vocabulary
 
 CLASSES = [ClassInfo(f"n{i}", name, ["entity", *path, name]) for i, (name, path) in enumerate([

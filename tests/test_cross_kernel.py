@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from scripts import cross_kernel
-from sdk.fusion import NUMPY, FusionPlan
-from sdk.native_fusion import _check_bases, native_kernel, packed_placements
+from sdk.fusion.native import _check_bases, native_kernel, packed_placements
+from sdk.fusion.plan import NUMPY, FusionPlan
 
 # Skipped only where the cross compiler or qemu is missing, never in CI (set-up installs them as root).
 needs_cross = pytest.mark.skipif(cross_kernel.tools() is None and not os.environ.get("CI"),

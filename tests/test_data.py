@@ -9,7 +9,7 @@ import torch
 from conftest import synthetic_hierarchy, write_tiny_imagenet_layout
 from PIL import Image
 
-from sdk.images import fit_to_square
+from sdk.media.images import fit_to_square
 from trainer.data import DataError, load_dataset
 from trainer.data.cache import DecodedDataset
 

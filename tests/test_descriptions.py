@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from sdk.bundle import ClassInfo
 from sdk.errors import DescriptionError
-from sdk.tasks import TaskOptions, TaskResolver, singular_forms
+from sdk.format.bundle import ClassInfo
+from sdk.text.resolver import TaskOptions, TaskResolver, singular_forms
 
 CLASSES = [
     ClassInfo("n1", "monarch", ["animal", "insect", "butterfly", "monarch"], ["monarch butterfly"]),

@@ -1,4 +1,4 @@
-"""The warm-start cache (sdk/device_cache.py): a second process takes the compiled backbone from disk
+"""The warm-start cache (sdk/engines/device_cache.py): a second process takes the compiled backbone from disk
 instead of compiling; a damaged entry costs a rebuild, never an error or a wrong result; the folder is
 capped, listed and cleared; `cache=False` neither reads nor writes it."""
 
@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import sdk
-from sdk import device_cache, encoder_cache
+from sdk.engines import device_cache
+from sdk.text import encoder_cache
 
 
 @pytest.fixture()
@@ -36,7 +37,7 @@ def test_an_entry_is_written_after_the_checked_compile_and_read_back_equal(tiny_
     compiled = first.engine.current.compiled
     assert stored.graph == compiled.graph and np.array_equal(stored.constants, compiled.constants)
     assert stored.placements == compiled.placements and stored.inputs == compiled.inputs
-    import sdk.engine as engine
+    import sdk.engines.onnxruntime as engine
 
     def compile_again(*args, **kwargs):
         raise AssertionError("compiled again instead of reading the cache")
@@ -78,7 +79,7 @@ def test_cache_false_neither_reads_nor_writes(tiny_bundle, cache_folder):
 
 def test_the_folder_is_capped_least_recently_used_first_and_cleared(tiny_bundle, cache_folder):
     bundle = sdk.load(tiny_bundle)
-    bundle.compile_engine()   # the backbone's entry only (warm_up also stores the encoder's: sdk.encoder_cache)
+    bundle.compile_engine()   # the backbone's entry only (warm_up also stores the encoder's: sdk.text.encoder_cache)
     key = bundle.engine.cache_key
     compiled = device_cache.load(key)
     for other in ("a" * 32, "b" * 32):
@@ -118,7 +119,7 @@ def test_the_key_changes_with_the_bundle_the_runtime_and_the_cpu(tiny_bundle, mo
 
 SECOND_PROCESS = """
 import sys
-import sdk, sdk.engine as engine
+import sdk, sdk.engines.onnxruntime as engine
 if sys.argv[2] == "forbid":
     def compile_again(*args, **kwargs):
         raise SystemExit("compiled again instead of reading the cache")
@@ -156,10 +157,10 @@ def _int8_graphs_and_logits(bundle) -> tuple[list[bytes], list[np.ndarray]]:
 
 def test_the_int8_route_is_stored_once_checked_and_taken_by_the_next_load_as_it_was(tiny_bundle, cache_folder,
                                                                                     monkeypatch):
-    """sdk/int8_route_cache.py: the first int8 model's route (here cut in two: MIN_SPLIT_BYTES lowered) is
+    """sdk/engines/int8_route_cache.py: the first int8 model's route (here cut in two: MIN_SPLIT_BYTES lowered) is
     stored; a later load takes it without optimizing anything, cut where it was, and its models are the
     first load's to the bit; with threads=1 the same entry serves whole."""
-    from sdk import int8_route_cache, int8_session
+    from sdk.engines import int8_route_cache, int8_session
 
     monkeypatch.setattr(int8_session, "MIN_SPLIT_BYTES", 0)
     first = sdk.load(tiny_bundle)
@@ -172,7 +173,7 @@ def test_the_int8_route_is_stored_once_checked_and_taken_by_the_next_load_as_it_
         raise AssertionError("the route was made again")
 
     monkeypatch.setattr(int8_session, "optimized_int8_sessions", never)
-    monkeypatch.setattr("sdk.engine.optimized_int8_sessions", never)
+    monkeypatch.setattr("sdk.engines.onnxruntime.optimized_int8_sessions", never)
     again = sdk.load(tiny_bundle)
     got = _int8_graphs_and_logits(again)
     route = again.engine.int8_sessions
@@ -189,7 +190,7 @@ def test_the_int8_route_is_stored_once_checked_and_taken_by_the_next_load_as_it_
 def test_a_damaged_int8_route_entry_is_made_anew_not_trusted(tiny_bundle, cache_folder, damage):
     import json
 
-    from sdk import int8_route_cache
+    from sdk.engines import int8_route_cache
 
     want = _int8_graphs_and_logits(sdk.load(tiny_bundle))
     key = int8_route_cache.entry_key(sdk.load(tiny_bundle).engine.cache_key)

@@ -88,7 +88,7 @@ def test_only_a_numbered_gpu_is_made_current(monkeypatch):
 
 def test_cuda_path_trains_stage1_exactly_as_the_cpu_path(tmp_path):
     """Same batches, same augmentation draws, same network: the device-held split changes nothing."""
-    from sdk.tensorfile import load_tensors
+    from sdk.format.tensorfile import load_tensors
     from trainer.run import run
 
     overrides = {"baseline": False, "stage1_epochs": 2}

@@ -1,4 +1,4 @@
-"""The text encoder's warm start (sdk/encoder_cache.py): a later process takes onnxruntime's optimized encoder
+"""The text encoder's warm start (sdk/text/encoder_cache.py): a later process takes onnxruntime's optimized encoder
 session from disk; its embeddings are the same to the bit; a damaged entry costs a rebuild, never an error
 or a wrong embedding; `cache=False` and an unwritable cache folder leave the encoder as it was."""
 
@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import sdk
-from sdk import device_cache, encoder_cache
-from sdk.text_encoder import session_options
+from sdk.engines import device_cache
+from sdk.text import encoder_cache
+from sdk.text.encoder import session_options
 
 PHRASES = ["red disc", "a small blue ring at night", "insects"]
 
@@ -111,7 +112,7 @@ def test_cache_false_and_an_unwritable_folder_leave_the_encoder_as_it_was(tiny_b
 
 SECOND_PROCESS = """
 import sys
-import sdk, sdk.encoder_cache as encoder_cache
+import sdk, sdk.text.encoder_cache as encoder_cache
 if sys.argv[2] == "forbid":
     def create_again(*args, **kwargs):
         raise SystemExit("created the encoder again instead of reading the cache")

@@ -7,8 +7,8 @@ import json
 import pytest
 
 import trainer.data.everyday_collections as everyday
-from sdk.bundle import ClassInfo, Concept
-from sdk.tasks import TaskOptions, TaskResolver
+from sdk.format.bundle import ClassInfo, Concept
+from sdk.text.resolver import TaskOptions, TaskResolver
 from trainer.data.everyday_collections import (
     FACET_PREFIX,
     FACETS_FILE,
@@ -88,7 +88,7 @@ def test_a_malformed_collections_file_is_refused(tmp_path, collections, problem)
 @pytest.fixture(scope="module")
 def encoder():
     from export.text_encoder import cached_text_encoder
-    from sdk.text_encoder import PROMPTS, TextEncoder
+    from sdk.text.encoder import PROMPTS, TextEncoder
 
     enc = TextEncoder.from_dir(cached_text_encoder())
     return enc, PROMPTS

@@ -1,4 +1,4 @@
-"""ExecuTorch as the engine (sdk.executorch_engine) and its companion file (sdk.xnnpack_program)."""
+"""ExecuTorch as the engine (sdk.engines.executorch) and its companion file (sdk.engines.xnnpack_program)."""
 
 import json
 import os
@@ -8,8 +8,8 @@ import pytest
 
 import sdk
 from export.golden import hostile_companions
+from sdk.engines.xnnpack_program import PREFIX, companion_bytes, companion_target, parse_companion, read_companion
 from sdk.errors import BundleError, SdkError
-from sdk.xnnpack_program import PREFIX, companion_bytes, companion_target, parse_companion, read_companion
 
 pytest.importorskip("executorch")
 
@@ -77,7 +77,7 @@ def test_a_program_executorch_cannot_load_is_a_bundle_error(tiny_bundle, compani
     base = {k: v for k, v in header.items() if k != "program"}
     bad = tmp_path / "bad.xnnpack"
     bad.write_bytes(companion_bytes(base, bytes(program)))
-    with pytest.raises(BundleError, match="failed in a probe process"):   # refused at load (sdk.companion_check)
+    with pytest.raises(BundleError, match="failed in a probe process"):   # refused at load (engines.companion_check)
         sdk.load(tiny_bundle, engine="executorch", program=bad)
 
 
@@ -106,7 +106,7 @@ def test_engine_choice_errors_are_typed(tiny_bundle, tmp_path):
 def signed_pair(tiny_bundle, companion, tmp_path_factory):
     """The tiny bundle and its companion, both signed by one key (companion version 3), side by side."""
     from export.sign import sign_bundle, sign_companion_file
-    from sdk.signing import SigningKey
+    from sdk.format.signing import SigningKey
 
     folder = tmp_path_factory.mktemp("signed_pair")
     key, other = SigningKey.from_seed(bytes(range(32))), SigningKey.from_seed(bytes(range(32, 64)))
@@ -134,7 +134,7 @@ def test_a_signed_companion_loads_for_its_key_and_is_refused_otherwise(signed_pa
                                   reference.personalize("round shapes").predict_proba(images))
     with pytest.raises(BundleError, match="unsigned ExecuTorch companion"):
         sdk.load(bundle, engine="executorch", program=companion, trusted_keys=[key.public_key])
-    from sdk.xnnpack_program import sign_companion
+    from sdk.engines.xnnpack_program import sign_companion
 
     signed_by_other = program.with_name("other.xnnpack")
     signed_by_other.write_bytes(sign_companion(raw, other))
@@ -178,7 +178,7 @@ def test_a_re_signed_program_edit_is_refused_with_trusted_keys(signed_pair, comp
 def test_export_sign_cli_signs_a_companion_checked_against_its_bundle(signed_pair, companion, tiny_bundle,
                                                                        tmp_path, capsys):
     from export.__main__ import main as export_main
-    from sdk.signing import generate_key
+    from sdk.format.signing import generate_key
 
     key = generate_key(tmp_path / "k.key")
     copy = tmp_path / "tiny.taper.xnnpack"

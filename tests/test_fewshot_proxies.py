@@ -101,7 +101,7 @@ def test_crossval_oracle_does_not_reward_a_candidate_that_is_only_lucky_on_one_h
 def test_mixture_fitter_raises_the_support_log_likelihood_and_returns_a_mixture(tmp_path):
     import torch
 
-    from sdk.preprocessing import Preprocessing
+    from sdk.media.preprocessing import Preprocessing
     from trainer.basis_bank import BasisBank
     from trainer.checkpoints import save_state
     from trainer.grouped_forward import GroupedForward

@@ -1,4 +1,4 @@
-"""The fusion kernels (sdk.fusion, sdk.native_fusion) against the reference (dequantize, sum, fold), for
+"""The fusion kernels (sdk.fusion.plan, sdk.fusion.native) against the reference (dequantize, sum, fold), for
 every storage kind, in the plain layout and in blocked NCHWc layouts, with tiles that split layers and
 layers split over threads."""
 
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from export.compress import Mode, compress
-from sdk.architecture import parameter_shapes
-from sdk.bases import CompactBases
-from sdk.folding import backbone_layout, fold_batch_norm, folded_names
-from sdk.fusion import NUMPY, FusionPlan, Placement
-from sdk.native_fusion import NativeKernel, available_builds, native_kernel, packed_placements, self_check
+from sdk.fusion.architecture import parameter_shapes
+from sdk.fusion.bases import CompactBases
+from sdk.fusion.folding import backbone_layout, fold_batch_norm, folded_names
+from sdk.fusion.native import NativeKernel, available_builds, native_kernel, packed_placements, self_check
+from sdk.fusion.plan import NUMPY, FusionPlan, Placement
 
 SHAPES = parameter_shapes("small", 0.25, 12)
 MODES = ["fp32", "fp16", "delta", "delta+fp16", "int8", "int8+fp16", "lowrank:3", "lowrank:3+fp16",
@@ -88,7 +88,7 @@ def test_the_native_kernel_widens_every_float16_value_exactly(kernel):
     """All 65,536 half-precision bit patterns as W_0 of one plain layer (zeros, subnormals, inf, NaN): the
     kernel's conversion (integer operations in the baseline build, F16C in the AVX2 one) gives numpy's
     float32 values."""
-    from sdk.native_fusion import TYPES, _Layer
+    from sdk.fusion.native import TYPES, _Layer
 
     halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
     out = np.full(halves.size, 7.0, np.float32)
@@ -169,21 +169,21 @@ def test_bad_modes_are_refused(text):
 
 def test_a_declined_compiled_route_says_why_at_debug_level(tiny_bundle, caplog, monkeypatch):
     import sdk
-    from sdk import engine
+    from sdk.engines import onnxruntime as engine
 
     def declined(*args):
         raise engine.CompileDeclined("test reason")
 
     monkeypatch.setattr(engine, "compile_backbone", declined)
-    with caplog.at_level(logging.DEBUG, logger="sdk.engine"):
+    with caplog.at_level(logging.DEBUG, logger="sdk.engines.onnxruntime"):
         b = sdk.load(tiny_bundle).warm_up()
     assert b.engine.route == "standard"
     assert "compiled route declined: test reason" in caplog.text
 
 
 def test_a_broken_native_kernel_is_declined_and_numpy_fuses(monkeypatch, caplog):
-    from sdk import native_fusion
-    from sdk.native_fusion import layer_array
+    from sdk.fusion.native import layer_array
+    from sdk.fusion.plan import native as native_fusion
 
     kernel = NativeKernel(native_kernel()._library)
     real = kernel._call
@@ -196,16 +196,16 @@ def test_a_broken_native_kernel_is_declined_and_numpy_fuses(monkeypatch, caplog)
     assert "block 8: differs from numpy" in self_check(kernel)
     monkeypatch.setattr(native_fusion, "_loaded", [])
     monkeypatch.setattr(native_fusion, "NativeKernel", lambda library: kernel)
-    with caplog.at_level(logging.DEBUG, logger="sdk.native_fusion"):
+    with caplog.at_level(logging.DEBUG, logger="sdk.fusion.native"):
         assert native_fusion.native_kernel() is None
     assert "native fusion declined" in caplog.text
 
 
 def test_taper_fusion_numpy_turns_the_native_kernel_off(monkeypatch, caplog):
-    from sdk import native_fusion
+    from sdk.fusion.plan import native as native_fusion
 
     monkeypatch.setattr(native_fusion, "_loaded", [])
     monkeypatch.setenv("TAPER_FUSION", "numpy")
-    with caplog.at_level(logging.DEBUG, logger="sdk.native_fusion"):
+    with caplog.at_level(logging.DEBUG, logger="sdk.fusion.native"):
         assert native_fusion.native_kernel() is None
     assert "TAPER_FUSION=numpy" in caplog.text

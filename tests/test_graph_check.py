@@ -10,7 +10,7 @@ from export.bundle_edits import with_member_bytes
 from export.golden import HOSTILE_CONCEPTS
 from scripts import fuzz_bundle
 from sdk.errors import BundleError, EncoderError
-from sdk.graph_check import KNOWN_ENCODER_STRUCTURES, encoder_structure
+from sdk.format.graph_check import KNOWN_ENCODER_STRUCTURES, encoder_structure
 
 LOADS_BY_DESIGN = {"encoder_nan_weights"}  # weights may differ; a NaN embedding is caught when encoding
 

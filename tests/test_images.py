@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sdk import images
-from sdk import resample as resample_module
 from sdk.errors import ImageError
-from sdk.images import decode_image, fit_to_square, read_image_file, to_uint8_batch
+from sdk.media import images
+from sdk.media import resample as resample_module
+from sdk.media.images import decode_image, fit_to_square, read_image_file, to_uint8_batch
 
 
 def png_header_only(width: int, height: int) -> bytes:
@@ -49,7 +49,7 @@ def test_an_extreme_aspect_ratio_resamples_only_the_kept_box(monkeypatch):
 
 @pytest.mark.parametrize("shape", [(80, 48), (48, 80), (33, 31), (1000, 3), (3, 1000), (257, 101), (7, 5), (375, 500)])
 def test_the_sdk_resampler_is_pillows_bilinear_to_a_grey_level(shape):
-    """sdk.resample specifies Pillow's classic algorithm; Pillow 13's SIMD build rounds some pixels the other
+    """sdk.media.resample specifies Pillow's classic algorithm; Pillow 13's SIMD build rounds some pixels the other
     way (and the Java core must repeat one fixed rule), so: never more than one level apart, mostly equal."""
     array = np.random.default_rng(0).integers(0, 256, (*shape, 3), dtype=np.uint8)
     (h, w), size = shape, 64
@@ -143,7 +143,7 @@ def test_large_jpegs_are_decoded_at_a_reduced_scale():
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.int16, np.uint32, bool])
 def test_integer_arrays_of_ambiguous_range_are_refused_not_rescaled(dtype):
     """An int32 array of 0-255 values used to be read as 16 bits (nearly black) without a word (issue 49)."""
-    from sdk.images import to_uint8_batch
+    from sdk.media.images import to_uint8_batch
 
     with pytest.raises(ImageError, match="astype"):
         to_uint8_batch(np.full((8, 8, 3), 200, dtype), 8)
@@ -152,7 +152,7 @@ def test_integer_arrays_of_ambiguous_range_are_refused_not_rescaled(dtype):
 def test_a_16_bit_png_is_still_scaled_to_8_bits(tmp_path):
     from PIL import Image
 
-    from sdk.images import to_uint8_batch
+    from sdk.media.images import to_uint8_batch
 
     path = tmp_path / "grey16.png"
     Image.fromarray(np.full((8, 8), 65535, np.uint16)).save(path)

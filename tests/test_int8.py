@@ -1,4 +1,4 @@
-"""int8 personalized models (sdk/int8.py, issue 61): quantized on the device from the mixed batch norms, no
+"""int8 personalized models (sdk/engines/int8.py, issue 61): quantized on the device from the mixed batch norms, no
 photos; onnxruntime fuses the graph into integer kernels (no float Conv left); the int8 model classifies as
 the float32 one does; what it cannot do yet is refused, not done in float32 under its name."""
 
@@ -11,9 +11,9 @@ import onnxruntime as ort
 import pytest
 
 import sdk
+from sdk.engines.int8 import WEIGHT_QMAX, WEIGHT_QMIN, activation_scale, quantize_model, quantize_weight
 from sdk.errors import DescriptionError
-from sdk.folding import fold_batch_norm, folded_names
-from sdk.int8 import WEIGHT_QMAX, WEIGHT_QMIN, activation_scale, quantize_model, quantize_weight
+from sdk.fusion.folding import fold_batch_norm, folded_names
 
 
 def test_weights_are_7_bit_per_channel_and_scales_are_onnxruntimes():
@@ -71,7 +71,7 @@ def test_an_int8_model_exports_to_core_ml_with_its_int8_weights(tiny_sdk, tmp_pa
     classifier float, its precision in the metadata."""
     ct = pytest.importorskip("coremltools")
     from export.personalized import PersonalizedNetwork
-    from sdk.int8 import int8_weights
+    from sdk.engines.int8 import int8_weights
 
     model = sdk.personalize(tiny_sdk, "rings", precision="int8")
     state = PersonalizedNetwork.of(model).backbone.state_dict()
@@ -92,7 +92,7 @@ def test_an_int8_model_exports_to_onnx_as_it_runs(tiny_sdk, tiny_data, tmp_path)
 
     import onnx
 
-    from sdk.int8_session import FreshInt8Sessions
+    from sdk.engines.int8_session import FreshInt8Sessions
 
     int8 = sdk.personalize(tiny_sdk, "rings", precision="int8")
     fp32 = sdk.personalize(tiny_sdk, "rings")
@@ -141,7 +141,7 @@ def test_the_native_quantizer_writes_numpys_int8_weights_bit_for_bit():
     """Both builds of the C quantizer (the CPU's and the baseline ISA's) against `quantize_weight`: random
     weights, exact ties after the division (rint rounds them to even), a zero row, a row of -0, denormal-small
     rows, a row's maximum in the vectorised part and in the scalar tail."""
-    from sdk.native_fusion import NativeKernel, available_builds, native_kernel
+    from sdk.fusion.native import NativeKernel, available_builds, native_kernel
 
     kernel = native_kernel()
     if kernel is None or kernel._quantize is None:
@@ -173,7 +173,7 @@ def test_the_native_quantizer_writes_numpys_int8_weights_bit_for_bit():
 def test_a_plan_quantizes_each_model_anew_in_its_one_buffer(tiny_sdk):
     """The runtime keeps one Int8Plan and its buffer: a model's graph is what a fresh plan writes, whatever
     model came before it (every slot is overwritten)."""
-    from sdk.int8 import Int8Plan
+    from sdk.engines.int8 import Int8Plan
 
     def graph(plan, alpha):
         folded = {n: np.empty(s, np.float32) for n, s in folded_names(tiny_sdk.bundle.bases.shapes).items()}
@@ -186,14 +186,14 @@ def test_a_plan_quantizes_each_model_anew_in_its_one_buffer(tiny_sdk):
     assert first != graph(kept, alphas[1]) == graph(Int8Plan(tiny_sdk.engine.graph, tiny_sdk.preprocessing),
                                                      alphas[1])
     assert graph(kept, alphas[0]) == first
-    # What a stored route is checked against (sdk/int8_route_cache.py): the same for every plan of this graph.
+    # What a stored route is checked against (sdk/engines/int8_route_cache.py): the same for every plan of this graph.
     assert kept.layout_sha256 == Int8Plan(tiny_sdk.engine.graph, tiny_sdk.preprocessing).layout_sha256
 
 
 def test_the_normal_cdf_is_within_its_stated_error():
     import math
 
-    from sdk.int8 import normal_cdf
+    from sdk.engines.int8 import normal_cdf
 
     a = np.linspace(-10, 10, 4001)
     exact = np.array([0.5 * math.erfc(-v / math.sqrt(2)) for v in a])
@@ -231,10 +231,10 @@ def test_bench_int8_writes_its_sections_and_the_benches_that_rewrite_those_files
 
 
 def test_int8_sessions_come_from_the_graph_optimized_once_and_compute_what_a_fresh_session_does(tiny_bundle):
-    """The optimized route (sdk/int8_session.py) serves the tiny bundle's int8 models: each model's session
+    """The optimized route (sdk/engines/int8_session.py) serves the tiny bundle's int8 models: each model's session
     reads its values from its own graph bytes, and its logits are a fresh session's of the same graph, bit
     for bit, for models other than the first (the one the route was checked on)."""
-    from sdk.int8_session import FreshInt8Sessions
+    from sdk.engines.int8_session import FreshInt8Sessions
 
     bundle = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"])
     models = [sdk.personalize(bundle, d, precision="int8") for d in ("rings", "red disc, green stripes", "shapes")]
@@ -255,8 +255,8 @@ def test_the_optimized_int8_route_declines_what_it_cannot_serve(tiny_bundle, mon
     weights', which onnxruntime then does not fuse): the fresh route serves, and why is logged."""
     import logging
 
-    from sdk.int8 import Int8Plan
-    from sdk.int8_session import Int8RouteDeclined, optimized_int8_sessions
+    from sdk.engines.int8 import Int8Plan
+    from sdk.engines.int8_session import Int8RouteDeclined, optimized_int8_sessions
 
     bundle = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"], device_compile=False)
     model = sdk.personalize(bundle, "rings", precision="int8")
@@ -278,7 +278,7 @@ def test_the_optimized_int8_route_declines_what_it_cannot_serve(tiny_bundle, mon
     with pytest.raises(Int8RouteDeclined, match="another structure"):
         optimized_int8_sessions(plan, model.int8_graph, ["CPUExecutionProvider"], None)
     fresh = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"])
-    with caplog.at_level(logging.DEBUG, logger="sdk.engine"):
+    with caplog.at_level(logging.DEBUG, logger="sdk.engines.onnxruntime"):
         again = sdk.personalize(fresh, "rings", precision="int8")
     assert fresh.engine.int8_sessions.name == "fresh" and "another structure" in caplog.text
     assert again.int8_graph == model.int8_graph
@@ -301,7 +301,7 @@ def test_the_fusion_that_quantizes_as_it_fuses_writes_what_fusing_then_quantizin
     """Both builds of the C kernel, every storage kind (the check the runtime runs at load), and a check that
     fails when the two differ; then the runtime: a tiny bundle's int8 graphs, every conv quantized by the
     fusion or once (a shared layer), are the bytes that fusing in floats and quantizing afterwards gives."""
-    from sdk.native_fusion import NativeKernel, available_builds, check_quantizing_fusion, native_kernel
+    from sdk.fusion.native import NativeKernel, available_builds, check_quantizing_fusion, native_kernel
 
     kernel = native_kernel()
     if kernel is None or kernel._quantize is None:
@@ -326,13 +326,13 @@ def test_the_fusion_that_quantizes_as_it_fuses_writes_what_fusing_then_quantizin
 
 def test_a_large_int8_graph_is_made_in_two_halves_at_once_as_one_session_computes_it(tiny_bundle, monkeypatch):
     """Above MIN_SPLIT_BYTES (lowered here: the tiny bundle is small) the optimized int8 graph is cut in two
-    (sdk/int8_session.py): a model's two sessions, made at once, give a fresh session's logits bit for bit,
+    (sdk/engines/int8_session.py): a model's two sessions, made at once, give a fresh session's logits bit for bit,
     from many threads at once, and with another head (sdk.adapt's use); one thread or a small graph: whole."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sdk import int8_session
-    from sdk.int8_session import FreshInt8Sessions, choose_cut
-    from sdk.onnx_proto import crossing_tensors
+    from sdk.engines import int8_session
+    from sdk.engines.int8_session import FreshInt8Sessions, choose_cut
+    from sdk.format.onnx_proto import crossing_tensors
 
     monkeypatch.setattr(int8_session, "MIN_SPLIT_BYTES", 0)
     bundle = sdk.load(tiny_bundle, providers=["CPUExecutionProvider"])

@@ -17,9 +17,9 @@ FREED_WITHOUT_GC = """
 import gc, resource, sys, weakref
 import numpy as np
 import sdk
-import sdk.int8_session
+import sdk.engines.int8_session
 sdk.load, sdk.personalize   # sdk's names load lazily: import them (imports leave cyclic garbage) before the check
-sdk.int8_session.MIN_SPLIT_BYTES = 0   # an int8 model's sessions in two halves, as at full width
+sdk.engines.int8_session.MIN_SPLIT_BYTES = 0   # an int8 model's sessions in two halves, as at full width
 gc.collect()
 gc.disable()
 alive, rss = [], []
@@ -120,7 +120,7 @@ def test_files_are_written_with_the_users_umask(tiny_run, tmp_path):
 def test_a_killed_write_leaves_no_temporary_file(tmp_path):
     code = """
 import sys, time
-from sdk.files import atomic_file
+from sdk.media.files import atomic_file
 with atomic_file(sys.argv[1]) as f:
     f.write(b"partial")
     print("writing", flush=True)

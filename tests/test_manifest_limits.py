@@ -1,10 +1,10 @@
-"""Provenance bounds both readers count alike (sdk/manifest.py json_size; Bundle.java jsonSize): values and
+"""Provenance bounds both readers count alike (sdk/format/manifest.py json_size; Bundle.java jsonSize): values and
 code points, not the length of a serialisation (issue 49: the Java core did not check provenance at all)."""
 
 import pytest
 
 from sdk.errors import BundleError
-from sdk.manifest import MAX_PROVENANCE_TEXT, MAX_PROVENANCE_VALUES, _provenance, json_size
+from sdk.format.manifest import MAX_PROVENANCE_TEXT, MAX_PROVENANCE_VALUES, _provenance, json_size
 
 BASE = {"sdk_version": "0.6.0", "licenses": {}}   # 3 values, 24 code points of keys and strings
 

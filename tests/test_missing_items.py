@@ -1,4 +1,4 @@
-"""Rules 2, 3c and 4a of sdk/tasks.py: a gloss is not cut at "and" (issue 50); an item that names nothing in
+"""Rules 2, 3c and 4a of sdk/text/resolver.py: a gloss is not cut at "and" (issue 50); an item that names nothing in
 the bundle is said to be missing and, by default, nothing is taken for it, only its closest names said
 (issue 60), or with missing="nearest" its nearest classes, never through a concept (issue 50); a near-typo
 of a name is read as that name (issue 60)."""
@@ -9,7 +9,7 @@ import pytest
 from export.golden import COMPOSED_CLASSES as NAMES
 from export.golden import COMPOSED_CONCEPTS, composed_resolver
 from sdk.errors import DescriptionError
-from sdk.tasks import MISSING, TaskOptions
+from sdk.text.resolver import MISSING, TaskOptions
 
 AXES = len(NAMES) + len(COMPOSED_CONCEPTS)
 CRAB, SEA = NAMES.index("crab"), len(NAMES) + [names[0] for names, _ in COMPOSED_CONCEPTS].index("sea")
@@ -155,7 +155,7 @@ def test_a_resolver_can_be_given_its_own_compound_list():
 
 def test_the_shipped_compound_list_is_what_its_script_writes_from_wordnet(tmp_path):
     from scripts import exocentric_compounds as script
-    from sdk.compounds import FILE, exocentric_compounds
+    from sdk.text.compounds import FILE, exocentric_compounds
 
     shipped = exocentric_compounds()
     assert {"hot dog", "prairie dog", "teddy bear", "sea lion"} <= shipped

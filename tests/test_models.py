@@ -31,9 +31,9 @@ def test_full_width_matches_the_standard_resnet18_size():
 
 
 def test_every_width_the_sdk_reads_builds_the_sdk_topology():
-    """The trainer's widths are the bundle format's (sdk.manifest.WIDTHS), down to 0.125 (8 stem channels)."""
-    from sdk.architecture import topology
-    from sdk.manifest import WIDTHS
+    """The trainer's widths are the bundle format's (sdk.format.manifest.WIDTHS), down to 0.125 (8 stem channels)."""
+    from sdk.format.manifest import WIDTHS
+    from sdk.fusion.architecture import topology
 
     assert 0.125 in WIDTHS
     for width in WIDTHS:

@@ -1,4 +1,4 @@
-"""sdk.onnx_proto: the runtime's own minimal protobuf edit, checked against the onnx package."""
+"""sdk.format.onnx_proto: the runtime's own minimal protobuf edit, checked against the onnx package."""
 
 import numpy as np
 import onnx
@@ -6,7 +6,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from sdk.onnx_proto import (
+from sdk.format.onnx_proto import (
     ProtoError,
     append_linear_head,
     initializers,

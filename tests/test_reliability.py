@@ -24,7 +24,7 @@ def test_the_suite_takes_its_description_from_a_bundle_that_lacks_the_default_on
     the task with the bundle's own class names instead of dying before its first case."""
     import sdk
     from scripts import fuzz_bundle
-    from sdk.text_encoder import primary_name
+    from sdk.text.encoder import primary_name
 
     assert fuzz_bundle.description_for(tiny_bundle) == fuzz_bundle.DESCRIPTION
     monkeypatch.setattr(fuzz_bundle, "DESCRIPTION", "zzqx vlorp")        # matches nothing in any bundle

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from scripts import page_check
-from sdk.report_page import Section, Tile, render_page, text, thumbnail_uri, write_page
+from sdk.media.report_page import Section, Tile, render_page, text, thumbnail_uri, write_page
 
 try:
     page_check.find_browser()

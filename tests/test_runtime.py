@@ -63,8 +63,8 @@ def test_personalized_logits_equal_the_trainers_mixed_torch_model(bundle, standa
 
 
 def test_a_compiled_graph_that_does_not_reproduce_the_standard_session_is_not_used(tiny_bundle, monkeypatch):
-    import sdk.engine
-    from sdk.compiled import compile_backbone
+    import sdk.engines.onnxruntime
+    from sdk.engines.compiled import compile_backbone
 
     def misplaced(*args):  # a compiled graph where two same-shaped weights feed each other's inputs
         good = compile_backbone(*args)
@@ -73,7 +73,7 @@ def test_a_compiled_graph_that_does_not_reproduce_the_standard_session_is_not_us
         good.inputs[i], good.inputs[j] = good.inputs[j], good.inputs[i]
         return good
 
-    monkeypatch.setattr(sdk.engine, "compile_backbone", misplaced)
+    monkeypatch.setattr(sdk.engines.onnxruntime, "compile_backbone", misplaced)
     b = sdk.load(tiny_bundle).warm_up()
     assert b.engine.compile_tried and b.engine.route == "standard"
 

@@ -3,7 +3,7 @@ import sys
 
 
 def test_sdk_never_imports_torch_or_the_trainer():
-    code = ("import sys, sdk, sdk.tensorfile, sdk.images, sdk.text_encoder, sdk.preprocessing; "
+    code = ("import sys, sdk, sdk.format.tensorfile, sdk.media.images, sdk.text.encoder, sdk.media.preprocessing; "
             "bad = [m for m in ('torch', 'trainer', 'export', 'transformers') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -29,7 +29,8 @@ def test_reprs_are_short(tiny_bundle):
 def test_the_shared_contracts_load_neither_onnxruntime_nor_tokenizers():
     """The trainer learns ResNet shapes, the mixer's tensors and the preprocessing from sdk's contract
     modules; importing them (and the trainer's run code) must not start the inference runtime."""
-    code = ("import sys, sdk.architecture, sdk.mixer, sdk.manifest, sdk.preprocessing, trainer.run, trainer.models; "
+    code = ("import sys, sdk.fusion.architecture, sdk.fusion.mixer, sdk.format.manifest, sdk.media.preprocessing, "
+            "trainer.run, trainer.models; "
             "bad = [m for m in ('onnxruntime', 'tokenizers') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 

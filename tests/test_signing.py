@@ -1,4 +1,4 @@
-"""Signed bundles (format version 6, sdk/signing.py, export/sign.py): keys, the CLI, `trusted_keys`, and
+"""Signed bundles (format version 6, sdk/format/signing.py, export/sign.py): keys, the CLI, `trusted_keys`, and
 a flipped bit anywhere in the signed range. The Java reader's agreement is in tests/test_android_core.py."""
 
 import pickle
@@ -11,9 +11,9 @@ import sdk
 from export.__main__ import main as export_main
 from export.bundle_edits import without_concepts
 from export.sign import sign_bundle
-from sdk.bundle import Bundle, bundle_members, write_bundle
 from sdk.errors import BundleError, SdkError
-from sdk.signing import SIGNED_SINCE, TRAILER, SigningKey, generate_key
+from sdk.format.bundle import Bundle, bundle_members, write_bundle
+from sdk.format.signing import SIGNED_SINCE, TRAILER, SigningKey, generate_key
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """A short slice of the concurrency soak (scripts/soak.py; the minutes-long run is in docs/results/soak.md)."""
 
 from scripts.soak import OPERATIONS, soak_process
-from sdk import int8_session
+from sdk.engines import int8_session
 
 
 def test_threads_doing_every_operation_at_once_match_the_serial_results(tiny_bundle, monkeypatch):

@@ -1,4 +1,4 @@
-"""The one JSON grammar of the bundle format (sdk/strict_json.py; Json.java is checked against the same
+"""The one JSON grammar of the bundle format (sdk/format/strict_json.py; Json.java is checked against the same
 documents in tests/test_android_core.py through export.golden.JSON_CASES)."""
 
 import numpy as np
@@ -6,10 +6,10 @@ import pytest
 
 from export.bundle_edits import resign
 from export.golden import JSON_CASES
-from sdk import strict_json
-from sdk.bundle import Bundle
 from sdk.errors import BundleError, TensorFileError
-from sdk.tensorfile import read_tensors
+from sdk.format import strict_json
+from sdk.format.bundle import Bundle
+from sdk.format.tensorfile import read_tensors
 
 
 @pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}', "[01]", "[+1]", "[.5]", '"a\tb"',

@@ -75,9 +75,9 @@ def test_k_is_clamped_and_bad_settings_rejected(hierarchy):
 
 
 def test_a_description_that_no_class_stands_out_for_matches_nothing():
-    from sdk.bundle import ClassInfo
     from sdk.errors import DescriptionError
-    from sdk.tasks import TaskOptions, TaskResolver
+    from sdk.format.bundle import ClassInfo
+    from sdk.text.resolver import TaskOptions, TaskResolver
 
     classes = [ClassInfo(f"c{i}", f"class {i}", ["root", f"class {i}"]) for i in range(8)]
     embeddings = np.eye(8, dtype=np.float32)
@@ -95,6 +95,6 @@ def test_a_description_that_no_class_stands_out_for_matches_nothing():
 
 
 def test_names_compare_alike_in_any_unicode_spelling():
-    from sdk.tasks import normalize_name
+    from sdk.text.resolver import normalize_name
 
     assert normalize_name("cafe\u0301  latte") == normalize_name(" Caf\u00e9_latte")   # NFD and NFC, case, spaces

@@ -4,7 +4,7 @@ import struct
 import numpy as np
 import pytest
 
-from sdk.tensorfile import TensorFileError, load_tensors, read_tensors, save_tensors
+from sdk.format.tensorfile import TensorFileError, load_tensors, read_tensors, save_tensors
 
 
 def sample():

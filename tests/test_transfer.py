@@ -53,7 +53,7 @@ def test_excluded_classes_never_reach_the_run_and_an_unknown_id_is_refused(tiny_
 
 
 def test_init_from_a_bundle_copies_its_generic_network_and_resizes_the_head(tiny_bundle, tiny_sdk):
-    from sdk.mixer import uniform_alpha
+    from sdk.fusion.mixer import uniform_alpha
 
     config = PRESETS["tiny"]
     model = tiny_network(config, 5)

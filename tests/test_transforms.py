@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from sdk.preprocessing import Preprocessing
+from sdk.media.preprocessing import Preprocessing
 from trainer.config import TrainConfig
 from trainer.data.transforms import random_crop_flip, random_resized_crop_flip, to_normalized_tensor
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from export.bundle import class_entry
-from sdk.bundle import ClassInfo, Concept, display_name
-from sdk.tasks import MISSING, TaskOptions, TaskResolver
+from sdk.format.bundle import ClassInfo, Concept, display_name
+from sdk.text.resolver import MISSING, TaskOptions, TaskResolver
 from trainer.config import PRESETS, fit_to_classes
 from trainer.data.errors import DataError
 from trainer.data.vocabulary import Vocabulary

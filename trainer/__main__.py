@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from sdk.report_page import terminal_text
+from sdk.media.report_page import terminal_text
 
 from .config import PRESETS
 from .data.errors import DataError

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from sdk.architecture import is_running_stat
+from sdk.fusion.architecture import is_running_stat
 
 from .models import NUM_BLOCKS, ResNet18, ResNetConfig, names_by_block
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sdk.tensorfile import load_tensors, save_tensors
+from sdk.format.tensorfile import load_tensors, save_tensors
 
 
 def save_state(path: Path, state: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from sdk.preprocessing import Preprocessing
+from sdk.media.preprocessing import Preprocessing
 
 from .data.cache import DecodedDataset
 from .data.transforms import to_normalized_tensor

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sdk.architecture import BN_EPS, Conv, ResidualBlock, topology
+from sdk.fusion.architecture import BN_EPS, Conv, ResidualBlock, topology
 
 from .models import ResNetConfig
 from .models.basic_block import residual

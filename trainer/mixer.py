@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from sdk.architecture import BN_EPS
-from sdk.mixer import tensor_shapes
+from sdk.fusion.architecture import BN_EPS
+from sdk.fusion.mixer import tensor_shapes
 
 from .models import NUM_BLOCKS
 
@@ -40,10 +40,10 @@ class MixerPredictor(nn.Module):
         self.head = nn.Linear(dims[-1], blocks * num_bases)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
-        # The tensor names and shapes are the runtime's (sdk.mixer.tensor_shapes): what the bundle stores.
+        # The tensor names and shapes are the runtime's (sdk.fusion.mixer.tensor_shapes): what the bundle stores.
         ours = {k: tuple(v.shape) for k, v in self.state_dict().items() if not k.endswith("num_batches_tracked")}
         if ours != tensor_shapes(embed_dim, hidden, layers, blocks, num_bases):
-            raise AssertionError("MixerPredictor's tensors no longer match sdk.mixer.tensor_shapes")
+            raise AssertionError("MixerPredictor's tensors no longer match sdk.fusion.mixer.tensor_shapes")
 
     def logits(self, task_embedding: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(task_embedding)).view(-1, self.blocks, self.num_bases)

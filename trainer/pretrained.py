@@ -62,7 +62,7 @@ def read_state(path: str | Path) -> dict[str, torch.Tensor]:
 def bundle_state(path: Path) -> tuple[dict[str, torch.Tensor], str]:
     """A bundle's generic network (the bases mixed uniformly, batch norm unfolded) and what it is."""
     import sdk
-    from sdk.mixer import uniform_alpha
+    from sdk.fusion.mixer import uniform_alpha
 
     try:
         bundle = sdk.load(path)

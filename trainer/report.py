@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sdk.text_encoder import primary_name
+from sdk.text.encoder import primary_name
 
 from .basis_bank import BasisBank
 from .checkpoints import load_state

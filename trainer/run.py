@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sdk.cache import cache_root
-from sdk.preprocessing import Preprocessing
+from sdk.media.cache import cache_root
+from sdk.media.preprocessing import Preprocessing
 
 from . import distributed
 from .basis_bank import BasisBank
@@ -106,7 +106,7 @@ def class_embeddings(run_dir: Path, names: list[str], conditions: tuple[str, ...
     also stores each condition's table [K, C, d] there (`condition_embeddings`)."""
     path = RunDir(run_dir).classes
     if not path.exists() and distributed.is_main():
-        from sdk.text_encoder import primary_name
+        from sdk.text.encoder import primary_name
 
         from .data.conditions import condition_phrases
         from .task_embedding import embed_condition_classes

@@ -31,7 +31,7 @@ MODEL = "model.safetensors"
 CLASSES = "classes.safetensors"
 
 # Stage-3 checkpoint keys (Stage3Model's state dict): the bank's tensors (block b's weights and running
-# statistics), and the mixer's tensors (named as sdk.mixer.tensor_shapes says after the prefix).
+# statistics), and the mixer's tensors (named as sdk.fusion.mixer.tensor_shapes says after the prefix).
 STAGE3_BANK_PREFIX = "bank."
 STAGE3_BANK_PARAMS = STAGE3_BANK_PREFIX + "params{block}"
 STAGE3_BANK_STATS = STAGE3_BANK_PREFIX + "stats{block}"

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from sdk.preprocessing import Preprocessing
+from sdk.media.preprocessing import Preprocessing
 
 from . import distributed
 from .basis_bank import BasisBank

@@ -32,7 +32,7 @@ def bow_task_embeddings(num_classes: int, tasks: Sequence[np.ndarray]) -> torch.
 def embed_condition_classes(encoder, names: Sequence[str], phrases: dict[str, list[str]]) -> np.ndarray:
     """[conditions, classes, dim]: per condition (in `phrases`' order), each class name joined to each of
     the condition's phrases ("red fox at night"), embedded over the prompt ensemble, averaged over the
-    phrases and normalised. `encoder` is an sdk.text_encoder.TextEncoder."""
+    phrases and normalised. `encoder` is an sdk.text.encoder.TextEncoder."""
     tables = []
     for condition_phrases in phrases.values():
         per_phrase = [encoder.embed_class_names([f"{name} {p}" for name in names]) for p in condition_phrases]

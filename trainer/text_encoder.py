@@ -25,7 +25,7 @@ def text_encoder_dir() -> Path:
 
 
 def class_name_encoder():
-    """An `sdk.text_encoder.TextEncoder` over that file (loads onnxruntime and tokenizers)."""
-    from sdk.text_encoder import TextEncoder
+    """An `sdk.text.encoder.TextEncoder` over that file (loads onnxruntime and tokenizers)."""
+    from sdk.text.encoder import TextEncoder
 
     return TextEncoder.from_dir(text_encoder_dir())

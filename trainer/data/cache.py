@@ -24,10 +24,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from sdk.cache import atomic_directory, cache_root
 from sdk.errors import ImageError
-from sdk.images import decode_image, fit_to_square
-from sdk.report_page import terminal_text
+from sdk.media.cache import atomic_directory, cache_root
+from sdk.media.images import decode_image, fit_to_square
+from sdk.media.report_page import terminal_text
 
 from ..device import host_to
 from .checks import DataReport

@@ -1,7 +1,7 @@
 """What the cache build found in a data set's images, said before the first epoch (issue 60, part 3).
 
 Every file is looked at once, while the cache is built (`trainer.data.cache.build_cache`):
-- unreadable, zero-byte, truncated, non-image or too large (more than sdk.images.MAX_IMAGE_PIXELS) files
+- unreadable, zero-byte, truncated, non-image or too large (more than sdk.media.images.MAX_IMAGE_PIXELS) files
   are skipped and named, or, with `strict`, the whole build is refused (nothing is written);
 - CMYK, 16-bit, alpha, palette and greyscale images are converted to RGB (named and said);
 - images not already `size` x `size` are resized so the shorter side is `size` and centre-cropped

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from sdk.cache import atomic_directory
+from sdk.media.cache import atomic_directory
 
 from ..device import host_to
 from .cache import DecodedDataset, DeviceSplit, Split, load_dataset

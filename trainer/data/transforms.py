@@ -2,7 +2,7 @@
 
 Training: random crop with zero padding (`pad` pixels each side) and random horizontal flip, or a
 random-resized crop (the standard ImageNet augmentation) and flip.
-Both: the runtime's normalisation (`sdk.preprocessing.Preprocessing`), so train and device agree.
+Both: the runtime's normalisation (`sdk.media.preprocessing.Preprocessing`), so train and device agree.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from sdk.preprocessing import Preprocessing
+from sdk.media.preprocessing import Preprocessing
 
 from ..device import host_to
 

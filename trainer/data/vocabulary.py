@@ -30,7 +30,7 @@ from pathlib import Path
 import tomllib
 
 from sdk.errors import DescriptionError
-from sdk.tasks import check_text
+from sdk.text.resolver import check_text
 
 from .errors import DataError
 from .hierarchy import ClassHierarchy
@@ -40,7 +40,7 @@ MAX_TEXT = 160          # characters of a name or an alias (the bundle allows 10
 MAX_DESCRIPTION = 1000  # characters of a description
 MAX_ALIASES = 63          # a group's name and aliases are its concept's names: at most 64 in a bundle
 MAX_FILE_BYTES = 16 << 20   # a vocabulary is words: larger is a mistake (a photo saved under the name?)
-MAX_GROUPS = 100_000      # a bundle holds at most this many concepts (sdk.bundle.MAX_CONCEPTS)
+MAX_GROUPS = 100_000      # a bundle holds at most this many concepts (sdk.format.bundle.MAX_CONCEPTS)
 
 
 @dataclass(frozen=True)

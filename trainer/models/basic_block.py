@@ -1,4 +1,4 @@
-"""The ResNet BasicBlock (`sdk.architecture.ResidualBlock`): two 3x3 conv-BN pairs and a shortcut (1x1
+"""The ResNet BasicBlock (`sdk.fusion.architecture.ResidualBlock`): two 3x3 conv-BN pairs and a shortcut (1x1
 conv-BN when the shape changes)."""
 
 from collections.abc import Callable
@@ -6,7 +6,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from sdk.architecture import BN_EPS, Conv, ResidualBlock
+from sdk.fusion.architecture import BN_EPS, Conv, ResidualBlock
 
 Layer = Callable[[torch.Tensor], torch.Tensor]
 

@@ -1,4 +1,4 @@
-"""ResNet-18 (BasicBlock, [2, 2, 2, 2]; `sdk.architecture.topology`) with a choice of stem, a width
+"""ResNet-18 (BasicBlock, [2, 2, 2, 2]; `sdk.fusion.architecture.topology`) with a choice of stem, a width
 multiplier and any number of classes.
 
 Parameter names: `stem.conv1`, `stem.bn1`, `layer1`..`layer4` (two BasicBlocks each), `fc`.
@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from sdk.architecture import STAGE_CHANNELS, topology
-from sdk.manifest import WIDTHS
+from sdk.format.manifest import WIDTHS
+from sdk.fusion.architecture import STAGE_CHANNELS, topology
 
 from .basic_block import BasicBlock
 from .stem import STEMS, Stem

@@ -1,10 +1,10 @@
-"""ResNet stems (`sdk.architecture.topology`). `imagenet`: 7x7 stride-2 conv + 3x3 max-pool (224 px, and
+"""ResNet stems (`sdk.fusion.architecture.topology`). `imagenet`: 7x7 stride-2 conv + 3x3 max-pool (224 px, and
 our 64 px benchmark). `small`: 3x3 stride-1 conv, no pool (32 px inputs, CIFAR-style)."""
 
 import torch
 from torch import nn
 
-from sdk.architecture import BN_EPS, STEM_CONV, Conv, MaxPool
+from sdk.fusion.architecture import BN_EPS, STEM_CONV, Conv, MaxPool
 
 from .basic_block import conv2d
 

@@ -28,7 +28,7 @@ import org.taper.sdk.TaskOptions;
  * the Java core opens the bundle and personalizes, OnnxEngine runs the text encoder and the backbone.
  * <ul>
  * <li>float32: every case's logits on every golden image equal Python's within the tolerance the Python
- * runtime accepts its compiled route with (sdk/engine.py: rtol 1e-4, atol 1e-4 x (max |logit| + 1));</li>
+ * runtime accepts its compiled route with (sdk/engines/onnxruntime.py: rtol 1e-4, atol 1e-4 x (max |logit| + 1));</li>
  * <li>int8, Python's graph: {@code openQuantizedBackbone} of the graph Python wrote gives Python's features
  * within one step of the output's quantization grid (the same integer kernels, another onnxruntime release);</li>
  * <li>int8, the app's path: {@code personalize(..., "int8")} quantizes the Java fusion, whose weights may land

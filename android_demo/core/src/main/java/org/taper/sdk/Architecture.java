@@ -5,14 +5,14 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-/** ResNet-18 as data, mirroring sdk/architecture.py: names and shapes, mixer blocks, conv/BN pairs, layers. */
+/** ResNet-18 as data, mirroring sdk/fusion/architecture.py: names and shapes, mixer blocks, conv/BN pairs, layers. */
 public final class Architecture {
     private Architecture() {}
 
-    static final float BN_EPS = 1e-5f;  // sdk.architecture.BN_EPS
+    static final float BN_EPS = 1e-5f;  // sdk.fusion.architecture.BN_EPS
     static final String[] CHANNEL_PARTS = {"weight", "bias", "running_mean", "running_var"};
 
-    /** A unit of mixing and compression (sdk.architecture.Layer): a weight and its per-output-channel tensors. */
+    /** A unit of mixing and compression (sdk.fusion.architecture.Layer): a weight and its per-output-channel tensors. */
     public static final class Layer {
         public final String name, weight;
         public final String[] channels;
@@ -46,10 +46,10 @@ public final class Architecture {
         m.put(p + ".num_batches_tracked", new int[]{});
     }
 
-    /** sdk.architecture.topology's constants: blocks per stage, each stage's first stride. */
+    /** sdk.fusion.architecture.topology's constants: blocks per stage, each stage's first stride. */
     static final int[] BLOCKS_PER_STAGE = {2, 2, 2, 2}, STAGE_STRIDES = {1, 2, 2, 2};
 
-    /** Every state-dict entry with its shape, in state-dict order (sdk.architecture.parameter_shapes, from
+    /** Every state-dict entry with its shape, in state-dict order (sdk.fusion.architecture.parameter_shapes, from
      * the same topology: a residual block has a 1x1 downsample where its stride or channels change). */
     public static Map<String, int[]> parameterShapes(String stem, double width, int numClasses) {
         int[] c = new int[4];
@@ -120,7 +120,7 @@ public final class Architecture {
 
     /**
      * Byte offset of every folded backbone weight (conv weight, then its bias, per conv/BN pair) in the
-     * backbone graph's external-data file, each 64-byte aligned, as sdk/folding.py backbone_layout;
+     * backbone graph's external-data file, each 64-byte aligned, as sdk/fusion/folding.py backbone_layout;
      * returns the file's size.
      */
     public static int backboneLayout(Map<String, int[]> shapes, Map<String, Integer> offsets) {

@@ -6,7 +6,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The bases of a version-3 or 4 bundle, layer by layer, as sdk/bases.py: per layer a shared W_0 ("base") plus
+ * The bases of a version-3 or 4 bundle, layer by layer, as sdk/fusion/bases.py: per layer a shared W_0 ("base") plus
  * per-basis deltas stored as "full" (no W_0), "shared" (no deltas), "dense", "int8" (per-output-channel
  * scales), "lowrank" (U [Q, O, r], V [Q, r, n]) or "subspace" (U [Q, O, r], one V [r, n] shared by the
  * bases), floats in float32 or float16, and the per-output-channel

@@ -17,11 +17,11 @@ import java.util.Map;
 
 /**
  * A .taper bundle (format version 3 to 6, docs/bundle-format.md), memory-mapped and validated like
- * sdk/bundle.py: magic, version, reserved header bytes, the manifest's SHA-256, the signature of a version-6
+ * sdk/format/bundle.py: magic, version, reserved header bytes, the manifest's SHA-256, the signature of a version-6
  * bundle (Signatures), member offsets and sizes,
  * SHA-256 of every member, tensor dtypes and shapes against the architecture and each layer's storage
  * (Bases). The backbone's weight layout is
- * computed from the architecture (Architecture.backboneLayout), as in sdk/folding.py.
+ * computed from the architecture (Architecture.backboneLayout), as in sdk/fusion/folding.py.
  */
 public final class Bundle {
     static final byte[] MAGIC = "TAPERBDL".getBytes(StandardCharsets.US_ASCII);
@@ -44,7 +44,7 @@ public final class Bundle {
     public final List<String> classIds = new ArrayList<>(), classNames = new ArrayList<>();
     /** Each class's other names and its one-line description ("" if none): classes.json's optional
      * {@code aliases} and {@code description}; without {@code aliases}, a stored name is split as
-     * sdk.bundle.display_name splits it (older exporters wrote WordNet's synonym list as the name). */
+     * sdk.format.bundle.display_name splits it (older exporters wrote WordNet's synonym list as the name). */
     public final List<List<String>> classAliases = new ArrayList<>();
     public final List<String> classDescriptions = new ArrayList<>();
     /** Each class's path in the hierarchy, root first, ending in its own name (classes.json). */
@@ -65,10 +65,10 @@ public final class Bundle {
     final java.util.Set<String> trustedKeys;
     private final ByteBuffer data;
 
-    /** sdk.manifest's MAX_PROVENANCE_DEPTH, _VALUES and _TEXT. */
+    /** sdk.format.manifest's MAX_PROVENANCE_DEPTH, _VALUES and _TEXT. */
     static final int MAX_PROVENANCE_DEPTH = 4, MAX_PROVENANCE_VALUES = 4096, MAX_PROVENANCE_TEXT = 64 * 1024;
 
-    /** sdk.manifest._provenance: an object, bounded in depth, values and text, with {@code sdk_version} (a
+    /** sdk.format.manifest._provenance: an object, bounded in depth, values and text, with {@code sdk_version} (a
      * string of at most 40 characters) and {@code licenses} (an object). */
     @SuppressWarnings("unchecked")
     static void checkProvenance(Object value) {
@@ -84,7 +84,7 @@ public final class Bundle {
         if (!(p.get("licenses") instanceof Map)) throw new BundleException("manifest.provenance.licenses must be an object");
     }
 
-    /** sdk.manifest.json_size and strict_json.depth of parsed JSON: {values, code points of keys and strings,
+    /** sdk.format.manifest.json_size and strict_json.depth of parsed JSON: {values, code points of keys and strings,
      * depth}, iteratively. */
     @SuppressWarnings("unchecked")
     static long[] jsonSize(Object value) {
@@ -157,7 +157,7 @@ public final class Bundle {
         Object parsed = Json.parse(raw, "manifest", Json.MANIFEST_DEPTH);
         if (!(parsed instanceof Map)) throw new BundleException("manifest: not a JSON object");
         manifest = (Map<String, Object>) parsed;
-        ManifestGrammar.check(manifest);   // sdk/manifest.py's grammar: types, ranges, no unknown field
+        ManifestGrammar.check(manifest);   // sdk/format/manifest.py's grammar: types, ranges, no unknown field
         if (!"taper-bundle".equals(manifest.get("format")) || integer(manifest, "version", OLDEST, VERSION) != version)
             throw new BundleException("manifest: format/version fields wrong");
         Map<String, Object> arch = obj(manifest, "architecture"), mix = obj(manifest, "mixer");
@@ -204,7 +204,7 @@ public final class Bundle {
         java.util.Set<String> names = version >= CONCEPTS_SINCE ? java.util.Set.of("text", "concepts") : java.util.Set.of("text");
         if (!embedded.keySet().equals(names))
             throw new BundleException("member class_embeddings.safetensors: tensors must be exactly " + new java.util.TreeSet<>(names));
-        // Shapes, not only sizes, as sdk/bundle.py checks them: a table stored transposed ([384, 200]) holds as
+        // Shapes, not only sizes, as sdk/format/bundle.py checks them: a table stored transposed ([384, 200]) holds as
         // many floats as the right one and would be read as other classes' vectors.
         expectShape(embeddingTensors.get("text"), new long[]{numClasses, embedDim}, "class_embeddings.safetensors:text");
         if (version >= CONCEPTS_SINCE)
@@ -227,7 +227,7 @@ public final class Bundle {
         unitRows(conceptEmbeddings, embedDim, "class_embeddings.safetensors:concepts");
     }
 
-    /** sdk.bundle.EMBEDDING_NORM_TOLERANCE: text embeddings are unit vectors as written. */
+    /** sdk.format.bundle.EMBEDDING_NORM_TOLERANCE: text embeddings are unit vectors as written. */
     static final double EMBEDDING_NORM_TOLERANCE = 1e-3;
 
     private static void unitRows(FloatBuffer values, int dim, String name) {
@@ -244,7 +244,7 @@ public final class Bundle {
             if (!Float.isFinite(values.get(i))) throw new BundleException(name + " holds NaN or infinite values");
     }
 
-    /** classes.json, checked as sdk/bundle.py checks it. */
+    /** classes.json, checked as sdk/format/bundle.py checks it. */
     @SuppressWarnings("unchecked")
     private void readClasses(int version) {
         String what = "member classes.json: ";
@@ -306,7 +306,7 @@ public final class Bundle {
         if (version >= CONCEPTS_SINCE) readConcepts(((Map<String, Object>) parsed).get("concepts"), what);
     }
 
-    /** classes.json's concepts, checked as sdk/bundle.py's _concepts checks them. */
+    /** classes.json's concepts, checked as sdk/format/bundle.py's _concepts checks them. */
     @SuppressWarnings("unchecked")
     private void readConcepts(Object rows, String what) {
         if (!(rows instanceof List) || ((List<Object>) rows).isEmpty() || ((List<Object>) rows).size() > MAX_CONCEPTS)
@@ -338,7 +338,7 @@ public final class Bundle {
             CLASS_ALL_KEYS = java.util.Set.of("id", "name", "path", "aliases", "description");
     static final int MAX_ALIASES = 64;
 
-    /** sdk.bundle.display_name: [display name, aliases...] of a name stored without aliases, split at commas,
+    /** sdk.format.bundle.display_name: [display name, aliases...] of a name stored without aliases, split at commas,
      * ASCII spaces trimmed, empty parts dropped; [stored] if every part is empty. */
     static List<String> displayName(String stored) {
         List<String> parts = new ArrayList<>();
@@ -397,8 +397,8 @@ public final class Bundle {
     }
 
     /** The member's tensors as float32 views; BundleException for any other dtype. */
-    /** sdk.mixer.tensor_shapes: exactly the mixer's tensors, each of its shape, for the manifest's embed_dim,
-     * hidden, layers, blocks and num_bases (sdk.bundle checks the same). */
+    /** sdk.fusion.mixer.tensor_shapes: exactly the mixer's tensors, each of its shape, for the manifest's embed_dim,
+     * hidden, layers, blocks and num_bases (sdk.format.bundle checks the same). */
     private void checkMixerShapes(Map<String, Bases.Tensor> tensors) {
         Map<String, long[]> expected = new HashMap<>();
         long in = embedDim;
@@ -450,7 +450,7 @@ public final class Bundle {
         for (Map.Entry<String, Object> e : header.entrySet()) {
             if (e.getKey().equals("__metadata__")) continue;
             String what = "member " + name + ": tensor " + e.getKey();
-            // As sdk/tensorfile.py: exactly {dtype, shape, data_offsets}, JSON integers, no overflow, no overlap.
+            // As sdk/format/tensorfile.py: exactly {dtype, shape, data_offsets}, JSON integers, no overflow, no overlap.
             if (!(e.getValue() instanceof Map) || !((Map<String, Object>) e.getValue()).keySet().equals(java.util.Set.of("dtype", "shape", "data_offsets")))
                 throw new BundleException(what + ": entry must have exactly dtype, shape, data_offsets");
             Map<String, Object> info = (Map<String, Object>) e.getValue();

@@ -7,8 +7,8 @@ import java.util.HashSet;
 import java.util.Set;
 
 /**
- * Two-word nouns that are no kind of their last word ("hot dog", "teddy bear"), read as sdk/compounds.py reads
- * them: sdk/exocentric_compounds.txt, the one copy, placed at the root of the class path by every build
+ * Two-word nouns that are no kind of their last word ("hot dog", "teddy bear"), read as sdk/text/compounds.py reads
+ * them: sdk/text/exocentric_compounds.txt, the one copy, placed at the root of the class path by every build
  * (core/run_tests.sh, the Gradle build, the Python scripts that compile the core). Lines starting with '#'
  * are comments. Rule 4a of TaskResolver tells them missing instead of taking their last word's group.
  */

@@ -8,7 +8,7 @@ import java.nio.ByteBuffer;
  * an engine that replays outputs recorded from the Python runtime (no onnxruntime jar is reachable).
  */
 public interface Engine {
-    /** The backbone graph's image input and the file name its weight initializers point to (sdk.folding). */
+    /** The backbone graph's image input and the file name its weight initializers point to (sdk.fusion.folding). */
     String IMAGE_INPUT = "image", FEATURES_OUTPUT = "features", WEIGHTS_FILE = "backbone.weights";
 
     /** The text encoder graph: token ids -> one sentence embedding (mean pooling is in the graph). */

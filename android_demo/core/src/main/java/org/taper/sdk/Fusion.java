@@ -16,7 +16,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * alpha -> the network's weights, as sdk/bases.py and sdk/folding.py: every layer W_0 + sum_q alpha_q D_q,
+ * alpha -> the network's weights, as sdk/fusion/bases.py and sdk/fusion/folding.py: every layer W_0 + sum_q alpha_q D_q,
  * batch norm folded into each conv (the backbone's external weight buffer, in the plain graph's layout:
  * what the engine runs), and the task's classifier rows.
  * <p>Two ways, one answer: {@link #foldInto} and {@link #headRows} are the fast path personalize() takes
@@ -119,7 +119,7 @@ public final class Fusion {
         return scale;
     }
 
-    /** gamma / sqrt(var + eps): what folding multiplies a conv's output row by (sdk/folding.py). */
+    /** gamma / sqrt(var + eps): what folding multiplies a conv's output row by (sdk/fusion/folding.py). */
     private static float batchNormScale(float gamma, float variance) {
         return gamma / (float) Math.sqrt(variance + Architecture.BN_EPS);
     }
@@ -164,7 +164,7 @@ public final class Fusion {
     }
 
     /** The mixed per-channel tensors (batch norms, the classifier's bias) by state-dict name: the cheap part of
-     * {@link #fuse} (what {@link Int8} reads its activation ranges from; sdk.bases.CompactBases.mixed_channels). */
+     * {@link #fuse} (what {@link Int8} reads its activation ranges from; sdk.fusion.bases.CompactBases.mixed_channels). */
     public Map<String, float[]> mixedChannels(float[][] alpha) {
         Map<String, float[]> out = new HashMap<>();
         for (Bases.Layer layer : bundle.bases.layers) {

@@ -16,7 +16,7 @@ import java.util.TreeMap;
 
 /**
  * The graphs in a bundle are untrusted: only what the SDK's own exporter writes is handed to an engine
- * (sdk/graph_check.py, the same rules). onnxruntime runs whatever a graph says: a Loop of 10^12 iterations
+ * (sdk/format/graph_check.py, the same rules). onnxruntime runs whatever a graph says: a Loop of 10^12 iterations
  * never returns, an Expand fed a hostile constant allocates until the app dies.
  * <ul>
  * <li>The backbone may use only the ops of a BN-folded ResNet-18 in the default domain, no subgraphs, no
@@ -35,7 +35,7 @@ import java.util.TreeMap;
 public final class GraphCheck {
     private GraphCheck() {}
 
-    /** sdk.graph_check.KNOWN_ENCODER_STRUCTURES. */
+    /** sdk.format.graph_check.KNOWN_ENCODER_STRUCTURES. */
     public static final Set<String> KNOWN_ENCODER_STRUCTURES = Set.of(
             "c74469d3bcb1110bc9f8f30be9df5eacdf9ddc01a47f7f070bd5376b6357322a");
 
@@ -44,7 +44,7 @@ public final class GraphCheck {
     static final Set<String> BACKBONE_OPS = Set.of("Conv", "Relu", "Add", "MaxPool", "GlobalAveragePool", "Flatten");
     static final Set<String> CONV_ATTRIBUTES = Set.of("kernel_shape", "group", "dilations", "strides", "pads");
 
-    // Field numbers from onnx.proto (sdk/onnx_proto.py).
+    // Field numbers from onnx.proto (sdk/format/onnx_proto.py).
     static final int MODEL_GRAPH = 7, MODEL_OPSET = 8, MODEL_TRAINING_INFO = 20, MODEL_FUNCTIONS = 25;
     static final int OPSET_DOMAIN = 1, OPSET_VERSION = 2;
     static final int GRAPH_NODE = 1, GRAPH_INITIALIZER = 5, GRAPH_INPUT = 11, GRAPH_OUTPUT = 12, GRAPH_SPARSE_INITIALIZER = 15;

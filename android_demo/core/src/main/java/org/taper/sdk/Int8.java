@@ -13,7 +13,7 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * int8 personalized models without photos, as sdk/int8.py makes them, byte for byte: per-output-channel 7-bit
+ * int8 personalized models without photos, as sdk/engines/int8.py makes them, byte for byte: per-output-channel 7-bit
  * weights from the folded float32 weights, a uint8 range for the image and every Conv, Add and pool output
  * from the mixed batch norms alone (a conv's channel c as N(beta_c, gamma_c^2), a ReLU's output the rectified
  * Gaussian's moments, an Add's the sum, the global pool's spread over POOLED_SPREAD; mu +- RANGE_SIGMAS sigma),
@@ -30,10 +30,10 @@ import java.util.Set;
 public final class Int8 {
     private Int8() {}
 
-    /** sdk.int8: 7-bit weights (onnxruntime's u8s8 kernels saturate 16-bit sums on x86 without VNNI). */
+    /** sdk.engines.int8: 7-bit weights (onnxruntime's u8s8 kernels saturate 16-bit sums on x86 without VNNI). */
     public static final int WEIGHT_QMIN = -64, WEIGHT_QMAX = 63;
     static final double RANGE_SIGMAS = 24.0, POOLED_SPREAD = 4.0;
-    /** sdk.int8.ERFC_COEFFICIENTS. */
+    /** sdk.engines.int8.ERFC_COEFFICIENTS. */
     static final double[] ERFC = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
         -1.13520398, 1.48851587, -0.82215223, 0.17087277};
     static final String IMAGE = "image";
@@ -45,7 +45,7 @@ public final class Int8 {
         ATTRIBUTE_TYPE = 20, ATTRIBUTE_INT = 2, TENSOR_DIMS = 1, TENSOR_DATA_TYPE = 2, TENSOR_NAME = 8,
         TENSOR_RAW_DATA = 9;
 
-    /** sdk.int8.quantize_weight: rows x (w.length / rows) weights into {@code q}; returns the scales. */
+    /** sdk.engines.int8.quantize_weight: rows x (w.length / rows) weights into {@code q}; returns the scales. */
     public static float[] quantizeWeight(float[] w, int offset, int count, int rows, byte[] q, int qOffset) {
         int cols = count / rows;
         float[] scale = new float[rows];
@@ -66,7 +66,7 @@ public final class Int8 {
         return scale;
     }
 
-    /** sdk.int8.activation_scale: {scale, zero point} of a uint8 tensor covering [low, high] and 0. */
+    /** sdk.engines.int8.activation_scale: {scale, zero point} of a uint8 tensor covering [low, high] and 0. */
     static double[] activationScale(double low, double high) {
         low = Math.min(low, 0.0);
         high = Math.max(high, 0.0);
@@ -75,7 +75,7 @@ public final class Int8 {
         return new double[]{scale, Math.min(255, Math.max(0, Math.rint(-low / scale)))};
     }
 
-    /** sdk.int8.normal_cdf. */
+    /** sdk.engines.int8.normal_cdf. */
     static double normalCdf(double a) {
         double z = Math.abs(a) / Math.sqrt(2);
         double t = 1 / (1 + 0.5 * z);
@@ -85,7 +85,7 @@ public final class Int8 {
         return a >= 0 ? 1 - tail : tail;
     }
 
-    /** sdk.int8._rectified: {mean, std} of max(0, x), x ~ N(mu, sigma^2), per channel. */
+    /** sdk.engines.int8._rectified: {mean, std} of max(0, x), x ~ N(mu, sigma^2), per channel. */
     static double[][] rectified(double[] mu, double[] sigma) {
         double[] mean = new double[mu.length], std = new double[mu.length];
         for (int c = 0; c < mu.length; c++) {
@@ -133,7 +133,7 @@ public final class Int8 {
         Slot(int itemSize, int count) { this.itemSize = itemSize; this.count = count; }
     }
 
-    /** sdk.int8.Int8Plan: the QDQ graph of one float graph with every alpha-dependent value a slot. */
+    /** sdk.engines.int8.Int8Plan: the QDQ graph of one float graph with every alpha-dependent value a slot. */
     public static final class Plan {
         private final List<Node> nodes = new ArrayList<>();
         private final Map<String, String> folded = new LinkedHashMap<>();   // ReLU output -> the tensor it reads
@@ -185,7 +185,7 @@ public final class Int8 {
             template = build(model, graph);
         }
 
-        /** sdk.int8.Int8Plan.ranges: {low, high} of every quantized tensor. */
+        /** sdk.engines.int8.Int8Plan.ranges: {low, high} of every quantized tensor. */
         Map<String, double[]> ranges(Map<String, float[]> mixed) {
             Map<String, double[][]> moments = new HashMap<>();
             Map<String, double[]> ranges = new HashMap<>();

@@ -6,7 +6,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The strict JSON parser of the bundle format (docs/bundle-format.md, "JSON"), the mirror of sdk/strict_json.py:
+ * The strict JSON parser of the bundle format (docs/bundle-format.md, "JSON"), the mirror of sdk/format/strict_json.py:
  * RFC 8259 exactly (numbers without a leading '+', leading zeros or a bare '.', no NaN or Infinity; no raw
  * control characters in strings; whitespace is space, tab, LF and CR), UTF-8 decoded strictly, nesting
  * bounded by the caller (the same bounds as the Python reader).

@@ -8,7 +8,7 @@ import java.util.TreeSet;
 import java.util.regex.Pattern;
 
 /**
- * The manifest's grammar, field by field, as sdk/manifest.py's {@code Manifest.from_json} states it: every
+ * The manifest's grammar, field by field, as sdk/format/manifest.py's {@code Manifest.from_json} states it: every
  * object's fields typed and range-checked, and any field a version does not define refused ("within a
  * version, unknown fields are errors, never ignored": docs/bundle-format.md). {@link Bundle} runs it on
  * the parsed manifest before it reads a value, so that both readers refuse exactly the same manifests
@@ -27,7 +27,7 @@ final class ManifestGrammar {
 
     private ManifestGrammar() {}
 
-    /** sdk.manifest.Fields: typed access to one JSON object; {@link #done} refuses the fields not read. */
+    /** sdk.format.manifest.Fields: typed access to one JSON object; {@link #done} refuses the fields not read. */
     static final class Fields {
         private final Map<String, Object> obj;
         private final String where;
@@ -105,7 +105,7 @@ final class ManifestGrammar {
         }
     }
 
-    /** sdk.manifest.Manifest.from_json's checks, in its order; the format version the manifest states. */
+    /** sdk.format.manifest.Manifest.from_json's checks, in its order; the format version the manifest states. */
     @SuppressWarnings("unchecked")
     static long check(Object manifest) {
         Fields f = new Fields(manifest, "manifest");
@@ -164,7 +164,7 @@ final class ManifestGrammar {
             subspace |= kind.equals("subspace");
         }
         bases.done();
-        f.get("provenance");   // its bounds: Bundle.checkProvenance (sdk.manifest._provenance)
+        f.get("provenance");   // its bounds: Bundle.checkProvenance (sdk.format.manifest._provenance)
         f.done();
         if (subspace && version < 4)
             throw new BundleException("manifest: kind 'subspace' needs format version 4, the bundle says " + version);

@@ -3,7 +3,7 @@ package org.taper.sdk;
 import java.nio.FloatBuffer;
 import java.util.Map;
 
-/** The mixer (sdk/mixer.py): task embedding -> alpha [4][Q], an MLP (Linear, batch norm with running
+/** The mixer (sdk/fusion/mixer.py): task embedding -> alpha [4][Q], an MLP (Linear, batch norm with running
  * statistics, ReLU) and a softmax over the bases per block. */
 public final class Mixer {
     private final Bundle bundle;

@@ -4,7 +4,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * An RGB image -> the backbone's input, as sdk/images.py (fit_to_square) and sdk/preprocessing.py do it:
+ * An RGB image -> the backbone's input, as sdk/media/images.py (fit_to_square) and sdk/media/preprocessing.py do it:
  * the shorter side resized to input_size and the centre cropped, done as one bilinear resize of the
  * source's centre box with Pillow's algorithm (antialiased: the filter widens with the scale; 8-bit fixed
  * point coefficients; horizontal pass, then vertical), so the pixels are Pillow's exactly; then /255,
@@ -16,7 +16,7 @@ import java.util.Map;
  * }</pre>
  */
 public final class Preprocessing {
-    /** A larger image is refused (sdk.images.MAX_IMAGE_PIXELS: decompression bombs). */
+    /** A larger image is refused (sdk.media.images.MAX_IMAGE_PIXELS: decompression bombs). */
     public static final long MAX_PIXELS = 64_000_000L;
     private static final int PRECISION_BITS = 32 - 8 - 2;  // Pillow's Resample.c
 
@@ -35,7 +35,7 @@ public final class Preprocessing {
     /** The per-channel standard deviation (a copy). */
     public float[] std() { return std.clone(); }
 
-    /** The manifest's "preprocessing" object (sdk.manifest checks the same). */
+    /** The manifest's "preprocessing" object (sdk.format.manifest checks the same). */
     @SuppressWarnings("unchecked")
     static Preprocessing fromManifest(Map<String, Object> spec, int inputSize) {
         if (!(spec.get("mean") instanceof List) || !(spec.get("std") instanceof List)

@@ -9,7 +9,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Just enough of the protobuf wire format to check ONNX graphs, as sdk/onnx_proto.py reads it: fields in
+ * Just enough of the protobuf wire format to check ONNX graphs, as sdk/format/onnx_proto.py reads it: fields in
  * order, varints as longs, every other wire type (fixed 32/64-bit, length-delimited) as raw bytes; a
  * message is parsed whole, so damage anywhere in it surfaces at once as a {@link ProtoException}.
  * Values point into the caller's array (no copies of weight data).

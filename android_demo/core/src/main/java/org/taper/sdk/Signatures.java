@@ -15,7 +15,7 @@ import java.util.Locale;
 import java.util.Set;
 
 /**
- * Signed bundles (format version 6), mirroring sdk/signing.py: the last 128 bytes of the file are a trailer
+ * Signed bundles (format version 6), mirroring sdk/format/signing.py: the last 128 bytes of the file are a trailer
  * holding an Ed25519 signature of DOMAIN + the bundle's first 64 bytes (docs/bundle-format.md, "Signature").
  * A signed ExecuTorch companion (its version 3) ends in the same trailer over COMPANION_DOMAIN + its prefix
  * and header.

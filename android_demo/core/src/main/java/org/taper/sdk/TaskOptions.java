@@ -1,7 +1,7 @@
 package org.taper.sdk;
 
 /**
- * How a description becomes a task (sdk.tasks.TaskOptions, same defaults and ranges), checked on creation.
+ * How a description becomes a task (sdk.text.resolver.TaskOptions, same defaults and ranges), checked on creation.
  * <pre>{@code
  * TaskOptions options = TaskOptions.DEFAULT.withMaxClasses(5);
  * }</pre>

@@ -14,7 +14,7 @@ import java.util.TreeSet;
 import java.util.function.Function;
 
 /**
- * Description -> task, with the rules and thresholds of sdk/tasks.py (read its docstring for the why):
+ * Description -> task, with the rules and thresholds of sdk/text/resolver.py (read its docstring for the why):
  * a list of class names must name classes exactly; a comma list, and an item joined by "and", "or" or
  * "&" that is not itself a name, is resolved item by item; a group name (super-category, any name of a
  * concept, hierarchy node; plurals made singular) takes the group; a class name takes it and its
@@ -28,23 +28,23 @@ import java.util.function.Function;
  */
 public final class TaskResolver {
     static final int MAX_DESCRIPTION_CHARS = 1000, MAX_CLASS_LIST = 10_000, MAX_GROUP_CLASSES = 100;
-    /** sdk.tasks.CONCEPT_MARGIN, SUPERSET_RATIO and CONJUNCTIONS. */
+    /** sdk.text.resolver.CONCEPT_MARGIN, SUPERSET_RATIO and CONJUNCTIONS. */
     static final double CONCEPT_MARGIN = 0.03;
     static final int SUPERSET_RATIO = 2;
     static final Set<String> CONJUNCTIONS = Set.of("and", "or", "&");
-    /** sdk.tasks.GLOSS_WORDS: an item holding one is a gloss, not cut at its conjunctions. */
+    /** sdk.text.resolver.GLOSS_WORDS: an item holding one is a gloss, not cut at its conjunctions. */
     static final Set<String> GLOSS_WORDS = Set.of("a", "an", "the", "with", "without", "of", "for", "in", "on", "at",
             "to", "from", "by", "that", "which", "who", "whose", "having");
-    /** sdk.tasks.MISSING: rule 4a's words in a resolution. */
+    /** sdk.text.resolver.MISSING: rule 4a's words in a resolution. */
     static final String MISSING = "not a name this bundle knows";
-    /** sdk.tasks.CLOSEST_NAMES, SPELLING_MIN_CHARS and SPELLING_LONG_CHARS (rules 4a and 3c). */
-    /** sdk.tasks.DESCRIBING_NOUNS: a phrase ending in one describes rather than names a missing item. */
+    /** sdk.text.resolver.CLOSEST_NAMES, SPELLING_MIN_CHARS and SPELLING_LONG_CHARS (rules 4a and 3c). */
+    /** sdk.text.resolver.DESCRIBING_NOUNS: a phrase ending in one describes rather than names a missing item. */
     static final Set<String> DESCRIBING_NOUNS = Set.of("animals", "things", "creatures", "stuff", "items", "objects");
-    /** sdk.tasks.DESCRIBING_WORDS beyond GLOSS_WORDS: a phrase holding one describes ("my pets"). */
+    /** sdk.text.resolver.DESCRIBING_WORDS beyond GLOSS_WORDS: a phrase holding one describes ("my pets"). */
     static final Set<String> DESCRIBING_WORDS = Set.of("my", "our", "your", "their", "his", "her", "its", "some", "all",
             "any", "every", "different", "kind", "kinds", "type", "types", "sort", "sorts");
     static final int CLOSEST_NAMES = 3, SPELLING_MIN_CHARS = 4, SPELLING_LONG_CHARS = 8;
-    /** sdk.tasks.EXCLUSION_PREFIX, EXCLUSION_WORDS and KIND_NOUNS (the composition rule 3b). */
+    /** sdk.text.resolver.EXCLUSION_PREFIX, EXCLUSION_WORDS and KIND_NOUNS (the composition rule 3b). */
     static final String EXCLUSION_PREFIX = "non-";
     static final List<String> EXCLUSION_WORDS = List.of("except", "excluding", "but not", "other than");
     static final List<String> KIND_NOUNS = List.of("animals", "things", "creatures");
@@ -169,7 +169,7 @@ public final class TaskResolver {
         return Integer.compare(x.length, y.length);
     }
 
-    /** sdk.tasks.edit_distance: optimal string alignment distance over code points, or limit + 1 past limit. */
+    /** sdk.text.resolver.edit_distance: optimal string alignment distance over code points, or limit + 1 past limit. */
     static int editDistance(String first, String second, int limit) {
         int[] a = first.codePoints().toArray(), b = second.codePoints().toArray();
         int[] prev2 = new int[0], prev = new int[b.length + 1];
@@ -191,7 +191,7 @@ public final class TaskResolver {
         return Math.min(prev[b.length], limit + 1);
     }
 
-    /** Rule 3c (sdk.tasks.TaskResolver._spelling): the name one edit from key (two from 8 characters). */
+    /** Rule 3c (sdk.text.resolver.TaskResolver._spelling): the name one edit from key (two from 8 characters). */
     private String spelling(String key) {
         int n = key.codePointCount(0, key.length());
         if (n < SPELLING_MIN_CHARS) return null;
@@ -207,7 +207,7 @@ public final class TaskResolver {
         return best;
     }
 
-    /** Rule 4a (sdk.tasks.TaskResolver._unknown): whether the normalised phrase names nothing here. */
+    /** Rule 4a (sdk.text.resolver.TaskResolver._unknown): whether the normalised phrase names nothing here. */
     private boolean unknown(String key) {
         String[] parts = key.split(" ", -1);
         if (parts.length == 1) {  // a word the names use ("blue" among "blue disc") is not missing
@@ -226,7 +226,7 @@ public final class TaskResolver {
         return true;
     }
 
-    /** Rule 4a (sdk.tasks.TaskResolver._exocentric): the form of the key (itself or a singular: "hot dogs") that is a
+    /** Rule 4a (sdk.text.resolver.TaskResolver._exocentric): the form of the key (itself or a singular: "hot dogs") that is a
      * compound no kind of its last word, or null. */
     private String exocentric(String key) {
         if (exocentric.contains(key)) return key;
@@ -260,7 +260,7 @@ public final class TaskResolver {
         return new String(cps, a, b - a);
     }
 
-    /** sdk.tasks.normalize_name: stripped, lower case, runs of whitespace and underscores to one space, NFC. */
+    /** sdk.text.resolver.normalize_name: stripped, lower case, runs of whitespace and underscores to one space, NFC. */
     static String norm(String text) {
         StringBuilder out = new StringBuilder();
         boolean run = false;
@@ -271,7 +271,7 @@ public final class TaskResolver {
         return java.text.Normalizer.normalize(out, java.text.Normalizer.Form.NFC);
     }
 
-    /** {@code text} if it is visible Unicode text (sdk.tasks.check_text); DescriptionException otherwise. */
+    /** {@code text} if it is visible Unicode text (sdk.text.resolver.check_text); DescriptionException otherwise. */
     static String checkText(String text, String what) {
         int position = 0;
         for (int cp : text.codePoints().toArray()) {
@@ -288,7 +288,7 @@ public final class TaskResolver {
         return text;
     }
 
-    /** sdk.tasks.singular_forms: the last word made singular, most likely first; empty if not plural. */
+    /** sdk.text.resolver.singular_forms: the last word made singular, most likely first; empty if not plural. */
     static List<String> singularForms(String phrase) {
         int space = phrase.lastIndexOf(' ');
         String prefix = space >= 0 ? phrase.substring(0, space + 1) : "", word = phrase.substring(space + 1);
@@ -359,7 +359,7 @@ public final class TaskResolver {
         int[] classes = pad(new TreeSet<>(chosen), options);
         List<String> how = new ArrayList<>(asked), added = new ArrayList<>();
         for (int c : classes) if (!chosen.contains(c)) added.add("'" + names.get(c) + "'");
-        if (!added.isEmpty())  // sdk.tasks: a class the user did not ask for is never silent
+        if (!added.isEmpty())  // sdk.text.resolver: a class the user did not ask for is never silent
             how.add("added " + String.join(", ", added) + ", the nearest by text similarity: a task holds at least "
                     + options.minClasses + " classes");
         float[] mean = mean(classes);
@@ -512,7 +512,7 @@ public final class TaskResolver {
     }
 
     /** The group name a modifier stands for: itself, else itself before a kind noun; null if none. Not a singular
-     * made from a plural group name ("drink containers" hold drinks: sdk.tasks.TaskResolver._modifier). */
+     * made from a plural group name ("drink containers" hold drinks: sdk.text.resolver.TaskResolver._modifier). */
     private String modifier(String words) {
         if (groups.containsKey(words) && !singulars.contains(words)) return words;
         for (String noun : KIND_NOUNS) {
@@ -522,7 +522,7 @@ public final class TaskResolver {
         return null;
     }
 
-    /** Rule 3b (sdk.tasks.TaskResolver._composed): a phrase built from two groups, or null. */
+    /** Rule 3b (sdk.text.resolver.TaskResolver._composed): a phrase built from two groups, or null. */
     private List<Integer> composed(String key, String phrase, List<String> how) {
         String[] words = key.split(" ", -1);
         if (words.length < 2) return null;

@@ -12,7 +12,7 @@ import java.util.Set;
 
 /**
  * The text encoder's WordPiece tokenizer, read from a bundle's tokenizer.json, giving the ids the
- * {@code tokenizers} library gives the Python runtime (sdk/text_encoder.py):
+ * {@code tokenizers} library gives the Python runtime (sdk/text/encoder.py):
  * <ol>
  * <li>added tokens ("[CLS]", "[MASK]", ...) are matched in the raw text first (leftmost, longest);</li>
  * <li>the text between them goes through the BertNormalizer (control characters dropped, whitespace to
@@ -23,7 +23,7 @@ import java.util.Set;
  * <li>the ids are cut to the bundle's max_tokens less the template's special tokens, which are then
  * added around them ("[CLS] ... [SEP]").</li>
  * </ol>
- * The file is untrusted and checked as sdk/tokenizer_check.py checks it: only this pipeline, a bounded
+ * The file is untrusted and checked as sdk/format/tokenizer_check.py checks it: only this pipeline, a bounded
  * vocabulary with ids 0..N-1, bounded added tokens (matched as written: not normalized, not stripped).
  * <pre>{@code
  * Tokenizer t = Tokenizer.fromJson(bundle.memberBytes("tokenizer.json"), 128);

@@ -15,7 +15,7 @@ import java.util.Set;
 
 /**
  * The ExecuTorch companion of a bundle ({@code <bundle>.xnnpack}, format 2; the reader of
- * sdk/xnnpack_program.py and the same checks): an XNNPACK program of the folded backbone that holds its
+ * sdk/engines/xnnpack_program.py and the same checks): an XNNPACK program of the folded backbone that holds its
  * own weights, and each weight's slot in the program's bytes. {@link #withWeights} writes one
  * personalization's folded weights into a copy of the program, which ExecuTorch then loads
  * ({@code Module.load(path)} on Android: a single .pte path, which is why the weights live inside it).
@@ -198,7 +198,7 @@ public final class XnnpackProgram {
 
     /**
      * Each slot holds what the exporter left there: its parameter's element indices (1, 2, ... over the
-     * parameters in backbone order) in the slot's layout, as sdk/xnnpack_program.py checks: the program's
+     * parameters in backbone order) in the slot's layout, as sdk/engines/xnnpack_program.py checks: the program's
      * checksum sits in the header it would vouch for, so this is what shows a changed offset or axis.
      */
     private void checkIndices() {

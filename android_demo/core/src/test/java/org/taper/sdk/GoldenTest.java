@@ -190,7 +190,7 @@ public final class GoldenTest {
         return withTrailer(out, unsigned.length, publicKey, signature);
     }
 
-    /** `out` with the signature trailer (sdk/signing.py's layout) written at `t`, its last 128 bytes. */
+    /** `out` with the signature trailer (sdk/format/signing.py's layout) written at `t`, its last 128 bytes. */
     private static byte[] withTrailer(byte[] out, int t, byte[] publicKey, byte[] signature) {
         System.arraycopy(Signatures.MAGIC, 0, out, t, 8);
         ByteBuffer.wrap(out).order(ByteOrder.LITTLE_ENDIAN).putInt(t + 8, Signatures.SCHEME_ED25519);
@@ -482,7 +482,7 @@ public final class GoldenTest {
         check(structure.equals(graphs.get("encoder_structure")), "encoder structure " + structure + " != Python's "
                 + graphs.get("encoder_structure"));
         check(new java.util.HashSet<>((List<Object>) graphs.get("known_encoder_structures")).equals(GraphCheck.KNOWN_ENCODER_STRUCTURES),
-                "GraphCheck.KNOWN_ENCODER_STRUCTURES != sdk.graph_check's");
+                "GraphCheck.KNOWN_ENCODER_STRUCTURES != sdk.format.graph_check's");
         for (Object o : (List<Object>) graphs.get("hostile")) {
             Map<String, Object> h = (Map<String, Object>) o;
             byte[] data = Files.readAllBytes(dir.resolve((String) h.get("file")));

@@ -1,0 +1,10 @@
+"""Words: the text encoder and its cache, and the resolver that turns a description into classes. Imports the
+packages below it.
+
+- `encoder`: the ONNX sentence encoder;
+- `encoder_cache`: its optimized session kept on disk;
+- `resolver`: description -> classes and task embedding;
+- `compounds`: two-word nouns that are no kind of their last word.
+"""
+
+__all__ = ['encoder', 'encoder_cache', 'resolver', 'compounds']

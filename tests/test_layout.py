@@ -1,0 +1,117 @@
+"""The runtime's rooms (issue 73): `sdk/` is a few packages by concern whose imports flow one way, with no
+circle between its modules, a top level of at most 12 modules, and an `__init__` in each package that says
+its purpose and names its modules. Every import counts: at the top of a module, inside a function, and
+under TYPE_CHECKING."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SDK = Path(__file__).resolve().parents[1] / "sdk"
+# Each package may import the ones before it (and the base modules); the public API may import them all.
+LAYERS = ("media", "fusion", "format", "engines", "text")
+BASE = {"sdk.errors", "sdk._version"}   # imported by every room; they import nothing of the SDK
+MAX_TOP_LEVEL = 12
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SDK.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The SDK modules a file imports, anywhere in it (`from sdk.x import name` counts sdk.x, or sdk.x.name
+    where that is a module)."""
+    tree = ast.parse(path.read_text())
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "sdk"}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([node.module] if node.module else []))
+            if base.split(".")[0] != "sdk":
+                continue
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+    return {m for m in found if m in modules and m != here}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    files = sorted(SDK.rglob("*.py"))
+    modules = {module_name(p) for p in files}
+    return {module_name(p): imports_of(p, modules) for p in files}
+
+
+def room(module: str) -> str:
+    """The package a module lives in ("api" for the top level)."""
+    if module in BASE:
+        return "base"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else "api"
+
+
+def test_imports_flow_one_way_between_the_rooms(graph):
+    order = ("base", *LAYERS, "api")
+    upward = [f"{a} ({room(a)}) imports {b} ({room(b)})" for a, targets in graph.items() for b in targets
+              if order.index(room(b)) > order.index(room(a)) and not (room(b) == "api" and b == "sdk")]
+    assert not upward, upward
+
+
+def test_no_module_of_the_sdk_is_in_an_import_circle(graph):
+    circles, state = [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node] - {"sdk"}):
+            if state.get(nxt) == "open":
+                circles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert not circles, circles
+
+
+def test_the_top_level_is_small_and_every_package_says_what_it_holds():
+    top = sorted(p.name for p in SDK.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, top
+    packages = sorted(p.name for p in SDK.iterdir() if (p / "__init__.py").is_file())
+    assert packages == sorted(LAYERS)
+    for name in packages:
+        init = SDK / name / "__init__.py"
+        tree = ast.parse(init.read_text())
+        doc = ast.get_docstring(tree)
+        assert doc and len(doc.splitlines()[0]) > 20, f"{init}: a one-line purpose first"
+        listed = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                      and any(getattr(t, "id", "") == "__all__" for t in n.targets))
+        modules = sorted(p.stem for p in (SDK / name).glob("*.py") if p.name != "__init__.py")
+        assert sorted(listed) == modules, f"{init} names {sorted(listed)}, the package holds {modules}"
+        assert all(f"`{m}`" in doc for m in modules), f"{init}'s docstring names each module"
+
+
+def test_the_checker_sees_an_upward_import_and_a_circle(tmp_path):
+    """The two checks above, on a made-up tree: they would fail."""
+    fake = {"sdk.media.images": {"sdk.format.bundle"}, "sdk.format.bundle": {"sdk.media.images"}}
+    order = ("base", *LAYERS, "api")
+    assert [a for a, bs in fake.items() for b in bs if order.index(room(b)) > order.index(room(a))] == \
+        ["sdk.media.images"]
+    (tmp_path / "sdk" / "media").mkdir(parents=True)
+    source = tmp_path / "sdk" / "media" / "images.py"
+    source.write_text("def f():\n    from ..format import bundle\n    from sdk.text.resolver import X\n")
+    modules = {"sdk.format.bundle", "sdk.text.resolver", "sdk.media.images"}
+    global SDK
+    saved, SDK = SDK, tmp_path / "sdk"
+    try:
+        assert imports_of(source, modules) == {"sdk.format.bundle", "sdk.text.resolver"}
+    finally:
+        SDK = saved
