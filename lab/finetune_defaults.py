@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from scripts.bench_transfer import Scorer, own_run, upstream_bundle
     from scripts.cpu import describe
     from scripts.own_photos import DATA, build_folder
-    from sdk.cache import cache_root
+    from sdk.media.cache import cache_root
 
     work = args.work or cache_root() / "transfer"
     photos = build_folder(DATA, work.parent / "own-photos" / "my-photos", 150)
