@@ -151,7 +151,7 @@ def test_the_transfer_scorer_agrees_with_the_trainers_evaluator_and_shows_its_ph
     logits = scorer.evaluator.logits(load_state(tiny_run / "baseline" / "model.safetensors"))
     assert row["accuracy"] == pytest.approx(scorer.evaluator.static(logits, scorer.tasks)[0], abs=0.01)
     assert len(row["worst_classes"]) == 3 and min(row["per_class"].values()) == min(row["worst_classes"].values())
-    from sdk.text_encoder import primary_name
+    from sdk.text.encoder import primary_name
 
     monkeypatch.setattr(bench_transfer, "PAGE_CLASSES", tuple(primary_name(n) for n in scorer.names[:2]))
     page = bench_transfer.contact_page(scorer, {"A": tiny_run, "B": tiny_run}, tmp_path / "page.html")
