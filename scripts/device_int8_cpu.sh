@@ -20,7 +20,7 @@ python3 -c "import onnxruntime, numpy, torch; print('onnxruntime', onnxruntime._
 grep -E 'Model name|^CPU\(s\)|Thread|Socket' "$OUT/cpu.txt" || true
 # The fusion kernel, built as setup's ext-modules entry builds it (sdk/fusion/native.py finds it by module name).
 suffix=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-gcc -O3 -Wno-psabi -shared -fPIC sdk/fusion/_fusion_kernel.c -o "sdk/_fusion_kernel$suffix" || echo "no fusion kernel: numpy fuses"
+gcc -O3 -Wno-psabi -shared -fPIC sdk/fusion/_fusion_kernel.c -o "sdk/fusion/_fusion_kernel$suffix" || echo "no fusion kernel: numpy fuses"
 for threads in 2 4 all; do
   flag=(); [ "$threads" = all ] || flag=(--threads "$threads")
   python3 -m scripts.bench_int8 --full-width-only --full-width 224 64 "${flag[@]}" \

@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 
 WORDNET = Path("/usr/share/wordnet")
-OUT = Path(__file__).resolve().parents[1] / "sdk" / "exocentric_compounds.txt"
+OUT = Path(__file__).resolve().parents[1] / "sdk" / "text" / "exocentric_compounds.txt"
 PHYSICAL_ENTITY = "00001930"   # WordNet 3.0's synset offset of 'physical entity'
 
 

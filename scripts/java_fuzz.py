@@ -59,7 +59,7 @@ def place_compounds(build: Path) -> None:
     compiled core's class path, where Compounds.java reads it (as core/run_tests.sh does)."""
     from sdk.text import compounds
 
-    shutil.copyfile(str(resources.files("sdk").joinpath(compounds.FILE)), build / compounds.FILE)
+    shutil.copyfile(str(resources.files("sdk.text").joinpath(compounds.FILE)), build / compounds.FILE)
 
 
 def compile_harness(build: Path) -> list[str]:

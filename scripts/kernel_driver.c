@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sdk/_fusion_kernel.c"
+#include "../sdk/fusion/_fusion_kernel.c"
 
 static FILE *in;
 static void **arrays;

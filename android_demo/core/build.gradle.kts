@@ -12,7 +12,7 @@ sourceSets {
     main {
         java.setSrcDirs(listOf("src/main/java"))
         // The resolver's compound list (Compounds.java) at the class path's root: sdk's file, the one copy.
-        resources.setSrcDirs(listOf("../../sdk"))
+        resources.setSrcDirs(listOf("../../sdk/text"))
         resources.include("exocentric_compounds.txt")
     }
 }

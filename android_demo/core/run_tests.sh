@@ -7,5 +7,5 @@ here="$(cd "$(dirname "$0")" && pwd)"
 build="$(mktemp -d)"
 trap 'rm -rf "$build"' EXIT
 javac -Xlint:all,-serial -Werror -d "$build" $(find "$here/src" -name '*.java')
-cp "$here/../../sdk/exocentric_compounds.txt" "$build/"   # the resolver's list (Compounds.java), one copy
+cp "$here/../../sdk/text/exocentric_compounds.txt" "$build/"   # the resolver's list (Compounds.java), one copy
 java -cp "$build" org.taper.sdk.GoldenTest "$1" "$2"

@@ -24,7 +24,7 @@ public final class Compounds {
         if (shipped == null) {
             try (InputStream in = Compounds.class.getResourceAsStream("/" + FILE)) {
                 if (in == null) throw new IllegalStateException(FILE + " is not at the root of the class path "
-                        + "(copy sdk/" + FILE + " into the build)");
+                        + "(copy sdk/text/" + FILE + " into the build)");
                 shipped = parse(new String(in.readAllBytes(), StandardCharsets.UTF_8));
             } catch (IOException e) {
                 throw new IllegalStateException("cannot read " + FILE + ": " + e.getMessage(), e);
