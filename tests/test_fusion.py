@@ -183,7 +183,7 @@ def test_a_declined_compiled_route_says_why_at_debug_level(tiny_bundle, caplog, 
 
 def test_a_broken_native_kernel_is_declined_and_numpy_fuses(monkeypatch, caplog):
     from sdk.fusion.native import layer_array
-    from sdk.fusion.plan import native as native_fusion
+    from sdk.fusion import native as native_fusion
 
     kernel = NativeKernel(native_kernel()._library)
     real = kernel._call
@@ -202,7 +202,7 @@ def test_a_broken_native_kernel_is_declined_and_numpy_fuses(monkeypatch, caplog)
 
 
 def test_taper_fusion_numpy_turns_the_native_kernel_off(monkeypatch, caplog):
-    from sdk.fusion.plan import native as native_fusion
+    from sdk.fusion import native as native_fusion
 
     monkeypatch.setattr(native_fusion, "_loaded", [])
     monkeypatch.setenv("TAPER_FUSION", "numpy")
