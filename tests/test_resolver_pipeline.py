@@ -1,0 +1,25 @@
+"""The resolver as a pipeline of rule families (issue 73): the same answers as the one-module resolver it was cut
+from, on every phrasing this project has written (tests/data/resolver_answers.json, recorded on the tiny bundle
+before the cut by scripts/resolver_answers.py)."""
+
+import json
+from pathlib import Path
+
+RECORDED = Path(__file__).parent / "data" / "resolver_answers.json"
+
+
+def test_the_resolver_answers_as_it_did_before_the_cut(tiny_sdk):
+    from scripts.resolver_answers import answers, differences
+
+    recorded = json.loads(RECORDED.read_text())
+    got = answers(tiny_sdk)
+    assert len(recorded) > 500 and sum("error" not in v for v in recorded.values()) > 150
+    assert differences(recorded, got) == []
+
+
+def test_the_comparison_sees_a_changed_answer():
+    from scripts.resolver_answers import differences
+
+    before = {'"dogs"': {"classes": ["a", "b"], "how": ["'dogs': group 'dogs'"]}}
+    assert differences(before, {'"dogs"': {"classes": ["a"], "how": ["'dogs': group 'dogs'"]}})
+    assert differences(before, {}) and differences(before, before) == []
