@@ -20,7 +20,7 @@ golden.json:
   (onnxruntime), "step": the quantization step of that output (`output_step`)}: the Java core must write
   the same bytes from the same inputs, and the app's OnnxEngine must run the graph to those features}].
 - "composed": {"classes": [name], "concepts": [[names], [members]], "descriptions": [{"description",
-  "classes", "how"} or {"description", "encoder": true}]}: rule 3b of sdk/text/resolver.py on a hand-made class
+  "classes", "how"} or {"description", "encoder": true}]}: rule 3b of sdk/text/resolver/ on a hand-made class
   and concept table (COMPOSED_*; the synthetic bundle has no groups that cross), every description either
   resolved without the text encoder or recorded as needing it.
 - "hostile_bundles": files of the bundle with hostile concepts in classes.json, and re-checksummed forgeries
@@ -116,7 +116,7 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     # Rule 4a's compounds that are no kind of their last word (sdk/text/compounds.py): told, alone and in a list
     ("compact disc", {}), ("blue ring, compact discs", {}), ("compact disc", {"missing": "nearest"}),
 )
-# Rule 3b (sdk/text/resolver.py) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
+# Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).
 COMPOSED_CLASSES = ("mouse", "hamster", "elephant", "lion", "weasel", "bee", "ant", "snail", "crab", "goose",
                     "penguin", "sea slug")

@@ -5,7 +5,7 @@
 
 English compounds name a kind of their last word, so the rule reads a phrase of several words whose last word
 (and its singular) is no word of any name in the bundle, while another word is, as an item the bundle lacks
-("fruit fly", "car seat"). It patches rule 4a of sdk/text/resolver.py (`TaskResolver._unknown`) for the length of
+("fruit fly", "car seat"). It patches rule 4a of sdk/text/resolver/ (`TaskResolver._unknown`) for the length of
 one measurement, scores the own-data query lists (scripts/own_photos.score_queries) and Tiny ImageNet's
 phrasing sets (scripts/bench_retrieval's), with and without it, and lists every phrasing whose classes change.
 """

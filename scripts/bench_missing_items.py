@@ -3,7 +3,7 @@
     python -m scripts.bench_missing_items --bundle /tmp/demo.taper --out docs/results/missing_items
 
 lab/missing_items.json holds 30 names a user may type that are not classes of the Tiny ImageNet bundle,
-written before the resolver's rule 4a (sdk/text/resolver.py). Each is resolved as `sdk.personalize` resolves a
+written before the resolver's rule 4a (sdk/text/resolver/). Each is resolved as `sdk.personalize` resolves a
 description, in three forms: alone ("owl"), as one item of a list with two of the bundle's classes
 ("owl, <class>, <class>") and in the list the issue names ("bicycle, pedestrian, tree"). A case passes
 when the resolution says the item is missing (sdk.text.resolver.MISSING) and what was taken instead (or that it

@@ -5,14 +5,14 @@
 Every set is resolved exactly as `sdk.personalize` resolves a description (`TaskResolver.resolve` with
 the default TaskOptions), five times: with all the bundle's concepts (format 5: WordNet hypernyms, the
 everyday collections and the class facets of trainer/data/everyday_collections.py), without the composition
-rule 3b of sdk/text/resolver.py ("small mammals", "non-insect invertebrates"; as the resolver was before it),
+rule 3b of sdk/text/resolver/ ("small mammals", "non-insect invertebrates"; as the resolver was before it),
 without the facets (as bundles were before them), with the WordNet concepts only (as bundles were
 before the collections), and without concepts (the bundle's classes, groups and path nodes only, as a
 format 3/4 bundle resolves):
 - glosses: each class's WordNet gloss (needs Debian's `wordnet-base`): is the class in the chosen set
   (recall_at_set) and is it the most similar class (rank1, the class embeddings alone)?
 - groups: each super-category's name as typed (underscores as spaces): precision and recall of the
-  chosen set against the group's classes (these hit the group rule of sdk/text/resolver.py by name);
+  chosen set against the group's classes (these hit the group rule of sdk/text/resolver/ by name);
 - phrasings: phrasings users type that are not hierarchy names, with the classes each means (chosen by
   hand): precision and recall, means over phrasings. Six files: scripts/retrieval_phrasings.json (27,
   the set the rules and thresholds were chosen on), retrieval_phrasings_heldout.json (A, 23, held out but
@@ -178,7 +178,7 @@ def markdown(r: dict) -> str:
              f"{r['wordnet_concepts']} WordNet hypernyms, "
              f"{r['concepts'] - r['wordnet_concepts'] - r['facet_concepts']} names of everyday collections and "
              f"{r['facet_concepts']} names of class facets), resolved as `sdk.personalize` does (default "
-             f"TaskOptions: {r['options']}). 'Without composition' switches off rule 3b of sdk/text/resolver.py (a "
+             f"TaskOptions: {r['options']}). 'Without composition' switches off rule 3b of sdk/text/resolver/ (a "
              "phrase built from two groups, 'small mammals', 'non-insect invertebrates'); 'without facets' leaves "
              "the class facets out (as bundles were before them); 'WordNet concepts only' the collections too; "
              "'no concepts' resolves from the classes, super-categories and path nodes only, as a format 3/4 "

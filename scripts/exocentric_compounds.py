@@ -3,7 +3,7 @@
     python -m scripts.exocentric_compounds            # needs Debian's wordnet-base (/usr/share/wordnet)
 
 English compounds name a kind of their last word ("sled dog" is a dog, "fire truck" a truck), and the
-resolver (rule 4a of sdk/text/resolver.py) trusts that: a phrase whose last word is a word of a bundle's names is
+resolver (rule 4a of sdk/text/resolver/) trusts that: a phrase whose last word is a word of a bundle's names is
 no missing item. Some are not: a "hot dog" is a sausage, a "prairie dog" a rodent, a "teddy bear" a toy.
 The text encoder cannot tell them apart (all-MiniLM-L6-v2 puts "hot dog" as near "dog" as "sled dog" is:
 0.80 and 0.78), so issue 60's "hot dog" took a bundle's six dog breeds. WordNet can: a compound is listed
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"{args.wordnet}/data.noun not found (apt-get install wordnet-base)")
     compounds, license_text = exocentric(args.wordnet)
     header = ["Two-word nouns that are no kind of their last word ('hot dog' is no dog), one per line:",
-              "rule 4a of sdk/text/resolver.py tells them missing rather than taking the last word's group.",
+              "rule 4a of sdk/text/resolver/ tells them missing rather than taking the last word's group.",
               "Written by `python -m scripts.exocentric_compounds` from WordNet 3.0 (see that script for",
               "the criterion); do not edit by hand. WordNet's license, which asks for its notice on copies:", "",
               *license_text.splitlines()]

@@ -1,4 +1,4 @@
-"""Rule 3b of sdk/text/resolver.py: a phrase built from two groups ("small mammals", "non-insect invertebrates")."""
+"""Rule 3b of sdk/text/resolver/: a phrase built from two groups ("small mammals", "non-insect invertebrates")."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """Concepts (format 5): the hierarchy's hypernyms with all their names, matched by name (rule 3) and by
-text similarity (rule 5) in sdk/text/resolver.py; "and"/"or" lists (rule 2); and where concepts come from
+text similarity (rule 5) in sdk/text/resolver/; "and"/"or" lists (rule 2); and where concepts come from
 (trainer/data/hierarchy.py)."""
 
 import numpy as np

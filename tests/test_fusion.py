@@ -182,8 +182,8 @@ def test_a_declined_compiled_route_says_why_at_debug_level(tiny_bundle, caplog, 
 
 
 def test_a_broken_native_kernel_is_declined_and_numpy_fuses(monkeypatch, caplog):
-    from sdk.fusion.native import layer_array
     from sdk.fusion import native as native_fusion
+    from sdk.fusion.native import layer_array
 
     kernel = NativeKernel(native_kernel()._library)
     real = kernel._call

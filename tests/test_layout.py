@@ -94,7 +94,8 @@ def test_the_top_level_is_small_and_every_package_says_what_it_holds():
         assert doc and len(doc.splitlines()[0]) > 20, f"{init}: a one-line purpose first"
         listed = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                       and any(getattr(t, "id", "") == "__all__" for t in n.targets))
-        modules = sorted(p.stem for p in (SDK / name).glob("*.py") if p.name != "__init__.py")
+        modules = sorted([p.stem for p in (SDK / name).glob("*.py") if p.name != "__init__.py"]
+                         + [p.name for p in (SDK / name).iterdir() if (p / "__init__.py").is_file()])
         assert sorted(listed) == modules, f"{init} names {sorted(listed)}, the package holds {modules}"
         assert all(f"`{m}`" in doc for m in modules), f"{init}'s docstring names each module"
 

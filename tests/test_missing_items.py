@@ -1,4 +1,4 @@
-"""Rules 2, 3c and 4a of sdk/text/resolver.py: a gloss is not cut at "and" (issue 50); an item that names nothing in
+"""Rules 2, 3c and 4a of sdk/text/resolver/: a gloss is not cut at "and" (issue 50); an item that names nothing in
 the bundle is said to be missing and, by default, nothing is taken for it, only its closest names said
 (issue 60), or with missing="nearest" its nearest classes, never through a concept (issue 50); a near-typo
 of a name is read as that name (issue 60)."""

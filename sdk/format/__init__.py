@@ -11,4 +11,4 @@
 - `onnx_proto`: the protobuf wire format, as far as the runtime edits graphs.
 """
 
-__all__ = ['bundle', 'manifest', 'tensorfile', 'strict_json', 'signing', 'graph_check', 'tokenizer_check', 'onnx_proto']
+__all__ = ["bundle", "manifest", "tensorfile", "strict_json", "signing", "graph_check", "tokenizer_check", "onnx_proto"]

@@ -10,4 +10,4 @@ weights (numpy and the C kernel). Imports `sdk.media` only.
 - `quantize`: the 7-bit int8 weight quantizer.
 """
 
-__all__ = ['architecture', 'bases', 'mixer', 'folding', 'plan', 'native', 'quantize']
+__all__ = ["architecture", "bases", "mixer", "folding", "plan", "native", "quantize"]

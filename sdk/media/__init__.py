@@ -9,4 +9,4 @@ else of the SDK (but its errors).
 - `cache`: where derived files live.
 """
 
-__all__ = ['images', 'resample', 'preprocessing', 'files', 'report_page', 'cache']
+__all__ = ["images", "resample", "preprocessing", "files", "report_page", "cache"]

@@ -3,8 +3,8 @@ packages below it.
 
 - `encoder`: the ONNX sentence encoder;
 - `encoder_cache`: its optimized session kept on disk;
-- `resolver`: description -> classes and task embedding;
+- `resolver`: description -> classes and task embedding, a package of one module per rule family;
 - `compounds`: two-word nouns that are no kind of their last word.
 """
 
-__all__ = ['encoder', 'encoder_cache', 'resolver', 'compounds']
+__all__ = ["encoder", "encoder_cache", "resolver", "compounds"]

@@ -1,5 +1,5 @@
 """Two-word nouns that are no kind of their last word ("hot dog", "prairie dog", "teddy bear"): rule 4a of
-sdk/text/resolver.py tells them missing instead of taking the group their last word names.
+sdk/text/resolver/ tells them missing instead of taking the group their last word names.
 
 The list (sdk/text/exocentric_compounds.txt, 6,749 compounds) is written from WordNet 3.0 by
 `python -m scripts.exocentric_compounds`, which gives the criterion; the Java core reads the same file

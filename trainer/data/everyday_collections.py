@@ -6,7 +6,7 @@ type: no synset holds "farm animals" or "sea creatures", and "farm animals" was 
 "domestic animal" (the dogs and cats). `everyday_collections.json` lists such kinds by hand, each with
 its names and the Tiny ImageNet classes (WordNet ids) it holds. Every name becomes one group (one concept)
 of its own (the resolver embeds a concept by its first name only), with all of the collection's names, so the
-SDK's concept rules (`sdk/text/resolver.py`, rules 3 and 5) apply to them unchanged: no format change, and the
+SDK's concept rules (`sdk/text/resolver/`, rules 3 and 5) apply to them unchanged: no format change, and the
 Java mirror reads them as it reads any concept. A collection holding fewer than two of the data's
 classes is left out.
 

@@ -14,7 +14,7 @@ import java.util.TreeSet;
 import java.util.function.Function;
 
 /**
- * Description -> task, with the rules and thresholds of sdk/text/resolver.py (read its docstring for the why):
+ * Description -> task, with the rules and thresholds of sdk/text/resolver/ (read its docstring for the why):
  * a list of class names must name classes exactly; a comma list, and an item joined by "and", "or" or
  * "&" that is not itself a name, is resolved item by item; a group name (super-category, any name of a
  * concept, hierarchy node; plurals made singular) takes the group; a class name takes it and its

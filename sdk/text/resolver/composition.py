@@ -1,0 +1,76 @@
+"""Rule 3b: a phrase that is no name but is built from two groups. "non-X Y" and "Y except X" (also
+"excluding", "but not", "other than") take group Y's classes without those of X (a group, a modifier, or a
+class name: "non-insect invertebrates", "non-flying birds", "dogs except poodles"); "<modifier> Y" takes the
+classes of group Y that the modifier's group also holds ("small mammals"). Only a non-empty strict subset
+of Y counts; anything else is left to the later rules.
+
+>>> composed(names, "small mammals")                                        # doctest: +SKIP
+([4, 9], "'small animals' within group 'mammals'")
+"""
+
+from __future__ import annotations
+
+from .names import Names
+from .options import MAX_GROUP_CLASSES
+from .words import EXCLUSION_PREFIX, EXCLUSION_WORDS, KIND_NOUNS, singular_forms
+
+
+def composed(names: Names, key: str) -> tuple[list[int], str] | None:
+    """(classes, how) of a normalised phrase built from two groups, or None."""
+    words = key.split(" ")
+    if len(words) < 2:
+        return None
+    excluded = exclusion(names, words)
+    if excluded is not None:
+        return excluded
+    for k in range(1, len(words)):  # the longest head first: "small household items" tries "household items"
+        head, modifier_words = " ".join(words[k:]), " ".join(words[:k])
+        group = names.group(head)
+        named = None if group is None else modifier(names, modifier_words)
+        if named is not None:
+            whole = group[1]
+            kept = sorted(set(whole) & set(names.groups[named]))
+            if 0 < len(kept) < len(set(whole)):
+                return kept[:MAX_GROUP_CLASSES], f"{named!r} within group {head!r}"
+    return None
+
+
+def modifier(names: Names, words: str) -> str | None:
+    """The group name a modifier stands for: itself, else itself before a kind noun ("small" -> "small
+    animals"); None if neither is a group. Not a singular made from a plural group name: those answer the
+    group's own name ("puppy"), and as modifiers they composed phrases the rule was never chosen on
+    ("drink containers", which hold drinks, took the two drinks that are containers: issue 60)."""
+    return next((n for n in (words, *(f"{words} {noun}" for noun in KIND_NOUNS))
+                 if n in names.groups and n not in names.singulars), None)
+
+
+def exclusion(names: Names, words: list[str]) -> tuple[list[int], str] | None:
+    """"non-X Y" and "Y except X": Y's classes without X's, or None."""
+    key = " ".join(words)
+    if words[0].startswith(EXCLUSION_PREFIX) and len(words[0]) > len(EXCLUSION_PREFIX):
+        kept_name, dropped_name = " ".join(words[1:]), words[0][len(EXCLUSION_PREFIX):]
+    else:
+        marker = next((w for w in EXCLUSION_WORDS if f" {w} " in f" {key} "), None)
+        if marker is None:
+            return None
+        kept_name, _, dropped_name = f" {key} ".partition(f" {marker} ")
+        kept_name, dropped_name = kept_name.strip(), dropped_name.strip()
+    group = names.group(kept_name) if kept_name else None
+    dropped_classes = dropped(names, dropped_name) if dropped_name else None
+    if group is None or dropped_classes is None:
+        return None
+    whole = group[1]
+    kept = sorted(set(whole) - set(dropped_classes))
+    if not 0 < len(kept) < len(set(whole)):
+        return None
+    return kept[:MAX_GROUP_CLASSES], f"group {kept_name!r} without {dropped_name!r}"
+
+
+def dropped(names: Names, name: str) -> list[int] | None:
+    """The classes an exclusion names: a group, a modifier's group ("non-flying") or one class."""
+    group = names.group(name)
+    if group is not None:
+        return group[1]
+    if (named := modifier(names, name)) is not None:
+        return names.groups[named]
+    return next(([names.by_name[f]] for f in (name, *singular_forms(name)) if f in names.by_name), None)

@@ -1,0 +1,100 @@
+"""Rules 1-3: the names a bundle answers to. Every class's id, name and aliases; every group (super-categories
+over concepts' primary names over their other names over hierarchy path nodes, and the singulars of plural
+group names); the words that end class names (rule 3d's kinds); and how a description is cut into items
+at its conjunctions (rule 2).
+
+>>> names = Names(bundle.classes, bundle.supercategories, bundle.concepts)        # doctest: +SKIP
+>>> names.group("insects")                                                        # doctest: +SKIP
+('insects', [3, 7, 12])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sdk.format.bundle import ClassInfo, Concept
+
+from .words import CONJUNCTIONS, GLOSS_WORDS, normalize_name, singular_forms
+
+
+class Names:
+    """The index of a bundle's names: `by_name` (class names), `groups`, `singulars`, `heads`, and every
+    name (`names`) and word (`words`) for the spelling and missing-item rules."""
+
+    def __init__(self, classes: list[ClassInfo], supercategories: dict[str, list[int]],
+                 concepts: Sequence[Concept] = ()):
+        self.concepts = list(concepts)
+        self.by_name: dict[str, int] = {}
+        for i, c in enumerate(classes):
+            for key in [c.id, c.name, *c.aliases]:
+                self.by_name.setdefault(normalize_name(key), i)
+        self.groups = self._groups(classes, supercategories)
+        self.singulars: set[str] = set()   # the group names below, made from a plural one
+        for name in list(self.groups):   # "puppies" (a group's alias) also answers "puppy"
+            for form in singular_forms(name):   # every reading: "automobiles" -> "automobil", "automobile"
+                if form not in self.groups and form not in self.by_name:
+                    self.groups[form] = self.groups[name]
+                    self.singulars.add(form)
+        self.heads: dict[str, list[int]] = {}   # rule 3d: "train" -> the classes named "... train"
+        for key, i in self.by_name.items():
+            if " " in key:
+                members = self.heads.setdefault(key.rsplit(" ", 1)[1], [])
+                if i not in members:
+                    members.append(i)
+        self.names = sorted(set(self.by_name) | set(self.groups))   # every name rule 3c may correct to
+        self.words = {w for name in self.names for w in name.split(" ")}   # rule 4a: words the bundle knows
+
+    def _groups(self, classes: list[ClassInfo], supercategories: dict[str, list[int]]) -> dict[str, list[int]]:
+        """Name -> classes, for rule 3: super-categories over concepts' primary names over their other
+        names over hierarchy path nodes. Concepts sharing a name are merged ("vessel": container and boat)."""
+        groups: dict[str, list[int]] = {}
+        for synonyms in (False, True):
+            named: dict[str, set[int]] = {}
+            for concept in self.concepts:
+                for name in concept.names[1:] if synonyms else concept.names[:1]:
+                    named.setdefault(normalize_name(name), set()).update(concept.members)
+            for name, members in named.items():
+                groups.setdefault(name, sorted(members))
+        nodes: dict[str, list[int]] = {}
+        for i, c in enumerate(classes):  # inner nodes of the hierarchy ("dog", "insect", ...)
+            for node in c.path[:-1]:
+                nodes.setdefault(normalize_name(node), []).append(i)
+        for name, members in nodes.items():
+            groups.setdefault(name, members)
+        for name, members in supercategories.items():
+            groups[normalize_name(name)] = list(members)
+        return groups
+
+    def class_name(self, key: str) -> str:
+        """Rule 1: the form of the normalised phrase (itself, or a singular: "geese" -> "goose") that names a
+        class, else the phrase."""
+        return next((c for c in (key, *singular_forms(key)) if c in self.by_name), key)
+
+    def group(self, key: str) -> tuple[str, list[int]] | None:
+        """Rule 3: (the name found, the whole group) for the normalised phrase or its singular; None if it
+        names no group."""
+        return next(((f, self.groups[f]) for f in (key, *singular_forms(key)) if f in self.groups), None)
+
+    def head(self, key: str) -> str | None:
+        """Rule 3d: the word (or its singular) that ends class names, for a one-word phrase; None otherwise."""
+        return next((f for f in (key, *singular_forms(key)) if f in self.heads), None) if " " not in key else None
+
+    def named(self, key: str) -> bool:
+        """Whether the normalised phrase (or its singular) is a group or a class name (rule 3)."""
+        return any(f in self.groups or f in self.by_name for f in (key, *singular_forms(key)))
+
+    def conjuncts(self, item: str) -> list[str]:
+        """Rule 2: the item's parts between the words "and", "or" and "&"; [item] if it is a name, a gloss or
+        has none."""
+        key = normalize_name(item)
+        if self.named(key) or any(word in GLOSS_WORDS for word in key.split(" ")):
+            return [item]
+        parts, words = [], []
+        for word in key.split(" ") + ["and"]:
+            if word in CONJUNCTIONS:
+                if words:
+                    parts.append(" ".join(words))
+                words = []
+            else:
+                words.append(word)
+        return parts if len(parts) > 1 else [item]

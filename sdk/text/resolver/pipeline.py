@@ -1,0 +1,151 @@
+"""The pipeline: a description read rule by rule, in order (the package docstring lists the rules; each family
+lives in its own module). `TaskResolver.resolve` cuts a description into items (rule 2), and
+`_resolve_phrase` tries on each: a group (3), a composition (3b), a class name (1, 3), the kinds a word
+ends (3d), a spelling (3c), then the text's meaning: a missing item (4a), a concept (5), the nearest classes (4).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from sdk.errors import DescriptionError
+from sdk.format.bundle import ClassInfo, Concept
+from sdk.text.compounds import exocentric_compounds
+
+from .composition import composed
+from .missing import exocentric_form, nearest_instead, told, unknown
+from .names import Names
+from .options import MAX_CLASS_LIST, MAX_DESCRIPTION_CHARS, MAX_GROUP_CLASSES, MISSING, Task, TaskOptions
+from .similarity import concept_match, contrast, pad, top
+from .spelling import spelling
+from .words import check_text, normalize_name, singular_forms, unit_mean
+
+
+class TaskResolver:
+    """Resolves descriptions against one bundle's classes (see the package docstring for the rules).
+
+    >>> resolver = TaskResolver(bundle.classes, bundle.class_embeddings, bundle.supercategories, embed,
+    ...                         bundle.concepts, bundle.concept_embeddings)                 # doctest: +SKIP
+    >>> resolver.resolve("things to wear").how                                             # doctest: +SKIP
+    ["'things to wear': concept 'clothing' (similarity 0.84 >= best class 0.68)"]
+    """
+
+    def __init__(self, classes: list[ClassInfo], class_embeddings: np.ndarray,
+                 supercategories: dict[str, list[int]], embed_phrase: Callable[[str], np.ndarray],
+                 concepts: Sequence[Concept] = (), concept_embeddings: np.ndarray | None = None,
+                 compose: bool = True, is_word: Callable[[str], bool] | None = None,
+                 exocentric: frozenset[str] | None = None):
+        self.classes, self.embeddings, self.embed_phrase = classes, class_embeddings, embed_phrase
+        # rule 4a: compounds that are no kind of their last word ("hot dog"); the shipped list by default
+        self.exocentric = exocentric_compounds() if exocentric is None else exocentric
+        self.is_word = is_word or (lambda word: False)   # rule 3c: real words are not corrected
+        self.compose = compose  # rule 3b; False only to measure what it adds (scripts/bench_retrieval.py)
+        self.concepts = list(concepts)
+        self.concept_embeddings = (concept_embeddings if concept_embeddings is not None
+                                   else np.zeros((0, class_embeddings.shape[1]), np.float32))
+        self.concept_sizes = np.array([len(c.members) for c in self.concepts], np.int64)
+        self.index = Names(classes, supercategories, self.concepts)   # rules 1-3: every name it answers to
+        self.by_name, self.groups = self.index.by_name, self.index.groups
+
+    def resolve(self, description: str | Sequence[str], options: TaskOptions | None = None) -> Task:
+        options = options or TaskOptions()
+        if isinstance(description, str):
+            if len(description) > MAX_DESCRIPTION_CHARS:
+                raise DescriptionError(f"the description is longer than {MAX_DESCRIPTION_CHARS} characters")
+            text = check_text(description).strip()
+            if not text:
+                raise DescriptionError("the description is empty")
+            items = [p for p in (s.strip() for s in text.split(",")) if p] if "," in text else [text]
+            parts = [part for item in items for part in self.index.conjuncts(item)]
+            if not parts:
+                raise DescriptionError("the description has no words")
+            chosen, how, encode = set(), [], 0.0
+            for part in parts:
+                indices, why, seconds = self._resolve_phrase(part, options, single=len(parts) == 1)
+                chosen.update(indices)
+                how.append(f"{part!r}: {why}")
+                encode += seconds
+            if not chosen:  # every item was a missing item that nothing matches (rule 4a)
+                raise DescriptionError(f"nothing in this bundle matches any of {parts[:10]}: " + "; ".join(how))
+        elif isinstance(description, (list, tuple)) and all(isinstance(d, str) for d in description):
+            if not description:
+                raise DescriptionError("the list of class names is empty")
+            if len(description) > MAX_CLASS_LIST or any(len(d) > MAX_DESCRIPTION_CHARS for d in description):
+                raise DescriptionError(f"at most {MAX_CLASS_LIST} class names of at most {MAX_DESCRIPTION_CHARS} "
+                                       "characters each")
+            for d in description:
+                check_text(d, "a class name")
+            unknown = [d for d in description if normalize_name(d) not in self.by_name]
+            if unknown:
+                raise DescriptionError(f"unknown class names: {unknown[:10]}")
+            chosen, how, encode = {self.by_name[normalize_name(d)] for d in description}, ["explicit class list"], 0.0
+        else:
+            raise DescriptionError("a description is a string or a list of class names, "
+                                   f"not {type(description).__name__}")
+        asked = set(chosen)
+        chosen = pad(self.embeddings, sorted(chosen), options)
+        added = [self.classes[i].name for i in chosen if i not in asked]
+        if added:   # said, so that a class the user did not ask for is never silent (issue 60)
+            how.append(f"added {', '.join(map(repr, added))}, the nearest by text similarity: a task holds at "
+                       f"least {options.min_classes} classes")
+        return Task(np.array(chosen, np.int64), unit_mean(self.embeddings[chosen]), how, round(encode * 1000, 3))
+
+    def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool) -> tuple[list[int], str, float]:
+        """(class indices, how they were found, seconds spent embedding the phrase): the rules in order."""
+        index = self.index
+        key = normalize_name(phrase)
+        group = index.group(key)                                                  # rule 3: a group
+        if group is not None:
+            return group[1][:MAX_GROUP_CLASSES], f"group {group[0]!r}", 0.0
+        key = index.class_name(key)                                               # "geese" -> "goose"
+        found = None if key in self.by_name or not self.compose else composed(index, key)   # rule 3b
+        if found is not None:
+            return (*found, 0.0)
+        if key in self.by_name and not single:  # rule 1, one item of a list: the class itself, no embedding needed
+            return [self.by_name[key]], "class name", 0.0
+        head = index.head(key)                                                    # rule 3d: kinds of a word
+        if head is not None and key not in self.by_name:
+            members = sorted(index.heads[head])[:MAX_GROUP_CLASSES]
+            return members, f"{MISSING} as one class: took the classes named '... {head}' (kinds of {head!r})", 0.0
+        fixed = None if key in self.by_name or all(map(self.is_word, key.split(" "))) else next(   # rule 3c
+            (f for f in (spelling(index, k) for k in (key, *singular_forms(key))) if f is not None), None)
+        if fixed is not None:
+            indices, why, seconds = self._resolve_phrase(fixed, options, single)
+            return indices, f"read as {fixed!r} (spelling): {why}", seconds
+        start = time.perf_counter()                                               # rule 4: the text's meaning
+        embedding = self.embed_phrase(phrase)
+        seconds = time.perf_counter() - start
+        scores = self.embeddings @ embedding
+        best = int(np.argmax(scores))
+        if key in self.by_name:  # a single class name: it and its nearest neighbours
+            chosen = top(scores, options, include=self.by_name[key])
+            others = [self.classes[i].name for i in chosen if i != self.by_name[key]]
+            why = ("class name" if not others else f"class name, with the classes within {options.margin} of its "
+                   f"similarity ({', '.join(map(repr, others[:5]))}{', ...' if len(others) > 5 else ''}): a model "
+                   "tells its classes apart, so it holds the class's look-alikes; give a list to choose them")
+            return chosen, why, seconds
+        standout = contrast(scores)
+        if options.missing == "tell" and self._unknown(key):                      # rule 4a: told missing
+            return [], told(self.classes, scores, exocentric_form(self.exocentric, key)), seconds
+        if " " not in key:
+            return (*nearest_instead(self.classes, phrase, scores, standout, options, single), seconds)
+        if standout < options.min_contrast:
+            raise DescriptionError(f"nothing in this bundle matches {phrase!r} (closest: {self.classes[best].name!r}, "
+                                   f"which stands out by only {standout:.2f} < min_contrast {options.min_contrast})")
+        by_concept = concept_match(self.concepts, self.concept_sizes, self.concept_embeddings, embedding,   # rule 5
+                                   float(scores[best]), options)
+        if by_concept is not None:
+            return (*by_concept, seconds)
+        if not single:
+            return [best], f"closest class (similarity {scores[best]:.2f})", seconds
+        closest = f"{self.classes[best].name!r}: {scores[best]:.2f}, contrast {standout:.2f}"
+        return (top(scores, options), f"classes within {options.margin} of the best similarity ({closest})",
+                seconds)
+
+    def _unknown(self, key: str) -> bool:
+        """Rule 4a (sdk.text.resolver.missing.unknown), a method so that an experiment can replace it
+        (lab/head_final.py)."""
+        return unknown(self.index, self.exocentric, key)

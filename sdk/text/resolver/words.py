@@ -1,0 +1,104 @@
+"""The words of descriptions: how text is checked and compared, English plurals, the edit distance, and the
+word lists the rules read (each list's rule is named beside it)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import numpy as np
+
+from sdk.errors import DescriptionError
+
+CONJUNCTIONS = frozenset({"and", "or", "&"})
+# Rule 2: words that make an item a gloss, which is not cut at its conjunctions (issue 50: "a drinking glass
+# with a base and stem" was cut at "and", and 'stem' took the concept 'plant part').
+GLOSS_WORDS = frozenset({"a", "an", "the", "with", "without", "of", "for", "in", "on", "at", "to", "from", "by",
+                         "that", "which", "who", "whose", "having"})
+# Rule 3b. The kind nouns are those the exporter's class facets are named with ("small animals", "wooden
+# things", "slimy creatures"), so a bare modifier ("small", "wooden") finds its facet.
+EXCLUSION_PREFIX = "non-"
+EXCLUSION_WORDS = ("except", "excluding", "but not", "other than")
+KIND_NOUNS = ("animals", "things", "creatures")
+# Rule 4a: a phrase ending in one of these describes (by meaning: rule 5) rather than names a missing item
+DESCRIBING_NOUNS = frozenset({*KIND_NOUNS, "stuff", "items", "objects"})
+# ... and so does a phrase holding a gloss word or one of these ("my pets", "all kinds of dogs")
+DESCRIBING_WORDS = GLOSS_WORDS | {"my", "our", "your", "their", "his", "her", "its", "some", "all", "any", "every",
+                                  "different", "kind", "kinds", "type", "types", "sort", "sorts"}
+# Unicode categories refused in a description: control (tab and newlines aside), format (zero-width and
+# bidirectional marks: invisible, and able to make two different strings look alike), surrogate, private
+# use and unassigned.
+REFUSED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn"}
+ALLOWED_CONTROLS = {"\t", "\n", "\r"}
+IRREGULAR_PLURALS = {
+    "geese": "goose", "mice": "mouse", "lice": "louse", "teeth": "tooth", "feet": "foot", "oxen": "ox",
+    "children": "child", "men": "man", "women": "woman", "people": "person", "dice": "die", "cacti": "cactus",
+    "fungi": "fungus", "octopi": "octopus", "larvae": "larva", "antennae": "antenna", "wolves": "wolf",
+    "knives": "knife", "leaves": "leaf", "loaves": "loaf", "halves": "half", "shelves": "shelf", "calves": "calf",
+    "thieves": "thief", "wives": "wife", "lives": "life", "scarves": "scarf", "hooves": "hoof",
+}
+
+
+def check_text(text: str, what: str = "the description") -> str:
+    """`text` if it is valid, visible Unicode text; DescriptionError naming the first bad character."""
+    for i, ch in enumerate(text):
+        category = unicodedata.category(ch)
+        if category in REFUSED_CATEGORIES and ch not in ALLOWED_CONTROLS:
+            kind = {"Cs": "an unpaired surrogate", "Cf": "an invisible formatting character",
+                    "Co": "a private-use character", "Cn": "an unassigned code point"}.get(category,
+                                                                                           "a control character")
+            raise DescriptionError(f"{what} holds {kind} (U+{ord(ch):04X}) at position {i}")
+    return text
+
+
+def singular_forms(phrase: str) -> list[str]:
+    """`phrase` with its last word made singular by English rules, most likely first ("butterflies" ->
+    ["butterfly", ...], "wolves" -> ["wolf", ...], "geese" -> ["goose"]); [] if it does not look plural."""
+    head, _, word = phrase.rpartition(" ")
+    prefix = head + " " if head else ""
+    if word in IRREGULAR_PLURALS:
+        return [prefix + IRREGULAR_PLURALS[word]]
+    forms = []
+    if word.endswith("ies") and len(word) > 4:
+        forms.append(word[:-3] + "y")
+    if word.endswith("ves") and len(word) > 4:
+        forms += [word[:-3] + "f", word[:-3] + "fe"]
+    if word.endswith("es") and len(word) > 3:
+        forms.append(word[:-2])
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 2:
+        forms.append(word[:-1])
+    return [prefix + f for f in forms]
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Optimal string alignment distance of two strings (insertions, deletions, substitutions and swaps of
+    neighbours, each 1), or limit + 1 if it is more than `limit`. Rule 3c's measure (TaskResolver.java too).
+
+    >>> edit_distance("insetcs", "insects", 2), edit_distance("cat", "dog", 1)
+    (1, 2)
+    """
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], prev2[j - 2] + 1)
+        if min(row) > limit:
+            return limit + 1
+        prev2, prev = prev, row
+    return min(prev[len(b)], limit + 1)
+
+
+def unit_mean(rows) -> np.ndarray:
+    """The normalised mean of embedding rows, float32: a task's embedding from its classes' (as in training)."""
+    mean = np.mean(rows, axis=0)
+    return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+
+
+def normalize_name(text: str) -> str:
+    """How names are compared: case, surrounding space, runs of spaces/underscores and the Unicode spelling
+    (NFC: "é" as one code point or as "e" plus an accent) do not count."""
+    return unicodedata.normalize("NFC", re.sub(r"[\s_]+", " ", text.strip().lower()))

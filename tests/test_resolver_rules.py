@@ -1,0 +1,88 @@
+"""Each rule family of the resolver (sdk/text/resolver/) on its own, on a hand-made vocabulary: no bundle, no
+text encoder. The whole pipeline is tested through `resolve` in test_tasks, test_concepts,
+test_composed_phrases and test_missing_items, and against its answers before the cut in
+test_resolver_pipeline."""
+
+import numpy as np
+import pytest
+
+from sdk.errors import DescriptionError
+from sdk.format.bundle import ClassInfo, Concept
+from sdk.text.resolver import TaskOptions
+from sdk.text.resolver.composition import composed, dropped, exclusion
+from sdk.text.resolver.missing import exocentric_form, nearest_instead, told, unknown
+from sdk.text.resolver.names import Names
+from sdk.text.resolver.similarity import concept_match, contrast, pad, top
+from sdk.text.resolver.spelling import spelling
+
+CLASSES = [ClassInfo("n1", "beagle", ["animal", "dog", "beagle"]),
+           ClassInfo("n2", "poodle", ["animal", "dog", "poodle"]),
+           ClassInfo("n3", "bee", ["animal", "insect", "bee"], ["honey bee"]),
+           ClassInfo("n4", "ladybug", ["animal", "insect", "ladybug"]),
+           ClassInfo("n5", "bullet train", ["vehicle", "bullet train"]),
+           ClassInfo("n6", "freight train", ["vehicle", "freight train"])]
+CONCEPTS = [Concept("c1", ["insects", "bugs"], [2, 3]), Concept("c2", ["small animals"], [0, 3]),
+            Concept("c3", ["pets"], [0, 1])]
+
+
+@pytest.fixture(scope="module")
+def names() -> Names:
+    return Names(CLASSES, {"animals": [0, 1, 2, 3]}, CONCEPTS)
+
+
+def test_names_index_classes_groups_singulars_and_the_words_that_end_names(names):
+    assert names.by_name["honey bee"] == 2 and names.by_name["n5"] == 4
+    assert names.group("bugs") == ("bugs", [2, 3]) and names.group("dogs") == ("dog", [0, 1])
+    assert names.group("insect") == ("insect", [2, 3]) and "insect" not in names.singulars  # a path node
+    assert names.group("pet") == ("pet", [0, 1]) and "pet" in names.singulars
+    assert names.head("trains") == "train" and names.head("fast trains") is None
+    assert names.class_name("beagles") == "beagle" and names.class_name("owls") == "owls"
+
+
+def test_rule_2_cuts_lists_at_conjunctions_but_not_names_or_glosses(names):
+    assert names.conjuncts("dogs and bugs") == ["dogs", "bugs"]
+    assert names.conjuncts("a dog with a bee and a ladybug") == ["a dog with a bee and a ladybug"]
+    assert names.conjuncts("beagle") == ["beagle"]
+
+
+def test_rule_3b_composes_two_groups_only_into_a_strict_subset(names):
+    assert composed(names, "small insects") == ([3], "'small animals' within group 'insects'")
+    assert exclusion(names, ["non-insect", "animals"]) == ([0, 1], "group 'animals' without 'insect'")
+    assert exclusion(names, ["animals", "except", "poodle"]) == ([0, 2, 3], "group 'animals' without 'poodle'")
+    assert dropped(names, "poodles") == [1] and dropped(names, "owl") is None
+    assert composed(names, "small pets") == ([0], "'small animals' within group 'pets'")
+    assert composed(names, "insect insects") is None          # the whole group: not a strict subset
+    assert composed(names, "beagle") is None                  # one word composes nothing
+
+
+def test_rule_3c_reads_a_near_typo_as_the_name_and_leaves_short_words(names):
+    assert spelling(names, "ladybgu") == "ladybug" and spelling(names, "poodel") == "poodle"
+    assert spelling(names, "bea") is None and spelling(names, "zebra") is None
+
+
+def test_rule_4a_tells_what_the_bundle_lacks(names):
+    assert unknown(names, frozenset(), "owl") and not unknown(names, frozenset(), "beagle")
+    assert unknown(names, frozenset(), "polar bear") and not unknown(names, frozenset(), "my pets")
+    assert unknown(names, frozenset({"hot dog"}), "hot dogs") and exocentric_form(frozenset({"hot dog"}),
+                                                                                   "hot dogs") == "hot dog"
+    assert not unknown(names, frozenset(), "train")           # a word its names use
+    scores = np.array([0.1, 0.9, 0.5, 0.2, 0.0, 0.3], np.float32)
+    assert told(CLASSES, scores) == ("not a name this bundle knows: nothing taken for it (closest classes: "
+                                     "'poodle', 'bee', 'freight train')")
+    assert nearest_instead(CLASSES, "owl", scores, 0.6, TaskOptions(), single=False)[0] == [1]
+    with pytest.raises(DescriptionError, match="nothing in this bundle matches 'owl'"):
+        nearest_instead(CLASSES, "owl", scores, 0.01, TaskOptions(), single=True)
+
+
+def test_rules_4_and_5_take_the_nearest_classes_or_a_concept_and_pad_short_tasks():
+    scores = np.array([0.80, 0.75, 0.2, 0.1, 0.0, 0.0], np.float32)
+    assert top(scores, TaskOptions(margin=0.08)) == [0, 1] and top(scores, TaskOptions(), include=3)[0] == 3
+    assert contrast(scores) == pytest.approx(0.80 - scores.mean())
+    embeddings = np.eye(6, dtype=np.float32)
+    assert pad(embeddings, [2], TaskOptions(min_classes=2)) == [0, 2]
+    concept_embeddings = np.eye(3, 6, dtype=np.float32)
+    text = np.array([0.9, 0.1, 0, 0, 0, 0], np.float32)
+    sizes = np.array([2, 2, 2])
+    chosen, how = concept_match(CONCEPTS, sizes, concept_embeddings, text, best_class=0.5, options=TaskOptions())
+    assert chosen == [2, 3] and how.startswith("concept 'insects'")
+    assert concept_match(CONCEPTS, sizes, concept_embeddings, text, best_class=0.95, options=TaskOptions()) is None
