@@ -42,13 +42,14 @@ DATA = ROOT.parent / "shared" / "data" / "tiny-imagenet-200.tar.gz"
 DESCRIPTIONS = ["insects", "retreivers", "cars and buses", "owl", "labrador", "fruit, polar bear"]
 
 
-def build_folder(archive: Path, out: Path, train_per_class: int) -> Path:
-    """train/<folder>/ and val/<folder>/ JPEGs of the 24 classes, and the vocabulary beside them (once)."""
+def build_folder(archive: Path, out: Path, train_per_class: int, source: Path = HERE) -> Path:
+    """train/<folder>/ and val/<folder>/ JPEGs of the classes of `source`'s source_classes.json (the worked
+    example's 24 by default), and its vocabulary beside them (once)."""
     if (out / "vocabulary.toml").is_file():
         return out
     from trainer.data.sources import Files
 
-    wanted = json.loads((HERE / "source_classes.json").read_text())["classes"]
+    wanted = json.loads((source / "source_classes.json").read_text())["classes"]
     by_wnid = {w: f for f, w in wanted.items()}
     print(f"[own] reading {archive} (once)", flush=True)
     files = Files(archive)
@@ -64,7 +65,7 @@ def build_folder(archive: Path, out: Path, train_per_class: int) -> Path:
         if wnid in by_wnid:
             (tmp / "val" / by_wnid[wnid]).mkdir(parents=True, exist_ok=True)
             (tmp / "val" / by_wnid[wnid] / name).write_bytes(files.read(f"val/images/{name}"))
-    shutil.copy(HERE / "vocabulary.toml", tmp / "vocabulary.toml")
+    shutil.copy(source / "vocabulary.toml", tmp / "vocabulary.toml")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
@@ -75,12 +76,13 @@ def precision_recall(chosen: set[str], expected: set[str]) -> tuple[float, float
     return (hit / len(chosen) if chosen else 0.0), (hit / len(expected) if expected else 0.0)
 
 
-def score_queries(bundle) -> dict:
-    """Groups, phrasings and missing names of scripts/own_data/queries.json on `bundle` (sdk.load's)."""
+def score_queries(bundle, source: Path = HERE) -> dict:
+    """Groups, phrasings and missing names of `source`'s queries.json (scripts/own_data/ by default) on
+    `bundle` (sdk.load's)."""
     from sdk.errors import DescriptionError
     from sdk.text.resolver import MISSING
 
-    spec = json.loads((HERE / "queries.json").read_text())
+    spec = json.loads((source / "queries.json").read_text())
     sets = spec["sets"]
     ids = [c.id for c in bundle.bundle.classes]
 

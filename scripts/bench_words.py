@@ -1,0 +1,94 @@
+"""Words people use (issue 72): how a bundle of one's own classes understands ordinary English, measured on a
+vocabulary nobody tuned on, beside the worked example. Writes docs/results/words.json.
+
+    python -m scripts.bench_words --results docs/results/words        # about 5 min here
+
+1. The held-out set (scripts/heldout_data: 38 plain-named classes, a vocabulary of its eight group names only,
+   88 queries written before any resolver change for issue 72) is built from the shared Tiny ImageNet archive
+   and trained briefly (`demo` preset, stage 1 for TRAIN_EPOCHS epochs: the resolver reads only the bundle's
+   words and the text encoder, never its weights), exported, and its queries scored: groups and phrasings
+   by precision and recall of the classes taken, missing names by whether the resolution says so and how
+   many unrelated classes it returns (scripts/own_photos.score_queries, the worked example's checker).
+2. The worked example's bundle (`make own-photos`, if built) is scored on its own queries beside it.
+3. The median time to resolve one of the held-out descriptions, and the bundle's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from scripts.cpu import describe
+from scripts.own_photos import DATA, HERE, build_folder, score_queries
+from scripts.results import write_result
+
+HELDOUT = Path(__file__).resolve().parent / "heldout_data"
+TRAIN_EPOCHS = 2
+COMMAND = "python -m scripts.bench_words --results docs/results/words"
+
+
+def resolve_ms(bundle, texts: list[str], repeats: int = 3) -> float:
+    """Median milliseconds of `bundle.resolver.resolve` over the texts (the encoder warm, its cache off)."""
+    from sdk.errors import DescriptionError
+
+    times = []
+    for _ in range(repeats):
+        for text in texts:
+            start = time.perf_counter()
+            try:
+                bundle.resolver.resolve(text)
+            except DescriptionError:
+                pass
+            times.append(1000 * (time.perf_counter() - start))
+    return round(statistics.median(times), 2)
+
+
+def summary(scores: dict) -> dict:
+    return {"groups": {k: scores["groups"][k] for k in ("precision", "recall", "n")},
+            "phrasings": {k: scores["phrasings"][k] for k in ("precision", "recall", "n")},
+            "missing": {k: scores["missing"][k] for k in ("told", "unrelated", "n")}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench_words", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DATA, help="the Tiny ImageNet archive")
+    parser.add_argument("--results", type=Path, default=None, help="write <RESULTS>.json")
+    args = parser.parse_args(argv)
+
+    import sdk
+    from export.bundle import bundle_run
+    from sdk.media.cache import cache_root
+    from trainer.run import run
+
+    work = cache_root() / "words"
+    photos = build_folder(args.data, work / "heldout-photos", 150, source=HELDOUT)
+    run_dir = work / "run"
+    fresh = not (run_dir / "config.json").exists()
+    run(run_dir, "demo" if fresh else None, {"data": str(photos), "stage1_epochs": TRAIN_EPOCHS} if fresh else {},
+        progress=False)
+    bundle_path = work / "heldout.taper"
+    if not bundle_path.exists():
+        bundle_run(run_dir, bundle_path)
+    bundle = sdk.load(bundle_path)
+    heldout = score_queries(bundle, HELDOUT)
+    spec = json.loads((HELDOUT / "queries.json").read_text())
+    result = {"heldout": summary(heldout), "heldout_rows": {k: heldout[k]["rows"] for k in ("groups", "phrasings")},
+              "heldout_missing_rows": heldout["missing"]["rows"]}
+    worked = cache_root() / "own-photos" / "my-photos.taper"
+    if worked.exists():
+        result["worked_example"] = summary(score_queries(sdk.load(worked), HERE))
+    result["resolve_ms_median"] = resolve_ms(bundle, [*spec["groups"], *spec["phrasings"], *spec["missing"]])
+    result["bundle_bytes"] = bundle_path.stat().st_size
+    result.update(cpu=describe(), command=COMMAND)
+    print(json.dumps({k: v for k, v in result.items() if not k.endswith("rows")}, indent=1))
+    if args.results:
+        write_result(result, args.results.with_suffix(".json"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
