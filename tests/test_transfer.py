@@ -159,3 +159,22 @@ def test_the_transfer_scorer_agrees_with_the_trainers_evaluator_and_shows_its_ph
     shown = sum(min(bench_transfer.PAGE_PHOTOS, int((scorer.labels == c).sum())) for c in (0, 1))
     assert shown > 0 and html.count("<figure") == 2 * shown   # the same photos in each run's section
     assert f"true: {primary_name(scorer.names[0])}" in html and html.count("<h2>") == 2
+
+
+def test_a_start_or_an_exclusion_that_does_not_fit_is_refused_before_the_run_directory_exists(tiny_bundle, tmp_path,
+                                                                                             capsys):
+    """A newcomer's mistakes: the preset's width is not the bundle's, a class id is misspelt. Refused up front,
+    with what to do, and no half-made run directory that a corrected command would then refuse to resume."""
+    from trainer.__main__ import main
+
+    base = ["run", "--preset", "tiny", "--set", f"synthetic={json.dumps(TINY_SYNTHETIC)}"]
+    assert main([*base, "--out", str(tmp_path / "wide"), "--init", str(tiny_bundle), "--set", "width=0.5"]) == 2
+    assert "--set width" in capsys.readouterr().err and not (tmp_path / "wide").exists()
+    (tmp_path / "ids.txt").write_text("no-such-class\n")
+    assert main([*base, "--out", str(tmp_path / "typo"), "--exclude-classes", str(tmp_path / "ids.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "excluded classes not in the data: ['no-such-class']" in err and not (tmp_path / "typo").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("the user's")   # a folder the user made is never removed
+    assert main([*base, "--out", str(tmp_path / "mine"), "--exclude-classes", str(tmp_path / "ids.txt")]) == 2
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "the user's"

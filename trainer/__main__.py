@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     speed.add_argument("--device", default="cpu", help="cpu (default) or cuda (bf16 autocast, channels-last)")
     args = parser.parse_args(argv)
 
+    created = False   # whether `run`/`prepare` made its --out folder (removed again if the command fails at once)
     try:
         if args.command == "vocabulary":
             write_vocabulary(args.data, args.out)
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.init.exists():
                     raise ValueError(f"--init {args.init}: file not found")
                 overrides["stage1_init"] = str(args.init.resolve())
+            created = not args.out.exists()
             args.out.mkdir(parents=True, exist_ok=True)
             run_dir = RunDir(args.out)
             if not run_dir.config.exists():  # the command that made the run, not one resuming it
@@ -201,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
                                                               steps=args.steps, device=device)), flush=True)
     except (DataError, ValueError, FileNotFoundError) as e:
         print(f"error: {terminal_text(e)}", file=sys.stderr)
+        if created:   # a run directory this command made and that holds only its command: removed
+            leftover = {p.name for p in args.out.iterdir()}
+            if leftover <= {RunDir(args.out).command.name}:
+                for name in leftover:
+                    (args.out / name).unlink()
+                args.out.rmdir()
         return 2
     return 0
 

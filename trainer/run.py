@@ -67,6 +67,10 @@ def resolve_config(run_dir: Path, preset: str | None, overrides: dict, reuse_fro
     fitted, notes = fit_to_classes(config, data.num_classes, set(overrides))
     fitted, start_notes = fit_to_start(fitted, set(overrides))
     notes += start_notes
+    if fitted.stage1_init:   # a start that does not fit is refused before the run directory holds anything
+        from .pretrained import load_pretrained
+
+        load_pretrained(ResNet18(network_config(fitted, data.num_classes)), fitted.stage1_init)
     if not data.hierarchy.concepts() and not data.hierarchy.supercategories:
         notes.append("the data has no groups, so group words ('insects') will not resolve in its bundle; a "
                      "vocabulary.toml beside train/ gives display names, aliases and groups (docs/training.md)")
@@ -93,7 +97,7 @@ def open_data(config: TrainConfig, progress: bool = True) -> DecodedDataset:
     each where that is set."""
     data = open_all_data(config, progress)
     if config.exclude_classes:
-        data = without_classes(data, list(config.exclude_classes))
+        data = without_classes(data, list(config.exclude_classes), "excluded")
     if config.holdout_classes:
         data = without_classes(data, held_out_classes(data.hierarchy, config.holdout_classes))
     if config.train_images_per_class:

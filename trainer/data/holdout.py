@@ -61,12 +61,13 @@ def read_class_list(path: Path) -> tuple[str, ...]:
     return ids
 
 
-def without_classes(data: DecodedDataset, held_out: list[str]) -> DecodedDataset:
+def without_classes(data: DecodedDataset, held_out: list[str], what: str = "held-out") -> DecodedDataset:
     """The data set with the `held_out` classes' images removed and the rest relabelled 0..C-n-1 in the
-    original order (the images of the kept classes are copied into memory)."""
+    original order (the images of the kept classes are copied into memory); `what` names them in errors."""
     unknown = sorted(set(held_out) - set(data.wnids))
     if unknown:
-        raise DataError(f"held-out classes not in the data: {unknown[:5]}")
+        raise DataError(f"{what} classes not in the data: {unknown[:5]} (its class ids are its folder names, "
+                        f"e.g. {data.wnids[:3]})")
     dropped = set(held_out)
     kept = [w for w in data.wnids if w not in dropped]
     new_label = np.full(len(data.wnids), -1, np.int64)
