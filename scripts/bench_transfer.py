@@ -163,11 +163,12 @@ class Scorer:
         import sdk
 
         train = self.ctx.data.train
-        first = {c: np.flatnonzero(train.labels == c)[:shots] for c in range(len(self.names))}
+        photos = {c: list(np.asarray(train.images[np.flatnonzero(train.labels == c)[:shots]]))
+                  for c in range(len(self.names))}   # read once, not once per task
         val = self.ctx.data.val.images[self.evaluator.rows]
 
         def predict(i, task, rows):
-            examples = {self.names[c]: list(np.asarray(train.images[first[c]])) for c in task}
+            examples = {self.names[c]: photos[c] for c in task}
             model = sdk.personalize(bundle, examples=examples)
             order = np.array([self.names.index(name) for name in model.classes])
             return order[model.logits(np.asarray(val[rows])).argmax(1)]
@@ -241,10 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     rows["scratch_same_epochs"] = {**sweep[finetune_epochs], "stage1_epochs": finetune_epochs}
     best = max(sweep, key=lambda e: sweep[e]["accuracy"])
     rows["scratch"] = {**sweep[best], "stage1_epochs": best}
-    probe_epochs = FINETUNE["stage1_epochs"] + FINETUNE["stage1_head_epochs"]
     probe_dir, _ = own_run(work, "linear-probe", photos, {"stage1_init": str(bundle_path), "stage1_epochs": 0,
-                                                          "stage1_head_epochs": probe_epochs}, until="stage1")
-    rows["linear_probe"] = {**scorer.network(probe_dir), "head_epochs": probe_epochs}
+                                                          "stage1_head_epochs": finetune_epochs}, until="stage1")
+    rows["linear_probe"] = {**scorer.network(probe_dir), "head_epochs": finetune_epochs}
     upstream = sdk.load(bundle_path)
     for shots in (5, 20):
         rows[f"fewshot_{shots}"] = scorer.fewshot(upstream, shots)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from scripts.cpu import describe
-from scripts.own_photos import DATA, HERE, build_folder, score_queries
+from scripts.own_photos import DATA, HERE, build_folder, score_queries, score_summary
 from scripts.results import write_result
 
 HELDOUT = Path(__file__).resolve().parent / "heldout_data"
@@ -44,12 +44,6 @@ def resolve_ms(bundle, texts: list[str], repeats: int = 3) -> float:
                 pass
             times.append(1000 * (time.perf_counter() - start))
     return round(statistics.median(times), 2)
-
-
-def summary(scores: dict) -> dict:
-    return {"groups": {k: scores["groups"][k] for k in ("precision", "recall", "n")},
-            "phrasings": {k: scores["phrasings"][k] for k in ("precision", "recall", "n")},
-            "missing": {k: scores["missing"][k] for k in ("told", "unrelated", "n")}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,11 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     bundle = sdk.load(bundle_path)
     heldout = score_queries(bundle, HELDOUT)
     spec = json.loads((HELDOUT / "queries.json").read_text())
-    result = {"heldout": summary(heldout), "heldout_rows": {k: heldout[k]["rows"] for k in ("groups", "phrasings")},
-              "heldout_missing_rows": heldout["missing"]["rows"]}
+    result = {"heldout": score_summary(heldout),
+              "heldout_rows": {k: heldout[k]["rows"] for k in ("groups", "phrasings", "missing")}}
     worked = cache_root() / "own-photos" / "my-photos.taper"
     if worked.exists():
-        result["worked_example"] = summary(score_queries(sdk.load(worked), HERE))
+        result["worked_example"] = score_summary(score_queries(sdk.load(worked), HERE))
     result["resolve_ms_median"] = resolve_ms(bundle, [*spec["groups"], *spec["phrasings"], *spec["missing"]])
     result["bundle_bytes"] = bundle_path.stat().st_size
     result.update(cpu=describe(), command=COMMAND)

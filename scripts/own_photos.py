@@ -120,6 +120,14 @@ def score_queries(bundle, source: Path = HERE) -> dict:
     return out
 
 
+def score_summary(scores: dict) -> dict:
+    """The figures of `score_queries` without its rows: groups and phrasings (precision, recall, n), missing
+    (told, unrelated, n)."""
+    return {"groups": {k: scores["groups"][k] for k in ("precision", "recall", "n")},
+            "phrasings": {k: scores["phrasings"][k] for k in ("precision", "recall", "n")},
+            "missing": {k: scores["missing"][k] for k in ("told", "unrelated", "n")}}
+
+
 def plant_faults(source: Path, out: Path) -> tuple[Path, dict[str, str]]:
     """A copy of four classes of `source` with one of each fault; {fault: the file or words to look for}."""
     from PIL import Image
@@ -297,9 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         **({} if page is None else {"scratch_accuracy": {k: scratch_eval["accuracy"].get(k)
                                                          for k in ("taper", "classifier_selection")},
                                     "before_after_page": str(page)}),
-        "groups": {k: scores["groups"][k] for k in ("precision", "recall", "n")},
-        "phrasings": {k: scores["phrasings"][k] for k in ("precision", "recall", "n")},
-        "missing": {k: scores["missing"][k] for k in ("told", "unrelated", "n")},
+        **score_summary(scores),
         "accuracy": {"taper": accuracy.get("taper"), "classifier_selection": accuracy.get("classifier_selection"),
                      "baseline_network": evaluation.get("baseline_network"),
                      "task_k": evaluation["config"]["task_k"], "val_images": int(len(np.load(

@@ -30,8 +30,7 @@ def phrasings(bundle) -> list:
         texts += [k for k in json.loads(path.read_text()) if not k.startswith("_")]
     own = json.loads((ROOT / "scripts" / "own_data" / "queries.json").read_text())
     texts += [*own["groups"], *own["phrasings"], *own["missing"]]
-    texts += [item if isinstance(item, str) else item.get("name", item.get("text", ""))
-              for item in json.loads((ROOT / "lab" / "missing_items.json").read_text())["items"]]
+    texts += json.loads((ROOT / "lab" / "missing_items.json").read_text())["items"]
     texts += [d for d, _ in DESCRIPTIONS] + [d if isinstance(d, str) else d[0] for d in COMPOSED_DESCRIPTIONS]
     names = [c.name for c in bundle.bundle.classes] + [n for c in bundle.bundle.concepts for n in c.names[:2]]
     for name in names[:400]:

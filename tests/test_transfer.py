@@ -13,6 +13,7 @@ from trainer.data.errors import DataError
 from trainer.data.holdout import read_class_list
 from trainer.models import ResNet18, ResNetConfig
 from trainer.pretrained import load_pretrained
+from trainer.rundir import RunDir
 
 TINY_SYNTHETIC = {"image_size": 32, "train_per_class": 3, "val_per_class": 1}
 
@@ -72,9 +73,7 @@ def test_init_from_a_finished_run_takes_its_classifier_selection_network(tiny_ru
 
     model = tiny_network(PRESETS["tiny"], 4)
     (note,) = load_pretrained(model, tiny_run)
-    reference = load_state(tiny_run / "stage1" / "model.safetensors")   # tiny trains a baseline
-    reference = load_state(tiny_run / "baseline" / "model.safetensors") if (tiny_run / "baseline").is_dir() \
-        else reference
+    reference = load_state(RunDir(tiny_run).reference_model())   # the tiny preset trains a baseline
     assert torch.equal(model.state_dict()["layer3.1.conv1.weight"], reference["layer3.1.conv1.weight"])
     assert "run " in note and "width 0.25" in note
 
@@ -115,7 +114,7 @@ def test_head_epochs_train_the_classifier_alone_on_the_starts_features(tiny_run,
               until="stage1")
     config = json.loads((out / "config.json").read_text())
     assert config["stage1_lr"] == FINETUNE["stage1_lr"] and config["stage1_epochs"] == 0   # the user's 0 kept
-    start = load_state(tiny_run / ("baseline" if (tiny_run / "baseline").is_dir() else "stage1") / "model.safetensors")
+    start = load_state(RunDir(tiny_run).reference_model())
     probe = load_state(out / "stage1" / "model.safetensors")
     body = [k for k in probe if not k.startswith("fc.") and not k.endswith("num_batches_tracked")]
     assert body and all(torch.equal(probe[k], start[k]) for k in body)
@@ -148,7 +147,7 @@ def test_the_transfer_scorer_agrees_with_the_trainers_evaluator_and_shows_its_ph
     monkeypatch.setattr(bench_transfer, "EVAL_SEEDS", (0, 1))
     scorer = bench_transfer.Scorer(tiny_run)
     row = scorer.network(tiny_run)
-    logits = scorer.evaluator.logits(load_state(tiny_run / "baseline" / "model.safetensors"))
+    logits = scorer.evaluator.logits(load_state(RunDir(tiny_run).reference_model()))
     assert row["accuracy"] == pytest.approx(scorer.evaluator.static(logits, scorer.tasks)[0], abs=0.01)
     assert len(row["worst_classes"]) == 3 and min(row["per_class"].values()) == min(row["worst_classes"].values())
     from sdk.text.encoder import primary_name
