@@ -4,6 +4,7 @@ its purpose and names its modules. Every import counts: at the top of a module, 
 under TYPE_CHECKING."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,46 @@ def test_the_checker_sees_an_upward_import_and_a_circle(tmp_path):
     assert fake["sdk.media.images"] == {"sdk.format.bundle"} and fake["sdk.format.bundle"] == {"sdk.media.images"}
     assert upward_imports(fake) == ["sdk.media.images (media) imports sdk.format.bundle (format)"]
     assert import_circles(fake) == [["sdk.format.bundle", "sdk.media.images", "sdk.format.bundle"]]
+
+
+JAVA_CORE = SDK.parent / "android_demo" / "core" / "src" / "main" / "java" / "org" / "taper" / "sdk"
+PYTHON_PATH = re.compile(r"(?<![\w.])sdk[/.](\w+)[/.]")   # "sdk/fusion/bases.py" or "sdk.text.resolver.TaskOptions"
+
+
+def java_rooms(root: Path = JAVA_CORE) -> dict[str, tuple[str, set[str]]]:
+    """Each Java class of the core -> (its package under org.taper.sdk, "api" at the top; the room of the first
+    Python module its docs name, the code it mirrors, as a set: empty where none is named)."""
+    found = {}
+    for path in sorted(root.rglob("*.java")):
+        package = re.search(r"^package org\.taper\.sdk(?:\.(\w+))?;", path.read_text(), re.M)
+        assert package, f"{path}: not in org.taper.sdk"
+        named = set(PYTHON_PATH.findall(path.read_text())[:1]) & set(LAYERS)
+        found[path.stem] = (package.group(1) or "api", named)
+    return found
+
+
+def java_room_mismatches(rooms: dict[str, tuple[str, set[str]]]) -> list[str]:
+    """Java classes whose package is no Python room, or which mirror Python code of another room only."""
+    bad = []
+    for name, (package, named) in rooms.items():
+        if package != "api" and package not in LAYERS:
+            bad.append(f"{name}: package {package} is no room of sdk/ ({', '.join(LAYERS)})")
+        elif package != "api" and named and package not in named:
+            bad.append(f"{name} in {package} mirrors {sorted(named)}")
+    return bad
+
+
+def test_the_java_core_is_in_packages_named_after_the_python_rooms():
+    rooms = java_rooms()
+    assert java_room_mismatches(rooms) == []
+    assert {package for package, _ in rooms.values()} == {"api", *LAYERS}
+    assert rooms["Personalizer"][0] == "api" and rooms["Bundle"][0] == "format"
+
+
+def test_the_java_room_check_sees_a_class_in_the_wrong_room(tmp_path):
+    (tmp_path / "text").mkdir()
+    mixer = "package org.taper.sdk.text;\n/** sdk/fusion/mixer.py, then sdk/text/x */\n"
+    (tmp_path / "text" / "Mixer.java").write_text(mixer)
+    (tmp_path / "Misc.java").write_text("package org.taper.sdk.util;\n")
+    assert java_room_mismatches(java_rooms(tmp_path)) == ["Misc: package util is no room of sdk/ (media, fusion, "
+                                                          "format, engines, text)", "Mixer in text mirrors ['fusion']"]

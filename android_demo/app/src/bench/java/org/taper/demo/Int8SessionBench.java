@@ -4,7 +4,7 @@ import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.Arrays;
 
-import org.taper.sdk.Engine;
+import org.taper.sdk.engines.Engine;
 
 /**
  * What the app's OnnxEngine pays for an int8 model on the JVM: {@code openQuantizedBackbone} (a fresh,

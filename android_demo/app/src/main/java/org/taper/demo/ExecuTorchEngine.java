@@ -9,10 +9,10 @@ import java.util.List;
 import org.pytorch.executorch.EValue;
 import org.pytorch.executorch.Module;
 import org.pytorch.executorch.Tensor;
-import org.taper.sdk.Architecture;
-import org.taper.sdk.BundleException;
-import org.taper.sdk.Engine;
-import org.taper.sdk.XnnpackProgram;
+import org.taper.sdk.fusion.Architecture;
+import org.taper.sdk.format.BundleException;
+import org.taper.sdk.engines.Engine;
+import org.taper.sdk.engines.XnnpackProgram;
 
 /**
  * The backbone on ExecuTorch (XNNPACK), the text encoder on onnxruntime ({@link OnnxEngine}; the companion

@@ -23,12 +23,12 @@ import java.util.Locale;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
-import org.taper.sdk.BundleException;
-import org.taper.sdk.DescriptionException;
+import org.taper.sdk.format.BundleException;
+import org.taper.sdk.text.DescriptionException;
 import org.taper.sdk.PersonalizedModel;
 import org.taper.sdk.Personalizer;
-import org.taper.sdk.Preprocessing;
-import org.taper.sdk.XnnpackProgram;
+import org.taper.sdk.media.Preprocessing;
+import org.taper.sdk.engines.XnnpackProgram;
 
 /**
  * Pick a bundle, type what you care about, see the chosen classes and how long personalization took; then
@@ -143,7 +143,7 @@ public final class MainActivity extends Activity {
                 // Checked before it replaces anything; the mapping stays valid when the file is renamed.
                 XnnpackProgram program = XnnpackProgram.open(partial.getPath(), personalizer.bundle());
                 if (!partial.renameTo(target)) throw new IOException("could not move the program into app storage");
-                org.taper.sdk.Bundle bundle = personalizer.bundle();
+                org.taper.sdk.format.Bundle bundle = personalizer.bundle();
                 closeAll();
                 personalizer = new Personalizer(bundle, new ExecuTorchEngine(program, getFilesDir(), engineThreads()));
                 main.post(() -> {

@@ -15,15 +15,15 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
-import org.taper.sdk.Architecture;
-import org.taper.sdk.BundleException;
-import org.taper.sdk.Engine;
+import org.taper.sdk.fusion.Architecture;
+import org.taper.sdk.format.BundleException;
+import org.taper.sdk.engines.Engine;
 
 /**
  * The core's {@link Engine} on onnxruntime-android: one text-encoder session, and one backbone session per
  * personalization whose folded weights are handed over as external initializers (onnxruntime copies them
  * into the session, so the core's buffer is free again when openBackbone returns). The graphs reach this
- * class only after {@code org.taper.sdk.GraphCheck} accepted them.
+ * class only after {@code org.taper.sdk.format.GraphCheck} accepted them.
  * <p>Not compiled or run on the repository's test machines (no Android SDK, no Maven): see ../README.md.
  */
 public final class OnnxEngine implements Engine {

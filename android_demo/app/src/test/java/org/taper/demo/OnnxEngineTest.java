@@ -16,11 +16,11 @@ import java.util.Map;
 
 import org.junit.Assume;
 import org.junit.Test;
-import org.taper.sdk.Engine;
-import org.taper.sdk.Json;
+import org.taper.sdk.engines.Engine;
+import org.taper.sdk.format.Json;
 import org.taper.sdk.PersonalizedModel;
 import org.taper.sdk.Personalizer;
-import org.taper.sdk.TaskOptions;
+import org.taper.sdk.text.TaskOptions;
 
 /**
  * The app's {@link OnnxEngine} itself on the JVM, with onnxruntime's desktop JAR (the same {@code ai.onnxruntime}

@@ -1,5 +1,7 @@
 package org.taper.sdk;
 
+import org.taper.sdk.format.Bundle;
+import org.taper.sdk.fusion.Fusion;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;

@@ -1,5 +1,7 @@
 package org.taper.sdk;
 
+import org.taper.sdk.engines.Engine;
+import org.taper.sdk.media.Preprocessing;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;

@@ -1,5 +1,19 @@
 package org.taper.sdk;
 
+import org.taper.sdk.engines.Engine;
+import org.taper.sdk.engines.Int8;
+import org.taper.sdk.format.Bundle;
+import org.taper.sdk.format.BundleException;
+import org.taper.sdk.format.GraphCheck;
+import org.taper.sdk.format.Proto;
+import org.taper.sdk.fusion.Architecture;
+import org.taper.sdk.fusion.Fusion;
+import org.taper.sdk.fusion.Mixer;
+import org.taper.sdk.text.Compounds;
+import org.taper.sdk.text.DescriptionException;
+import org.taper.sdk.text.TaskOptions;
+import org.taper.sdk.text.TaskResolver;
+import org.taper.sdk.text.Tokenizer;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;

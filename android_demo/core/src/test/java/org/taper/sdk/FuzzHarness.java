@@ -1,5 +1,11 @@
 package org.taper.sdk;
 
+import org.taper.sdk.engines.Engine;
+import org.taper.sdk.format.Bundle;
+import org.taper.sdk.format.BundleException;
+import org.taper.sdk.fusion.Architecture;
+import org.taper.sdk.text.DescriptionException;
+import org.taper.sdk.text.TaskOptions;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;

@@ -1,5 +1,21 @@
 package org.taper.sdk;
 
+import org.taper.sdk.media.Preprocessing;
+import org.taper.sdk.fusion.Fusion;
+import org.taper.sdk.format.Concept;
+import org.taper.sdk.format.Proto;
+import org.taper.sdk.engines.Int8;
+import org.taper.sdk.text.TaskResolver;
+import org.taper.sdk.text.TaskOptions;
+import org.taper.sdk.text.Compounds;
+import org.taper.sdk.text.DescriptionException;
+import org.taper.sdk.engines.XnnpackProgram;
+import org.taper.sdk.format.Bundle;
+import org.taper.sdk.format.BundleException;
+import org.taper.sdk.format.GraphCheck;
+import org.taper.sdk.format.Json;
+import org.taper.sdk.format.Signatures;
+import org.taper.sdk.text.Tokenizer;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.FloatBuffer;

@@ -1,5 +1,7 @@
 package org.taper.sdk;
 
+import org.taper.sdk.engines.Engine;
+import org.taper.sdk.fusion.Architecture;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Arrays;

@@ -1,4 +1,4 @@
-package org.taper.sdk;
+package org.taper.sdk.text;
 
 /** The description, a class name or an option cannot be used (sdk.errors.DescriptionError). */
 public final class DescriptionException extends IllegalArgumentException {

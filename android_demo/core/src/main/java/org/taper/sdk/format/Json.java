@@ -1,4 +1,4 @@
-package org.taper.sdk;
+package org.taper.sdk.format;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;

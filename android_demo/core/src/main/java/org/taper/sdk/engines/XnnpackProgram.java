@@ -1,5 +1,10 @@
-package org.taper.sdk;
+package org.taper.sdk.engines;
 
+import org.taper.sdk.format.Bundle;
+import org.taper.sdk.format.BundleException;
+import org.taper.sdk.format.Json;
+import org.taper.sdk.format.Signatures;
+import org.taper.sdk.fusion.Architecture;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.ByteBuffer;
@@ -28,7 +33,7 @@ import java.util.Set;
 public final class XnnpackProgram {
     static final byte[] MAGIC = "TAPERXNN".getBytes(StandardCharsets.US_ASCII);
     /** Format 2 is unsigned; 3 is 2 with a signature trailer (Signatures, COMPANION_DOMAIN). */
-    static final int VERSION = 2, SIGNED_VERSION = 3, PREFIX = 20, MAX_BATCH_LIMIT = 64;
+    public static final int VERSION = 2, SIGNED_VERSION = 3, PREFIX = 20, MAX_BATCH_LIMIT = 64;
     static final long MAX_HEADER_BYTES = 16L << 20;
     /** The program's extended header "eh00" at byte 8 (magic, length, flatbuffer size, segment base, size). */
     static final int PTE_HEADER_AT = 8, PTE_HEADER_SIZE = 32;
@@ -62,7 +67,7 @@ public final class XnnpackProgram {
 
     /** With {@code trustedKeys} (lower-case hex, {@link Signatures#trustedSet}) instead of the bundle's. */
     @SuppressWarnings("unchecked")
-    XnnpackProgram(ByteBuffer buffer, Bundle bundle, Set<String> trustedKeys) {
+    public XnnpackProgram(ByteBuffer buffer, Bundle bundle, Set<String> trustedKeys) {
         ByteBuffer data = buffer.duplicate().order(ByteOrder.LITTLE_ENDIAN);
         int size = data.capacity();
         if (size < PREFIX) throw fail("truncated (" + size + " bytes)");

@@ -1,5 +1,7 @@
-package org.taper.sdk;
+package org.taper.sdk.media;
 
+import org.taper.sdk.format.Bundle;
+import org.taper.sdk.format.BundleException;
 import java.util.List;
 import java.util.Map;
 
@@ -37,7 +39,7 @@ public final class Preprocessing {
 
     /** The manifest's "preprocessing" object (sdk.format.manifest checks the same). */
     @SuppressWarnings("unchecked")
-    static Preprocessing fromManifest(Map<String, Object> spec, int inputSize) {
+    public static Preprocessing fromManifest(Map<String, Object> spec, int inputSize) {
         if (!(spec.get("mean") instanceof List) || !(spec.get("std") instanceof List)
                 || !"shorter_side_then_center_crop".equals(spec.get("resize")))
             throw new BundleException("manifest: preprocessing must give mean, std and the resize rule");

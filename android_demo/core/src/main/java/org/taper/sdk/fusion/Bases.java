@@ -1,5 +1,7 @@
-package org.taper.sdk;
+package org.taper.sdk.fusion;
 
+import org.taper.sdk.format.Bundle;
+import org.taper.sdk.format.BundleException;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,12 +17,12 @@ import java.util.Map;
  */
 public final class Bases {
     /** A tensor of the member: little-endian data of dtype F32, F16 or I8. */
-    static final class Tensor {
-        final String dtype;
-        final long[] shape;
-        final ByteBuffer data;
+    public static final class Tensor {
+        public final String dtype;
+        public final long[] shape;
+        public final ByteBuffer data;
 
-        Tensor(String dtype, long[] shape, ByteBuffer data) { this.dtype = dtype; this.shape = shape; this.data = data; }
+        public Tensor(String dtype, long[] shape, ByteBuffer data) { this.dtype = dtype; this.shape = shape; this.data = data; }
 
         float get(int i) {
             switch (dtype) {
@@ -100,7 +102,7 @@ public final class Bases {
     public final List<Layer> layers = new ArrayList<>();
 
     @SuppressWarnings("unchecked")
-    Bases(Map<String, Tensor> tensors, Map<String, Object> storage, Map<String, int[]> shapes, int numBases, int version) {
+    public Bases(Map<String, Tensor> tensors, Map<String, Object> storage, Map<String, int[]> shapes, int numBases, int version) {
         int used = 0;
         List<Architecture.Layer> arch = Architecture.mixedLayers(shapes);
         if (storage.size() != arch.size()) throw new BundleException("manifest: 'bases' must list every layer exactly once");

@@ -1,4 +1,4 @@
-package org.taper.sdk;
+package org.taper.sdk.text;
 
 /**
  * How a description becomes a task (sdk.text.resolver.TaskOptions, same defaults and ranges), checked on creation.

@@ -1,5 +1,9 @@
-package org.taper.sdk;
+package org.taper.sdk.engines;
 
+import org.taper.sdk.format.Bundle;
+import org.taper.sdk.format.Proto;
+import org.taper.sdk.fusion.Architecture;
+import org.taper.sdk.media.Preprocessing;
 import java.io.ByteArrayOutputStream;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;

@@ -1,5 +1,6 @@
-package org.taper.sdk;
+package org.taper.sdk.fusion;
 
+import org.taper.sdk.format.Bundle;
 import java.nio.Buffer;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;

@@ -1,4 +1,4 @@
-package org.taper.sdk;
+package org.taper.sdk.format;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -22,10 +22,10 @@ import java.util.Set;
  * Verified with the JDK's Ed25519 (Java 15+); a public key is 64 hex digits (the .pub file's content).
  */
 public final class Signatures {
-    static final int SIGNED_SINCE = 6, TRAILER = 128, SCHEME_ED25519 = 1;
-    static final byte[] MAGIC = "TAPERSIG".getBytes(StandardCharsets.US_ASCII);
-    static final byte[] DOMAIN = "taper-bundle signature v1\n".getBytes(StandardCharsets.US_ASCII);
-    static final byte[] COMPANION_DOMAIN = "taper-companion signature v1\n".getBytes(StandardCharsets.US_ASCII);
+    public static final int SIGNED_SINCE = 6, TRAILER = 128, SCHEME_ED25519 = 1;
+    public static final byte[] MAGIC = "TAPERSIG".getBytes(StandardCharsets.US_ASCII);
+    public static final byte[] DOMAIN = "taper-bundle signature v1\n".getBytes(StandardCharsets.US_ASCII);
+    public static final byte[] COMPANION_DOMAIN = "taper-companion signature v1\n".getBytes(StandardCharsets.US_ASCII);
     /** DER prefix of an X.509 SubjectPublicKeyInfo for Ed25519 (RFC 8410), followed by the 32 raw key bytes. */
     private static final byte[] X509_PREFIX = {0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00};
 
@@ -48,7 +48,7 @@ public final class Signatures {
     }
 
     /** The verified signer of a version-6 bundle held in `data` (BundleException if the signature fails). */
-    static Signer verify(ByteBuffer data) {
+    public static Signer verify(ByteBuffer data) {
         if (data.capacity() < 64 + TRAILER) throw new BundleException("signature: the file is too short for its trailer");
         byte[] header = new byte[64];
         Bundle.bytesAt(data, 0, header);
@@ -56,7 +56,7 @@ public final class Signatures {
     }
 
     /** The verified signer of a file held in `data` whose trailer signs `domain` + `message`. */
-    static Signer verify(ByteBuffer data, byte[] message, byte[] domain, String what) {
+    public static Signer verify(ByteBuffer data, byte[] message, byte[] domain, String what) {
         long size = data.capacity();
         if (size < TRAILER) throw new BundleException("signature: the file is too short for its trailer");
         ByteBuffer trailer = Bundle.slice(data, (int) (size - TRAILER), TRAILER).order(ByteOrder.LITTLE_ENDIAN);
@@ -107,11 +107,11 @@ public final class Signatures {
     }
 
     /** BundleException unless `signer` is one of `trusted` (lower-case hex public keys). */
-    static void checkTrusted(Signer signer, Set<String> trusted) {
+    public static void checkTrusted(Signer signer, Set<String> trusted) {
         checkTrusted(signer, trusted, "bundle");
     }
 
-    static void checkTrusted(Signer signer, Set<String> trusted, String what) {
+    public static void checkTrusted(Signer signer, Set<String> trusted, String what) {
         if (signer == null)
             throw new BundleException("unsigned " + what + ": trusted keys accept only one signed by one of them "
                     + "(python -m export sign FILE --key KEY)");

@@ -1,4 +1,4 @@
-package org.taper.sdk;
+package org.taper.sdk.format;
 
 import java.io.ByteArrayOutputStream;
 import java.nio.ByteBuffer;
@@ -14,25 +14,25 @@ import java.util.List;
  * message is parsed whole, so damage anywhere in it surfaces at once as a {@link ProtoException}.
  * Values point into the caller's array (no copies of weight data).
  */
-final class Proto {
+public final class Proto {
     private Proto() {}
 
-    static final int VARINT = 0, FIXED64 = 1, LENGTH_DELIMITED = 2, FIXED32 = 5;
+    public static final int VARINT = 0, FIXED64 = 1, LENGTH_DELIMITED = 2, FIXED32 = 5;
 
     /** The bytes are not the protobuf this reader expects. */
-    static final class ProtoException extends Exception {
+    public static final class ProtoException extends Exception {
         private static final long serialVersionUID = 1L;
 
-        ProtoException(String message) { super(message); }
+        public ProtoException(String message) { super(message); }
     }
 
     /** One field: its number, and either a varint or a range of bytes of the message. */
-    static final class Field {
-        final int number;
-        final boolean isVarint;
-        final long varint;
-        final byte[] source;
-        final int offset, length;
+    public static final class Field {
+        public final int number;
+        public final boolean isVarint;
+        public final long varint;
+        public final byte[] source;
+        public final int offset, length;
 
         Field(int number, long varint) {
             this.number = number; this.isVarint = true; this.varint = varint; this.source = null; this.offset = 0; this.length = 0;
@@ -43,13 +43,13 @@ final class Proto {
         }
 
         /** The fields of this field's bytes, as a message. */
-        List<Field> message() throws ProtoException {
+        public List<Field> message() throws ProtoException {
             if (isVarint) throw new ProtoException("a message field holds an integer");
             return parse(source, offset, length);
         }
 
         /** A string field's value (strict UTF-8, as Python's bytes.decode). */
-        String text() throws ProtoException {
+        public String text() throws ProtoException {
             if (isVarint) throw new ProtoException("a string field holds an integer");
             try {
                 return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
@@ -61,7 +61,7 @@ final class Proto {
         }
 
         /** A repeated int64 field's values, packed (bytes) or not (one varint); two's complement. */
-        List<Long> packedInts() throws ProtoException {
+        public List<Long> packedInts() throws ProtoException {
             List<Long> out = new ArrayList<>();
             if (isVarint) {
                 out.add(varint);
@@ -73,7 +73,7 @@ final class Proto {
         }
 
         /** The field encoded again as onnx_proto.encode_field does: a varint, or anything else length-delimited. */
-        void encodeTo(ByteArrayOutputStream out) {
+        public void encodeTo(ByteArrayOutputStream out) {
             if (isVarint) {
                 writeVarint(out, ((long) number << 3) | VARINT);
                 writeVarint(out, varint);
@@ -86,7 +86,7 @@ final class Proto {
     }
 
     /** Every field of message bytes [offset, offset + length). */
-    static List<Field> parse(byte[] data, int offset, int length) throws ProtoException {
+    public static List<Field> parse(byte[] data, int offset, int length) throws ProtoException {
         List<Field> out = new ArrayList<>();
         int end = offset + length;
         int[] pos = {offset};
@@ -111,7 +111,7 @@ final class Proto {
         return out;
     }
 
-    static List<Field> parse(byte[] data) throws ProtoException { return parse(data, 0, data.length); }
+    public static List<Field> parse(byte[] data) throws ProtoException { return parse(data, 0, data.length); }
 
     /** A varint of at most 64 bits (onnx_proto accepts up to 70; no honest ONNX file has one that long). */
     private static long readVarint(byte[] data, int[] pos, int end) throws ProtoException {
@@ -125,7 +125,7 @@ final class Proto {
         }
     }
 
-    static void writeVarint(ByteArrayOutputStream out, long value) {
+    public static void writeVarint(ByteArrayOutputStream out, long value) {
         while (true) {
             int b = (int) (value & 0x7f);
             value >>>= 7;

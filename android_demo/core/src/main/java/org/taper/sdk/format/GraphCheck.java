@@ -1,5 +1,7 @@
-package org.taper.sdk;
+package org.taper.sdk.format;
 
+import org.taper.sdk.engines.Engine;
+import org.taper.sdk.fusion.Architecture;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;

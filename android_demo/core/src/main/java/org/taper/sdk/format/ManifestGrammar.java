@@ -1,5 +1,6 @@
-package org.taper.sdk;
+package org.taper.sdk.format;
 
+import org.taper.sdk.fusion.Architecture;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;

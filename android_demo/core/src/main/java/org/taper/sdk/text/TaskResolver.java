@@ -1,5 +1,6 @@
-package org.taper.sdk;
+package org.taper.sdk.text;
 
+import org.taper.sdk.format.Concept;
 import java.nio.FloatBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;

@@ -1,11 +1,13 @@
-package org.taper.sdk;
+package org.taper.sdk.engines;
 
+import org.taper.sdk.fusion.Architecture;
 import java.nio.ByteBuffer;
 
 /**
- * What runs the bundle's two ONNX graphs; the core does every other step of personalize() itself.
- * On Android: {@code OnnxEngine} in the app module (onnxruntime-android). On the JVM here the tests use
- * an engine that replays outputs recorded from the Python runtime (no onnxruntime jar is reachable).
+ * What runs the bundle's two ONNX graphs (in Python: sdk/engines/onnxruntime.py); the core does every other step of
+ * personalize() itself. On Android: {@code OnnxEngine} in the app module (onnxruntime-android). The core's own
+ * tests use an engine that replays outputs recorded from the Python runtime; the app's test runs OnnxEngine
+ * against the desktop onnxruntime JAR.
  */
 public interface Engine {
     /** The backbone graph's image input and the file name its weight initializers point to (sdk.fusion.folding). */

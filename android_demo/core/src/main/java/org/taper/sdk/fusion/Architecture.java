@@ -1,4 +1,4 @@
-package org.taper.sdk;
+package org.taper.sdk.fusion;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;

@@ -1,5 +1,8 @@
-package org.taper.sdk;
+package org.taper.sdk.format;
 
+import org.taper.sdk.fusion.Architecture;
+import org.taper.sdk.fusion.Bases;
+import org.taper.sdk.media.Preprocessing;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.ByteBuffer;
@@ -62,7 +65,7 @@ public final class Bundle {
     /** Who signed the bundle (its signature verified), or null: unsigned (format versions 3 to 5). */
     public final Signatures.Signer signer;
     /** The keys it was opened with (lower-case hex), or null: the policy files read for it follow too. */
-    final java.util.Set<String> trustedKeys;
+    public final java.util.Set<String> trustedKeys;
     private final ByteBuffer data;
 
     /** sdk.format.manifest's MAX_PROVENANCE_DEPTH, _VALUES and _TEXT. */
@@ -494,11 +497,11 @@ public final class Bundle {
      * missing on older Android runtimes (NoSuchMethodError there).
      */
     /** {@code out.length} bytes of {@code b} from {@code offset} (ByteBuffer.get(int, byte[]) is Android API 35). */
-    static void bytesAt(ByteBuffer b, int offset, byte[] out) {
+    public static void bytesAt(ByteBuffer b, int offset, byte[] out) {
         slice(b, offset, out.length).get(out);
     }
 
-    static ByteBuffer slice(ByteBuffer b, int offset, int length) {
+    public static ByteBuffer slice(ByteBuffer b, int offset, int length) {
         ByteBuffer d = b.duplicate();
         ((java.nio.Buffer) d).clear();
         ((java.nio.Buffer) d).position(offset);
@@ -523,7 +526,7 @@ public final class Bundle {
         return (Map<String, Object>) v;
     }
 
-    static String str(Map<String, Object> m, String key) {
+    public static String str(Map<String, Object> m, String key) {
         Object v = m.get(key);
         if (!(v instanceof String)) throw new BundleException("manifest: '" + key + "' must be a string");
         return (String) v;
@@ -535,14 +538,14 @@ public final class Bundle {
         return ((Number) v).doubleValue();
     }
 
-    static int integer(Map<String, Object> m, String key, long low, long high) {
+    public static int integer(Map<String, Object> m, String key, long low, long high) {
         Object v = m.get(key);
         if (!(v instanceof Long) || (Long) v < low || (Long) v > high)
             throw new BundleException("manifest: '" + key + "' must be an integer in [" + low + ", " + high + "]");
         return (int) (long) (Long) v;
     }
 
-    static byte[] sha256(ByteBuffer b) {
+    public static byte[] sha256(ByteBuffer b) {
         try {
             MessageDigest md = MessageDigest.getInstance("SHA-256");
             md.update(b.duplicate());
@@ -552,7 +555,7 @@ public final class Bundle {
         }
     }
 
-    static String hex(byte[] bytes) {
+    public static String hex(byte[] bytes) {
         StringBuilder s = new StringBuilder();
         for (byte x : bytes) s.append(String.format("%02x", x));
         return s.toString();

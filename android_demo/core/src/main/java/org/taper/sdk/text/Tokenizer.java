@@ -1,5 +1,7 @@
-package org.taper.sdk;
+package org.taper.sdk.text;
 
+import org.taper.sdk.format.BundleException;
+import org.taper.sdk.format.Json;
 import java.nio.charset.StandardCharsets;
 import java.text.Normalizer;
 import java.util.ArrayList;

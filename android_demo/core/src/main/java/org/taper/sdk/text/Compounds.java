@@ -1,4 +1,4 @@
-package org.taper.sdk;
+package org.taper.sdk.text;
 
 import java.io.IOException;
 import java.io.InputStream;
