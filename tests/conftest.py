@@ -1,13 +1,50 @@
 import os
-import shutil
-from pathlib import Path
 
-import pytest
+# `make test` runs one pytest worker per core (pytest-xdist, pyproject.toml's addopts). torch's OpenMP threads
+# busy-wait, so two workers of two threads each on two cores ran the suite at a third of its serial speed
+# (2026-11-29: 20 min against 11; a tiny run's test took 263 s against 29 s). One thread per worker, and
+# for the processes the tests start, set before anything imports torch (the imports below do).
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
 
-from trainer.data.synthetic import make_synthetic_dataset
+import fcntl  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from trainer.data.synthetic import make_synthetic_dataset  # noqa: E402
 
 # Each test compiles as a fresh process would; tests/test_device_cache.py turns the warm-start cache on.
 os.environ["TAPER_DEVICE_CACHE"] = "0"
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Path:
+    """`build(folder)` run once for the whole test run, its result shared by every worker.
+
+    `make test` runs pytest on every core (pytest-xdist, pyproject.toml's addopts), and each worker process
+    runs the session fixtures of its own. A trained run, a bundle or a lowered companion takes seconds to a
+    minute to build, so the first worker to ask builds it in a folder beside the workers' own, under a file
+    lock, and the others wait for it and reuse it. Without workers (`pytest -n 0`) it is
+    built in the session's temporary folder as before. A build that fails leaves no result: the next worker
+    to ask tries again and fails the same way."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return build(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent / "shared"
+    shared.mkdir(exist_ok=True)
+    done = shared / f"{name}.json"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes, even if build raises
+        if done.exists():
+            return Path(json.loads(done.read_text())["path"])
+        folder = shared / name
+        shutil.rmtree(folder, ignore_errors=True)   # a half-built folder of a failed build
+        folder.mkdir()
+        result = build(folder)
+        done.write_text(json.dumps({"path": str(result)}))
+        return result
 
 
 @pytest.fixture(scope="session")
@@ -59,14 +96,14 @@ def tiny_run(tmp_path_factory) -> Path:
     """A finished `tiny` preset run (stages 1-3), trained once per test session."""
     from trainer.run import run
 
-    return run(tmp_path_factory.mktemp("runs") / "tiny", "tiny", progress=False)
+    return built_once(tmp_path_factory, "runs", lambda folder: run(folder / "tiny", "tiny", progress=False))
 
 
 @pytest.fixture(scope="session")
 def tiny_bundle(tiny_run, tmp_path_factory) -> Path:
     from export.bundle import bundle_run
 
-    return bundle_run(tiny_run, tmp_path_factory.mktemp("bundles") / "tiny.taper")
+    return built_once(tmp_path_factory, "bundles", lambda folder: bundle_run(tiny_run, folder / "tiny.taper"))
 
 
 @pytest.fixture(scope="session")
@@ -92,4 +129,5 @@ def tiny_companion(tiny_bundle, tmp_path_factory) -> Path:
     pytest.importorskip("executorch")
     from export.executorch_program import export_companion
 
-    return export_companion(tiny_bundle, tmp_path_factory.mktemp("xnnpack") / "tiny.taper.xnnpack")
+    return built_once(tmp_path_factory, "xnnpack",
+                      lambda folder: export_companion(tiny_bundle, folder / "tiny.taper.xnnpack"))
