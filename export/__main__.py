@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
                       "conversion adds (trainer/data/everyday_collections.json): WordNet concepts only")
     pack.add_argument("--no-facets", dest="facets", action="store_false",
                       help="leave out the class facets (trainer/data/class_facets.json), keep the collections")
+    pack.add_argument("--no-english", dest="english", action="store_false",
+                      help="for one's own classes, leave out what WordNet adds (trainer/data/english.py): the "
+                      "kinds above the classes as concepts, their synonyms and glosses; only the vocabulary's words")
     pack.add_argument("--sign", type=Path, default=None, metavar="KEY",
                       help="sign the bundle with this private key (python -m export keygen)")
     keygen = sub.add_parser("keygen", help="make an Ed25519 signing key: KEY (private, mode 0600) and KEY.pub")
@@ -72,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 key = SigningKey.load(args.sign)       # before the minutes of exporting, not after
             path = bundle_run(args.run_dir, args.out, args.variant, Mode.parse(args.mode), args.collections,
-                              args.facets, key=key)
+                              args.facets, key=key, english=args.english)
             print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB{', signed by key ' + key.key_id if key else ''})")
             from sdk.format.bundle import Bundle
 

@@ -6,11 +6,15 @@ vocabulary nobody tuned on, beside the worked example. Writes docs/results/words
 1. The held-out set (scripts/heldout_data: 38 plain-named classes, a vocabulary of its eight group names only,
    88 queries written before any resolver change for issue 72) is built from the shared Tiny ImageNet archive
    and trained briefly (`demo` preset, stage 1 for TRAIN_EPOCHS epochs: the resolver reads only the bundle's
-   words and the text encoder, never its weights), exported, and its queries scored: groups and phrasings
-   by precision and recall of the classes taken, missing names by whether the resolution says so and how
-   many unrelated classes it returns (scripts/own_photos.score_queries, the worked example's checker).
-2. The worked example's bundle (`make own-photos`, if built) is scored on its own queries beside it.
-3. The median time to resolve one of the held-out descriptions, and the bundle's size.
+   words and the text encoder, never its weights), exported twice, with only the vocabulary's words
+   (`--no-english`: the "before" row) and with what WordNet adds (trainer/data/english.py, the default),
+   and its queries scored on both: groups and phrasings by precision and recall of the classes taken,
+   missing names by whether the resolution says so and how many unrelated classes it returns
+   (scripts/own_photos.score_queries, the worked example's checker).
+2. The worked example's run (`make own-photos`, if built) is exported the same two ways and scored on its
+   own queries beside it.
+3. The median time to resolve one of the held-out descriptions, and the bundle's size with English over
+   the size without (`bundle_bytes_ratio`).
 """
 
 from __future__ import annotations
@@ -64,19 +68,24 @@ def main(argv: list[str] | None = None) -> int:
     fresh = not (run_dir / "config.json").exists()
     run(run_dir, "demo" if fresh else None, {"data": str(photos), "stage1_epochs": TRAIN_EPOCHS} if fresh else {},
         progress=False)
-    bundle_path = work / "heldout.taper"
-    if not bundle_path.exists():
-        bundle_run(run_dir, bundle_path)
+    words_only = bundle_run(run_dir, work / "heldout-words-only.taper", english=False)
+    bundle_path = bundle_run(run_dir, work / "heldout.taper")
     bundle = sdk.load(bundle_path)
     heldout = score_queries(bundle, HELDOUT)
     spec = json.loads((HELDOUT / "queries.json").read_text())
     result = {"heldout": score_summary(heldout),
+              "heldout_before": score_summary(score_queries(sdk.load(words_only), HELDOUT)),
+              "english": bundle.manifest.provenance.get("english"),
               "heldout_rows": {k: heldout[k]["rows"] for k in ("groups", "phrasings", "missing")}}
-    worked = cache_root() / "own-photos" / "my-photos.taper"
-    if worked.exists():
-        result["worked_example"] = score_summary(score_queries(sdk.load(worked), HERE))
+    worked_run = cache_root() / "own-photos" / "run-demo"
+    if (worked_run / "eval.json").exists():
+        before = bundle_run(worked_run, work / "worked-words-only.taper", english=False)
+        after = bundle_run(worked_run, work / "worked.taper")
+        result["worked_example"] = score_summary(score_queries(sdk.load(after), HERE))
+        result["worked_example_before"] = score_summary(score_queries(sdk.load(before), HERE))
     result["resolve_ms_median"] = resolve_ms(bundle, [*spec["groups"], *spec["phrasings"], *spec["missing"]])
     result["bundle_bytes"] = bundle_path.stat().st_size
+    result["bundle_bytes_ratio"] = round(bundle_path.stat().st_size / words_only.stat().st_size, 4)
     result.update(cpu=describe(), command=COMMAND)
     print(json.dumps({k: v for k, v in result.items() if not k.endswith("rows")}, indent=1))
     if args.results:

@@ -16,9 +16,12 @@ command -v aapt2 >/dev/null 2>&1 || debian+=(aapt)
 # - the fusion kernel built for aarch64 and checked under emulation (tests/test_cross_kernel.py)
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || debian+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null 2>&1 || debian+=(qemu-user)
+# - WordNet's nouns, read at training and export time to give a vocabulary English senses and concepts
+#   (trainer/data/english.py, tests/test_english.py); a device never reads them
+[ -f /usr/share/wordnet/data.noun ] || debian+=(wordnet-base)
 if [ ${#debian[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "[setup] installing ${debian[*]} (Debian) for the page, Android and aarch64 tests"
+    echo "[setup] installing ${debian[*]} (Debian) for the page, Android, aarch64 and WordNet tests"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         "${debian[@]}"; } >/dev/null || echo "[setup] WARNING: the Debian install failed"
   else

@@ -43,7 +43,11 @@ def write_vocabulary(data: Path, out: Path | None) -> None:
         raise DataError(f"{target} exists: edit it (this command never overwrites)")
     if data.is_dir() and (data / "train").is_dir() and not (data / "wnids.txt").exists():
         ids = sorted(p.name for p in (data / "train").iterdir() if p.is_dir() and not p.name.startswith("."))
-        text, what = starter_text(ids), "add aliases and groups (docs/training.md)"
+        senses = starter_senses(ids)
+        text, what = starter_text(ids, senses), "add aliases and groups (docs/training.md)"
+        if senses is not None:
+            found = sum(bool(v) for v in senses.values())
+            what += f"; check the WordNet senses listed for {found} of {len(ids)} classes"
         Vocabulary.from_text(text, ids, str(target))   # what is written always loads
     else:
         source = open_source(data)
@@ -55,6 +59,24 @@ def write_vocabulary(data: Path, out: Path | None) -> None:
     partial.write_text(text, encoding="utf-8")
     partial.replace(target)
     print(f"wrote {target} ({len(ids)} classes): {what}")
+
+
+def starter_senses(class_ids: list[str]) -> dict[str, list[tuple[str, str]]] | None:
+    """The WordNet senses of each class folder's name (trainer/data/english.py, at most MAX_SENSES, most used
+    first), as (id, "name: gloss"); None, and a note, where WordNet's files are not installed."""
+    from .data.english import MAX_SENSES, WordNet
+    from .data.vocabulary import Vocabulary
+
+    try:
+        wordnet = WordNet()
+    except DataError as e:
+        print(f"note: no WordNet senses in the starter: {e}")
+        return None
+    out = {}
+    for c, words in Vocabulary.default(class_ids).classes.items():
+        found = [wordnet.synset(s) for s in wordnet.senses(words.name)[:MAX_SENSES]]
+        out[c] = [(s.id, f"{s.names[0]}: {s.gloss}") for s in found]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ of two or more classes as a concept, and the SDK resolves descriptions against a
     name = "golden retriever"          # optional: the folder name with "_" read as a space
     aliases = ["goldie"]
     description = "a large dog with a golden coat"
+    wordnet = "n02099601"              # optional: its English sense (trainer/data/english.py), or false
 
     [groups.dogs]
     aliases = ["dog", "puppies"]
@@ -24,6 +25,7 @@ of two or more classes as a concept, and the SDK resolves descriptions against a
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +43,7 @@ MAX_DESCRIPTION = 1000  # characters of a description
 MAX_ALIASES = 63          # a group's name and aliases are its concept's names: at most 64 in a bundle
 MAX_FILE_BYTES = 16 << 20   # a vocabulary is words: larger is a mistake (a photo saved under the name?)
 MAX_GROUPS = 100_000      # a bundle holds at most this many concepts (sdk.format.bundle.MAX_CONCEPTS)
+WORDNET_ID = re.compile(r"n\d{8}")   # a WordNet 3.0 noun sense, as Tiny ImageNet's class ids
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class ClassWords:
     name: str
     aliases: tuple[str, ...] = ()
     description: str = ""
+    wordnet: str | bool | None = None   # its WordNet sense: an id pinned, False for none, None to choose one
 
     @property
     def synonyms(self) -> str:
@@ -68,6 +72,7 @@ class GroupWords:
     members: tuple[str, ...]
     description: str = ""
     supercategory: bool = False
+    wordnet: str | bool | None = None   # as ClassWords.wordnet
 
 
 @dataclass
@@ -178,6 +183,7 @@ class Vocabulary:
                 lines.append(f"aliases = {_toml_list(words.aliases)}")
             if words.description:
                 lines.append(f"description = {_toml_string(words.description)}")
+            lines += _wordnet_line(words.wordnet)
             lines.append("")
         for g, group in self.groups.items():
             lines.append(f"[groups.{_toml_key(g)}]")
@@ -189,6 +195,7 @@ class Vocabulary:
                 lines.append(f"description = {_toml_string(group.description)}")
             if group.supercategory:
                 lines.append("supercategory = true")
+            lines += _wordnet_line(group.wordnet)
             lines += [f"members = {_toml_list(group.members)}", ""]
         return "\n".join(lines)
 
@@ -227,19 +234,42 @@ class Vocabulary:
                               f"description saying one takes them all: {shown}{more}")
 
 
-def starter_text(class_ids: list[str]) -> str:
+def starter_text(class_ids: list[str], senses: dict[str, list[tuple[str, str]]] | None = None) -> str:
     """A vocabulary.toml to start from: every class with its default name, and a commented group to copy.
+
+    `senses`: class id -> the WordNet senses of its name, as (id, "name: gloss"), most used first
+    (trainer/data/english.py), listed as comments for a person to check and to pin one of: unpinned, the
+    exporter takes the one like the other classes of the class's groups.
 
     >>> print(starter_text(["school_bus"]).splitlines()[3])
     [classes.school_bus]
+    >>> print(starter_text(["bee"], {"bee": [("n02206856", "bee: a hairy-bodied insect")]}).splitlines()[10])
+    #   wordnet = "n02206856"   # bee: a hairy-bodied insect
     """
     lines = ["# The words people will type for these classes (docs/training.md, \"The vocabulary file\").",
-             "# Give each class a short name and aliases, then add groups; everything is optional.", ""]
+             "# Give each class a short name and aliases, then add groups; everything is optional."]
+    if senses is not None:
+        lines += ["# wordnet: the senses of each class's name in WordNet. Unpinned, the exporter takes the one like",
+                  "# the other classes of its groups (WordNet's first on a tie) and adds its synonyms, description",
+                  "# and the kinds above it to the bundle. Pin one by removing its '#', or write wordnet = false."]
+    lines.append("")
     for c in class_ids:
-        lines += [f"[classes.{_toml_key(c)}]", f"name = {_toml_string(_folder_name(c))}", "aliases = []", ""]
+        lines += [f"[classes.{_toml_key(c)}]", f"name = {_toml_string(_folder_name(c))}", "aliases = []"]
+        if senses is not None:
+            lines += _sense_lines(senses.get(c, []))
+        lines.append("")
     lines += ["# [groups.animals]", '# aliases = ["creatures"]', "# members = [" + ", ".join(
         json.dumps(c, ensure_ascii=False) for c in class_ids[:2]) + "]   # class ids or other groups' names", ""]
     return "\n".join(lines)
+
+
+def _sense_lines(senses: list[tuple[str, str]]) -> list[str]:
+    def line(sense: tuple[str, str]) -> str:
+        return f"wordnet = {_toml_string(sense[0])}   # {' '.join(sense[1].split())[:100]}"
+
+    if not senses:
+        return ["# wordnet: none for this name; it is read as a kind of its last word (or write wordnet = false)"]
+    return [f"# wordnet: {len(senses)} sense{'s' if len(senses) > 1 else ''}:", *(f"#   {line(s)}" for s in senses)]
 
 
 def _folder_name(class_id: str) -> str:
@@ -283,17 +313,17 @@ def _aliases(value, what: str) -> tuple[str, ...]:
 def _class_words(class_id: str, body, what: str) -> ClassWords:
     if not isinstance(body, dict):
         raise DataError(f"{what} must be a table")
-    _keys(body, {"name", "aliases", "description"}, what)
+    _keys(body, {"name", "aliases", "description", "wordnet"}, what)
     name = _text(body["name"], f"{what}: name") if "name" in body else _folder_name(class_id)
     description = _text(body["description"], f"{what}: description", MAX_DESCRIPTION) if "description" in body else ""
     aliases = tuple(a for a in _aliases(body.get("aliases", []), what) if name_key(a) != name_key(name))
-    return ClassWords(class_id, name, aliases, description)
+    return ClassWords(class_id, name, aliases, description, _wordnet(body.get("wordnet"), what))
 
 
 def _group_words(key: str, body, what: str) -> GroupWords:
     if not isinstance(body, dict):
         raise DataError(f"{what} must be a table")
-    _keys(body, {"name", "aliases", "members", "description", "supercategory"}, what)
+    _keys(body, {"name", "aliases", "members", "description", "supercategory", "wordnet"}, what)
     _text(key, f"{what}: the group's key")
     name = _text(body["name"], f"{what}: name") if "name" in body else _text(key, f"{what}: the group's key")
     supercategory = body.get("supercategory", False)
@@ -304,7 +334,22 @@ def _group_words(key: str, body, what: str) -> GroupWords:
         raise DataError(f"{what}: members must be a non-empty list of class ids or group names")
     description = _text(body["description"], f"{what}: description", MAX_DESCRIPTION) if "description" in body else ""
     aliases = tuple(a for a in _aliases(body.get("aliases", []), what) if name_key(a) != name_key(name))
-    return GroupWords(key, name, aliases, tuple(dict.fromkeys(members)), description, supercategory)
+    return GroupWords(key, name, aliases, tuple(dict.fromkeys(members)), description, supercategory,
+                      _wordnet(body.get("wordnet"), what))
+
+
+def _wordnet(value, what: str) -> str | bool | None:
+    """`wordnet = "n02206856"` pins a WordNet noun sense, `wordnet = false` opts out; absent: one is chosen."""
+    if value is None or value is False:
+        return value
+    if not isinstance(value, str) or not WORDNET_ID.fullmatch(value):
+        raise DataError(f"{what}: wordnet must be a WordNet noun id (\"n\" and 8 digits, as \"n02206856\") or "
+                        f"false, got {value!r}")
+    return value
+
+
+def _wordnet_line(value: str | bool | None) -> list[str]:
+    return [] if value is None else ["wordnet = false" if value is False else f"wordnet = {_toml_string(value)}"]
 
 
 def _toml_string(text: str) -> str:

@@ -1,0 +1,134 @@
+"""English knowledge for any vocabulary (issue 72, part 1): trainer/data/english.py reads WordNet's noun files,
+chooses each class's and group's sense, and the exporter adds the kinds above them as concepts."""
+
+import os
+
+import pytest
+
+from trainer.data.english import ID_PREFIX, WORDNET_DIR, WordNet, choose_senses, english_for
+from trainer.data.errors import DataError
+from trainer.data.vocabulary import Vocabulary
+
+needs_wordnet = pytest.mark.skipif(not (WORDNET_DIR / "data.noun").is_file() and not os.environ.get("CI"),
+                                   reason="WordNet's noun files are not installed (make setup: wordnet-base)")
+
+
+@pytest.fixture(scope="module")
+def wordnet() -> WordNet:
+    return WordNet()
+
+
+def vocabulary(groups: dict[str, list[str]], extra: list[str] = (), body: str = "") -> Vocabulary:
+    ids = sorted({c for members in groups.values() for c in members} | set(extra))
+    text = "".join(f'[groups."{g}"]\nmembers = {members!r}\n'.replace("'", '"') for g, members in groups.items())
+    return Vocabulary.from_text(text + body, ids)
+
+
+@needs_wordnet
+def test_the_reader_gives_senses_in_wordnets_order_plurals_and_kinds(wordnet):
+    assert wordnet.senses("bees")[0] == "n02206856"
+    assert wordnet.senses("geese")[0] == wordnet.senses("goose")[0]          # noun.exc
+    assert wordnet.senses("Sea-Animals")[0] == wordnet.senses("sea animal")[0]
+    assert wordnet.senses("qwzx") == []
+    bee = wordnet.synset("n02206856")
+    assert bee.names == ("bee",) and bee.gloss.startswith("any of numerous hairy-bodied insects")
+    insect = wordnet.senses("insect")[0]
+    assert insect in wordnet.ancestors("n02206856") and wordnet.depth(insect) > wordnet.depth("n00001740")
+    with pytest.raises(DataError, match="not a WordNet noun id"):
+        wordnet.synset("bee")
+    with pytest.raises(DataError, match="no noun sense"):
+        wordnet.synset("n00000001")
+
+
+def test_a_missing_wordnet_is_a_data_error_that_says_how_to_install_it(tmp_path):
+    with pytest.raises(DataError, match="make setup"):
+        WordNet(tmp_path)
+
+
+@needs_wordnet
+def test_a_sense_is_chosen_like_its_neighbours_and_a_misfit_is_told(wordnet):
+    v = vocabulary({"fruit": ["banana", "lemon", "orange"], "dogs": ["chihuahua", "poodle", "labrador", "beagle"]})
+    senses, how, notes = choose_senses(v, wordnet)
+    gloss = {c: wordnet.synset(s).gloss for c, s in senses.items()}
+    assert "fruit" in gloss["banana"] and "banana tree" not in wordnet.synset(senses["banana"]).names
+    assert wordnet.senses("banana")[0] != senses["banana"] and "sense 2" in how["banana"]
+    assert "dog" in gloss["chihuahua"] and how["lemon"] == "name 'lemon'"          # WordNet's first, kept
+    assert "labrador" not in senses and any("'labrador'" in n and "pin one" in n for n in notes)
+
+
+@needs_wordnet
+def test_a_pin_wins_and_false_opts_out(wordnet):
+    body = '[classes.bee]\nwordnet = "n07975909"\n[classes.ant]\nwordnet = false\n'   # a spelling bee
+    v = vocabulary({"insects": ["bee", "ant", "wasp"]}, body=body)
+    senses, how, _ = choose_senses(v, wordnet)
+    assert senses["bee"] == "n07975909" and how["bee"] == "pinned" and "ant" not in senses
+    bad = vocabulary({"insects": ["bee", "ant"]}, body='[classes.bee]\nwordnet = "n00000001"\n')
+    with pytest.raises(DataError, match="no noun sense"):
+        choose_senses(bad, wordnet)
+
+
+@needs_wordnet
+def test_the_kinds_above_the_classes_become_concepts_with_synonyms(wordnet):
+    v = vocabulary({"cats": ["lion", "cougar", "tabby_cat"], "sea animals": ["jellyfish", "american_lobster",
+                                                                               "spiny_lobster", "dugong"],
+                    "kitchen": ["frying_pan", "wok"]})
+    english = english_for(v, wordnet)
+    names = {n: c for c in english.concepts for n in c["names"]}
+    ids = list(v.classes)
+    held = {n: {ids[i] for i in c["members"]} for n, c in names.items()}
+    assert held["feline"] == {"lion", "cougar", "tabby_cat"} and held["cat"] == {"cougar", "tabby_cat"}
+    assert held["crustacean"] == {"american_lobster", "spiny_lobster"}   # the animals, not their flesh
+    assert held["cooking utensil"] == {"frying_pan", "wok"}
+    assert held["sea creature"] == {"jellyfish", "american_lobster", "spiny_lobster", "dugong"}   # the group's sense
+    assert all(c["id"].startswith(ID_PREFIX) and 2 <= len(c["members"]) < len(ids) for c in english.concepts)
+    assert "kitchen" not in english.group_senses and any("'kitchen'" in n for n in english.notes)   # a room
+    assert "mountain lion" in english.aliases["cougar"] and "tabby cat" not in english.aliases["tabby_cat"]
+    assert english.descriptions["wok"].startswith("pan with a convex bottom")
+
+
+@needs_wordnet
+def test_a_name_wordnet_lacks_is_read_as_a_kind_of_its_last_word(wordnet):
+    v = vocabulary({"vehicles": ["shiny_red_sportscar", "school_bus"]}, ["bee"], body='[classes.shiny_red_sportscar]\n'
+                   'name = "my shiny red car"\ndescription = "mine"\n')
+    english = english_for(v, wordnet)
+    assert english.how["shiny_red_sportscar"] == "kind of 'car'"
+    assert "shiny_red_sportscar" not in english.aliases and "shiny_red_sportscar" not in english.descriptions
+    held = {n: {list(v.classes)[i] for i in c["members"]} for c in english.concepts for n in c["names"]}
+    assert held["conveyance"] == {"shiny_red_sportscar", "school_bus"}
+
+
+@needs_wordnet
+def test_the_exporter_adds_concepts_synonyms_and_glosses_marked_as_derived(tmp_path):
+    from export.bundle import class_entry, with_english
+
+    ids = ["lion", "cougar", "tabby_cat", "wok", "frying_pan"]
+    (tmp_path / "vocabulary.toml").write_text('[classes.wok]\ndescription = "mine"\n'
+                                              '[groups.cats]\nmembers = ["lion", "cougar", "tabby_cat"]\n')
+    rows = {"classes": [class_entry(c, c.replace("_", " "), [c], "mine" if c == "wok" else "") for c in ids],
+            "supercategories": {},
+            "concepts": [{"id": "cats", "names": ["cats"], "members": [0, 1, 2]}]}
+    classes, added = with_english(rows, tmp_path, ids)
+    assert classes["concepts"][0] == rows["concepts"][0]                     # the author's words stay first
+    derived = {n: c["members"] for c in classes["concepts"][1:] for n in c["names"]}
+    assert derived["feline"] == [0, 1, 2] and derived["cooking utensil"] == [3, 4]
+    assert all(c["id"].startswith(ID_PREFIX) for c in classes["concepts"][1:])
+    by_id = {r["id"]: r for r in classes["classes"]}
+    assert "mountain lion" in by_id["cougar"]["aliases"] and by_id["wok"]["description"] == "mine"
+    assert by_id["frying_pan"]["description"].startswith("a pan used for frying")
+    assert added["classes"] == 5 and added["concepts"] == len(classes["concepts"]) - 1 and added["descriptions"] == 4
+    wnids = ["n02129165", "n02125311"]                                       # WordNet's own classes: as they are
+    assert with_english({"classes": [], "concepts": []}, tmp_path, wnids) == ({"classes": [], "concepts": []}, {})
+
+
+@needs_wordnet
+def test_the_starter_lists_each_names_senses_to_pin(tmp_path):
+    from trainer.__main__ import main
+
+    for name in ("bee", "labrador", "red fire truck"):
+        (tmp_path / "train" / name).mkdir(parents=True)
+    assert main(["vocabulary", "--data", str(tmp_path)]) == 0
+    text = (tmp_path / "vocabulary.toml").read_text()
+    assert '#   wordnet = "n02206856"   # bee: any of numerous hairy-bodied insects' in text
+    assert "# wordnet: 1 sense:" in text and "none for this name" in text
+    pinned = text.replace('#   wordnet = "n02206856"', 'wordnet = "n02206856"')
+    assert Vocabulary.from_text(pinned, ["bee", "labrador", "red fire truck"]).classes["bee"].wordnet == "n02206856"

@@ -1,0 +1,320 @@
+"""English knowledge for any vocabulary (issue 72): the WordNet sense of each class and group name, and the
+kinds of thing above those senses, so that a bundle of a person's own classes understands "felines" or
+"crustaceans" though its author wrote only "cats" and "sea animals".
+
+Read at training and export time only, from WordNet 3.0's noun files (Debian's `wordnet-base`, installed by
+`make setup`: /usr/share/wordnet/index.noun, data.noun, noun.exc). A device reads nothing of it: what it
+needs, the concepts, their names and the class descriptions, goes into the bundle (export/bundle.py).
+
+Which sense: the vocabulary's pin (`wordnet = "n02206856"`), none where it opts out (`wordnet = false`),
+else the first noun sense (WordNet orders senses by how often they are used) of the name, of an alias, or
+of the id, plural or not ("cats" -> cat). A class name WordNet lacks ("red sports car") is read as a kind
+of its last word ("car"). A group's sense is kept only if it is a class sense or above one of its classes'
+senses: "kitchen" is first a room, which holds no frying pan, so it gets none (the notes say so).
+
+>>> wn = WordNet()                                       # doctest: +SKIP
+>>> wn.synset(wn.first_sense("bees")).names[:2], wn.synset(wn.first_sense("bees")).gloss[:22]   # doctest: +SKIP
+(('bee',), 'any of numerous hairy-b')
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import DataError
+
+WORDNET_DIR = Path("/usr/share/wordnet")
+ID_PREFIX = "wordnet/"       # the concepts it adds are keyed wordnet/<offset>: derived, not the author's
+WNID = re.compile(r"n\d{8}")
+# WordNet's own rules for noun endings (morphy): a plural form -> the singular to look up
+SUFFIXES = (("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"), ("men", "man"),
+            ("ies", "y"), ("s", ""))
+HYPERNYMS = ("@", "@i")      # pointer symbols of a noun's hypernyms and instance hypernyms
+MAX_DEPTH = 40               # WordNet's noun hierarchy is at most ~20 deep; more is a damaged file
+LICENSE = ("WordNet 3.0 (Princeton University): the WordNet licence, in the NOTICE member; the concepts "
+           "keyed wordnet/ and the class descriptions marked wordnet are derived from it")
+
+
+@dataclass(frozen=True)
+class Synset:
+    """One noun sense: its id (n + offset, as Tiny ImageNet's), its names (lemmas, spaces for "_"), the ids of
+    its hypernyms, and its gloss (the definition, without the quoted examples)."""
+    id: str
+    names: tuple[str, ...]
+    hypernyms: tuple[str, ...]
+    gloss: str
+
+
+class WordNet:
+    """WordNet 3.0's nouns from `folder`; DataError naming the file and `make setup` when it is missing."""
+
+    def __init__(self, folder: Path = WORDNET_DIR):
+        self.folder = Path(folder)
+        self.index = _read_index(self._path("index.noun"))
+        self.exceptions = _read_exceptions(self._path("noun.exc"))
+        self._data = self._path("data.noun")
+        self._depths: dict[str, int] = {}
+
+    def _path(self, name: str) -> Path:
+        path = self.folder / name
+        if not path.is_file():
+            raise DataError(f"{path}: WordNet's noun files not found (Debian's wordnet-base: `make setup` installs "
+                            "it, or apt-get install wordnet-base); they are read at training and export time only")
+        return path
+
+    def senses(self, phrase: str) -> list[str]:
+        """The noun senses of a phrase, most used first: itself, else its singular ("geese" -> goose)."""
+        key = "_".join(phrase.lower().replace("-", " ").split())
+        for form in (key, *self.singulars(key)):
+            if form in self.index:
+                return list(self.index[form])
+        return []
+
+    def singulars(self, key: str) -> list[str]:
+        """WordNet's singular forms of a plural noun (its exception list, then its suffix rules), last word only."""
+        head, _, last = key.rpartition("_")
+        forms = list(self.exceptions.get(last, ()))
+        forms += [last[: -len(end)] + to for end, to in SUFFIXES if last.endswith(end) and len(last) > len(end) + 1]
+        return [f"{head}_{f}" if head else f for f in dict.fromkeys(forms)]
+
+    def first_sense(self, phrase: str) -> str | None:
+        senses = self.senses(phrase)
+        return senses[0] if senses else None
+
+    def synset(self, synset_id: str) -> Synset:
+        return _read_synset(self._data, synset_id)
+
+    def depth(self, synset_id: str) -> int:
+        """Edges on the longest hypernym path up to the root (entity: 0; animal: 6; artifact: 4; food: 4)."""
+        if synset_id not in self._depths:
+            hypernyms = self.synset(synset_id).hypernyms
+            self._depths[synset_id] = 0   # a cycle in a damaged file ends here instead of recursing forever
+            self._depths[synset_id] = 1 + max(map(self.depth, hypernyms)) if hypernyms else 0
+        return self._depths[synset_id]
+
+    def kinds(self, synset_id: str) -> set[str]:
+        """The sense and every kind of thing above it."""
+        return {synset_id, *self.ancestors(synset_id)}
+
+    def alike(self, a: str, b: str) -> bool:
+        """Whether two senses share a kind at least FIT_DEPTH deep: an animal, an artifact, food."""
+        return any(self.depth(k) >= FIT_DEPTH for k in self.kinds(a) & self.kinds(b))
+
+    def ancestors(self, synset_id: str) -> list[str]:
+        """Every hypernym above a sense (all paths, instance hypernyms too), nearest first, itself excluded."""
+        found: dict[str, None] = {}
+        frontier, depth = [synset_id], 0
+        while frontier and depth < MAX_DEPTH:
+            frontier = [h for s in frontier for h in self.synset(s).hypernyms if h not in found]
+            found.update(dict.fromkeys(frontier))
+            depth += 1
+        return list(found)
+
+
+def _read_index(path: Path) -> dict[str, tuple[str, ...]]:
+    """index.noun: lemma -> its synset ids in sense order (lemma, pos, synset_cnt, p_cnt, p_cnt pointer
+    symbols, sense_cnt, tagsense_cnt, then synset_cnt offsets)."""
+    index = {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith(" "):   # the licence at the top of the file
+                continue
+            cols = line.split()
+            try:
+                count, pointers = int(cols[2]), int(cols[3])
+                offsets = cols[6 + pointers: 6 + pointers + count]
+            except (IndexError, ValueError):
+                raise DataError(f"{path}: not WordNet's index.noun (line {line[:60]!r})") from None
+            index[cols[0]] = tuple(f"n{o}" for o in offsets)
+    return index
+
+
+def _read_exceptions(path: Path) -> dict[str, tuple[str, ...]]:
+    """noun.exc: irregular plural -> its singulars ("geese" -> goose)."""
+    out = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        cols = line.split()
+        if len(cols) >= 2:
+            out[cols[0]] = tuple(cols[1:])
+    return out
+
+
+@lru_cache(maxsize=200_000)
+def _read_synset(data: Path, synset_id: str) -> Synset:
+    """The synset at its byte offset in data.noun (WordNet's offsets are byte offsets)."""
+    if not WNID.fullmatch(synset_id):
+        raise DataError(f"{synset_id!r} is not a WordNet noun id (n and 8 digits, as n02206856)")
+    with open(data, "rb") as f:
+        f.seek(int(synset_id[1:]))
+        line = f.readline().decode("utf-8", errors="replace")
+    if not line.startswith(synset_id[1:] + " "):
+        raise DataError(f"{data}: no noun sense {synset_id}")
+    head, _, gloss = line.partition(" | ")
+    cols = head.split()
+    count = int(cols[3], 16)
+    names = tuple(cols[4 + 2 * i].replace("_", " ") for i in range(count))
+    at = 4 + 2 * count
+    pointers = int(cols[at])
+    hypernyms = tuple(f"n{cols[at + 2 + 4 * i]}" for i in range(pointers)
+                      if cols[at + 1 + 4 * i] in HYPERNYMS and cols[at + 3 + 4 * i] == "n")
+    return Synset(synset_id, tuple(re.sub(r"\([a-z]+\)$", "", n) for n in names), hypernyms,
+                  gloss.split('; "')[0].strip().rstrip(";").strip())
+
+
+MAX_SENSES = 8           # the senses of a name compared with its context (WordNet's lemmas have at most ~30)
+FIT_DEPTH = 4            # a kind this deep is specific: artifact, food, organism (not object, whole, matter)
+
+
+@dataclass
+class English:
+    """What WordNet adds to a vocabulary: per class its sense (and how it was found), the concepts above the
+    senses, the synonyms of each class's sense and the glosses of the classes without a description."""
+    senses: dict[str, str]            # class id -> synset id
+    how: dict[str, str]               # class id -> "pinned", "name 'bee'", "kind of 'car'" (its last word)
+    group_senses: dict[str, str]      # group key -> synset id, kept where it fits the group's classes
+    concepts: list[dict]              # {"id": "wordnet/n...", "names", "members"}: ClassHierarchy.concepts' form
+    aliases: dict[str, tuple[str, ...]]
+    descriptions: dict[str, str]
+    notes: list[str]
+
+
+def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """Each class's sense, and how it was found: the pinned one; none for `wordnet = false`; else, of the
+    senses of its name (then of an alias, then of its id), the one that is a kind of thing like the most of
+    its neighbours (the other classes of its groups; all other classes for a class in none), WordNet's first
+    on a tie. "banana" among lemons and
+    oranges is the fruit, not WordNet's first, the banana tree; "american lobster" among jellyfish and
+    corals the animal, not its flesh; "labrador" among dogs has only the Canadian region, like none of
+    them, so it gets none, and a note says to pin one (a class in no group keeps WordNet's first then).
+
+    Like: the two share a kind at least FIT_DEPTH deep (an animal, an artifact, food), not only "object" or
+    "matter". The neighbours' senses are their first ones, then, in a second pass, the ones chosen."""
+    pinned, asked, notes = {}, {}, []
+    for c, words in vocabulary.classes.items():
+        if words.wordnet is False:
+            continue
+        if isinstance(words.wordnet, str):
+            wordnet.synset(words.wordnet)   # a pin that is no sense is the author's mistake: DataError
+            pinned[c] = words.wordnet
+            continue
+        found, said = _name_senses(wordnet, c, words)
+        if found:
+            asked[c] = (found, said)
+        else:
+            notes.append(f"class {c!r}: no English noun in WordNet for {words.name!r}")
+    grouped = {c: [m for g in vocabulary.groups if c in vocabulary.members(g) for m in vocabulary.members(g) if m != c]
+               for c in asked}
+    neighbours = {c: grouped[c] or [m for m in vocabulary.classes if m != c] for c in asked}
+    chosen = {**{c: found[0] for c, (found, _) in asked.items()}, **pinned}
+    for _ in range(2):
+        current = dict(chosen)
+        for c, (found, _) in asked.items():
+            around = [current[m] for m in dict.fromkeys(neighbours[c]) if m in current]
+            if around:
+                liked = [sum(wordnet.alike(s, n) for n in around) for s in found]
+                chosen[c] = found[liked.index(max(liked))] if max(liked) or not grouped[c] else None
+    senses, how = dict(pinned), dict.fromkeys(pinned, "pinned")
+    for c, (found, said) in asked.items():
+        if chosen[c] is None:
+            notes.append(f"class {c!r}: no WordNet sense of {said.split(' ', 1)[1]} is a kind of thing like the "
+                         f"other classes of its groups (the first: {wordnet.synset(found[0]).gloss[:60]!r}); none "
+                         "used: pin one with wordnet = \"n...\" (its id), or opt out with wordnet = false")
+        else:
+            senses[c] = chosen[c]
+            rank = found.index(chosen[c])
+            how[c] = said + ("" if rank == 0 else f", its sense {rank + 1}: WordNet's first is unlike its neighbours")
+    return senses, how, notes
+
+
+def _name_senses(wordnet: WordNet, class_id: str, words) -> tuple[list[str], str]:
+    """A class's candidate senses and what gave them: its name, an alias or its id, else its last word."""
+    for phrase in (words.name, *words.aliases, class_id.replace("_", " ")):
+        found = wordnet.senses(phrase)[:MAX_SENSES]
+        if found:
+            return found, f"name {phrase!r}"
+    if len(words.name.split()) > 1:
+        head = words.name.split()[-1]
+        return wordnet.senses(head)[:MAX_SENSES], f"kind of {head!r}"
+    return [], ""
+
+
+def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
+    """What WordNet adds to `vocabulary` (trainer/data/vocabulary.py), as the module docstring says.
+
+    Concepts: every sense that is a class's or a kind above one, holding at least two classes but not all
+    (nor all that have a sense),
+    named by all its synonyms, keyed wordnet/<id>; a group's own sense, kept where it fits (below), adds
+    its synonyms as a concept of the group's classes ("sea animals" -> "marine creature", "sea creature").
+    Aliases: the synonyms of a class's own sense (not of a "kind of" one). Descriptions: its gloss, for a
+    class whose author wrote none."""
+    wordnet = wordnet or WordNet()
+    senses, how, notes = choose_senses(vocabulary, wordnet)
+    ids = list(vocabulary.classes)
+    held: dict[str, list[int]] = {}
+    for i, c in enumerate(ids):
+        if c in senses:
+            for kind in [senses[c], *wordnet.ancestors(senses[c])]:
+                held.setdefault(kind, []).append(i)
+    # A kind above every class that has a sense tells none apart ("entity", "whole" when one class has none).
+    concepts = {kind: members for kind, members in held.items() if 2 <= len(members) < min(len(ids), len(senses))}
+    group_senses = {}
+    for g, group in vocabulary.groups.items():
+        sense = _group_sense(vocabulary, wordnet, g, group, senses)
+        if sense is None:
+            if group.wordnet is not False:
+                notes.append(f"group {g!r}: no WordNet sense of {group.name!r} fits its classes; its names are only "
+                             "the vocabulary's")
+            continue
+        group_senses[g] = sense
+        members = sorted(ids.index(c) for c in vocabulary.members(g))
+        if 2 <= len(members) < len(ids) and sense not in concepts:
+            concepts[sense] = members
+    rows = [{"id": ID_PREFIX + kind, "names": _names(wordnet.synset(kind)), "members": sorted(set(members))}
+            for kind, members in concepts.items()]
+    rows.sort(key=lambda r: (-len(r["members"]), r["id"]))
+    aliases, descriptions = {}, {}
+    for c, sense in senses.items():
+        if how[c].startswith("kind of"):
+            continue
+        words = vocabulary.classes[c]
+        known = {w.lower() for w in (words.name, *words.aliases)}
+        aliases[c] = tuple(n for n in _names(wordnet.synset(sense)) if n.lower() not in known)
+        if not words.description:
+            descriptions[c] = wordnet.synset(sense).gloss[:1000]
+    return English(senses, how, group_senses, rows, aliases, descriptions, notes)
+
+
+def _group_sense(vocabulary, wordnet: WordNet, key: str, group, senses: dict[str, str]) -> str | None:
+    """A group's sense: the pinned one, else the first sense of its name or an alias that is one of its
+    classes' senses or a kind above one ("birds" -> bird), or whose own kind is the deepest kind all its
+    classes share ("sea animals" -> marine animal, a kind of animal, as jellyfish and lobsters are).
+    "kitchen" is first a room, which holds none of its pans: no sense."""
+    if group.wordnet is False:
+        return None
+    if isinstance(group.wordnet, str):
+        wordnet.synset(group.wordnet)
+        return group.wordnet
+    members = [senses[c] for c in vocabulary.members(key) if c in senses]
+    if not members:
+        return None
+    above = set().union(*(wordnet.kinds(s) for s in members))
+    shared = set.intersection(*(wordnet.kinds(s) for s in members))
+    deepest = max(shared, key=wordnet.depth, default=None)
+    for phrase in (group.name, *group.aliases):
+        first = wordnet.first_sense(phrase)
+        if first is not None:
+            if first in above or deepest in wordnet.synset(first).hypernyms:
+                return first
+            return None
+    return None
+
+
+def _names(synset: Synset) -> list[str]:
+    """A concept's names: the synset's lemmas, each once whatever its case."""
+    seen: dict[str, str] = {}
+    for name in synset.names:
+        seen.setdefault(name.lower(), name)
+    return list(seen.values())
