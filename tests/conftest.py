@@ -11,6 +11,7 @@ import fcntl  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
 from collections.abc import Callable  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -53,12 +54,20 @@ def with_every_core(build: Callable[[Path], Path], folder: Path) -> Path:
     golden tests' tolerances were measured on (2026-11-29: a tiny run trained on one thread made Java's and
     Python's int8 networks differ by 17 output steps in one case of tests/test_android_core.py, whose bound is
     10; 0.8 steps on average, within its bound of 1). The other workers wait for the shared fixtures meanwhile."""
+    with every_core():
+        return build(folder)
+
+
+@contextmanager
+def every_core():
+    """torch on every core inside the block, as in a process without workers: a test that retrains part of the
+    tiny run and compares it with the fixture bit for bit trains as the fixture was trained."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     try:
-        return build(folder)
+        yield
     finally:
         torch.set_num_threads(threads)
 
