@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = json.loads((HELDOUT / "queries.json").read_text())
     result = {"heldout": score_summary(heldout),
               "heldout_before": score_summary(score_queries(sdk.load(words_only), HELDOUT)),
-              "english": bundle.manifest.provenance.get("english"),
+              "english": bundle.bundle.manifest.provenance.get("english"),
               "heldout_rows": {k: heldout[k]["rows"] for k in ("groups", "phrasings", "missing")}}
     worked_run = cache_root() / "own-photos" / "run-demo"
     if (worked_run / "eval.json").exists():

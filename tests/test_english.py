@@ -47,7 +47,8 @@ def test_a_missing_wordnet_is_a_data_error_that_says_how_to_install_it(tmp_path)
 
 @needs_wordnet
 def test_a_sense_is_chosen_like_its_neighbours_and_a_misfit_is_told(wordnet):
-    v = vocabulary({"fruit": ["banana", "lemon", "orange"], "dogs": ["chihuahua", "poodle", "labrador", "beagle"]})
+    v = vocabulary({"fruit": ["banana", "lemon", "orange"], "dogs": ["chihuahua", "poodle", "labrador", "beagle"],
+                    "mixed": ["labrador", "banana"]})   # labrador, with no sense, is no neighbour of banana
     senses, how, notes = choose_senses(v, wordnet)
     gloss = {c: wordnet.synset(s).gloss for c, s in senses.items()}
     assert "fruit" in gloss["banana"] and "banana tree" not in wordnet.synset(senses["banana"]).names

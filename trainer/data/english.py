@@ -212,7 +212,7 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
     for _ in range(2):
         current = dict(chosen)
         for c, (found, _) in asked.items():
-            around = [current[m] for m in dict.fromkeys(neighbours[c]) if m in current]
+            around = [current[m] for m in dict.fromkeys(neighbours[c]) if current.get(m)]   # not those with none
             if around:
                 liked = [sum(wordnet.alike(s, n) for n in around) for s in found]
                 chosen[c] = found[liked.index(max(liked))] if max(liked) or not grouped[c] else None
