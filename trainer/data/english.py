@@ -6,11 +6,12 @@ Read at training and export time only, from WordNet 3.0's noun files (Debian's `
 `make setup`: /usr/share/wordnet/index.noun, data.noun, noun.exc). A device reads nothing of it: what it
 needs, the concepts, their names and the class descriptions, goes into the bundle (export/bundle.py).
 
-Which sense: the vocabulary's pin (`wordnet = "n02206856"`), none where it opts out (`wordnet = false`),
-else the first noun sense (WordNet orders senses by how often they are used) of the name, of an alias, or
-of the id, plural or not ("cats" -> cat). A class name WordNet lacks ("red sports car") is read as a kind
-of its last word ("car"). A group's sense is kept only if it is a class sense or above one of its classes'
-senses: "kitchen" is first a room, which holds no frying pan, so it gets none (the notes say so).
+Which sense (`choose_senses`): the vocabulary's pin (`wordnet = "n02206856"`), none where it opts out
+(`wordnet = false`), else, of the noun senses of the name (then of an alias, then of the id; plural or
+not, "cats" -> cat), the one that is a kind of thing like the most other classes of its groups, WordNet's
+first (its most used) on a tie. A class name WordNet lacks ("red sports car") is read as a kind of its last
+word ("car"). A group's sense is kept only where it fits its classes (`_group_sense`): "kitchen" is first a
+room, which holds no frying pan, so it gets none (the notes say so).
 
 >>> wn = WordNet()                                       # doctest: +SKIP
 >>> wn.synset(wn.first_sense("bees")).names[:2], wn.synset(wn.first_sense("bees")).gloss[:22]   # doctest: +SKIP
@@ -34,8 +35,11 @@ SUFFIXES = (("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "
             ("ies", "y"), ("s", ""))
 HYPERNYMS = ("@", "@i")      # pointer symbols of a noun's hypernyms and instance hypernyms
 MAX_DEPTH = 40               # WordNet's noun hierarchy is at most ~20 deep; more is a damaged file
-LICENSE = ("WordNet 3.0 (Princeton University): the WordNet licence, in the NOTICE member; the concepts "
-           "keyed wordnet/ and the class descriptions marked wordnet are derived from it")
+MAX_SENSES = 8               # the senses of a name compared with its neighbours (a lemma has at most ~30)
+FIT_DEPTH = 4                # a kind this deep is specific: artifact, food, organism (not object, whole, matter)
+LICENSE = ("WordNet 3.0 (Princeton University): the WordNet licence, in the NOTICE member; the concepts keyed "
+           "wordnet/, the WordNet synonyms among the class aliases and the descriptions taken from its glosses "
+           "are derived from it (provenance.english counts them)")
 
 
 @dataclass(frozen=True)
@@ -164,10 +168,6 @@ def _read_synset(data: Path, synset_id: str) -> Synset:
                   gloss.split('; "')[0].strip().rstrip(";").strip())
 
 
-MAX_SENSES = 8           # the senses of a name compared with its context (WordNet's lemmas have at most ~30)
-FIT_DEPTH = 4            # a kind this deep is specific: artifact, food, organism (not object, whole, matter)
-
-
 @dataclass
 class English:
     """What WordNet adds to a vocabulary: per class its sense (and how it was found), the concepts above the
@@ -185,10 +185,10 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
     """Each class's sense, and how it was found: the pinned one; none for `wordnet = false`; else, of the
     senses of its name (then of an alias, then of its id), the one that is a kind of thing like the most of
     its neighbours (the other classes of its groups; all other classes for a class in none), WordNet's first
-    on a tie. "banana" among lemons and
-    oranges is the fruit, not WordNet's first, the banana tree; "american lobster" among jellyfish and
-    corals the animal, not its flesh; "labrador" among dogs has only the Canadian region, like none of
-    them, so it gets none, and a note says to pin one (a class in no group keeps WordNet's first then).
+    on a tie. "banana" among lemons and oranges is the fruit, not WordNet's first, the banana tree;
+    "american lobster" among jellyfish and corals the animal, not its flesh; "labrador" among dogs has only
+    the Canadian region, like none of them, so it gets none, and a note says to pin one (a class in no
+    group keeps WordNet's first then).
 
     Like: the two share a kind at least FIT_DEPTH deep (an animal, an artifact, food), not only "object" or
     "matter". The neighbours' senses are their first ones, then, in a second pass, the ones chosen."""
@@ -245,11 +245,10 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
     """What WordNet adds to `vocabulary` (trainer/data/vocabulary.py), as the module docstring says.
 
     Concepts: every sense that is a class's or a kind above one, holding at least two classes but not all
-    (nor all that have a sense),
-    named by all its synonyms, keyed wordnet/<id>; a group's own sense, kept where it fits (below), adds
-    its synonyms as a concept of the group's classes ("sea animals" -> "marine creature", "sea creature").
-    Aliases: the synonyms of a class's own sense (not of a "kind of" one). Descriptions: its gloss, for a
-    class whose author wrote none."""
+    (nor all that have a sense), named by all its synonyms, keyed wordnet/<id>; a group's own sense, kept
+    where it fits (`_group_sense`), adds its synonyms as a concept of the group's classes ("sea animals" ->
+    "marine creature", "sea creature"). Aliases: the synonyms of a class's own sense (not of a "kind of"
+    one). Descriptions: its gloss, for a class whose author wrote none."""
     wordnet = wordnet or WordNet()
     senses, how, notes = choose_senses(vocabulary, wordnet)
     ids = list(vocabulary.classes)
