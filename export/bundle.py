@@ -113,9 +113,7 @@ def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32
                "supercategories": {g: [hierarchy.index(w) for w in ws] for g, ws in hierarchy.supercategories.items()},
                "concepts": [c for c in hierarchy.concepts() if not c["id"].startswith(left_out)]}
     notices = ()
-    # The synthetic shapes' words come from their own WordNet-format files (trainer/data/synthetic.py), as Tiny
-    # ImageNet's come from WordNet's: their concepts are given, and WordNet's senses of "red disc" add nothing.
-    if english and config.data != "synthetic":
+    if english and not words_are_wordnets(config.data, hierarchy.wnids):
         classes, added = with_english(classes, ctx.data.folder, hierarchy.wnids)
         notices = (WORDNET_NOTICE.read_bytes(),) if added else ()
     evaluation = json.loads(run.eval.read_text()) if run.eval.exists() else {}
@@ -144,18 +142,24 @@ def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32
         classes=classes, provenance={**provenance, "bases_mode": str(mode)}, notices=notices)
 
 
+def words_are_wordnets(data: str, class_ids: list[str]) -> bool:
+    """Whether a run's words came from WordNet-format files, so that WordNet adds nothing to them: Tiny
+    ImageNet's class ids are WordNet's senses, and the synthetic shapes come with files of their own
+    (trainer/data/synthetic.py) that give their concepts ("red disc" needs no WordNet sense)."""
+    from trainer.data.glosses import WNID
+
+    return data == "synthetic" or all(WNID.fullmatch(c) for c in class_ids)
+
+
 def with_english(classes: dict, data_folder: Path, class_ids: list[str]) -> tuple[dict, dict]:
     """classes.json's rows with what WordNet knows of a vocabulary of one's own classes (trainer/data/english.py):
     the synonyms of each class's sense as aliases, its gloss as the description its author did not write, and
     the kinds above the senses as concepts keyed wordnet/. Returns the rows and what was added, for the
-    provenance ({} when nothing was: the classes are WordNet's already, as Tiny ImageNet's, or WordNet's files
-    are not installed, which is printed)."""
-    from trainer.data.english import WNID, WordNet, english_for
+    provenance ({} when nothing was: WordNet's files are not installed, which is printed)."""
+    from trainer.data.english import WordNet, english_for
     from trainer.data.errors import DataError
     from trainer.data.vocabulary import VOCABULARY_FILE, Vocabulary
 
-    if all(WNID.fullmatch(c) for c in class_ids):
-        return classes, {}
     path = Path(data_folder) / VOCABULARY_FILE
     vocabulary = Vocabulary.load(path, class_ids) if path.is_file() else Vocabulary.default(class_ids)
     try:
@@ -221,4 +225,4 @@ def bundle_run(run_dir: Path, out: Path, variant: str = "taper", mode: Mode | st
     manifest, members = run_contents(Path(run_dir), variant, mode, collections, facets, english)
     return write_bundle(out, manifest, members, key)
 __all__ = ["assemble", "bundle_run", "class_entry", "description_kinds", "dataset_name", "run_contents",
-           "with_english", "write_bundle"]
+           "with_english", "words_are_wordnets", "write_bundle"]

@@ -2,7 +2,7 @@
 Chromium, driven over the DevTools protocol on a pipe (no port, no websocket), with every name lookup
 failing and a dead proxy, so a page that needs the network shows it.
 
-    python -m scripts.page_check demo-report.html --screenshot docs/demo-report.png
+    python -m scripts.page_check demo-report.html --screenshot demo-report.png
     python -m scripts.page_check report.html --json
 
 It reports, and exits non-zero on any of them: console errors (script errors, blocked content, failed

@@ -43,25 +43,20 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Pa
         folder = shared / name
         shutil.rmtree(folder, ignore_errors=True)   # a half-built folder of a failed build
         folder.mkdir()
-        result = with_every_core(build, folder)
+        with every_core():
+            result = build(folder)
         done.write_text(json.dumps({"path": str(result)}))
         return result
 
 
-def with_every_core(build: Callable[[Path], Path], folder: Path) -> Path:
-    """`build(folder)` with torch on every core, as one process would train it: the tiny run's weights then
-    are those of a run without workers (a float sum split over other threads rounds otherwise), which the
-    golden tests' tolerances were measured on (2026-11-29: a tiny run trained on one thread made Java's and
-    Python's int8 networks differ by 17 output steps in one case of tests/test_android_core.py, whose bound is
-    10; 0.8 steps on average, within its bound of 1). The other workers wait for the shared fixtures meanwhile."""
-    with every_core():
-        return build(folder)
-
-
 @contextmanager
 def every_core():
-    """torch on every core inside the block, as in a process without workers: a test that retrains part of the
-    tiny run and compares it with the fixture bit for bit trains as the fixture was trained."""
+    """torch on every core inside the block, as in a process without workers. The shared fixtures are built so:
+    the tiny run's weights then are those of a run without workers (a float sum split over other threads
+    rounds otherwise), which the golden tests' tolerances were measured on (2026-11-29: a tiny run trained on
+    one thread made Java's and Python's int8 networks differ by 17 output steps in one case of
+    tests/test_android_core.py, whose bound is 10; 0.8 steps on average, within its bound of 1). A test that
+    retrains part of the tiny run and compares it with the fixture bit for bit trains so too."""
     import torch
 
     threads = torch.get_num_threads()

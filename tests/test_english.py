@@ -100,7 +100,7 @@ def test_a_name_wordnet_lacks_is_read_as_a_kind_of_its_last_word(wordnet):
 
 @needs_wordnet
 def test_the_exporter_adds_concepts_synonyms_and_glosses_marked_as_derived(tmp_path):
-    from export.bundle import class_entry, with_english
+    from export.bundle import class_entry, with_english, words_are_wordnets
 
     ids = ["lion", "cougar", "tabby_cat", "wok", "frying_pan"]
     (tmp_path / "vocabulary.toml").write_text('[classes.wok]\ndescription = "mine"\n'
@@ -118,7 +118,8 @@ def test_the_exporter_adds_concepts_synonyms_and_glosses_marked_as_derived(tmp_p
     assert by_id["frying_pan"]["description"].startswith("a pan used for frying")
     assert added["classes"] == 5 and added["concepts"] == len(classes["concepts"]) - 1 and added["descriptions"] == 4
     wnids = ["n02129165", "n02125311"]                                       # WordNet's own classes: as they are
-    assert with_english({"classes": [], "concepts": []}, tmp_path, wnids) == ({"classes": [], "concepts": []}, {})
+    assert words_are_wordnets("tiny-imagenet-200.tar.gz", wnids) and words_are_wordnets("synthetic", ids)
+    assert not words_are_wordnets("my-photos", ids) and not words_are_wordnets("my-photos", [*wnids, "lion"])
 
 
 @needs_wordnet

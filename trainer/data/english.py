@@ -26,10 +26,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from .errors import DataError
+from .glosses import WNID, WORDNET_NOUNS, parse_gloss
 
-WORDNET_DIR = Path("/usr/share/wordnet")
+WORDNET_DIR = WORDNET_NOUNS.parent
 ID_PREFIX = "wordnet/"       # the concepts it adds are keyed wordnet/<offset>: derived, not the author's
-WNID = re.compile(r"n\d{8}")
 # WordNet's own rules for noun endings (morphy): a plural form -> the singular to look up
 SUFFIXES = (("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"), ("men", "man"),
             ("ies", "y"), ("s", ""))
@@ -61,6 +61,7 @@ class WordNet:
         self.exceptions = _read_exceptions(self._path("noun.exc"))
         self._data = self._path("data.noun")
         self._depths: dict[str, int] = {}
+        self._kinds: dict[str, frozenset[str]] = {}   # asked for each pair of neighbours' senses
 
     def _path(self, name: str) -> Path:
         path = self.folder / name
@@ -99,9 +100,11 @@ class WordNet:
             self._depths[synset_id] = 1 + max(map(self.depth, hypernyms)) if hypernyms else 0
         return self._depths[synset_id]
 
-    def kinds(self, synset_id: str) -> set[str]:
+    def kinds(self, synset_id: str) -> frozenset[str]:
         """The sense and every kind of thing above it."""
-        return {synset_id, *self.ancestors(synset_id)}
+        if synset_id not in self._kinds:
+            self._kinds[synset_id] = frozenset((synset_id, *self.ancestors(synset_id)))
+        return self._kinds[synset_id]
 
     def alike(self, a: str, b: str) -> bool:
         """Whether two senses share a kind at least FIT_DEPTH deep: an animal, an artifact, food."""
@@ -156,16 +159,14 @@ def _read_synset(data: Path, synset_id: str) -> Synset:
         line = f.readline().decode("utf-8", errors="replace")
     if not line.startswith(synset_id[1:] + " "):
         raise DataError(f"{data}: no noun sense {synset_id}")
-    head, _, gloss = line.partition(" | ")
-    cols = head.split()
+    cols = line.partition(" | ")[0].split()
     count = int(cols[3], 16)
     names = tuple(cols[4 + 2 * i].replace("_", " ") for i in range(count))
     at = 4 + 2 * count
     pointers = int(cols[at])
     hypernyms = tuple(f"n{cols[at + 2 + 4 * i]}" for i in range(pointers)
                       if cols[at + 1 + 4 * i] in HYPERNYMS and cols[at + 3 + 4 * i] == "n")
-    return Synset(synset_id, tuple(re.sub(r"\([a-z]+\)$", "", n) for n in names), hypernyms,
-                  gloss.split('; "')[0].strip().rstrip(";").strip())
+    return Synset(synset_id, tuple(re.sub(r"\([a-z]+\)$", "", n) for n in names), hypernyms, parse_gloss(line))
 
 
 @dataclass
@@ -200,26 +201,26 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
             wordnet.synset(words.wordnet)   # a pin that is no sense is the author's mistake: DataError
             pinned[c] = words.wordnet
             continue
-        found, said = _name_senses(wordnet, c, words)
+        found, phrase, said = _name_senses(wordnet, c, words)
         if found:
-            asked[c] = (found, said)
+            asked[c] = (found, phrase, said)
         else:
             notes.append(f"class {c!r}: no English noun in WordNet for {words.name!r}")
-    grouped = {c: [m for g in vocabulary.groups if c in vocabulary.members(g) for m in vocabulary.members(g) if m != c]
-               for c in asked}
+    members = {g: vocabulary.members(g) for g in vocabulary.groups}
+    grouped = {c: [m for held in members.values() if c in held for m in held if m != c] for c in asked}
     neighbours = {c: grouped[c] or [m for m in vocabulary.classes if m != c] for c in asked}
-    chosen = {**{c: found[0] for c, (found, _) in asked.items()}, **pinned}
+    chosen = {**{c: found[0] for c, (found, _, _) in asked.items()}, **pinned}
     for _ in range(2):
         current = dict(chosen)
-        for c, (found, _) in asked.items():
+        for c, (found, _, _) in asked.items():
             around = [current[m] for m in dict.fromkeys(neighbours[c]) if current.get(m)]   # not those with none
             if around:
                 liked = [sum(wordnet.alike(s, n) for n in around) for s in found]
                 chosen[c] = found[liked.index(max(liked))] if max(liked) or not grouped[c] else None
     senses, how = dict(pinned), dict.fromkeys(pinned, "pinned")
-    for c, (found, said) in asked.items():
+    for c, (found, phrase, said) in asked.items():
         if chosen[c] is None:
-            notes.append(f"class {c!r}: no WordNet sense of {said.split(' ', 1)[1]} is a kind of thing like the "
+            notes.append(f"class {c!r}: no WordNet sense of {phrase!r} is a kind of thing like the "
                          f"other classes of its groups (the first: {wordnet.synset(found[0]).gloss[:60]!r}); none "
                          "used: pin one with wordnet = \"n...\" (its id), or opt out with wordnet = false")
         else:
@@ -229,16 +230,17 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
     return senses, how, notes
 
 
-def _name_senses(wordnet: WordNet, class_id: str, words) -> tuple[list[str], str]:
-    """A class's candidate senses and what gave them: its name, an alias or its id, else its last word."""
+def _name_senses(wordnet: WordNet, class_id: str, words) -> tuple[list[str], str, str]:
+    """A class's candidate senses, the phrase that gave them (its name, an alias or its id, else its last
+    word) and how to say so."""
     for phrase in (words.name, *words.aliases, class_id.replace("_", " ")):
         found = wordnet.senses(phrase)[:MAX_SENSES]
         if found:
-            return found, f"name {phrase!r}"
-    if len(words.name.split()) > 1:
-        head = words.name.split()[-1]
-        return wordnet.senses(head)[:MAX_SENSES], f"kind of {head!r}"
-    return [], ""
+            return found, phrase, f"name {phrase!r}"
+    head = words.name.split()[-1]
+    if head != words.name:
+        return wordnet.senses(head)[:MAX_SENSES], head, f"kind of {head!r}"
+    return [], head, ""
 
 
 def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
@@ -252,6 +254,7 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
     wordnet = wordnet or WordNet()
     senses, how, notes = choose_senses(vocabulary, wordnet)
     ids = list(vocabulary.classes)
+    position = {c: i for i, c in enumerate(ids)}
     held: dict[str, list[int]] = {}
     for i, c in enumerate(ids):
         if c in senses:
@@ -268,7 +271,7 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
                              "the vocabulary's")
             continue
         group_senses[g] = sense
-        members = sorted(ids.index(c) for c in vocabulary.members(g))
+        members = sorted(position[c] for c in vocabulary.members(g))
         if 2 <= len(members) < len(ids) and sense not in concepts:
             concepts[sense] = members
     rows = [{"id": ID_PREFIX + kind, "names": _names(wordnet.synset(kind)), "members": sorted(set(members))}
@@ -300,7 +303,7 @@ def _group_sense(vocabulary, wordnet: WordNet, key: str, group, senses: dict[str
     if not members:
         return None
     above = set().union(*(wordnet.kinds(s) for s in members))
-    shared = set.intersection(*(wordnet.kinds(s) for s in members))
+    shared = frozenset.intersection(*(wordnet.kinds(s) for s in members))
     deepest = max(shared, key=wordnet.depth, default=None)
     for phrase in (group.name, *group.aliases):
         first = wordnet.first_sense(phrase)

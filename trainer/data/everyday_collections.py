@@ -23,17 +23,16 @@ facets"). Their groups are keyed `facet/<name>`, the collections' `collection/<n
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from .glosses import WNID
 from .vocabulary import GroupWords
 
 COLLECTIONS_FILE = Path(__file__).with_suffix(".json")
 FACETS_FILE = Path(__file__).with_name("class_facets.json")
 ID_PREFIX = "collection/"
 FACET_PREFIX = "facet/"
-WNID = re.compile(r"n\d{8}")
 
 
 def read_collections(path: Path = COLLECTIONS_FILE) -> list[dict]:

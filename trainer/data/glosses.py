@@ -9,11 +9,13 @@ keyed by the synset offsets of Tiny ImageNet's ids ("n02124075" -> offset 021240
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from .errors import DataError
 
 WORDNET_NOUNS = Path("/usr/share/wordnet/data.noun")
+WNID = re.compile(r"n\d{8}")   # a WordNet 3.0 noun sense: "n" and its offset in data.noun (Tiny ImageNet's ids)
 
 
 def parse_gloss(line: str) -> str:

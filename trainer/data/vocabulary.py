@@ -25,7 +25,6 @@ of two or more classes as a concept, and the SDK resolves descriptions against a
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from sdk.errors import DescriptionError
 from sdk.text.resolver import check_text
 
 from .errors import DataError
+from .glosses import WNID
 from .hierarchy import ClassHierarchy
 
 VOCABULARY_FILE = "vocabulary.toml"
@@ -43,7 +43,6 @@ MAX_DESCRIPTION = 1000  # characters of a description
 MAX_ALIASES = 63          # a group's name and aliases are its concept's names: at most 64 in a bundle
 MAX_FILE_BYTES = 16 << 20   # a vocabulary is words: larger is a mistake (a photo saved under the name?)
 MAX_GROUPS = 100_000      # a bundle holds at most this many concepts (sdk.format.bundle.MAX_CONCEPTS)
-WORDNET_ID = re.compile(r"n\d{8}")   # a WordNet 3.0 noun sense, as Tiny ImageNet's class ids
 
 
 @dataclass(frozen=True)
@@ -342,7 +341,7 @@ def _wordnet(value, what: str) -> str | bool | None:
     """`wordnet = "n02206856"` pins a WordNet noun sense, `wordnet = false` opts out; absent: one is chosen."""
     if value is None or value is False:
         return value
-    if not isinstance(value, str) or not WORDNET_ID.fullmatch(value):
+    if not isinstance(value, str) or not WNID.fullmatch(value):
         raise DataError(f"{what}: wordnet must be a WordNet noun id (\"n\" and 8 digits, as \"n02206856\") or "
                         f"false, got {value!r}")
     return value

@@ -30,8 +30,8 @@ import json
 from pathlib import Path
 
 from .errors import DataError
-from .everyday_collections import WNID, everyday_groups
-from .glosses import WORDNET_NOUNS, read_glosses
+from .everyday_collections import everyday_groups
+from .glosses import WNID, WORDNET_NOUNS, read_glosses
 from .vocabulary import ClassWords, GroupWords, Vocabulary, name_key
 
 HIERARCHY_FILE, SUPERCATEGORIES_FILE, WORDS_FILE = "wordnet_hierarchy.tsv", "supercategories.json", "words.txt"
