@@ -44,9 +44,17 @@ def executorch_logits(program: bytes, head: np.ndarray, images: np.ndarray) -> n
                              MAX_PTE_BATCH, torch).run(images)
 
 
+@pytest.fixture(scope="module")
+def compiled_core(tmp_path_factory) -> Path:
+    """The Java core and its golden test compiled once (`run_tests.sh --compile`) for the four storage modes."""
+    classes = tmp_path_factory.mktemp("java_classes")
+    subprocess.run(["bash", str(SCRIPT), "--compile", str(classes)], check=True, timeout=300)
+    return classes
+
+
 @pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK (javac)")
 @pytest.mark.parametrize("mode", ["fp32", "drop:0.05+lowrank:2+fp16", "int8", "subspace:3+fp16"])
-def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, mode, request):
+def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, mode, request, compiled_core):
     """Plain bases, and compact ones in every delta storage (the golden bundle is exported in `mode`)."""
     from export.bundle import bundle_run
 
@@ -58,7 +66,8 @@ def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, m
     golden = write_golden(path, tmp_path / "golden", hostile_members=hostile, companion=companion)
     out = tmp_path / "java"
     out.mkdir()
-    result = subprocess.run(["bash", str(SCRIPT), str(golden), str(out)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(["bash", str(SCRIPT), str(golden), str(out), str(compiled_core)], capture_output=True,
+                            text=True, timeout=300)
     assert result.returncode == 0 and " 0 failed" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
     spec = json.loads(golden.read_text())
     passed = int(result.stdout.split(" passed")[0].split()[-1])

@@ -248,7 +248,7 @@ def test_a_run_over_conditions_trains_a_basis_per_condition(tmp_path):
     from trainer.rundir import RunDir
 
     names = ["clean", "night_infrared", "fog"]
-    out = run(tmp_path / "cond", "tiny", {"conditions": names, "num_bases": 3, "threads": 2, "stage1_epochs": 1,
+    out = run(tmp_path / "cond", "tiny", {"conditions": names, "num_bases": 3, "stage1_epochs": 1,
                                           "stage3_epochs": 1, "baseline": False}, progress=False)
     shards = json.loads(RunDir(out).shards.read_text())
     assert shards["conditions"] == names
@@ -277,8 +277,8 @@ def test_a_run_over_conditions_on_the_cuda_path_trains_what_the_cpu_path_trains(
     from trainer.rundir import RunDir
 
     cuda_path_on_cpu = TrainDevice(torch.device("cpu"), bf16=False, data_on_device=True)
-    overrides = {"conditions": ["clean", "night_infrared", "fog"], "num_bases": 3, "threads": 2,
-                 "stage1_epochs": 1, "baseline": False}
+    overrides = {"conditions": ["clean", "night_infrared", "fog"], "num_bases": 3, "stage1_epochs": 1,
+                 "baseline": False}
     gathered = set()   # the device splits batches were gathered from: clean's and each condition's
     device_take = DeviceSplit.take
     monkeypatch.setattr(DeviceSplit, "take", lambda self, index: gathered.add(id(self)) or device_take(self, index))

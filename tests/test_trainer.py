@@ -141,11 +141,15 @@ def test_logit_adjusted_stage2_basis_favours_its_shard_less(tiny_run, tmp_path):
     assert bias[True] < bias[False] - 0.3
 
 
-def test_tiny_preset_end_to_end_and_resume(tmp_path):
+def test_tiny_preset_end_to_end_and_resume(tiny_run, tmp_path):
+    """A tiny preset run from nothing, as `run(folder, "tiny")` made it: conftest's `tiny_run` is that call,
+    trained once for the whole suite; this test reads and resumes a copy of it."""
+    import shutil
+
     from trainer.report import evaluate_run
     from trainer.run import run
 
-    out = run(tmp_path / "run", "tiny", progress=False)
+    out = shutil.copytree(tiny_run, tmp_path / "run")
     for path in ("config.json", "log.jsonl", "metrics.json", "classes.safetensors", "stage1/model.safetensors",
                  "baseline/model.safetensors", "stage2/shards.json", "stage2/basis2.safetensors",
                  "stage3/model.safetensors"):
@@ -191,6 +195,39 @@ def test_cut_off_stage_resumes_from_its_last_epoch(tmp_path, monkeypatch):
     assert (tmp_path / "run" / "stage3" / "model.safetensors").exists()
     with pytest.raises(ValueError, match="another configuration"):
         run(tmp_path / "run", "tiny", {"stage1_epochs": 5}, progress=False)
+
+
+def test_a_runs_threads_are_its_own_and_given_back_after_it(tmp_path, monkeypatch):
+    """`threads` is set for the run and the caller's count restored after it, even when a stage fails (the
+    conditions tests' runs once left two busy-waiting threads to every later test of their pytest worker)."""
+    from trainer.run import run
+
+    before = torch.get_num_threads()
+    seen = []
+
+    def fail(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("trainer.run.make_context", fail)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "run", "tiny", {"threads": before + 1}, progress=False)
+    assert seen == [before + 1] and torch.get_num_threads() == before
+
+
+def test_the_class_name_encoder_is_loaded_once_and_gives_a_batch_it_saw_exactly_again():
+    from sdk.text.encoder import TextEncoder
+    from trainer.text_encoder import class_name_encoder, text_encoder_dir
+
+    encoder = class_name_encoder()
+    assert class_name_encoder() is encoder
+    texts = ["a photo of a red fox at night", "a photo of a goose"]
+    first = encoder.encode(texts)
+    first[:] = 0   # the caller's copy: what the encoder remembers is not changed through it
+    fresh = TextEncoder.from_dir(text_encoder_dir()).encode(texts)
+    assert np.array_equal(encoder.encode(texts), fresh) and fresh.any()
+    assert np.array_equal(encoder.embed_class_names(["goose"]), TextEncoder.from_dir(text_encoder_dir())
+                          .embed_class_names(["goose"]))
 
 
 def test_paper_preset_starts_on_cpu(tmp_path, monkeypatch):

@@ -252,8 +252,17 @@ def run(run_dir: Path, preset: str | None = None, overrides: dict | None = None,
         record_reused_wall_times(reuse_from, run_dir, copied)
         print(f"[run] reused from {reuse_from}: {copied or 'nothing'}", flush=True)
     distributed.barrier()
+    threads = torch.get_num_threads()
     if config.threads:
         torch.set_num_threads(config.threads)
+    try:
+        return _train(run_dir, config, progress, until, device)
+    finally:   # `threads` is the run's, not the calling process's from then on (a notebook, a test worker)
+        torch.set_num_threads(threads)
+
+
+def _train(run_dir: Path, config: TrainConfig, progress: bool, until: str, device: TrainDevice) -> Path:
+    """`run`'s stages, each skipped where its output exists, on the threads the run asked for."""
     if distributed.is_main():
         config.save(RunDir(run_dir).config)
     metrics_path = RunDir(run_dir).metrics
