@@ -1,4 +1,4 @@
-"""English knowledge for any vocabulary (issue 72, part 1): trainer/data/english.py reads WordNet's noun files,
+"""English knowledge for any vocabulary (issue 72, parts 1 and 2): trainer/data/english.py reads WordNet's noun files,
 chooses each class's and group's sense, and the exporter adds the kinds above them as concepts."""
 
 import os
@@ -93,7 +93,8 @@ def test_a_name_wordnet_lacks_is_read_as_a_kind_of_its_last_word(wordnet):
                    'name = "my shiny red car"\ndescription = "mine"\n')
     english = english_for(v, wordnet)
     assert english.how["shiny_red_sportscar"] == "kind of 'car'"
-    assert "shiny_red_sportscar" not in english.aliases and "shiny_red_sportscar" not in english.descriptions
+    assert "shiny_red_sportscar" not in english.descriptions   # a car's gloss is not the author's car's
+    assert english.aliases["shiny_red_sportscar"][:3] == ("car", "auto", "automobile")   # its only car: a kind
     held = {n: {list(v.classes)[i] for i in c["members"]} for c in english.concepts for n in c["names"]}
     assert held["conveyance"] == {"shiny_red_sportscar", "school_bus"}
 
@@ -134,3 +135,27 @@ def test_the_starter_lists_each_names_senses_to_pin(tmp_path):
     assert "# wordnet: 1 sense:" in text and "none for this name" in text
     pinned = text.replace('#   wordnet = "n02206856"', 'wordnet = "n02206856"')
     assert Vocabulary.from_text(pinned, ["bee", "labrador", "red fire truck"]).classes["bee"].wordnet == "n02206856"
+
+
+@needs_wordnet
+def test_a_groups_sense_is_the_one_that_fits_and_a_kind_of_one_class_names_it(wordnet):
+    v = vocabulary({"primates": ["chimpanzee", "orangutan", "baboon"],
+                    "amphibians": ["bullfrog", "tailed_frog", "european_fire_salamander"],
+                    "clothes": ["sombrero", "kimono", "bikini"]}, ["boa_constrictor", "monkey_puzzle"],
+                   body='[classes.monkey_puzzle]\naliases = ["monkey"]\n')
+    english = english_for(v, wordnet)
+    gloss = {g: wordnet.synset(s).gloss for g, s in english.group_senses.items()}
+    # WordNet's first senses are the order Primates (a taxon, no kind) and an amphibious vehicle.
+    assert gloss["primates"].startswith("any placental mammal") and gloss["amphibians"].startswith("cold-blooded")
+    assert wordnet.senses("amphibians")[0] != english.group_senses["amphibians"] and not english.notes
+    # A kind holding one class answers as the class, up to KIND_LEVELS up: the only hat, snake, salamander.
+    assert {"hat", "headdress"} <= set(english.aliases["sombrero"])
+    assert {"snake", "serpent"} <= set(english.aliases["boa_constrictor"])
+    assert "salamander" in english.aliases["european_fire_salamander"]
+    # Not a name the author gave another class ("monkey": the tree's alias), nor a concept's ("ape", "primate").
+    assert "monkey" not in english.aliases["baboon"] and "Old World monkey" in english.aliases["baboon"]
+    assert not {"ape", "primate", "clothing"} & {a for names in english.aliases.values() for a in names}
+    # Not too general a kind: in a bundle of one animal, "animal" and "organism" are beyond KIND_LEVELS.
+    alone = english_for(vocabulary({"things": ["sombrero", "wok"]}, ["boa_constrictor"]), wordnet)
+    assert "snake" in alone.aliases["boa_constrictor"] and not {"organism", "animal", "being"} & set(
+        alone.aliases["boa_constrictor"])

@@ -68,7 +68,8 @@ def test_rule_4a_tells_what_the_bundle_lacks(names):
     assert not unknown(names, frozenset(), "train")           # a word its names use
     scores = np.array([0.1, 0.9, 0.5, 0.2, 0.0, 0.3], np.float32)
     assert told(CLASSES, scores) == ("not a name this bundle knows: nothing taken for it (closest classes: "
-                                     "'poodle', 'bee', 'freight train')")
+                                     "'poodle', 'bee', 'freight train'); to add it, give a few photos of it as "
+                                     "examples")
     assert nearest_instead(CLASSES, "owl", scores, 0.6, TaskOptions(), single=False)[0] == [1]
     with pytest.raises(DescriptionError, match="nothing in this bundle matches 'owl'"):
         nearest_instead(CLASSES, "owl", scores, 0.01, TaskOptions(), single=True)

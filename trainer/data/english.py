@@ -10,8 +10,9 @@ Which sense (`choose_senses`): the vocabulary's pin (`wordnet = "n02206856"`), n
 (`wordnet = false`), else, of the noun senses of the name (then of an alias, then of the id; plural or
 not, "cats" -> cat), the one that is a kind of thing like the most other classes of its groups, WordNet's
 first (its most used) on a tie. A class name WordNet lacks ("red sports car") is read as a kind of its last
-word ("car"). A group's sense is kept only where it fits its classes (`_group_sense`): "kitchen" is first a
-room, which holds no frying pan, so it gets none (the notes say so).
+word ("car"). A group's sense is the first of its name's that fits its classes (`_group_sense`):
+"kitchen" is a room or a cuisine, neither of which holds a frying pan, so it gets none (the notes say so).
+A kind that holds one class alone ("hat" for the only sombrero) names that class (`_kind_names`).
 
 >>> wn = WordNet()                                       # doctest: +SKIP
 >>> wn.synset(wn.first_sense("bees")).names[:2], wn.synset(wn.first_sense("bees")).gloss[:22]   # doctest: +SKIP
@@ -37,6 +38,7 @@ HYPERNYMS = ("@", "@i")      # pointer symbols of a noun's hypernyms and instanc
 MAX_DEPTH = 40               # WordNet's noun hierarchy is at most ~20 deep; more is a damaged file
 MAX_SENSES = 8               # the senses of a name compared with its neighbours (a lemma has at most ~30)
 FIT_DEPTH = 4                # a kind this deep is specific: artifact, food, organism (not object, whole, matter)
+KIND_LEVELS = 3              # a kind that holds one class names it within this many steps up: hat, snake, dish
 LICENSE = ("WordNet 3.0 (Princeton University): the WordNet licence, in the NOTICE member; the concepts keyed "
            "wordnet/, the WordNet synonyms among the class aliases and the descriptions taken from its glosses "
            "are derived from it (provenance.english counts them)")
@@ -70,13 +72,14 @@ class WordNet:
                             "it, or apt-get install wordnet-base); they are read at training and export time only")
         return path
 
-    def senses(self, phrase: str) -> list[str]:
-        """The noun senses of a phrase, most used first: itself, else its singular ("geese" -> goose)."""
+    def senses(self, phrase: str, every_form: bool = False) -> list[str]:
+        """The noun senses of a phrase, most used first: itself, else its singular ("geese" -> goose); with
+        `every_form`, those of itself then of its singulars ("primates": the order, then the animal)."""
         key = "_".join(phrase.lower().replace("-", " ").split())
-        for form in (key, *self.singulars(key)):
-            if form in self.index:
-                return list(self.index[form])
-        return []
+        found = [s for form in (key, *self.singulars(key)) if form in self.index for s in self.index[form]]
+        if every_form:
+            return list(dict.fromkeys(found))
+        return next((list(self.index[f]) for f in (key, *self.singulars(key)) if f in self.index), [])
 
     def singulars(self, key: str) -> list[str]:
         """WordNet's singular forms of a plural noun (its exception list, then its suffix rules), last word only."""
@@ -278,22 +281,52 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
             for kind, members in concepts.items()]
     rows.sort(key=lambda r: (-len(r["members"]), r["id"]))
     aliases, descriptions = {}, {}
+    kinds = _kind_names(vocabulary, wordnet, senses, how, held, rows)
     for c, sense in senses.items():
-        if how[c].startswith("kind of"):
-            continue
         words = vocabulary.classes[c]
         known = {w.lower() for w in (words.name, *words.aliases)}
-        aliases[c] = tuple(n for n in _names(wordnet.synset(sense)) if n.lower() not in known)
-        if not words.description:
+        own = [] if how[c].startswith("kind of") else _names(wordnet.synset(sense))
+        aliases[c] = tuple(dict.fromkeys(n for n in own + kinds.get(c, []) if n.lower() not in known))
+        if not words.description and not how[c].startswith("kind of"):
             descriptions[c] = wordnet.synset(sense).gloss[:1000]
     return English(senses, how, group_senses, rows, aliases, descriptions, notes)
 
 
+def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], how: dict[str, str],
+                held: dict[str, list[int]], rows: list[dict]) -> dict[str, list[str]]:
+    """Per class, the names of the kinds that hold it alone, up to KIND_LEVELS above its sense (the sense
+    itself too for a class that is a kind of it, "my red car" -> car) and at least FIT_DEPTH deep: "hat" and
+    "headdress" for the only sombrero of a bundle, "snake" for its only boa constrictor. Such a kind is no
+    concept (a concept holds two classes at least), so its names answer as the class's own. A name that
+    names anything else (another class, a group, a concept) or would go to two classes is left out: the
+    author's words and the concepts win."""
+    ids = list(vocabulary.classes)
+    found: dict[str, list[str]] = {}
+    for c, sense in senses.items():
+        names, level = [], [sense]
+        for _ in range(KIND_LEVELS + 1):
+            for kind in level:
+                alone = held.get(kind) == [ids.index(c)] and wordnet.depth(kind) >= FIT_DEPTH
+                if alone and (kind != sense or how[c].startswith("kind of")):
+                    names += _names(wordnet.synset(kind))
+            level = [h for k in level for h in wordnet.synset(k).hypernyms]
+        found[c] = list(dict.fromkeys(names))
+    taken = {w.lower() for g in vocabulary.groups.values() for w in (g.name, *g.aliases)}
+    taken |= {n.lower() for r in rows for n in r["names"]}
+    owners: dict[str, set[str]] = {}
+    for c, words in vocabulary.classes.items():
+        for w in (c.replace("_", " "), words.name, *words.aliases, *found.get(c, ())):
+            owners.setdefault(w.lower(), set()).add(c)
+    return {c: [n for n in names if n.lower() not in taken and owners[n.lower()] == {c}]
+            for c, names in found.items()}
+
+
 def _group_sense(vocabulary, wordnet: WordNet, key: str, group, senses: dict[str, str]) -> str | None:
-    """A group's sense: the pinned one, else the first sense of its name or an alias that is one of its
-    classes' senses or a kind above one ("birds" -> bird), or whose own kind is the deepest kind all its
-    classes share ("sea animals" -> marine animal, a kind of animal, as jellyfish and lobsters are).
-    "kitchen" is first a room, which holds none of its pans: no sense."""
+    """A group's sense: the pinned one, else, of the senses of its name (or of its first alias WordNet
+    knows), in WordNet's order, the first that is one of its classes' senses or a kind above one ("birds" ->
+    bird; "primates" -> the mammals' order, not its first sense, a senior bishop), or whose own kind is the
+    deepest kind all its classes share ("sea animals" -> marine animal, a kind of animal, as jellyfish and
+    lobsters are). "kitchen" is a room or a cuisine, neither of which holds its pans: no sense."""
     if group.wordnet is False:
         return None
     if isinstance(group.wordnet, str):
@@ -306,11 +339,9 @@ def _group_sense(vocabulary, wordnet: WordNet, key: str, group, senses: dict[str
     shared = frozenset.intersection(*(wordnet.kinds(s) for s in members))
     deepest = max(shared, key=wordnet.depth, default=None)
     for phrase in (group.name, *group.aliases):
-        first = wordnet.first_sense(phrase)
-        if first is not None:
-            if first in above or deepest in wordnet.synset(first).hypernyms:
-                return first
-            return None
+        found = wordnet.senses(phrase, every_form=True)[:MAX_SENSES]
+        if found:
+            return next((s for s in found if s in above or deepest in wordnet.synset(s).hypernyms), None)
     return None
 
 

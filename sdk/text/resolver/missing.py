@@ -5,7 +5,7 @@ noun that is no kind of its last word, "hot dog") is told missing with its close
 (`missing="tell"`, the default), or, with `missing="nearest"`, takes its nearest classes.
 
 >>> unknown(names, exocentric, "owl"), told(classes, scores)                # doctest: +SKIP
-(True, "not a name this bundle knows: nothing taken for it (closest classes: 'goose', 'bee', 'pig')")
+(True, "not a name this bundle knows: nothing taken for it (closest classes: 'goose', 'bee', 'pig'); to add it, ...")
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from .similarity import top
 from .words import DESCRIBING_NOUNS, DESCRIBING_WORDS, singular_forms
 
 CLOSEST_NAMES = 3        # rule 4a names this many closest classes for a missing item
+# ... and says how to have it anyway: few-shot enrollment (sdk.personalize's `examples`, sdk/fewshot.py)
+ADD_IT = "to add it, give a few photos of it as examples"
 
 
 def unknown(names: Names, exocentric: frozenset[str], key: str) -> bool:
@@ -48,7 +50,7 @@ def told(classes: list[ClassInfo], scores: np.ndarray, compound: str | None = No
     compound it is, said so)."""
     closest = ", ".join(repr(classes[int(i)].name) for i in np.argsort(-scores, kind="stable")[:CLOSEST_NAMES])
     why = "" if compound is None else f" (read whole, not as a kind of {compound.rsplit(' ', 1)[1]!r})"
-    return f"{MISSING}{why}: nothing taken for it (closest classes: {closest})"
+    return f"{MISSING}{why}: nothing taken for it (closest classes: {closest}); {ADD_IT}"
 
 
 def nearest_instead(classes: list[ClassInfo], phrase: str, scores: np.ndarray, standout: float,

@@ -38,6 +38,8 @@ public final class TaskResolver {
             "to", "from", "by", "that", "which", "who", "whose", "having");
     /** sdk.text.resolver.MISSING: rule 4a's words in a resolution. */
     static final String MISSING = "not a name this bundle knows";
+    /** How to have a missing item anyway: few-shot enrollment (Python's sdk.personalize examples=). */
+    static final String ADD_IT = "to add it, give a few photos of it as examples";
     /** sdk.text.resolver.CLOSEST_NAMES, SPELLING_MIN_CHARS and SPELLING_LONG_CHARS (rules 4a and 3c). */
     /** sdk.text.resolver.DESCRIBING_NOUNS: a phrase ending in one describes rather than names a missing item. */
     static final Set<String> DESCRIBING_NOUNS = Set.of("animals", "things", "creatures", "stuff", "items", "objects");
@@ -244,7 +246,7 @@ public final class TaskResolver {
         List<String> closest = new ArrayList<>();
         for (int k = 0; k < Math.min(CLOSEST_NAMES, order.length); k++) closest.add("'" + names.get(order[k]) + "'");
         String why = compound == null ? "" : " (read whole, not as a kind of '" + compound.substring(compound.lastIndexOf(' ') + 1) + "')";
-        return MISSING + why + ": nothing taken for it (closest classes: " + String.join(", ", closest) + ")";
+        return MISSING + why + ": nothing taken for it (closest classes: " + String.join(", ", closest) + "); " + ADD_IT;
     }
 
     /** Python's str.isspace: Unicode White_Space and the separators U+001C-U+001F. */
