@@ -7,12 +7,14 @@ PYTHON=${PYTHON:-python3}
 # Debian packages the tests use, checked on every run (cheap); installed where this runs as root, as CI does:
 # - the page tests load each result page in a real browser (tests/test_report_pages.py): headless Chromium, a font;
 # - the Android app's build (android_demo/pom.xml, tests/test_android_app.py): aapt2 for its resources, against
-#   the framework's resource table (JDK 17 and Maven come with the machine).
+#   the framework's resource table (JDK 17 and Maven come with the machine),
 debian=()
 command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/null 2>&1 \
   || debian+=(chromium-headless-shell fonts-dejavu-core)
 command -v aapt2 >/dev/null 2>&1 || debian+=(aapt)
 [ -f /usr/share/android-framework-res/framework-res.apk ] || debian+=(android-framework-res)
+#   and for its APK (android_demo/app/apk.sh): zipalign, apksigner, and dexdump to read the dex back
+for tool in zipalign apksigner dexdump; do command -v $tool >/dev/null 2>&1 || debian+=($tool); done
 # - the fusion kernel built for aarch64 and checked under emulation (tests/test_cross_kernel.py)
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || debian+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null 2>&1 || debian+=(qemu-user)

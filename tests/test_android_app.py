@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from export.golden import write_golden
+from scripts.android_build import apk_checks
 
 ANDROID = Path(__file__).parents[1] / "android_demo"
 FRAMEWORK_RES = Path("/usr/share/android-framework-res/framework-res.apk")
@@ -21,7 +22,7 @@ FRAMEWORK_RES = Path("/usr/share/android-framework-res/framework-res.apk")
 
 def missing_tools() -> str | None:
     """What the Java build needs that this machine lacks (set-up installs aapt2 and framework-res as root)."""
-    missing = [t for t in ("javac", "mvn", "aapt2") if shutil.which(t) is None]
+    missing = [t for t in ("javac", "mvn", "aapt2", "zipalign", "apksigner", "dexdump") if shutil.which(t) is None]
     missing += [] if FRAMEWORK_RES.exists() else [str(FRAMEWORK_RES)]
     return ", ".join(missing) or None
 
@@ -66,7 +67,7 @@ def run_maven(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
 def test_the_app_compiles_and_its_onnx_engine_gives_the_python_logits(tiny_bundle, tmp_path):
     golden = write_golden(tiny_bundle, tmp_path / "golden")
     report = tmp_path / "onnx_engine.json"
-    result = run_maven("test", f"-Dtaper.golden={golden}", f"-Dtaper.report={report}")
+    result = run_maven("package", f"-Dtaper.golden={golden}", f"-Dtaper.report={report}")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     # The app's classes are there (MainActivity with aapt2's R, both engines), and the test ran, not skipped.
     classes = ANDROID / "app" / "target" / "classes" / "org" / "taper" / "demo"
@@ -78,3 +79,9 @@ def test_the_app_compiles_and_its_onnx_engine_gives_the_python_logits(tiny_bundl
     assert summary["cases"] == len(spec["cases"]) >= 5 and summary["images"] == len(spec["images"])
     assert summary["checks"] == 3 * len(spec["cases"]) * len(spec["images"])   # float32, int8 graph, int8 path
     assert all(0 <= v <= 1 for v in summary["worst_over_bound"].values())
+    # The APK app/apk.sh made in `mvn package` (resources, dex, zipalign, signature), read back by the tools.
+    checks = apk_checks(ANDROID / "app" / "target" / "taper-demo.apk")
+    assert all(checks[k] for k in ("aapt2_dump_badging", "launchable_activity", "zipaligned", "signed",
+                                   "dexdump", "core_and_app_dexed")), checks
+    assert not checks["native_libraries"] and checks["classes"] > 100   # no onnxruntime-android AAR here
+

@@ -1,4 +1,4 @@
-"""The resolver as a pipeline of rule families (issue 73): the same answers as the one-module resolver it was cut
+r"""The resolver as a pipeline of rule families (issue 73): the same answers as the one-module resolver it was cut
 from, on every phrasing this project has written (tests/data/resolver_answers.json, recorded on the tiny bundle
 before the cut by scripts/resolver_answers.py). One change since, on purpose: a missing item's answer says how
 to add it (issue 72; sdk/text/resolver/missing.py ADD_IT), appended to the recorded answers by the substitution

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The APK from what `mvn package` built before it: target/resources.ap_ (resources.sh: compiled resources
+# and binary manifest), the core's and the app's classes and onnxruntime's Java classes dexed by D8
+# (com.android.tools:r8, the version pom.xml pins, copied to target/apk-inputs by maven-dependency-plugin:
+# Java 17 class files, records and List.of desugared for minSdk), zipaligned, and signed with a debug key
+# made here. Writes target/taper-demo.apk; run by app/pom.xml in package, by hand: bash app/apk.sh
+#
+# What it lacks (android_demo/README.md): onnxruntime's native libraries (lib/arm64-v8a, lib/x86_64) come
+# in the onnxruntime-android AAR, which Maven Central does not serve; its Java classes here are the desktop
+# JAR's (the same ai.onnxruntime API, natives left out). Not run on a device: there is no emulator here.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+target="$here/target"
+inputs="$target/apk-inputs"
+work="$target/apk"
+min_sdk=$(sed -n 's/^ *minSdk = \([0-9]*\)$/\1/p' "$here/build.gradle.kts")
+rm -rf "$work" "$target/taper-demo.apk"
+mkdir -p "$work/ort"
+# onnxruntime's Java classes only: its desktop natives (ai/onnxruntime/native/linux-x64) are no Android code.
+(cd "$work/ort" && unzip -q "$inputs/onnxruntime.jar" 'ai/onnxruntime/*.class' && jar cf ../onnxruntime-classes.jar ai)
+java -cp "$inputs/r8.jar" com.android.tools.r8.D8 --release --min-api "$min_sdk" --lib "$inputs/android-all.jar" \
+  --output "$work/dex.zip" "$here/../core/target/taper-core-0.1.jar" "$target/taper-app-0.1.jar" \
+  "$work/onnxruntime-classes.jar"
+cp "$target/resources.ap_" "$work/unaligned.apk"
+(cd "$work" && unzip -q dex.zip classes.dex && zip -q unaligned.apk classes.dex)
+zipalign -p -f 4 "$work/unaligned.apk" "$work/aligned.apk"
+keytool -genkeypair -keystore "$work/debug.keystore" -storepass android -keypass android -alias androiddebugkey \
+  -keyalg RSA -keysize 2048 -validity 10000 -dname "CN=Android Debug,O=Android,C=US" >/dev/null 2>&1
+apksigner sign --ks "$work/debug.keystore" --ks-pass pass:android --key-pass pass:android \
+  --out "$target/taper-demo.apk" "$work/aligned.apk"
+echo "apk.sh: $target/taper-demo.apk ($(stat -c %s "$target/taper-demo.apk") bytes)"
