@@ -243,8 +243,8 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
 
 def semantic_forgeries(blob: bytes) -> Iterator[tuple[str, bytes]]:
     """Re-checksummed bundles whose damage only a check of the values finds: a negative running variance in
-    the mixer and in a basis, NaN in the mixer, an infinite class embedding, class embeddings that are
-    finite but not unit vectors."""
+    the mixer and in a basis, NaN in the mixer and in the middle of a basis's weights, an infinite class
+    embedding, class embeddings that are finite but not unit vectors."""
     bundle = Bundle.from_buffer(np.frombuffer(blob, np.uint8))
     manifest, members = bundle_members(blob)
 
@@ -260,6 +260,11 @@ def semantic_forgeries(blob: bytes) -> Iterator[tuple[str, bytes]]:
     index = [c.endswith("running_var") for c in layer.channels].index(True)
     bases[f"{layer.name}.channels"][..., index, :1] = -0.5
     yield "negative_basis_variance", with_tensors("bases.safetensors", bases)
+    clean = {k: np.array(v) for k, v in bundle.bases.tensors().items()}
+    weights = next(k for k in sorted(clean) if not k.endswith(".channels") and clean[k].dtype.kind == "f")
+    middle = np.arange(clean[weights].size).reshape(clean[weights].shape) == clean[weights].size // 2
+    yield "nan_basis", with_tensors("bases.safetensors", {
+        **clean, weights: np.where(middle, np.nan, clean[weights]).astype(clean[weights].dtype)})
     text = np.array(bundle.class_embeddings)
     text[0, 0] = np.inf
     yield "inf_class_embedding", with_tensors("class_embeddings.safetensors",

@@ -37,6 +37,18 @@ public final class Bases {
             for (long d : shape) n *= d;
             return n;
         }
+
+        /** The index of the first value that is NaN or infinite (or, with {@code nonNegative}, below zero),
+         *  -1 if none: one pass with the dtype decided once (a bundle's bases are millions of values). */
+        long firstUnfit(boolean nonNegative) {
+            long n = size();
+            boolean f32 = dtype.equals("F32");
+            for (int i = 0; i < n; i++) {
+                float v = f32 ? data.getFloat(4 * i) : halfToFloat(data.getShort(2 * i));
+                if (!Float.isFinite(v) || (nonNegative && v < 0)) return i;
+            }
+            return -1;
+        }
     }
 
     /** One layer: the weight's name and shape, its block, its channel tensors and how it is stored. */
@@ -141,11 +153,10 @@ public final class Bases {
             for (Map.Entry<String, Tensor> e : parts.entrySet()) {
                 Tensor t = e.getValue();
                 if (t.dtype.equals("I8")) continue;
-                for (int i = 0; i < t.size(); i++) {
-                    float v = t.get(i);
-                    if (!Float.isFinite(v)) throw new BundleException("bases: " + layer.name + "." + e.getKey() + " holds NaN or infinite values");
-                    if (e.getKey().equals("scale") && v < 0) throw new BundleException("bases: " + layer.name + ".scale holds negative scales");
-                }
+                long bad = t.firstUnfit(e.getKey().equals("scale"));
+                if (bad >= 0 && !Float.isFinite(t.get((int) bad)))
+                    throw new BundleException("bases: " + layer.name + "." + e.getKey() + " holds NaN or infinite values");
+                if (bad >= 0) throw new BundleException("bases: " + layer.name + ".scale holds negative scales");
             }
             Tensor channels = parts.get("channels");
             int count = layer.channels.length;
