@@ -13,8 +13,8 @@ command -v chromium-headless-shell >/dev/null 2>&1 || command -v chromium >/dev/
   || debian+=(chromium-headless-shell fonts-dejavu-core)
 command -v aapt2 >/dev/null 2>&1 || debian+=(aapt)
 [ -f /usr/share/android-framework-res/framework-res.apk ] || debian+=(android-framework-res)
-#   and for its APK (android_demo/app/apk.sh): zipalign, apksigner, and dexdump to read the dex back
-for tool in zipalign apksigner dexdump; do command -v $tool >/dev/null 2>&1 || debian+=($tool); done
+#   and for its APK (android_demo/app/apk.sh): zip, unzip, zipalign, apksigner, and dexdump to read the dex back
+for tool in zip unzip zipalign apksigner dexdump; do command -v $tool >/dev/null 2>&1 || debian+=($tool); done
 # - the fusion kernel built for aarch64 and checked under emulation (tests/test_cross_kernel.py)
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || debian+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 command -v qemu-aarch64 >/dev/null 2>&1 || debian+=(qemu-user)
