@@ -46,3 +46,32 @@ def test_every_hostile_graph_tokenizer_and_class_file_is_a_bundle_error(base, tm
         where = f"{member}|class_embeddings" if name.startswith("concepts_") else member
         with pytest.raises(BundleError, match=where):
             sdk.load(path)
+
+
+def test_a_member_that_passed_is_not_walked_again_and_other_bytes_are(monkeypatch):
+    """sdk/format/passed_checks.py: the same encoder graph and tokenizer bytes pass a second load without the
+    walk; one byte changed, or a refusal, is checked every time."""
+    from export.text_encoder import cached_text_encoder
+    from sdk.format import graph_check, passed_checks, tokenizer_check
+
+    fresh = passed_checks.PassedChecks()
+    monkeypatch.setattr(graph_check, "PASSED", fresh)
+    monkeypatch.setattr(tokenizer_check, "PASSED", fresh)
+    walks = []
+    structure = graph_check.encoder_structure
+    monkeypatch.setattr(graph_check, "encoder_structure", lambda g: walks.append(1) or structure(g))
+    graph = (cached_text_encoder() / "encoder.onnx").read_bytes()
+    assert graph_check.check_encoder_graph(graph) is graph and graph_check.check_encoder_graph(graph) is graph
+    assert len(walks) == 1
+    edited = bytearray(graph)
+    edited[len(graph) // 2] ^= 1            # a weight's byte: the structure is the same, the bytes are not
+    graph_check.check_encoder_graph(bytes(edited))
+    assert len(walks) == 2
+    for _ in range(2):                       # a refusal is never remembered
+        with pytest.raises(BundleError):
+            graph_check.check_encoder_graph(b"not a graph")
+    assert len(walks) == 4
+    tokenizer = (cached_text_encoder() / "tokenizer.json").read_bytes()
+    text = tokenizer_check.check_tokenizer_json(tokenizer)
+    assert fresh.passed("tokenizer.json", tokenizer) and tokenizer_check.check_tokenizer_json(tokenizer) == text
+    assert not fresh.passed("tokenizer.json", tokenizer + b" ") and not fresh.passed("text_encoder.onnx", tokenizer)

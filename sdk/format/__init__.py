@@ -8,7 +8,9 @@
 - `signing`: Ed25519 signatures;
 - `graph_check`: only the SDK's own graphs pass;
 - `tokenizer_check`: only WordPiece tokenizers pass;
+- `passed_checks`: the members that passed those two checks in this process, by their bytes' SHA-256;
 - `onnx_proto`: the protobuf wire format, as far as the runtime edits graphs.
 """
 
-__all__ = ["bundle", "manifest", "tensorfile", "strict_json", "signing", "graph_check", "tokenizer_check", "onnx_proto"]
+__all__ = ["bundle", "manifest", "tensorfile", "strict_json", "signing", "graph_check", "tokenizer_check",
+           "passed_checks", "onnx_proto"]

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from sdk.errors import BundleError
 from sdk.format import onnx_proto as pb
 from sdk.format.onnx_proto import ProtoError, encode_field, packed_ints, parse_fields, parse_initializer, text
+from sdk.format.passed_checks import PASSED
 from sdk.fusion.architecture import STEM_POOL
 from sdk.fusion.folding import BACKBONE_FILE
 
@@ -232,9 +233,13 @@ def _structure(graph: bytes, what: str) -> str:
 
 
 def check_encoder_graph(graph: bytes) -> bytes:
-    """`graph` if it has the structure of a text encoder the SDK exports; BundleError otherwise."""
+    """`graph` if it has the structure of a text encoder the SDK exports; BundleError otherwise. The same bytes
+    passed before in this process pass again without the walk (sdk/format/passed_checks.py)."""
+    if PASSED.passed("text_encoder.onnx", graph):
+        return graph
     structure = encoder_structure(graph)
     if structure not in KNOWN_ENCODER_STRUCTURES:
         raise BundleError(f"member text_encoder.onnx: not a text encoder this SDK exports (structure "
                           f"{structure[:16]}...); only the graph's weights may differ")
+    PASSED.add("text_encoder.onnx", graph)
     return graph
