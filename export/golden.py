@@ -19,7 +19,7 @@ golden.json:
   "channel_names": [[name, count]]), "features": [image][C] that graph's output on the images above
   (onnxruntime), "step": the quantization step of that output (`output_step`)}: the Java core must write
   the same bytes from the same inputs, and the app's OnnxEngine must run the graph to those features}].
-- "composed": {"classes": [name], "concepts": [[names], [members]], "descriptions": [{"description",
+- "composed": {"classes": [name], "concepts": [[names], [members], id], "descriptions": [{"description",
   "classes", "how"} or {"description", "encoder": true}]}: rule 3b of sdk/text/resolver/ on a hand-made class
   and concept table (COMPOSED_*; the synthetic bundle has no groups that cross), every description either
   resolved without the text encoder or recorded as needing it.
@@ -125,6 +125,9 @@ COMPOSED_CONCEPTS: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...] = (
     (("large animals",), (2, 3)), (("carnivore", "predators"), (3, 4)), (("insect",), (5, 6)),
     (("invertebrate",), (5, 6, 7, 8, 11)), (("flying animals",), (5, 9)), (("bird",), (9, 10)),
     (("slug",), (7, 11)), (("sea",), (8, 11)))
+# Concepts keyed as the exporter keys those it derives from WordNet (sdk.format.bundle.DERIVED_CONCEPT_PREFIX): a
+# resolution through a name only they give says so ("insects", "birds"; "mammals" is the author's).
+COMPOSED_DERIVED = {4: "wordnet/n02159955", 7: "wordnet/n01503061"}
 COMPOSED_DESCRIPTIONS = (
     "small mammals", "little mammals", "large carnivores", "small flying animals", "sea invertebrates",
     "small mammals, birds", "non-insect invertebrates", "invertebrates except insects",
@@ -616,7 +619,8 @@ def composed_resolver(embed: Callable[[str], np.ndarray] | None = None, compose:
 
     n, eye = len(COMPOSED_CLASSES), np.eye(len(COMPOSED_CLASSES) + len(COMPOSED_CONCEPTS), dtype=np.float32)
     classes = [ClassInfo(f"n{i}", name, ["entity", name]) for i, name in enumerate(COMPOSED_CLASSES)]
-    concepts = [Concept(f"c{i}", list(names), list(members)) for i, (names, members) in enumerate(COMPOSED_CONCEPTS)]
+    concepts = [Concept(COMPOSED_DERIVED.get(i, f"c{i}"), list(names), list(members))
+                for i, (names, members) in enumerate(COMPOSED_CONCEPTS)]
     return TaskResolver(classes, eye[:n], {}, embed or needs_encoder, concepts, eye[n:], compose=compose)
 
 
@@ -628,7 +632,9 @@ def composed_resolutions() -> dict:
             rows.append({"description": description, "classes": task.classes.tolist(), "how": task.how})
         except NeedsEncoder:
             rows.append({"description": description, "encoder": True})
-    return {"classes": list(COMPOSED_CLASSES), "concepts": [[list(a), list(b)] for a, b in COMPOSED_CONCEPTS],
+    return {"classes": list(COMPOSED_CLASSES),
+            "concepts": [[list(a), list(b), COMPOSED_DERIVED.get(i, f"c{i}")]
+                         for i, (a, b) in enumerate(COMPOSED_CONCEPTS)],
             "descriptions": rows}
 
 

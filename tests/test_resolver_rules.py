@@ -60,6 +60,16 @@ def test_rule_3c_reads_a_near_typo_as_the_name_and_leaves_short_words(names):
     assert spelling(names, "bea") is None and spelling(names, "zebra") is None
 
 
+
+def test_rule_3_says_when_a_group_name_comes_only_from_wordnet():
+    derived = [Concept("wordnet/n02084071", ["dog", "domestic dog", "pets"], [0, 1]),
+               Concept("wordnet/n02206856", ["bee"], [2, 3]), Concept("wordnet/n00015388", ["animals"], [0, 1, 2, 3])]
+    index = Names(CLASSES, {"animals": [0, 1, 2, 3]}, [*CONCEPTS, *derived])
+    # "bee" too: a class's sense that holds another class is a concept, and rule 3 takes groups first. Not
+    # "pets" (the author's concept c3 gives it too), "animals" (a super-category), "dog" (a node of the paths).
+    assert index.derived == {"domestic dog", "bee"}    # "domestic dogs" finds it through its singular
+    assert index.group("domestic dogs")[0] == "domestic dog" and not Names(CLASSES, {}, CONCEPTS).derived
+
 def test_rule_4a_tells_what_the_bundle_lacks(names):
     assert unknown(names, frozenset(), "owl") and not unknown(names, frozenset(), "beagle")
     assert unknown(names, frozenset(), "polar bear") and not unknown(names, frozenset(), "my pets")

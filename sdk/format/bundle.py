@@ -89,6 +89,11 @@ def display_name(stored: str) -> tuple[str, list[str]]:
     return (parts[0], parts[1:]) if parts else (stored, [])
 
 
+# A concept keyed so was derived at export from WordNet for a vocabulary of one's own classes (trainer/data/
+# english.py), not written by the bundle's author; a resolution that uses one says so.
+DERIVED_CONCEPT_PREFIX = "wordnet/"
+
+
 @dataclass
 class Concept:
     """A kind of thing the classes belong to (a WordNet hypernym such as "clothing"): its names, the
@@ -96,6 +101,11 @@ class Concept:
     id: str
     names: list[str]
     members: list[int]
+
+    @property
+    def derived(self) -> bool:
+        """Whether the exporter derived it from WordNet (id `wordnet/...`) rather than the author wrote it."""
+        return self.id.startswith(DERIVED_CONCEPT_PREFIX)
 
 
 class Bundle:

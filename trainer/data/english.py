@@ -26,11 +26,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from sdk.format.bundle import DERIVED_CONCEPT_PREFIX
+
 from .errors import DataError
 from .glosses import WNID, WORDNET_NOUNS, parse_gloss
 
 WORDNET_DIR = WORDNET_NOUNS.parent
-ID_PREFIX = "wordnet/"       # the concepts it adds are keyed wordnet/<offset>: derived, not the author's
+ID_PREFIX = DERIVED_CONCEPT_PREFIX   # the concepts it adds are keyed wordnet/<offset>: derived, not the author's
 # WordNet's own rules for noun endings (morphy): a plural form -> the singular to look up
 SUFFIXES = (("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"), ("men", "man"),
             ("ies", "y"), ("s", ""))

@@ -23,7 +23,9 @@ Rules, in order:
    ("insects"), else any name of a concept (bundles of format 5: every WordNet hypernym of the classes
    with all its synonyms, "clothing", "wear", "veggie", "household appliance", and the exporter's
    everyday collections and class facets, "farm animals", "livestock"), else a node of the
-   classes' hierarchy paths ("dog"). An exact class name selects that class and the classes within
+   classes' hierarchy paths ("dog"). A name that only concepts the exporter derived from WordNet give
+   (keyed `wordnet/`, a bundle of one's own classes) is said to be so: "group 'feline' (from WordNet: a
+   kind of thing each of its classes is)". An exact class name selects that class and the classes within
    `margin` of it by text similarity (the resolution names them). Plurals are made singular first
    (`singular_forms`: "butterflies" -> the butterfly group, "wolves" -> "wolf", "geese" -> "goose").
 3b. A phrase that is no name but is built from two groups (`TaskResolver._composed`): "non-X Y", "Y except

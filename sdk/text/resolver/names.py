@@ -28,6 +28,7 @@ class Names:
         for i, c in enumerate(classes):
             for key in [c.id, c.name, *c.aliases]:
                 self.by_name.setdefault(normalize_name(key), i)
+        self.derived: set[str] = set()   # group names only WordNet-derived concepts give (the resolution says so)
         self.groups = self._groups(classes, supercategories)
         self.singulars: set[str] = set()   # the group names below, made from a plural one
         for name in list(self.groups):   # "puppies" (a group's alias) also answers "puppy"
@@ -35,6 +36,8 @@ class Names:
                 if form not in self.groups and form not in self.by_name:
                     self.groups[form] = self.groups[name]
                     self.singulars.add(form)
+                    if name in self.derived:
+                        self.derived.add(form)
         self.heads: dict[str, list[int]] = {}   # rule 3d: "train" -> the classes named "... train"
         for key, i in self.by_name.items():
             if " " in key:
@@ -50,19 +53,27 @@ class Names:
         groups: dict[str, list[int]] = {}
         for synonyms in (False, True):
             named: dict[str, set[int]] = {}
+            authored: set[str] = set()   # names at least one concept the author wrote gives
             for concept in self.concepts:
                 for name in concept.names[1:] if synonyms else concept.names[:1]:
                     named.setdefault(normalize_name(name), set()).update(concept.members)
+                    if not concept.derived:
+                        authored.add(normalize_name(name))
             for name, members in named.items():
-                groups.setdefault(name, sorted(members))
+                if name not in groups:
+                    groups[name] = sorted(members)
+                    if name not in authored:
+                        self.derived.add(name)
         nodes: dict[str, list[int]] = {}
         for i, c in enumerate(classes):  # inner nodes of the hierarchy ("dog", "insect", ...)
             for node in c.path[:-1]:
                 nodes.setdefault(normalize_name(node), []).append(i)
         for name, members in nodes.items():
             groups.setdefault(name, members)
+            self.derived.discard(name)   # the hierarchy's own word too: not only WordNet's
         for name, members in supercategories.items():
             groups[normalize_name(name)] = list(members)
+            self.derived.discard(normalize_name(name))
         return groups
 
     def class_name(self, key: str) -> str:

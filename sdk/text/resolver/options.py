@@ -15,6 +15,8 @@ MAX_CLASS_LIST = 10_000
 MAX_GROUP_CLASSES = 100  # a named group is taken whole (max_classes does not cut it), up to this many
 MAX_TASK_CLASSES = 100_000
 MISSING = "not a name this bundle knows"   # rule 4a's words in a resolution (the Java core's too)
+# rule 3's relation, for a group name only WordNet-derived concepts give (sdk.format.bundle.DERIVED_CONCEPT_PREFIX)
+DERIVED = "from WordNet: a kind of thing each of its classes is"
 MISSING_POLICIES = ("tell", "nearest")
 
 

@@ -18,7 +18,7 @@ from sdk.text.compounds import exocentric_compounds
 from .composition import composed
 from .missing import exocentric_form, nearest_instead, told, unknown
 from .names import Names
-from .options import MAX_CLASS_LIST, MAX_DESCRIPTION_CHARS, MAX_GROUP_CLASSES, MISSING, Task, TaskOptions
+from .options import DERIVED, MAX_CLASS_LIST, MAX_DESCRIPTION_CHARS, MAX_GROUP_CLASSES, MISSING, Task, TaskOptions
 from .similarity import concept_match, contrast, pad, top
 from .spelling import spelling
 from .words import check_text, normalize_name, singular_forms, unit_mean
@@ -99,7 +99,8 @@ class TaskResolver:
         key = normalize_name(phrase)
         group = index.group(key)                                                  # rule 3: a group
         if group is not None:
-            return group[1][:MAX_GROUP_CLASSES], f"group {group[0]!r}", 0.0
+            kind = f" ({DERIVED})" if group[0] in index.derived else ""
+            return group[1][:MAX_GROUP_CLASSES], f"group {group[0]!r}{kind}", 0.0
         key = index.class_name(key)                                               # "geese" -> "goose"
         found = None if key in self.by_name or not self.compose else composed(index, key)   # rule 3b
         if found is not None:

@@ -262,7 +262,7 @@ public final class GoldenTest {
         for (Object o : (List<Object>) composed.get("concepts")) {
             List<Object> pair = (List<Object>) o;
             int[] members = ((List<Object>) pair.get(1)).stream().mapToInt(m -> ((Number) m).intValue()).toArray();
-            concepts.add(new Concept("c" + concepts.size(), (List<String>) pair.get(0), members));
+            concepts.add(new Concept((String) pair.get(2), (List<String>) pair.get(0), members));   // "wordnet/..": derived
         }
         int dim = names.size() + concepts.size();
         FloatBuffer eye = FloatBuffer.allocate(dim * dim);

@@ -38,6 +38,8 @@ public final class TaskResolver {
             "to", "from", "by", "that", "which", "who", "whose", "having");
     /** sdk.text.resolver.MISSING: rule 4a's words in a resolution. */
     static final String MISSING = "not a name this bundle knows";
+    /** Rule 3's relation for a group name only WordNet-derived concepts give (Python's options.DERIVED). */
+    static final String DERIVED = "from WordNet: a kind of thing each of its classes is";
     /** How to have a missing item anyway: few-shot enrollment (Python's sdk.personalize examples=). */
     static final String ADD_IT = "to add it, give a few photos of it as examples";
     /** sdk.text.resolver.CLOSEST_NAMES, SPELLING_MIN_CHARS and SPELLING_LONG_CHARS (rules 4a and 3c). */
@@ -93,6 +95,7 @@ public final class TaskResolver {
     private final java.util.function.Predicate<String> isWord;
     /** The group names made from a plural one ("puppy" for "puppies"): no modifier in rule 3b. */
     private final Set<String> singulars = new java.util.HashSet<>();
+    private final Set<String> derived = new java.util.HashSet<>();   // group names only derived concepts give
     /** Rule 4a: two-word nouns that are no kind of their last word ("hot dog"; Compounds.shipped()). */
     private final Set<String> exocentric;
     /** Rule 3d: the last word of class names with a space -> those classes. */
@@ -124,31 +127,42 @@ public final class TaskResolver {
         }
         for (boolean synonyms : new boolean[]{false, true}) {  // primary names first; concepts sharing a name merge
             Map<String, TreeSet<Integer>> named = new LinkedHashMap<>();
+            Set<String> authored = new java.util.HashSet<>();   // names at least one concept the author wrote gives
             for (Concept concept : concepts) {
                 List<String> these = synonyms ? concept.names().subList(1, concept.names().size()) : concept.names().subList(0, 1);
                 for (String name : these) {
                     TreeSet<Integer> members = named.computeIfAbsent(norm(name), k -> new TreeSet<>());
                     for (int c : concept.members()) members.add(c);
+                    if (!concept.derived()) authored.add(norm(name));
                 }
             }
-            for (Map.Entry<String, TreeSet<Integer>> e : named.entrySet()) groups.putIfAbsent(e.getKey(), new ArrayList<>(e.getValue()));
+            for (Map.Entry<String, TreeSet<Integer>> e : named.entrySet()) {
+                if (groups.containsKey(e.getKey())) continue;
+                groups.put(e.getKey(), new ArrayList<>(e.getValue()));
+                if (!authored.contains(e.getKey())) derived.add(e.getKey());
+            }
         }
         Map<String, List<Integer>> nodes = new LinkedHashMap<>();
         for (int i = 0; i < paths.size(); i++) {
             List<String> path = paths.get(i);
             for (String node : path.subList(0, path.size() - 1)) nodes.computeIfAbsent(norm(node), k -> new ArrayList<>()).add(i);
         }
-        for (Map.Entry<String, List<Integer>> e : nodes.entrySet()) groups.putIfAbsent(e.getKey(), e.getValue());
+        for (Map.Entry<String, List<Integer>> e : nodes.entrySet()) {
+            groups.putIfAbsent(e.getKey(), e.getValue());
+            derived.remove(e.getKey());   // the hierarchy's own word too: not only WordNet's
+        }
         for (Map.Entry<String, int[]> e : supercategories.entrySet()) {
             List<Integer> members = new ArrayList<>();
             for (int c : e.getValue()) members.add(c);
             groups.put(norm(e.getKey()), members);
+            derived.remove(norm(e.getKey()));
         }
         for (String name : new ArrayList<>(groups.keySet())) {  // "puppies" (a group's alias) also answers "puppy"
             for (String form : singularForms(name)) {  // every reading: "automobiles" -> "automobil", "automobile"
                 if (!groups.containsKey(form) && !byName.containsKey(form)) {
                     groups.put(form, groups.get(name));
                     singulars.add(form);
+                    if (derived.contains(name)) derived.add(form);
                 }
             }
         }
@@ -405,7 +419,7 @@ public final class TaskResolver {
         Map.Entry<String, List<Integer>> named = group(key);
         if (named != null) {
             List<Integer> members = named.getValue();
-            how.add("'" + phrase + "': group '" + named.getKey() + "'");
+            how.add("'" + phrase + "': group '" + named.getKey() + "'" + (derived.contains(named.getKey()) ? " (" + DERIVED + ")" : ""));
             return members.subList(0, Math.min(MAX_GROUP_CLASSES, members.size()));
         }
         List<String> forms = new ArrayList<>(List.of(key));
