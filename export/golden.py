@@ -128,6 +128,7 @@ COMPOSED_CONCEPTS: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...] = (
 # Concepts keyed as the exporter keys those it derives from WordNet (sdk.format.bundle.DERIVED_CONCEPT_PREFIX): a
 # resolution through a name only they give says so ("insects", "birds"; "mammals" is the author's).
 COMPOSED_DERIVED = {4: "wordnet/n02159955", 7: "wordnet/n01503061"}
+COMPOSED_IDS = tuple(COMPOSED_DERIVED.get(i, f"c{i}") for i in range(len(COMPOSED_CONCEPTS)))
 COMPOSED_DESCRIPTIONS = (
     "small mammals", "little mammals", "large carnivores", "small flying animals", "sea invertebrates",
     "small mammals, birds", "non-insect invertebrates", "invertebrates except insects",
@@ -261,13 +262,13 @@ def semantic_forgeries(blob: bytes) -> Iterator[tuple[str, bytes]]:
     bases = {k: np.array(v) for k, v in bundle.bases.tensors().items()}
     layer = next(lb.layer for lb in bundle.bases.layers if any(c.endswith("running_var") for c in lb.layer.channels))
     index = [c.endswith("running_var") for c in layer.channels].index(True)
-    bases[f"{layer.name}.channels"][..., index, :1] = -0.5
-    yield "negative_basis_variance", with_tensors("bases.safetensors", bases)
-    clean = {k: np.array(v) for k, v in bundle.bases.tensors().items()}
-    weights = next(k for k in sorted(clean) if not k.endswith(".channels") and clean[k].dtype.kind == "f")
-    middle = np.arange(clean[weights].size).reshape(clean[weights].shape) == clean[weights].size // 2
-    yield "nan_basis", with_tensors("bases.safetensors", {
-        **clean, weights: np.where(middle, np.nan, clean[weights]).astype(clean[weights].dtype)})
+    channels = bases[f"{layer.name}.channels"].copy()
+    channels[..., index, :1] = -0.5
+    yield "negative_basis_variance", with_tensors("bases.safetensors", {**bases, f"{layer.name}.channels": channels})
+    weights = next(k for k in sorted(bases) if not k.endswith(".channels") and bases[k].dtype.kind == "f")
+    nan = bases[weights].copy()
+    nan.reshape(-1)[nan.size // 2] = np.nan
+    yield "nan_basis", with_tensors("bases.safetensors", {**bases, weights: nan})
     text = np.array(bundle.class_embeddings)
     text[0, 0] = np.inf
     yield "inf_class_embedding", with_tensors("class_embeddings.safetensors",
@@ -619,8 +620,8 @@ def composed_resolver(embed: Callable[[str], np.ndarray] | None = None, compose:
 
     n, eye = len(COMPOSED_CLASSES), np.eye(len(COMPOSED_CLASSES) + len(COMPOSED_CONCEPTS), dtype=np.float32)
     classes = [ClassInfo(f"n{i}", name, ["entity", name]) for i, name in enumerate(COMPOSED_CLASSES)]
-    concepts = [Concept(COMPOSED_DERIVED.get(i, f"c{i}"), list(names), list(members))
-                for i, (names, members) in enumerate(COMPOSED_CONCEPTS)]
+    concepts = [Concept(cid, list(names), list(members))
+                for cid, (names, members) in zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True)]
     return TaskResolver(classes, eye[:n], {}, embed or needs_encoder, concepts, eye[n:], compose=compose)
 
 
@@ -633,8 +634,7 @@ def composed_resolutions() -> dict:
         except NeedsEncoder:
             rows.append({"description": description, "encoder": True})
     return {"classes": list(COMPOSED_CLASSES),
-            "concepts": [[list(a), list(b), COMPOSED_DERIVED.get(i, f"c{i}")]
-                         for i, (a, b) in enumerate(COMPOSED_CONCEPTS)],
+            "concepts": [[list(a), list(b), cid] for cid, (a, b) in zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True)],
             "descriptions": rows}
 
 

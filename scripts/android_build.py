@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -30,8 +31,8 @@ from scripts.results import write_result
 
 ANDROID = Path(__file__).parents[1] / "android_demo"
 AARS_TRIED = {
-    "com.microsoft.onnxruntime:onnxruntime-android": "no maven-metadata.xml; 1.20.0 and 1.22.0 not found",
-    "org.pytorch:executorch-android": "no maven-metadata.xml; 1.0.1 and 0.7.0 not found",
+    "com.microsoft.onnxruntime:onnxruntime-android": "no maven-metadata.xml; 1.20.0, 1.22.0 and 1.23.2 not found",
+    "org.pytorch:executorch-android": "no maven-metadata.xml; 1.0.1, 0.7.0 and 0.6.0 not found",
 }
 
 
@@ -58,8 +59,8 @@ DEXED = ("Lorg/taper/sdk/Personalizer;", "Lorg/taper/sdk/format/Bundle;", "Lorg/
 
 def apk_checks(apk: Path = APK) -> dict:
     """What the tools say of the APK app/apk.sh made: aapt2 reads its manifest and launcher, it is zipaligned,
-    its signature verifies for minSdk 24, dexdump reads every class of its dex (the core's, the app's and
-    onnxruntime's Java classes among them), and whether it holds native libraries (lib/)."""
+    its signature verifies for the minSdk its manifest declares, dexdump reads every class of its dex (the
+    core's, the app's and onnxruntime's Java classes among them), and whether it holds native libraries."""
     import zipfile
 
     def run(*cmd: str) -> subprocess.CompletedProcess:
@@ -68,22 +69,24 @@ def apk_checks(apk: Path = APK) -> dict:
     if not apk.exists():
         return {"built": False}
     badging = run("aapt2", "dump", "badging", str(apk))
-    with zipfile.ZipFile(apk) as z:
+    min_sdk = re.search(r"^sdkVersion:'(\d+)'", badging.stdout, re.MULTILINE)
+    with zipfile.ZipFile(apk) as z, tempfile.TemporaryDirectory() as tmp:
         names = set(z.namelist())
-        with tempfile.TemporaryDirectory() as tmp:
-            dex = Path(tmp) / "classes.dex"
-            dex.write_bytes(z.read("classes.dex")) if "classes.dex" in names else None
-            dump = run("dexdump", "-l", "plain", str(dex)) if dex.exists() else None
-    dumped = dump is not None and dump.returncode == 0
+        dex = Path(tmp) / "classes.dex"
+        dex.write_bytes(z.read("classes.dex") if "classes.dex" in names else b"")
+        dump = run("dexdump", "-l", "plain", str(dex))
+    dumped = dump.returncode == 0 and "classes.dex" in names
     return {"built": True, "bytes": apk.stat().st_size,
             "aapt2_dump_badging": badging.returncode == 0 and "package: name='org.taper.demo'" in badging.stdout,
             "badging": badging.stdout.splitlines()[:3],
             "launchable_activity": "launchable-activity: name='org.taper.demo.MainActivity'" in badging.stdout,
             "zipaligned": run("zipalign", "-c", "-p", "4", str(apk)).returncode == 0,
-            "signed": run("apksigner", "verify", "--min-sdk-version", "24", str(apk)).returncode == 0,
+            "signed": min_sdk is not None and run("apksigner", "verify", "--min-sdk-version", min_sdk.group(1),
+                                                  str(apk)).returncode == 0,
             "dexdump": dumped, "classes": dump.stdout.count("Class descriptor  :") if dumped else 0,
             "core_and_app_dexed": dumped and all(f"Class descriptor  : '{c}'" in dump.stdout for c in DEXED),
-            "dexer": "D8 (com.android.tools:r8, android_demo/pom.xml's r8.version), Java 17 class files, min-api 24",
+            "dexer": "D8 (com.android.tools:r8, android_demo/pom.xml's r8.version), Java 17 class files, "
+                     "min-api from app/build.gradle.kts",
             "native_libraries": any(n.startswith("lib/") for n in names), "aars_tried": AARS_TRIED,
             "run_on_a_device": False}
 

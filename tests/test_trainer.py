@@ -216,6 +216,7 @@ def test_a_runs_threads_are_its_own_and_given_back_after_it(tmp_path, monkeypatc
 
 
 def test_the_class_name_encoder_is_loaded_once_and_gives_a_batch_it_saw_exactly_again():
+    from sdk.errors import DescriptionError
     from sdk.text.encoder import TextEncoder
     from trainer.text_encoder import class_name_encoder, text_encoder_dir
 
@@ -224,10 +225,12 @@ def test_the_class_name_encoder_is_loaded_once_and_gives_a_batch_it_saw_exactly_
     texts = ["a photo of a red fox at night", "a photo of a goose"]
     first = encoder.encode(texts)
     first[:] = 0   # the caller's copy: what the encoder remembers is not changed through it
-    fresh = TextEncoder.from_dir(text_encoder_dir()).encode(texts)
+    plain = TextEncoder.from_dir(text_encoder_dir())   # a fresh encoder, remembering nothing
+    fresh = plain.encode(texts)
     assert np.array_equal(encoder.encode(texts), fresh) and fresh.any()
-    assert np.array_equal(encoder.embed_class_names(["goose"]), TextEncoder.from_dir(text_encoder_dir())
-                          .embed_class_names(["goose"]))
+    assert np.array_equal(encoder.embed_class_names(["goose"]), plain.embed_class_names(["goose"]))
+    with pytest.raises(DescriptionError):   # a str is no batch, as for any encoder
+        encoder.encode("a photo of a goose")
 
 
 def test_paper_preset_starts_on_cpu(tmp_path, monkeypatch):

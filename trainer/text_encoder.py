@@ -8,11 +8,8 @@ imports `export`: data flows trainer -> run directory -> export, and the import 
 
 from __future__ import annotations
 
-import collections
 import functools
 from pathlib import Path
-
-import numpy as np
 
 ENTRY_POINTS = "taper_sdk.text_encoder"
 
@@ -43,7 +40,7 @@ def class_name_encoder():
     return remembering_encoder(str(folder), stat.st_size, stat.st_mtime_ns)
 
 
-REMEMBERED_BATCHES = 256   # at most 256 x 256 texts x 384 floats: 100 MB, a run over conditions embeds ~40
+REMEMBERED_BATCHES = 256   # at most 256 batches x 256 texts x 384 floats: 100 MB
 
 
 @functools.lru_cache(maxsize=2)
@@ -54,20 +51,13 @@ def remembering_encoder(folder: str, size: int, mtime_ns: int):
     from sdk.text.encoder import TextEncoder
 
     class RememberingEncoder(TextEncoder):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.remembered: collections.OrderedDict[tuple[str, ...], np.ndarray] = collections.OrderedDict()
-
         def encode(self, texts):
-            key = tuple(texts) if not isinstance(texts, str) else None
-            if key is None or key not in self.remembered:
-                embeddings = super().encode(texts)
-                if key is not None:
-                    self.remembered[key] = embeddings
-                    while len(self.remembered) > REMEMBERED_BATCHES:
-                        self.remembered.popitem(last=False)
-                return embeddings.copy()
-            self.remembered.move_to_end(key)
-            return self.remembered[key].copy()
+            if isinstance(texts, str):   # refused by TextEncoder.encode, as a str is no batch
+                return super().encode(texts)
+            return self._encoded(tuple(texts)).copy()   # the caller's copy: what is remembered stays
+
+        @functools.lru_cache(maxsize=REMEMBERED_BATCHES)   # noqa: B019 (the encoder lives as long as the process)
+        def _encoded(self, texts: tuple[str, ...]):
+            return super().encode(texts)
 
     return RememberingEncoder.from_dir(folder)

@@ -13,13 +13,14 @@ here="$(cd "$(dirname "$0")" && pwd)"
 target="$here/target"
 inputs="$target/apk-inputs"
 work="$target/apk"
-min_sdk=$(sed -n 's/^ *minSdk = \([0-9]*\)$/\1/p' "$here/build.gradle.kts")
+# minSdk as the manifest aapt2 compiled carries it (resources.sh took it from build.gradle.kts: one owner)
+min_sdk=$(aapt2 dump badging "$target/resources.ap_" | sed -n "s/^sdkVersion:'\([0-9]*\)'$/\1/p")
 rm -rf "$work" "$target/taper-demo.apk"
 mkdir -p "$work/ort"
 # onnxruntime's Java classes only: its desktop natives (ai/onnxruntime/native/linux-x64) are no Android code.
 (cd "$work/ort" && unzip -q "$inputs/onnxruntime.jar" 'ai/onnxruntime/*.class' && jar cf ../onnxruntime-classes.jar ai)
 java -cp "$inputs/r8.jar" com.android.tools.r8.D8 --release --min-api "$min_sdk" --lib "$inputs/android-all.jar" \
-  --output "$work/dex.zip" "$here/../core/target/taper-core-0.1.jar" "$target/taper-app-0.1.jar" \
+  --output "$work/dex.zip" "$here"/../core/target/taper-core-*.jar "$target"/taper-app-*.jar \
   "$work/onnxruntime-classes.jar"
 cp "$target/resources.ap_" "$work/unaligned.apk"
 (cd "$work" && unzip -q dex.zip classes.dex && zip -q unaligned.apk classes.dex)

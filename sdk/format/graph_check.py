@@ -235,11 +235,12 @@ def _structure(graph: bytes, what: str) -> str:
 def check_encoder_graph(graph: bytes) -> bytes:
     """`graph` if it has the structure of a text encoder the SDK exports; BundleError otherwise. The same bytes
     passed before in this process pass again without the walk (sdk/format/passed_checks.py)."""
-    if PASSED.passed("text_encoder.onnx", graph):
-        return graph
+    PASSED.check_once("text_encoder.onnx", graph, _check_encoder_structure)
+    return graph
+
+
+def _check_encoder_structure(graph: bytes) -> None:
     structure = encoder_structure(graph)
     if structure not in KNOWN_ENCODER_STRUCTURES:
         raise BundleError(f"member text_encoder.onnx: not a text encoder this SDK exports (structure "
                           f"{structure[:16]}...); only the graph's weights may differ")
-    PASSED.add("text_encoder.onnx", graph)
-    return graph

@@ -5,10 +5,10 @@ Only passes are kept, in memory, never on disk; a refusal is checked again every
 the bytes checked, not a digest the bundle declares, so a member edited in any way is checked afresh.
 
 >>> remembered = PassedChecks()
->>> remembered.passed("tokenizer", b'{"model": {}}')
-False
->>> remembered.add("tokenizer", b'{"model": {}}'); remembered.passed("tokenizer", b'{"model": {}}')
-True
+>>> remembered.check_once("tokenizer", b'{"model": {}}', lambda raw: None)   # walked, then remembered
+>>> remembered.check_once("tokenizer", b'{"model": {}}', print)              # not walked again
+>>> remembered.passed("tokenizer", b'{"model": {}}'), remembered.passed("tokenizer", b"{}")
+(True, False)
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 MAX_REMEMBERED = 16   # members: a process holds a few bundles, each with one encoder graph and one tokenizer
 
@@ -27,21 +28,24 @@ class PassedChecks:
         self._keys: OrderedDict[tuple[str, bytes], None] = OrderedDict()
         self._lock = threading.Lock()
 
-    def passed(self, check: str, raw: bytes) -> bool:
+    def check_once(self, check: str, raw: bytes, walk: Callable[[bytes], object]) -> None:
+        """`walk(raw)` (which raises on a refusal) unless these bytes passed `check` before in this process;
+        remembered once it returns. The bytes are hashed once."""
         key = (check, hashlib.sha256(raw).digest())
         with self._lock:
             if key in self._keys:
                 self._keys.move_to_end(key)
-                return True
-            return False
-
-    def add(self, check: str, raw: bytes) -> None:
-        key = (check, hashlib.sha256(raw).digest())
+                return
+        walk(raw)
         with self._lock:
             self._keys[key] = None
-            self._keys.move_to_end(key)
             while len(self._keys) > MAX_REMEMBERED:
                 self._keys.popitem(last=False)
+
+    def passed(self, check: str, raw: bytes) -> bool:
+        """Whether these bytes passed `check` in this process (and are still remembered)."""
+        with self._lock:
+            return (check, hashlib.sha256(raw).digest()) in self._keys
 
 
 PASSED = PassedChecks()   # the process's one record (sdk.format.graph_check, sdk.format.tokenizer_check)

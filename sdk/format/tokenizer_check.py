@@ -43,8 +43,11 @@ def _token(value: object) -> bool:
 def check_tokenizer_json(raw: bytes) -> str:
     """The tokenizer JSON text if it describes the encoder's WordPiece tokenizer; BundleError otherwise. The same
     bytes passed before in this process pass again without the walk (sdk/format/passed_checks.py)."""
-    if PASSED.passed("tokenizer.json", raw):
-        return raw.decode("utf-8")
+    PASSED.check_once("tokenizer.json", raw, _check_tokenizer)
+    return raw.decode("utf-8")
+
+
+def _check_tokenizer(raw: bytes) -> None:
     _need(len(raw) <= MAX_TOKENIZER_BYTES, f"larger than {MAX_TOKENIZER_BYTES} bytes")
     spec = load_json(raw, WHAT, max_depth=8)
     _need(isinstance(spec, dict) and set(spec) <= TOP_LEVEL and "model" in spec,
@@ -80,9 +83,6 @@ def check_tokenizer_json(raw: bytes) -> str:
         f"added_tokens must be at most {MAX_ADDED_TOKENS} short tokens of the vocabulary, matched as written")
     for key in ("truncation", "padding"):
         _need(spec.get(key) is None or isinstance(spec[key], dict), f"{key} must be an object or null")
-    text = raw.decode("utf-8")
-    PASSED.add("tokenizer.json", raw)
-    return text
 
 
 def _check_post_processor(post: object, vocab: dict[str, int]) -> None:

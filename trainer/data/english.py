@@ -78,10 +78,10 @@ class WordNet:
         """The noun senses of a phrase, most used first: itself, else its singular ("geese" -> goose); with
         `every_form`, those of itself then of its singulars ("primates": the order, then the animal)."""
         key = "_".join(phrase.lower().replace("-", " ").split())
-        found = [s for form in (key, *self.singulars(key)) if form in self.index for s in self.index[form]]
+        forms = [f for f in (key, *self.singulars(key)) if f in self.index]
         if every_form:
-            return list(dict.fromkeys(found))
-        return next((list(self.index[f]) for f in (key, *self.singulars(key)) if f in self.index), [])
+            return list(dict.fromkeys(s for f in forms for s in self.index[f]))
+        return list(self.index[forms[0]]) if forms else []
 
     def singulars(self, key: str) -> list[str]:
         """WordNet's singular forms of a plural noun (its exception list, then its suffix rules), last word only."""
@@ -283,33 +283,33 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
             for kind, members in concepts.items()]
     rows.sort(key=lambda r: (-len(r["members"]), r["id"]))
     aliases, descriptions = {}, {}
-    kinds = _kind_names(vocabulary, wordnet, senses, how, held, rows)
+    kind_of = {c for c in senses if how[c].startswith("kind of")}   # its sense is its last word's: "my red car"
+    kinds = _kind_names(vocabulary, wordnet, senses, kind_of, held, position, rows)
     for c, sense in senses.items():
         words = vocabulary.classes[c]
         known = {w.lower() for w in (words.name, *words.aliases)}
-        own = [] if how[c].startswith("kind of") else _names(wordnet.synset(sense))
-        aliases[c] = tuple(dict.fromkeys(n for n in own + kinds.get(c, []) if n.lower() not in known))
-        if not words.description and not how[c].startswith("kind of"):
+        own = [] if c in kind_of else _names(wordnet.synset(sense))
+        aliases[c] = tuple(dict.fromkeys(n for n in own + kinds[c] if n.lower() not in known))
+        if not words.description and c not in kind_of:
             descriptions[c] = wordnet.synset(sense).gloss[:1000]
     return English(senses, how, group_senses, rows, aliases, descriptions, notes)
 
 
-def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], how: dict[str, str],
-                held: dict[str, list[int]], rows: list[dict]) -> dict[str, list[str]]:
+def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], kind_of: set[str],
+                held: dict[str, list[int]], position: dict[str, int], rows: list[dict]) -> dict[str, list[str]]:
     """Per class, the names of the kinds that hold it alone, up to KIND_LEVELS above its sense (the sense
     itself too for a class that is a kind of it, "my red car" -> car) and at least FIT_DEPTH deep: "hat" and
     "headdress" for the only sombrero of a bundle, "snake" for its only boa constrictor. Such a kind is no
     concept (a concept holds two classes at least), so its names answer as the class's own. A name that
     names anything else (another class, a group, a concept) or would go to two classes is left out: the
     author's words and the concepts win."""
-    ids = list(vocabulary.classes)
     found: dict[str, list[str]] = {}
     for c, sense in senses.items():
         names, level = [], [sense]
         for _ in range(KIND_LEVELS + 1):
             for kind in level:
-                alone = held.get(kind) == [ids.index(c)] and wordnet.depth(kind) >= FIT_DEPTH
-                if alone and (kind != sense or how[c].startswith("kind of")):
+                alone = held.get(kind) == [position[c]] and wordnet.depth(kind) >= FIT_DEPTH
+                if alone and (kind != sense or c in kind_of):
                     names += _names(wordnet.synset(kind))
             level = [h for k in level for h in wordnet.synset(k).hypernyms]
         found[c] = list(dict.fromkeys(names))
