@@ -193,7 +193,11 @@ def long_text(words: int, seed: int = 0) -> str:
 
 
 def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[str]] = CASES,
-                 hostile_members: Sequence[tuple[str, str, bytes]] = (), companion: Path | None = None) -> Path:
+                 hostile_members: Sequence[tuple[str, str, bytes]] = (), companion: Path | None = None,
+                 refusals: bool = True) -> Path:
+    """golden.json and its files in `out_dir` (the module docstring says what each key holds). With
+    `refusals=False`, only the vectors (tokens, encoder, descriptions, images, cases, composed): what the app's engine
+    test reads, without the ~100 case bundles of refusals and verdicts the Java core's golden test reads."""
     bundle = sdk.load(bundle_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     encoder = bundle.encoder
@@ -218,7 +222,19 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
     finally:
         del encoder.encode
     spec["encoder"] = [{"ids": list(ids), "embedding": e} for ids, e in recorded.items()]
-    blob = Path(bundle_path).read_bytes()
+    spec["composed"] = composed_resolutions()
+    if refusals:
+        _refusals(spec, bundle, Path(bundle_path), out_dir, hostile_members, companion)
+    path = out_dir / "golden.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def _refusals(spec: dict, bundle, bundle_path: Path, out_dir: Path, hostile_members: Sequence[tuple[str, str, bytes]],
+              companion: Path | None) -> None:
+    """The refusal cases and the Python reader's verdicts, added to `spec`: hostile bundles, provenance
+    limits, the manifest grammar (with `hostile_members`), hostile graphs, signatures, JSON, the companion."""
+    blob = bundle_path.read_bytes()
     spec["hostile_bundles"] = []
     for name, edit in HOSTILE_CONCEPTS.items():
         (out_dir / f"hostile_{name}.taper").write_bytes(with_classes_json(blob, edit))
@@ -234,15 +250,11 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
     spec["limit_bundles"] = _python_verdicts("limit", provenance_limits(blob), out_dir)
     if hostile_members:   # once per golden set, as the hostile graphs are (they do not depend on the storage)
         spec["grammar_bundles"] = _python_verdicts("grammar", grammar_bundles(blob), out_dir, loaded=True)
-    spec["composed"] = composed_resolutions()
     spec["graphs"] = _graphs(bundle.bundle, hostile_members, out_dir)
-    spec["signatures"] = _signatures(Path(bundle_path), out_dir)
+    spec["signatures"] = _signatures(bundle_path, out_dir)
     spec["json"] = _json_cases()
     if companion is not None:
         spec["companion"] = _companion(bundle.bundle, companion, out_dir)
-    path = out_dir / "golden.json"
-    path.write_text(json.dumps(spec))
-    return path
 
 
 def semantic_forgeries(blob: bytes) -> Iterator[tuple[str, bytes]]:

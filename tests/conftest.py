@@ -6,6 +6,11 @@ import os
 # for the processes the tests start, set before anything imports torch (the imports below do).
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
+    # Where a test does give torch both cores (`every_core` below), its idle OpenMP threads sleep rather
+    # than spin: the other worker is busy on the same two cores. A tiny run on two threads beside a busy
+    # one-thread trainer took 33.1 s spinning and 21.1 s passive, and the busy trainer did 17% more steps;
+    # alone, 12.8 s against 15.0 s. The weights are the same bits (2026-11-29, experiments.md).
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 import fcntl  # noqa: E402
 import json  # noqa: E402
