@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import threading
@@ -38,7 +39,7 @@ from sdk.model import PersonalizedModel
 from sdk.prototypes import DEFAULT_TEMPERATURE
 from sdk.stopwatch import Stopwatch
 from sdk.text import encoder_cache
-from sdk.text.encoder import TextEncoder
+from sdk.text.encoder import TextEncoder, shared_encoder
 from sdk.text.resolver import TaskOptions, TaskResolver
 
 PRECISIONS = ("float32", "int8")   # what personalize() builds (sdk.engines.int8 for int8)
@@ -73,8 +74,13 @@ class PhraseEmbedder:
         with self._lock:
             if self._encoder is None:
                 spec, embed_dim = self.bundle.manifest.text_encoder, self.bundle.manifest.mixer.embed_dim
-                self._encoder = TextEncoder.from_checked_members(self._graph, self._tokenizer, spec.max_tokens,
-                                                                 embed_dim, self._cache_key)
+                graph, tokenizer = self._graph, self._tokenizer
+                # The bytes this bundle holds, hashed here (~25 ms): the manifest's checksums are not checked
+                # when a bundle is opened with verify=False, and a claimed checksum is no key to share by.
+                key = (hashlib.sha256(graph).hexdigest(), hashlib.sha256(tokenizer.encode()).hexdigest(),
+                       spec.max_tokens, embed_dim, self._cache_key)
+                self._encoder = shared_encoder(key, lambda: TextEncoder.from_checked_members(
+                    graph, tokenizer, spec.max_tokens, embed_dim, self._cache_key))
                 self._graph = self._tokenizer = None  # the session holds its own copy (23 MB for MiniLM)
             return self._encoder
 

@@ -142,10 +142,14 @@ def tiny_data(tiny_run):
 
 @pytest.fixture(scope="session")
 def tiny_sdk(tiny_bundle):
-    """The tiny bundle loaded by the runtime (shared: tests must not change it)."""
+    """The tiny bundle loaded by the runtime (shared: tests must not change it). Its text encoder is made here:
+    while this fixture holds it, a test's own load of the same bundle shares it (sdk.text.encoder.shared_encoder)
+    instead of creating its session again."""
     import sdk
 
-    return sdk.load(tiny_bundle)
+    bundle = sdk.load(tiny_bundle)
+    bundle.encoder   # noqa: B018 - made now, held for the session
+    return bundle
 
 
 @pytest.fixture(scope="session")

@@ -100,3 +100,60 @@ def test_bad_inputs_raise_typed_errors(encoder, encoder_dir, tmp_path):
         TextEncoder(b"not an onnx graph", (encoder_dir / "tokenizer.json").read_text())
     with pytest.raises(EncoderError):
         TextEncoder(encoder_dir / "encoder.onnx", "{not json")
+
+
+def test_shared_encoder_makes_once_while_held_and_again_after_the_last_holder_is_gone(monkeypatch):
+    from sdk.text import encoder as encoder_module
+
+    monkeypatch.setattr(encoder_module, "_live", __import__("weakref").WeakValueDictionary())
+    made = []
+
+    class Made:   # stands for a TextEncoder: only its identity and lifetime matter here
+        pass
+
+    def make():
+        made.append(Made())
+        return made[-1]
+
+    a = encoder_module.shared_encoder(("graph", "tokenizer"), make)
+    assert encoder_module.shared_encoder(("graph", "tokenizer"), make) is a and len(made) == 1
+    other = encoder_module.shared_encoder(("graph", "other tokenizer"), make)
+    assert other is not a and len(made) == 2
+    del a, other
+    made.clear()   # the last holders: the entries go with them, no garbage collector needed
+    assert len(encoder_module._live) == 0
+    encoder_module.shared_encoder(("graph", "tokenizer"), make)
+    assert len(made) == 1
+
+
+def test_two_loads_of_a_bundle_share_its_encoder_but_not_with_other_bytes(tiny_bundle, tmp_path, monkeypatch):
+    """Keyed by the bytes each bundle holds, not the checksums its manifest claims (unchecked with verify=False)."""
+    import weakref
+
+    import sdk
+    from sdk.format.bundle import bundle_members
+    from sdk.text import encoder as encoder_module
+
+    monkeypatch.setattr(encoder_module, "_live", weakref.WeakValueDictionary())
+    made = []
+    real = TextEncoder.from_checked_members
+    monkeypatch.setattr(TextEncoder, "from_checked_members",
+                        classmethod(lambda cls, *a, **k: made.append(1) or real(*a, **k)))
+    first, second = sdk.load(tiny_bundle), sdk.load(tiny_bundle)
+    assert first.encoder is second.encoder and len(made) == 1
+    assert np.array_equal(second.encoder.encode(["blue stripes"]), first.encoder.encode(["blue stripes"]))
+    # The same bundle with one space of tokenizer.json made a tab in place, its manifest unchanged: a
+    # different tokenizer under the same claimed checksum, read only with verify=False.
+    raw = bytearray(tiny_bundle.read_bytes())
+    tokenizer = bundle_members(bytes(raw))[1]["tokenizer.json"]
+    at = bytes(raw).index(tokenizer) + tokenizer.index(b'{"version": "1.0", ') + len(b'{"version":')
+    assert raw[at:at + 1] == b" "
+    raw[at:at + 1] = b"\t"
+    edited = tmp_path / "edited.taper"
+    edited.write_bytes(bytes(raw))
+    with pytest.raises(sdk.BundleError):
+        sdk.load(edited)   # checked, the edit is refused
+    unchecked = sdk.load(edited, verify=False)
+    assert unchecked.encoder is not first.encoder and len(made) == 2
+    del first, second, unchecked
+    assert len(encoder_module._live) == 0   # freed with their last holders
