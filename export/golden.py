@@ -115,6 +115,8 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("red disc, tuesday, blue ring", {}), ("tuesday, wednesday", {}), ("circles and the stripes", {}),
     # Rule 4a's compounds that are no kind of their last word (sdk/text/compounds.py): told, alone and in a list
     ("compact disc", {}), ("blue ring, compact discs", {}), ("compact disc", {"missing": "nearest"}),
+    # Rule 3c's spacing (issue 72): real words that spell a name spaced otherwise, alone, plural, in a list
+    ("blue tri angle", {}), ("tri angles", {}), ("strip es, red disc", {}), ("bluering", {}),
 )
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).

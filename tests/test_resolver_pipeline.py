@@ -2,7 +2,8 @@ r"""The resolver as a pipeline of rule families (issue 73): the same answers as 
 from, on every phrasing this project has written (tests/data/resolver_answers.json, recorded on the tiny bundle
 before the cut by scripts/resolver_answers.py). One change since, on purpose: a missing item's answer says how
 to add it (issue 72; sdk/text/resolver/missing.py ADD_IT), appended to the recorded answers by the substitution
-of r"(nothing taken for it \(closest classes: [^)]*\))" with r"\1; " + ADD_IT."""
+of r"(nothing taken for it \(closest classes: [^)]*\))" with r"\1; " + ADD_IT. Phrasings written since are
+recorded when written, by the resolver of that day (export/golden.py's rule 3c spacing cases, issue 72)."""
 
 import json
 from pathlib import Path

@@ -12,8 +12,9 @@ from sdk.text.resolver import TaskOptions
 from sdk.text.resolver.composition import composed, dropped, exclusion
 from sdk.text.resolver.missing import exocentric_form, nearest_instead, told, unknown
 from sdk.text.resolver.names import Names
+from sdk.text.resolver.pipeline import TaskResolver
 from sdk.text.resolver.similarity import concept_match, contrast, pad, top
-from sdk.text.resolver.spelling import spelling
+from sdk.text.resolver.spelling import joined, spelling
 
 CLASSES = [ClassInfo("n1", "beagle", ["animal", "dog", "beagle"]),
            ClassInfo("n2", "poodle", ["animal", "dog", "poodle"]),
@@ -58,6 +59,20 @@ def test_rule_3b_composes_two_groups_only_into_a_strict_subset(names):
 def test_rule_3c_reads_a_near_typo_as_the_name_and_leaves_short_words(names):
     assert spelling(names, "ladybgu") == "ladybug" and spelling(names, "poodel") == "poodle"
     assert spelling(names, "bea") is None and spelling(names, "zebra") is None
+
+
+def test_rule_3c_reads_a_name_spaced_otherwise_even_from_real_words(names):
+    assert joined(names, "lady bug") == "ladybug" and joined(names, "bullettrain") == "bullet train"
+    assert joined(names, "honeybee") == "honey bee" and joined(names, "smallanimals") == "small animals"
+    assert joined(names, "ladybug") is None                  # already the name
+    assert joined(names, "be e") is None                     # short: three letters
+    assert joined(names, "lady bird") is None                # other letters: rule 4 reads it
+    # In the pipeline: "lady bug" is two real words, which the edit rule never corrects; spacing reads it.
+    resolver = TaskResolver(CLASSES, np.eye(6, dtype=np.float32), {"animals": [0, 1, 2, 3]},
+                            lambda text: pytest.fail(f"embedded {text!r}"), CONCEPTS, np.zeros((3, 6), np.float32),
+                            is_word=lambda word: True)
+    task = resolver.resolve("lady bugs, bee")
+    assert sorted(task.classes) == [2, 3] and task.how[0] == "'lady bugs': read as 'ladybug' (spelling): class name"
 
 
 

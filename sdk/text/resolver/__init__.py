@@ -39,7 +39,9 @@ Rules, in order:
 3c. A phrase that names nothing, holds a word the text encoder's vocabulary does not (`is_word`: "horse"
    is a word, not a typo of 'hose'), and is, or has a singular form that is, one edit from a name (two
    for one word of 8 or more characters; at least 4 characters) is read as that name, and the resolution
-   says so: "insetcs" -> "insects", "retreivers" -> "retrievers" (`edit_distance`, `_spelling`).
+   says so: "insetcs" -> "insects", "retreivers" -> "retrievers" (`edit_distance`, `_spelling`). A phrase that
+   is, or has a singular form that is, a name with its letters spaced otherwise is read as that name even
+   when all its words are real ("jelly fish" -> "jellyfish", "tea pots" -> "teapot"; `joined`).
 3d. One word that names nothing but ends names ("trains": "bullet train", "high-speed train") takes the
    classes so named: kinds of it, and the resolution says that the word itself is no class (MISSING).
    (Group names answer their singular too: "puppy" for "puppies".)

@@ -45,6 +45,9 @@ class Names:
                 if i not in members:
                     members.append(i)
         self.names = sorted(set(self.by_name) | set(self.groups))   # every name rule 3c may correct to
+        self.closed: dict[str, str] = {}   # rule 3c: a name without its spaces -> the name (the first sorted)
+        for name in self.names:
+            self.closed.setdefault(name.replace(" ", ""), name)
         self.words = {w for name in self.names for w in name.split(" ")}   # rule 4a: words the bundle knows
 
     def _groups(self, classes: list[ClassInfo], supercategories: dict[str, list[int]]) -> dict[str, list[int]]:

@@ -20,7 +20,7 @@ from .missing import exocentric_form, nearest_instead, told, unknown
 from .names import Names
 from .options import DERIVED, MAX_CLASS_LIST, MAX_DESCRIPTION_CHARS, MAX_GROUP_CLASSES, MISSING, Task, TaskOptions
 from .similarity import concept_match, contrast, pad, top
-from .spelling import spelling
+from .spelling import joined, spelling
 from .words import check_text, normalize_name, singular_forms, unit_mean
 
 
@@ -111,8 +111,10 @@ class TaskResolver:
         if head is not None and key not in self.by_name:
             members = sorted(index.heads[head])[:MAX_GROUP_CLASSES]
             return members, f"{MISSING} as one class: took the classes named '... {head}' (kinds of {head!r})", 0.0
-        fixed = None if key in self.by_name or all(map(self.is_word, key.split(" "))) else next(   # rule 3c
-            (f for f in (spelling(index, k) for k in (key, *singular_forms(key))) if f is not None), None)
+        forms = () if key in self.by_name else (key, *singular_forms(key))
+        fixed = next((f for f in (joined(index, k) for k in forms) if f is not None), None)   # rule 3c: spacing
+        if fixed is None and not all(map(self.is_word, key.split(" "))):                   # rule 3c: an edit
+            fixed = next((f for f in (spelling(index, k) for k in forms) if f is not None), None)
         if fixed is not None:
             indices, why, seconds = self._resolve_phrase(fixed, options, single)
             return indices, f"read as {fixed!r} (spelling): {why}", seconds

@@ -1,6 +1,7 @@
 """Rule 3c: a phrase that names nothing and holds a word the text encoder's vocabulary does not is read as the
 name one edit away (two for one word of SPELLING_LONG_CHARS or more characters): "insetcs" -> "insects",
-"retreivers" -> "retrievers". Real words are never corrected ("horse" is no typo of 'hose'), nor short ones.
+"retreivers" -> "retrievers". Real words are never corrected ("horse" is no typo of 'hose'), nor short ones;
+but a name written with its spaces elsewhere is read as that name, real words or not ("jelly fish").
 
 >>> spelling(names, "insetcs")                                              # doctest: +SKIP
 'insects'
@@ -15,6 +16,15 @@ from .words import edit_distance
 # is read as that name (an edit: a letter added, dropped, changed, or two neighbours swapped). Shorter words
 # are left alone: "cat" is one edit from "car".
 SPELLING_MIN_CHARS, SPELLING_LONG_CHARS = 4, 8
+
+
+def joined(names: Names, key: str) -> str | None:
+    """The name `key` writes with its letters spaced otherwise ("jelly fish" -> 'jellyfish', "tea pot" ->
+    'teapot', "seaslug" -> 'sea slug'), None if none or `key` is short. Tried before the real-word gate of
+    `spelling`: "jelly" and "fish" are real words, and 'jellyfish' is no correction of them but their compound."""
+    closed = key.replace(" ", "")
+    name = names.closed.get(closed) if len(closed) >= SPELLING_MIN_CHARS else None
+    return name if name != key else None
 
 
 def spelling(names: Names, key: str) -> str | None:

@@ -90,6 +90,8 @@ public final class TaskResolver {
     private final Map<String, List<Integer>> groups = new LinkedHashMap<>();
     /** Every class and group name, in code-point order (rule 3c), and every word of them (rule 4a). */
     private final List<String> allNames = new ArrayList<>();
+    /** Rule 3c (sdk.text.resolver.names.Names.closed): a name without its spaces -> the name (the first sorted). */
+    private final Map<String, String> closed = new HashMap<>();
     private final Set<String> words = new java.util.HashSet<>();
     /** Rule 3c: a word of the text encoder's vocabulary is real, never corrected (Tokenizer.isWord). */
     private final java.util.function.Predicate<String> isWord;
@@ -177,6 +179,7 @@ public final class TaskResolver {
         sorted.addAll(groups.keySet());
         allNames.addAll(sorted);
         for (String name : allNames) words.addAll(Arrays.asList(name.split(" ", -1)));
+        for (String name : allNames) closed.putIfAbsent(name.replace(" ", ""), name);
     }
 
     /** Python's ordering of str: by code points (String.compareTo orders UTF-16 units). */
@@ -206,6 +209,15 @@ public final class TaskResolver {
             prev = row;
         }
         return Math.min(prev[b.length], limit + 1);
+    }
+
+    /** Rule 3c (sdk.text.resolver.spelling.joined): the name key writes with its letters spaced otherwise
+     *  ("jelly fish" -> "jellyfish"), null if none or key is short. */
+    private String joined(String key) {
+        String letters = key.replace(" ", "");
+        if (letters.codePointCount(0, letters.length()) < SPELLING_MIN_CHARS) return null;
+        String name = closed.get(letters);
+        return name == null || name.equals(key) ? null : name;
     }
 
     /** Rule 3c (sdk.text.resolver.TaskResolver._spelling): the name one edit from key (two from 8 characters). */
@@ -447,9 +459,13 @@ public final class TaskResolver {
         }
         boolean allWords = true;
         for (String w : key.split(" ", -1)) allWords &= isWord.test(w);
-        if (!byName.containsKey(key) && !allWords) {
-            String fixed = spelling(key);
-            for (String form : singularForms(key)) if (fixed == null) fixed = spelling(form);
+        if (!byName.containsKey(key)) {
+            String fixed = joined(key);   // a name spaced otherwise, real words or not; then one edit away
+            for (String form : singularForms(key)) if (fixed == null) fixed = joined(form);
+            if (fixed == null && !allWords) {
+                fixed = spelling(key);
+                for (String form : singularForms(key)) if (fixed == null) fixed = spelling(form);
+            }
             if (fixed != null) {
                 List<String> inner = new ArrayList<>();
                 List<Integer> found = resolvePhrase(fixed, options, single, inner, encodeMs);
