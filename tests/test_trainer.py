@@ -19,6 +19,10 @@ from trainer.models import ResNet18, ResNetConfig, functional_forward
 from trainer.stages import Stage3Model, task_mask
 
 CONFIG = ResNetConfig(stem="small", width=0.25, num_classes=6, input_size=16)
+# The tiny preset's synthetic data at a quarter of its training images, for the tests of how a run is driven
+# (cut off and resumed, spread over two processes) rather than of what it learns: the same stages, epochs
+# and checks on 96 training images instead of 384.
+FEW_IMAGES = {"synthetic": {"image_size": 32, "train_per_class": 4, "val_per_class": 2}}
 
 
 def random_bases(q: int) -> list[dict[str, torch.Tensor]]:
@@ -187,7 +191,7 @@ def test_cut_off_stage_resumes_from_its_last_epoch(tmp_path, monkeypatch):
 
     monkeypatch.setattr("trainer.run.train_continuation", crash)
     with pytest.raises(KeyboardInterrupt):
-        run(tmp_path / "run", "tiny", {"stage1_epochs": 2}, progress=False)
+        run(tmp_path / "run", "tiny", {"stage1_epochs": 2, **FEW_IMAGES}, progress=False)
     assert (tmp_path / "run" / "stage1" / "model.safetensors").exists()
     assert (tmp_path / "run" / "stage1" / "checkpoint.pt").exists()
     monkeypatch.setattr("trainer.run.train_continuation", original)
@@ -259,7 +263,8 @@ def test_two_process_torchrun_runs_the_tiny_preset(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29533",
            "-m", "trainer", "run", "--preset", "tiny", "--out", str(tmp_path / "run"),
-           "--set", "stage1_epochs=1", "--set", "stage3_epochs=1"]
+           "--set", "stage1_epochs=1", "--set", "stage3_epochs=1",
+           "--set", f"synthetic={json.dumps(FEW_IMAGES['synthetic'])}"]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     for q in range(3):  # stage-2 bases were spread over both ranks
