@@ -31,7 +31,11 @@ from sdk.fusion.plan import FusionPlan, Placement, WeightBuffer
 def _loader():
     try:
         import torch
-        from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
+
+        # The native module itself, which `portable_lib` re-exports after importing executorch.exir for a
+        # warning: torch then the module 2.7 s, through portable_lib 8.1 s (a first ExecuTorch load; this CPU,
+        # 2026-11-29). sdk/engines/companion_probe.py loads programs the same way.
+        from executorch.extension.pybindings._C import _load_for_executorch_from_buffer
     except ImportError as e:
         raise SdkError(f"engine='executorch' needs executorch (pip install 'taper-sdk[export]'): {e}") from None
     return torch, _load_for_executorch_from_buffer
