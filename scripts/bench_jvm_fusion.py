@@ -28,16 +28,9 @@ import sdk
 from export.compress import Mode, compress
 from scripts import roofline
 from scripts.bench_runtime import personalize_times, random_bundle
-from scripts.java_fuzz import place_compounds
+from scripts.java_fuzz import compile_core
 
-CORE = Path(__file__).resolve().parents[1] / "android_demo" / "core"
 FULL_WIDTH_MODES = ("fp32", "int8", "subspace:16+fp16")
-
-
-def compile_core(build: Path) -> None:
-    sources = [str(p) for p in sorted((CORE / "src").glob("**/*.java")) if "/test/" not in str(p)]
-    subprocess.run(["javac", "-Xlint:all,-serial", "-Werror", "-d", str(build), *sources], check=True)
-    place_compounds(build)
 
 
 def measure(name: str, path: Path, build: Path, repeats: int, roof: roofline.Roofline) -> dict:

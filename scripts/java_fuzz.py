@@ -27,7 +27,6 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +34,7 @@ import numpy as np
 from scripts.fuzz_bundle import SIGNED, UNSIGNED, Worker, base_bundle, draw_case, hostile_members
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE = ROOT / "android_demo" / "core" / "src"
+CORE_TESTS = ROOT / "android_demo" / "core" / "run_tests.sh"
 PYTHON_WORKER = r"""
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
@@ -54,21 +53,16 @@ for line in sys.stdin:
 """
 
 
-def place_compounds(build: Path) -> None:
-    """Put the resolver's compound list (sdk/text/exocentric_compounds.txt, the one copy) at the root of the
-    compiled core's class path, where Compounds.java reads it (as core/run_tests.sh does)."""
-    from sdk.text import compounds
-
-    shutil.copyfile(str(resources.files("sdk.text").joinpath(compounds.FILE)), build / compounds.FILE)
+def compile_core(build: Path) -> None:
+    """The Java core, its tests and benchmarks compiled into `build` by android_demo/core/run_tests.sh --compile."""
+    build.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["bash", str(CORE_TESTS), "--compile", str(build)], check=True)
 
 
 def compile_harness(build: Path) -> list[str]:
-    """javac the Java core and its test sources into `build`; the command that runs the harness."""
-    sources = [str(p) for p in CORE.rglob("*.java")]
-    # C1 only: a short compile that C2 compiling javac does not repay (android_demo/core/run_tests.sh says so too)
-    subprocess.run(["javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-Xlint:all,-serial", "-Werror",
-                    "-d", str(build), *sources], check=True)
-    place_compounds(build)
+    """The Java core and its test sources compiled into `build` (android_demo/core/run_tests.sh --compile, the
+    one place they are compiled, the resolver's compound list beside them); the command that runs the harness."""
+    compile_core(build)
     return ["java", "-Xmx2g", "-Xss4m", "-XX:ActiveProcessorCount=1", "-cp", str(build), "org.taper.sdk.FuzzHarness"]
 
 

@@ -54,10 +54,14 @@ class PhraseEmbedder:
         # The encoder's compiled session is kept in the device cache (sdk/text/encoder_cache.py), keyed by its graph.
         self._cache_key = encoder_cache.entry_key(bundle.manifest.members["text_encoder.onnx"].sha256) \
             if cache and device_cache.enabled() else None
-        # Checked at load, so a hostile graph or tokenizer fails there, not at the first free-text description
-        # (~90 ms for the shipped encoder); the session itself is created on first use (~0.2 s).
-        self._graph = check_encoder_graph(bundle.member_bytes("text_encoder.onnx"))
-        self._tokenizer = check_tokenizer_json(bundle.member_bytes("tokenizer.json"))
+        # Checked at load, so a hostile graph or tokenizer fails there, not at the first free-text description;
+        # the session itself is created on first use (~0.2 s). The bytes are hashed once (~20 ms for the graph):
+        # the checks remember passes by these digests, and the shared encoder is keyed by them. They are of the
+        # bytes this bundle holds, not the manifest's claim, which is unchecked when opened with verify=False.
+        graph, tokenizer = bundle.member_bytes("text_encoder.onnx"), bundle.member_bytes("tokenizer.json")
+        self._digests = (hashlib.sha256(graph).digest(), hashlib.sha256(tokenizer).digest())
+        self._graph = check_encoder_graph(graph, self._digests[0])
+        self._tokenizer = check_tokenizer_json(tokenizer, self._digests[1])
         self._words: frozenset[str] | None = None
 
     def is_word(self, word: str) -> bool:
@@ -75,10 +79,7 @@ class PhraseEmbedder:
             if self._encoder is None:
                 spec, embed_dim = self.bundle.manifest.text_encoder, self.bundle.manifest.mixer.embed_dim
                 graph, tokenizer = self._graph, self._tokenizer
-                # The bytes this bundle holds, hashed here (~25 ms): the manifest's checksums are not checked
-                # when a bundle is opened with verify=False, and a claimed checksum is no key to share by.
-                key = (hashlib.sha256(graph).hexdigest(), hashlib.sha256(tokenizer.encode()).hexdigest(),
-                       spec.max_tokens, embed_dim, self._cache_key)
+                key = (*self._digests, spec.max_tokens, embed_dim, self._cache_key)
                 self._encoder = shared_encoder(key, lambda: TextEncoder.from_checked_members(
                     graph, tokenizer, spec.max_tokens, embed_dim, self._cache_key))
                 self._graph = self._tokenizer = None  # the session holds its own copy (23 MB for MiniLM)

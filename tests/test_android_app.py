@@ -8,13 +8,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from export.golden import write_golden
-from scripts.android_build import apk_checks
+from scripts.android_build import apk_checks, maven
 
 ANDROID = Path(__file__).parents[1] / "android_demo"
 FRAMEWORK_RES = Path("/usr/share/android-framework-res/framework-res.apk")
@@ -45,12 +44,12 @@ def catalog_versions() -> dict[str, str]:
 
 
 def test_maven_pins_the_gradle_catalogs_versions():
-    maven, gradle = pom_properties(), catalog_versions()
-    assert maven["onnxruntime.version"] == gradle["onnxruntime"]
-    assert maven["executorch.version"] == gradle["executorch"]
+    pom, gradle = pom_properties(), catalog_versions()
+    assert pom["onnxruntime.version"] == gradle["onnxruntime"]
+    assert pom["executorch.version"] == gradle["executorch"]
     # android-all's API level is the app's compileSdk.
     compile_sdk = re.search(r"compileSdk = (\d+)", (ANDROID / "app" / "build.gradle.kts").read_text()).group(1)
-    api = {"15": "35", "16": "36", "14": "34"}[maven["android.all.version"].split("-")[0]]
+    api = {"15": "35", "16": "36", "14": "34"}[pom["android.all.version"].split("-")[0]]
     assert api == compile_sdk
     # Every plugin version is pinned (a build that floats is not reproducible).
     plugins = re.findall(r"<plugin>\s*<groupId>[^<]+</groupId>\s*<artifactId>([^<]+)</artifactId>\s*(<version>)?",
@@ -58,22 +57,11 @@ def test_maven_pins_the_gradle_catalogs_versions():
     assert plugins and all(version for _, version in plugins), plugins
 
 
-def run_maven(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    """`mvn package` as a user runs it, its JVMs (Maven, javac, the JUnit fork, D8, keytool, apksigner) on C1
-    and the serial collector: short runs that C2 and parallel GC threads cost more than they give back beside
-    the other pytest worker (33.1 -> 19.3 CPU-s, 18.4 -> 15.6 s; 2026-11-29, experiments.md). The flags
-    change no output: the APK's classes.dex and resources.arsc are the same bytes with and without them (its
-    signature differs on every build: the debug key is made anew)."""
-    env = {**os.environ, "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
-    return subprocess.run(["mvn", "-B", "-q", "-f", str(ANDROID / "pom.xml"), *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
-
-
 @needs_java
 def test_the_app_compiles_and_its_onnx_engine_gives_the_python_logits(tiny_bundle, tmp_path):
     golden = write_golden(tiny_bundle, tmp_path / "golden", refusals=False)   # OnnxEngineTest reads the vectors
     report = tmp_path / "onnx_engine.json"
-    result = run_maven("package", f"-Dtaper.golden={golden}", f"-Dtaper.report={report}")
+    result = maven("package", f"-Dtaper.golden={golden}", f"-Dtaper.report={report}")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     # The app's classes are there (MainActivity with aapt2's R, both engines), and the test ran, not skipped.
     classes = ANDROID / "app" / "target" / "classes" / "org" / "taper" / "demo"

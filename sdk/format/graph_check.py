@@ -232,10 +232,11 @@ def _structure(graph: bytes, what: str) -> str:
     return digest.hexdigest()
 
 
-def check_encoder_graph(graph: bytes) -> bytes:
+def check_encoder_graph(graph: bytes, digest: bytes | None = None) -> bytes:
     """`graph` if it has the structure of a text encoder the SDK exports; BundleError otherwise. The same bytes
-    passed before in this process pass again without the walk (sdk/format/passed_checks.py)."""
-    PASSED.check_once("text_encoder.onnx", graph, _check_encoder_structure)
+    passed before in this process pass again without the walk (sdk/format/passed_checks.py; `digest`: their
+    SHA-256, if the caller has it)."""
+    PASSED.check_once("text_encoder.onnx", graph, _check_encoder_structure, digest)
     return graph
 
 

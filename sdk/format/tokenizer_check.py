@@ -40,10 +40,11 @@ def _token(value: object) -> bool:
     return isinstance(value, str) and 0 < len(value) <= MAX_TOKEN_CHARS
 
 
-def check_tokenizer_json(raw: bytes) -> str:
+def check_tokenizer_json(raw: bytes, digest: bytes | None = None) -> str:
     """The tokenizer JSON text if it describes the encoder's WordPiece tokenizer; BundleError otherwise. The same
-    bytes passed before in this process pass again without the walk (sdk/format/passed_checks.py)."""
-    PASSED.check_once("tokenizer.json", raw, _check_tokenizer)
+    bytes passed before in this process pass again without the walk (sdk/format/passed_checks.py; `digest`:
+    their SHA-256, if the caller has it)."""
+    PASSED.check_once("tokenizer.json", raw, _check_tokenizer, digest)
     return raw.decode("utf-8")
 
 

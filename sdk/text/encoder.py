@@ -55,7 +55,7 @@ def shared_encoder(key: Hashable, make: Callable[[], TextEncoder]) -> TextEncode
     """The encoder made under `key` while something still holds it, else `make()`'s, shared from then on.
 
     A process that loads the same bundle twice (an app reopening it, a server per request, the tests)
-    creates the encoder's session once (~0.2-0.4 s) and holds its 23 MB once. `key` names everything the
+    creates the encoder's session once (~0.2 s here) and holds its 23 MB graph once. `key` names everything the
     encoder is made from (the graph's and tokenizer's checksums, the truncation, the dimension, the cache
     entry). Weak: the last holder dropped, the encoder is freed as before (tests/test_lifetime.py).
 

@@ -178,8 +178,10 @@ public final class TaskResolver {
         sorted.addAll(byName.keySet());
         sorted.addAll(groups.keySet());
         allNames.addAll(sorted);
-        for (String name : allNames) words.addAll(Arrays.asList(name.split(" ", -1)));
-        for (String name : allNames) closed.putIfAbsent(name.replace(" ", ""), name);
+        for (String name : allNames) {
+            words.addAll(Arrays.asList(name.split(" ", -1)));
+            closed.putIfAbsent(name.replace(" ", ""), name);
+        }
     }
 
     /** Python's ordering of str: by code points (String.compareTo orders UTF-16 units). */
