@@ -1,5 +1,6 @@
 """The test suite's size and time on this machine: docs/results/suite.json (`tests`, `pytest_s`, `cpu`,
-`command`). Runs pytest as `make test` does (after set-up), on a quiet machine.
+`command`, and `file_seconds`: each test file's time, setup and teardown included, which tests/conftest.py
+reads to hand the slowest files out first). Runs pytest as `make test` does (after set-up), on a quiet machine.
 
     python -m scripts.suite_timing
 """
@@ -10,7 +11,10 @@ import argparse
 import re
 import subprocess
 import sys
+import tempfile
 import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
 from pathlib import Path
 
 from scripts import cpu
@@ -19,14 +23,27 @@ from scripts.results import write_result
 SUMMARY = re.compile(r"(\d+) passed(?:, (\d+) skipped)?.* in ([\d.]+)s")
 
 
+def file_seconds(junit_xml: Path) -> dict[str, float]:
+    """Seconds per test file (tests/x.py), slowest first, from pytest's JUnit XML (our own run's file)."""
+    totals: dict[str, float] = defaultdict(float)
+    for case in ET.parse(junit_xml).getroot().iter("testcase"):
+        module = case.get("classname", "").split(".")
+        path = "/".join(module[: next((i + 1 for i, m in enumerate(module) if m.startswith("test_")), len(module))])
+        totals[path + ".py"] += float(case.get("time", 0))
+    return {k: round(v, 1) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("docs/results/suite.json"))
     args = parser.parse_args(argv)
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], capture_output=True,
-                          text=True)
-    wall = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "suite.xml"
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
+                              capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        files = file_seconds(junit) if junit.exists() else {}
     last = done.stdout.strip().splitlines()[-1]
     found = SUMMARY.search(last)
     if done.returncode != 0 or found is None:
@@ -34,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"the suite did not pass: {last}")
     result = {"tests": int(found.group(1)), "skipped": int(found.group(2) or 0),
               "pytest_s": float(found.group(3)), "wall_s": round(wall, 1), "summary": last,
-              "cpu": cpu.describe(), "command": "python -m scripts.suite_timing (pytest -q, as make test runs it)"}
+              "cpu": cpu.describe(), "command": "python -m scripts.suite_timing (pytest -q, as make test runs it)",
+              "file_seconds": files}
     write_result(result, args.out)
     return 0
 

@@ -27,6 +27,22 @@ from trainer.data.synthetic import make_synthetic_dataset  # noqa: E402
 os.environ["TAPER_DEVICE_CACHE"] = "0"
 
 
+SUITE_TIMES = Path(__file__).resolve().parents[1] / "docs" / "results" / "suite.json"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Test files in the order of their time in the last timing, slowest first (docs/results/suite.json's
+    `file_seconds`, written by `python -m scripts.suite_timing`); a file it does not list keeps its place
+    after them. The workers take whole files in this order (pyproject.toml: --dist loadfile
+    --no-loadscope-reorder; xdist's own order is by test count, which put the few-test files that run for a
+    minute last, and one worker idle beside them at the end). The tests of a file keep their order."""
+    try:
+        seconds = json.loads(SUITE_TIMES.read_text()).get("file_seconds", {})
+    except (OSError, ValueError):
+        return
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))   # a stable sort
+
+
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Path:
     """`build(folder)` run once for the whole test run, its result shared by every worker.
 
