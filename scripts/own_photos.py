@@ -77,8 +77,8 @@ def precision_recall(chosen: set[str], expected: set[str]) -> tuple[float, float
 
 
 def score_queries(bundle, source: Path = HERE) -> dict:
-    """Groups, phrasings and missing names of `source`'s queries.json (scripts/own_data/ by default) on
-    `bundle` (sdk.load's)."""
+    """Groups, phrasings, descriptions (where the set has them) and missing names of `source`'s queries.json
+    (scripts/own_data/ by default) on `bundle` (sdk.load's)."""
     from sdk.errors import DescriptionError
     from sdk.text.resolver import MISSING
 
@@ -97,7 +97,9 @@ def score_queries(bundle, source: Path = HERE) -> dict:
             return set(), [], str(e)
 
     out: dict = {}
-    for kind in ("groups", "phrasings"):
+    for kind in ("groups", "phrasings", "descriptions"):
+        if kind not in spec:
+            continue
         rows = {}
         for text, expected in spec[kind].items():
             chosen, how, error = resolve(text)
@@ -123,8 +125,8 @@ def score_queries(bundle, source: Path = HERE) -> dict:
 def score_summary(scores: dict) -> dict:
     """The figures of `score_queries` without its rows: groups and phrasings (precision, recall, n), missing
     (told, unrelated, n)."""
-    return {"groups": {k: scores["groups"][k] for k in ("precision", "recall", "n")},
-            "phrasings": {k: scores["phrasings"][k] for k in ("precision", "recall", "n")},
+    return {**{kind: {k: scores[kind][k] for k in ("precision", "recall", "n")}
+               for kind in ("groups", "phrasings", "descriptions") if kind in scores},
             "missing": {k: scores["missing"][k] for k in ("told", "unrelated", "n")}}
 
 
