@@ -76,6 +76,10 @@ def precision_recall(chosen: set[str], expected: set[str]) -> tuple[float, float
     return (hit / len(chosen) if chosen else 0.0), (hit / len(expected) if expected else 0.0)
 
 
+# The query lists scored by precision and recall of the classes taken ("descriptions" only where a set has them).
+SCORED_KINDS = ("groups", "phrasings", "descriptions")
+
+
 def score_queries(bundle, source: Path = HERE) -> dict:
     """Groups, phrasings, descriptions (where the set has them) and missing names of `source`'s queries.json
     (scripts/own_data/ by default) on `bundle` (sdk.load's)."""
@@ -97,9 +101,7 @@ def score_queries(bundle, source: Path = HERE) -> dict:
             return set(), [], str(e)
 
     out: dict = {}
-    for kind in ("groups", "phrasings", "descriptions"):
-        if kind not in spec:
-            continue
+    for kind in (k for k in SCORED_KINDS if k in spec):
         rows = {}
         for text, expected in spec[kind].items():
             chosen, how, error = resolve(text)
@@ -123,10 +125,10 @@ def score_queries(bundle, source: Path = HERE) -> dict:
 
 
 def score_summary(scores: dict) -> dict:
-    """The figures of `score_queries` without its rows: groups and phrasings (precision, recall, n), missing
-    (told, unrelated, n)."""
+    """The figures of `score_queries` without its rows: each of SCORED_KINDS it scored (precision, recall, n),
+    missing (told, unrelated, n)."""
     return {**{kind: {k: scores[kind][k] for k in ("precision", "recall", "n")}
-               for kind in ("groups", "phrasings", "descriptions") if kind in scores},
+               for kind in SCORED_KINDS if kind in scores},
             "missing": {k: scores["missing"][k] for k in ("told", "unrelated", "n")}}
 
 

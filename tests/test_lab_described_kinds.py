@@ -4,7 +4,7 @@ without descriptions as they were, and gives the resolver back unpatched."""
 
 import numpy as np
 
-from lab.described_kinds import described_kinds, describes_one, narrowed
+from lab.described_kinds import candidate_scores, described_kinds, describes_one, narrowed, text_scores
 from sdk.format.bundle import ClassInfo, Concept
 from sdk.text.resolver import TaskOptions, TaskResolver
 
@@ -49,8 +49,25 @@ def test_the_rule_narrows_a_described_kind_while_patched_and_only_then():
 
 
 def test_candidates_within_the_margin_all_stay():
-    texts = {0: unit(1, 0, 0), 1: unit(0, 1, 0), 2: unit(0, 0, 1)}
-    names = np.array([0.5, 0.5, 0.5, 0.0], np.float32)
-    assert narrowed(CLASSES, [0, 1, 2], names, unit(1, 0.2, 0), texts.__getitem__, "mean") == [0]
-    assert narrowed(CLASSES, [0, 1, 2], names, unit(1, 1, 0), texts.__getitem__, "description") == [0, 1]
-    assert narrowed(CLASSES, [0, 1], names, unit(1, 1, 0), texts.__getitem__, "mean") is None
+    assert narrowed(np.array([0.9, 0.5, 0.4]), [0, 1, 2], CLASSES) == [0]
+    assert narrowed(np.array([0.9, 0.88, 0.4]), [0, 1, 2], CLASSES) == [0, 1]     # within DESCRIPTION_MARGIN
+    assert narrowed(np.array([0.9, 0.88]), [0, 1], CLASSES) is None               # every candidate stays
+    assert narrowed(np.array([0.9, 0.1]), [2, 3], CLASSES) is None                # neither has a description
+
+
+def test_each_resolver_embeds_a_class_text_once_and_the_scorings_differ():
+    calls = []
+
+    def embed(text: str) -> np.ndarray:
+        calls.append(text)
+        return PHRASES[text]
+
+    r = TaskResolver(CLASSES, np.stack([PHRASES[c.name] for c in CLASSES]), {}, embed,
+                     [Concept("c1", ["dog"], [0, 1, 2])], PHRASES["dog"][None])
+    names = r.embeddings @ PHRASES["a dog with curly fur"]
+    mean = candidate_scores(r, [0, 1], names, PHRASES["a dog with curly fur"], "mean")
+    assert calls.count("poodle: a dog with a curly coat") == 1
+    candidate_scores(r, [0, 1], names, PHRASES["a dog with curly fur"], "mean")
+    assert calls.count("poodle: a dog with a curly coat") == 1                  # remembered for this resolver
+    by_name = candidate_scores(r, [0, 1], names, PHRASES["a dog with curly fur"], "name")
+    assert np.allclose(mean, 0.5 * (by_name + text_scores(r, [0, 1], PHRASES["a dog with curly fur"], "mean")))
