@@ -15,6 +15,10 @@ vocabulary nobody tuned on, beside the worked example. Writes docs/results/words
    own queries beside it.
 3. The median time to resolve one of the held-out descriptions, and the bundle's size with English over
    the size without (`bundle_bytes_ratio`).
+4. The Tiny ImageNet retrieval sets (scripts/bench_retrieval.py: the tuning set and held-out sets A-F) on a
+   200-class bundle of the shared archive, resolved with the default TaskOptions (`missing="tell"`), beside
+   each set's figure before issue 60 (BEFORE_ISSUE_60). Only the bundle's words matter here, so its run
+   trains TINY_IMAGENET_WORDS: two images a class, one epoch a stage (~1.5 min, the decoded archive cached).
 """
 
 from __future__ import annotations
@@ -32,6 +36,13 @@ from scripts.results import write_result
 HELDOUT = Path(__file__).resolve().parent / "heldout_data"
 TRAIN_EPOCHS = 2
 COMMAND = "python -m scripts.bench_words --results docs/results/words"
+TINY_IMAGENET_WORDS = {"train_images_per_class": 2, "stage1_epochs": 1, "stage2_epochs": 1, "stage3_epochs": 1}
+# Issue 72's bar for the Tiny ImageNet sets: each set's precision and recall before issue 60, all concepts
+# (docs/results/retrieval.json at commit 37ad23e, `git show 37ad23e:docs/results/retrieval.json`).
+BEFORE_ISSUE_60 = {"phrasings": (0.951, 0.974), "phrasings_heldout_a": (0.863, 0.989),
+                   "phrasings_heldout_b": (0.873, 0.933), "phrasings_heldout_c": (0.782, 0.893),
+                   "phrasings_heldout_d": (0.869, 0.984), "phrasings_heldout_e": (0.64, 0.851),
+                   "phrasings_heldout_f": (0.831, 0.901)}
 
 
 def resolve_ms(bundle, texts: list[str], repeats: int = 3) -> float:
@@ -48,6 +59,33 @@ def resolve_ms(bundle, texts: list[str], repeats: int = 3) -> float:
                 pass
             times.append(1000 * (time.perf_counter() - start))
     return round(statistics.median(times), 2)
+
+
+def tiny_imagenet(data: Path, work: Path) -> dict:
+    """Each Tiny ImageNet retrieval set's precision and recall now and before issue 60, and the phrasings it
+    no longer answers as well (a 200-class bundle of `data` trained TINY_IMAGENET_WORDS, in `work`)."""
+    import sdk
+    from export.bundle import bundle_run
+    from scripts.bench_retrieval import PHRASING_SETS, measure
+    from sdk.text.resolver import TaskOptions
+    from trainer.data.glosses import read_glosses
+    from trainer.run import run
+
+    run_dir = work / "tiny-imagenet-run"
+    fresh = not (run_dir / "config.json").exists()
+    run(run_dir, "demo" if fresh else None, {"data": str(data), **TINY_IMAGENET_WORDS} if fresh else {},
+        progress=False)
+    bundle = sdk.load(bundle_run(run_dir, work / "tiny-imagenet.taper"))
+    glosses = read_glosses([c.id for c in bundle.bundle.classes])
+    measured = measure(bundle.resolver, bundle, glosses, TaskOptions(), rank1=float("nan"))
+    out = {"concepts": len(bundle.bundle.concepts), "options": vars(TaskOptions())}
+    for key in PHRASING_SETS:
+        now, (p, r) = measured[key], BEFORE_ISSUE_60[key]
+        out[key] = {"precision": now["precision"], "recall": now["recall"], "n": now["n"],
+                    "before_issue_60": {"precision": p, "recall": r},
+                    "at_or_above": now["precision"] >= p and now["recall"] >= r,
+                    "unanswered": sorted(t for t, row in now["rows"].items() if row["chosen"] == 0)}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         after = bundle_run(worked_run, work / "worked.taper")
         result["worked_example"] = score_summary(score_queries(sdk.load(after), HERE))
         result["worked_example_before"] = score_summary(score_queries(sdk.load(before), HERE))
+    result["tiny_imagenet"] = tiny_imagenet(args.data, work)
     result["resolve_ms_median"] = resolve_ms(bundle, [*spec["groups"], *spec["phrasings"], *spec["missing"]])
     result["bundle_bytes"] = bundle_path.stat().st_size
     result["bundle_bytes_ratio"] = round(bundle_path.stat().st_size / words_only.stat().st_size, 4)
