@@ -1,7 +1,7 @@
 """Words people use (issue 72): how a bundle of one's own classes understands ordinary English, measured on a
 vocabulary nobody tuned on, beside the worked example. Writes docs/results/words.json.
 
-    python -m scripts.bench_words --results docs/results/words        # about 5 min here
+    python -m scripts.bench_words --results docs/results/words        # ~7 min here; 26-45 s once its runs exist
 
 1. The held-out set (scripts/heldout_data: 38 plain-named classes, a vocabulary of its eight group names only,
    88 queries written before any resolver change for issue 72) is built from the shared Tiny ImageNet archive
