@@ -19,6 +19,19 @@ def test_files_go_slowest_first_and_keep_their_tests_order(tmp_path, monkeypatch
     conftest.pytest_collection_modifyitems(None, items)
     assert [i.nodeid for i in items] == ["tests/test_b.py::one", "tests/test_b.py::two", "tests/test_c.py::one",
                                          "tests/test_a.py::one", "tests/test_a.py::two"]   # unlisted: after, in order
+    # The slowest file that needs none of the shared builds goes second: the second worker runs it meanwhile.
+    times.write_text(json.dumps({"file_seconds": {"tests/test_b.py": 90.0, "tests/test_c.py": 50.0,
+                                                  "tests/test_d.py": 20.0, "tests/test_e.py": 10.0}}))
+    uses = {"b": ["tiny_run"], "c": ["tmp_path", "tiny_bundle"], "d": ["tiny_companion"], "e": ["tmp_path"]}
+    ids = ["tests/test_e.py::one", "tests/test_d.py::one", "tests/test_c.py::one", "tests/test_b.py::one",
+           "tests/test_e.py::two"]
+    items = [SimpleNamespace(nodeid=i, fixturenames=uses[i[11]]) for i in ids]
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items] == ["tests/test_b.py::one", "tests/test_e.py::one", "tests/test_e.py::two",
+                                         "tests/test_c.py::one", "tests/test_d.py::one"]
+    items = [SimpleNamespace(nodeid=i, fixturenames=["tiny_run"]) for i in ids]   # every file needs one
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items][:2] == ["tests/test_b.py::one", "tests/test_c.py::one"]
     times.write_text("{not json")
     unsorted = [SimpleNamespace(nodeid=i) for i in ids]
     conftest.pytest_collection_modifyitems(None, unsorted)   # an unreadable file: no error, the order as collected
