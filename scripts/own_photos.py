@@ -80,9 +80,10 @@ def precision_recall(chosen: set[str], expected: set[str]) -> tuple[float, float
 SCORED_KINDS = ("groups", "phrasings", "descriptions")
 
 
-def score_queries(bundle, source: Path = HERE) -> dict:
+def score_queries(bundle, source: Path = HERE, options=None) -> dict:
     """Groups, phrasings, descriptions (where the set has them) and missing names of `source`'s queries.json
-    (scripts/own_data/ by default) on `bundle` (sdk.load's)."""
+    (scripts/own_data/ by default) on `bundle` (sdk.load's), resolved with `options` (a TaskOptions; None:
+    the resolver's defaults, as `sdk.personalize` resolves)."""
     from sdk.errors import DescriptionError
     from sdk.text.resolver import MISSING
 
@@ -95,7 +96,7 @@ def score_queries(bundle, source: Path = HERE) -> dict:
 
     def resolve(text: str) -> tuple[set[str], list[str], str | None]:
         try:
-            task = bundle.resolver.resolve(text)
+            task = bundle.resolver.resolve(text, options)
             return {ids[i] for i in task.classes}, task.how, None
         except DescriptionError as e:
             return set(), [], str(e)

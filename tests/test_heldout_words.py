@@ -30,3 +30,30 @@ def test_the_held_out_set_is_other_classes_with_a_minimal_vocabulary_and_enough_
             assert all(e in spec["sets"] or e in classes for e in expected), text_
     assert set().union(*spec["missing"].values()) <= set(raw["groups"])
     assert not set(spec["missing"]) & {n.replace("_", " ") for n in classes}
+
+
+def test_the_checker_scores_what_the_options_choose_and_padding_counts_against_precision(tmp_path):
+    """scripts/own_photos.score_queries with the default options (a one-class answer padded to two, as
+    sdk.personalize resolves) and with min_classes=1 (bench_words' `heldout_unpadded` diagnostic)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from scripts.own_photos import score_queries
+    from sdk.format.bundle import ClassInfo
+    from sdk.text.resolver import TaskOptions, TaskResolver
+
+    classes = [ClassInfo("beagle", "beagle", ["beagle"]), ClassInfo("poodle", "poodle", ["poodle"]),
+               ClassInfo("bee", "bee", ["bee"])]
+    vectors = {"beagle": [1.0, 0, 0], "poodle": [0.8, 0.6, 0], "bee": [0, 0, 1.0], "owl": [0, 0.6, 0.8]}
+    embed = lambda text: np.array(vectors[text], np.float32)   # noqa: E731
+    resolver = TaskResolver(classes, np.stack([embed(c.name) for c in classes]), {}, embed)
+    bundle = SimpleNamespace(resolver=resolver, bundle=SimpleNamespace(classes=classes, concepts=[]))
+    (tmp_path / "queries.json").write_text(json.dumps({"sets": {}, "groups": {"beagle": ["beagle"]},
+                                                       "phrasings": {"bee": ["bee"]}, "missing": {"owl": []}}))
+    padded, alone = score_queries(bundle, tmp_path), score_queries(bundle, tmp_path, TaskOptions(min_classes=1))
+    assert padded["groups"]["rows"]["beagle"]["chosen"] == ["beagle", "poodle"]   # the nearest class added
+    assert (padded["groups"]["precision"], padded["groups"]["recall"]) == (0.5, 1.0)
+    assert alone["groups"]["rows"]["beagle"]["chosen"] == ["beagle"] and alone["groups"]["precision"] == 1.0
+    assert alone["phrasings"]["precision"] == 1.0 and padded["phrasings"]["precision"] == 0.5
+    assert padded["missing"]["told"] == alone["missing"]["told"] == 1.0 and padded["missing"]["unrelated"] == 0
