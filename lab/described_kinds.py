@@ -129,12 +129,14 @@ def best_right(bundle, source: Path) -> dict[str, int]:
     spec = json.loads((source / "queries.json").read_text())
     resolver, counts = bundle.resolver, {"n": 0, **dict.fromkeys(("name", *SCORINGS), 0)}
     for text, expected in spec.get("descriptions", {}).items():
+        if not describes_one(normalize_name(text)):
+            continue
         meant = {c for e in expected for c in spec["sets"].get(e, [e])}
         indices, why, _ = resolver._resolve_phrase(text, TaskOptions(), single=True)
         embedding = resolver.embed_phrase(text)
         name_scores = resolver.embeddings @ embedding
         candidates = candidates_for(resolver, indices, why, True, name_scores)
-        if not describes_one(normalize_name(text)) or candidates is None or len(candidates) < 2:
+        if candidates is None or len(candidates) < 2:
             continue
         counts["n"] += 1
         for scoring in ("name", *SCORINGS):

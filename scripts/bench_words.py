@@ -1,7 +1,7 @@
 """Words people use (issue 72): how a bundle of one's own classes understands ordinary English, measured on a
 vocabulary nobody tuned on, beside the worked example. Writes docs/results/words.json.
 
-    python -m scripts.bench_words --results docs/results/words        # ~7 min here; 26-45 s once its runs exist
+    python -m scripts.bench_words --results docs/results/words        # 26-45 s here once its runs exist
 
 1. The held-out set (scripts/heldout_data: 38 plain-named classes, a vocabulary of its eight group names only,
    88 queries written before any resolver change for issue 72) is built from the shared Tiny ImageNet archive
@@ -19,7 +19,7 @@ vocabulary nobody tuned on, beside the worked example. Writes docs/results/words
 4. The Tiny ImageNet retrieval sets (scripts/bench_retrieval.py: the tuning set and held-out sets A-F) on a
    200-class bundle of the shared archive, resolved with the default TaskOptions (`missing="tell"`), beside
    each set's figure before issue 60 (BEFORE_ISSUE_60). Only the bundle's words matter here, so its run
-   trains TINY_IMAGENET_WORDS: two images a class, one epoch a stage (~1.5 min, the decoded archive cached).
+   trains TINY_IMAGENET_WORDS: two images a class, one epoch a stage (86 s here, the decoded archive cached).
 """
 
 from __future__ import annotations
@@ -67,9 +67,8 @@ def tiny_imagenet(data: Path, work: Path) -> dict:
     no longer answers as well (a 200-class bundle of `data` trained TINY_IMAGENET_WORDS, in `work`)."""
     import sdk
     from export.bundle import bundle_run
-    from scripts.bench_retrieval import PHRASING_SETS, measure
+    from scripts.bench_retrieval import phrasing_sets
     from sdk.text.resolver import TaskOptions
-    from trainer.data.glosses import read_glosses
     from trainer.run import run
 
     run_dir = work / "tiny-imagenet-run"
@@ -77,11 +76,10 @@ def tiny_imagenet(data: Path, work: Path) -> dict:
     run(run_dir, "demo" if fresh else None, {"data": str(data), **TINY_IMAGENET_WORDS} if fresh else {},
         progress=False)
     bundle = sdk.load(bundle_run(run_dir, work / "tiny-imagenet.taper"))
-    glosses = read_glosses([c.id for c in bundle.bundle.classes])
-    measured = measure(bundle.resolver, bundle, glosses, TaskOptions(), rank1=float("nan"))
+    measured, _, _ = phrasing_sets(bundle.resolver, bundle, TaskOptions())
     out = {"concepts": len(bundle.bundle.concepts), "options": vars(TaskOptions())}
-    for key in PHRASING_SETS:
-        now, (p, r) = measured[key], BEFORE_ISSUE_60[key]
+    for key, now in measured.items():
+        p, r = BEFORE_ISSUE_60[key]
         out[key] = {"precision": now["precision"], "recall": now["recall"], "n": now["n"],
                     "before_issue_60": {"precision": p, "recall": r},
                     "at_or_above": now["precision"] >= p and now["recall"] >= r,

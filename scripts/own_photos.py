@@ -33,8 +33,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from sdk.text.resolver import TaskOptions
 
 HERE = Path(__file__).resolve().parent / "own_data"
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +84,7 @@ def precision_recall(chosen: set[str], expected: set[str]) -> tuple[float, float
 SCORED_KINDS = ("groups", "phrasings", "descriptions")
 
 
-def score_queries(bundle, source: Path = HERE, options=None) -> dict:
+def score_queries(bundle, source: Path = HERE, options: TaskOptions | None = None) -> dict:
     """Groups, phrasings, descriptions (where the set has them) and missing names of `source`'s queries.json
     (scripts/own_data/ by default) on `bundle` (sdk.load's), resolved with `options` (a TaskOptions; None:
     the resolver's defaults, as `sdk.personalize` resolves)."""

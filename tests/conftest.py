@@ -30,9 +30,15 @@ os.environ["TAPER_DEVICE_CACHE"] = "0"
 SUITE_TIMES = Path(__file__).resolve().parents[1] / "docs" / "results" / "suite.json"
 
 
-# The session fixtures that `built_once` builds for every worker (below): a test that asks for one waits while
-# another worker builds it.
-SHARED_BUILDS = frozenset({"tiny_run", "tiny_bundle", "tiny_companion"})
+# The session fixtures that build with `built_once` (below; each declared with @shared_build): a test that asks
+# for one waits while another worker builds it.
+SHARED_BUILDS: set[str] = set()
+
+
+def shared_build(fixture: Callable) -> Callable:
+    """A session fixture built once for all workers by `built_once`, named in SHARED_BUILDS for the order."""
+    SHARED_BUILDS.add(fixture.__name__)
+    return pytest.fixture(scope="session")(fixture)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -49,16 +55,18 @@ def pytest_collection_modifyitems(config, items):
         seconds = json.loads(SUITE_TIMES.read_text()).get("file_seconds", {})
     except (OSError, ValueError):
         return
-    items.sort(key=lambda item: -seconds.get(file_of(item), 0.0))   # a stable sort
-    files = list(dict.fromkeys(map(file_of, items)))
+    files = sorted(dict.fromkeys(map(file_of, items)), key=lambda f: -seconds.get(f, 0.0))   # stable
     needs = {file_of(item) for item in items if SHARED_BUILDS & set(getattr(item, "fixturenames", ()))}
     free = next((f for f in files[1:] if f not in needs), None)
     if free is not None:
-        place = {f: k for k, f in enumerate(files)} | {free: 0.5}
-        items.sort(key=lambda item: place[file_of(item)])
+        files.remove(free)
+        files.insert(1, free)
+    place = {f: k for k, f in enumerate(files)}
+    items.sort(key=lambda item: place[file_of(item)])
 
 
 def file_of(item) -> str:
+    """The test file of a collected test: "tests/test_x.py"."""
     return item.nodeid.split("::")[0]
 
 
@@ -151,7 +159,7 @@ def write_tiny_imagenet_layout(src: Path, dst: Path) -> Path:
     return dst
 
 
-@pytest.fixture(scope="session")
+@shared_build
 def tiny_run(tmp_path_factory) -> Path:
     """A finished `tiny` preset run (stages 1-3), trained once per test session."""
     from trainer.run import run
@@ -159,7 +167,7 @@ def tiny_run(tmp_path_factory) -> Path:
     return built_once(tmp_path_factory, "runs", lambda folder: run(folder / "tiny", "tiny", progress=False))
 
 
-@pytest.fixture(scope="session")
+@shared_build
 def tiny_bundle(tiny_run, tmp_path_factory) -> Path:
     from export.bundle import bundle_run
 
@@ -187,7 +195,7 @@ def tiny_sdk(tiny_bundle):
     return bundle
 
 
-@pytest.fixture(scope="session")
+@shared_build
 def tiny_companion(tiny_bundle, tmp_path_factory) -> Path:
     """The tiny bundle's ExecuTorch companion (export/executorch_program.py; about a minute to lower)."""
     pytest.importorskip("executorch")
