@@ -130,6 +130,8 @@ COMPOSED_CONCEPTS: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...] = (
 # Concepts keyed as the exporter keys those it derives from WordNet (sdk.format.bundle.DERIVED_CONCEPT_PREFIX): a
 # resolution through a name only they give says so ("insects", "birds"; "mammals" is the author's).
 COMPOSED_DERIVED = {4: "wordnet/n02159955", 7: "wordnet/n01503061"}
+# A class's other name (issue 72): typed alone it answers as the class's own name does, by name, no encoder.
+COMPOSED_ALIASES = {5: ("honeybee",)}
 COMPOSED_IDS = tuple(COMPOSED_DERIVED.get(i, f"c{i}") for i in range(len(COMPOSED_CONCEPTS)))
 COMPOSED_DESCRIPTIONS = (
     "small mammals", "little mammals", "large carnivores", "small flying animals", "sea invertebrates",
@@ -142,7 +144,9 @@ COMPOSED_DESCRIPTIONS = (
     "mosue, lion", "elephnat and sea sulg", "insetcs", "mammmals", "hamstres, ant", "predator", "slugs, crabb",
     "mouse, elphant, bee", "Sea  Slgu", "sae sulg, lion", "penguinss", "predators", "carnivores, insect",
     # a singular made from a plural group name ('predators') answers the group but is no modifier
-    "predator", "predator mammals", "small animal mammals")
+    "predator", "predator mammals", "small animal mammals",
+    # a class by an alias, alone (plural, spaced) and in a list: the class and its look-alikes, no encoder
+    "honeybees", "honey bee", "honeybee, lion")
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
                                       ["s00000003", "red checkerboard"], "rings", "something red",
                                       "checkerboards or stripes")
@@ -633,7 +637,8 @@ def composed_resolver(embed: Callable[[str], np.ndarray] | None = None, compose:
         raise NeedsEncoder(text)
 
     n, eye = len(COMPOSED_CLASSES), np.eye(len(COMPOSED_CLASSES) + len(COMPOSED_CONCEPTS), dtype=np.float32)
-    classes = [ClassInfo(f"n{i}", name, ["entity", name]) for i, name in enumerate(COMPOSED_CLASSES)]
+    classes = [ClassInfo(f"n{i}", name, ["entity", name], list(COMPOSED_ALIASES.get(i, ())))
+               for i, name in enumerate(COMPOSED_CLASSES)]
     concepts = [Concept(cid, list(names), list(members))
                 for cid, (names, members) in zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True)]
     return TaskResolver(classes, eye[:n], {}, embed or needs_encoder, concepts, eye[n:], compose=compose)
@@ -648,6 +653,7 @@ def composed_resolutions() -> dict:
         except NeedsEncoder:
             rows.append({"description": description, "encoder": True})
     return {"classes": list(COMPOSED_CLASSES),
+            "aliases": [list(COMPOSED_ALIASES.get(i, ())) for i in range(len(COMPOSED_CLASSES))],
             "concepts": [[list(a), list(b), cid] for cid, (a, b) in zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True)],
             "descriptions": rows}
 

@@ -55,7 +55,6 @@ def test_an_exclusion_drops_a_group_a_modifier_or_a_class():
     "except mammals",          # nothing before it
     "non- mammals",            # "non-" alone
     "invertebrates except purple",
-    "sea slug",                # a class name is never composed ("sea" x "slug" would be the sea slug alone)
     "predator mammals",        # 'predator' answers the group 'predators' but is no modifier ("drink containers"
     "small animal mammals",    # hold drinks: issue 60)
 ])
@@ -64,6 +63,17 @@ def test_phrases_that_do_not_compose_are_read_as_before(text):
     with_rule = resolver(encoded=encoded).resolve(text, TaskOptions(min_classes=1))
     assert encoded == [text]                                                # it went to the text encoder
     without = resolver(compose=False).resolve(text, TaskOptions(min_classes=1))
+    assert with_rule.classes.tolist() == without.classes.tolist() and with_rule.how == without.how
+
+
+def test_a_class_name_is_never_composed():
+    """"sea" x "slug" would be the sea slug alone; a class name alone is answered by name, with its look-alikes
+    (none here: each class is on its own axis), and needs no text encoder (issue 72)."""
+    encoded: list[str] = []
+    with_rule = resolver(encoded=encoded).resolve("sea slug", TaskOptions(min_classes=1))
+    assert encoded == [] and with_rule.how == ["'sea slug': class name"]
+    assert [NAMES[i] for i in with_rule.classes] == ["sea slug"]
+    without = resolver(compose=False).resolve("sea slug", TaskOptions(min_classes=1))
     assert with_rule.classes.tolist() == without.classes.tolist() and with_rule.how == without.how
 
 

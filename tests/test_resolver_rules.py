@@ -112,3 +112,28 @@ def test_rules_4_and_5_take_the_nearest_classes_or_a_concept_and_pad_short_tasks
     chosen, how = concept_match(CONCEPTS, sizes, concept_embeddings, text, best_class=0.5, options=TaskOptions())
     assert chosen == [2, 3] and how.startswith("concept 'insects'")
     assert concept_match(CONCEPTS, sizes, concept_embeddings, text, best_class=0.95, options=TaskOptions()) is None
+
+
+def test_rule_1_a_class_named_alone_takes_its_own_look_alikes_whichever_name_is_typed():
+    """The look-alikes are the classes whose embeddings lie within `margin` of the class's own, so an alias
+    answers as the name does, and neither needs the text encoder (issue 72: "snakes", a WordNet kind kept as
+    the boa constrictor's alias, took four unrelated classes when they were scored against the word)."""
+    def unit(*v: float) -> np.ndarray:
+        return np.array(v, np.float32) / np.linalg.norm(v)
+
+    embeddings = np.stack([unit(1, 0, 0, 0, 0, 0), unit(0.96, 0.28, 0, 0, 0, 0), unit(0, 0, 1, 0, 0, 0),
+                           unit(0, 0, 0.95, 0.31, 0, 0), unit(0, 0, 0, 0, 1, 0), unit(0, 0, 0, 0, 0.6, 0.8)])
+    encoded: list[str] = []
+
+    def embed(text: str) -> np.ndarray:   # every phrase lies on the trains: scored against it, "bee" took them
+        encoded.append(text)
+        return unit(0, 0, 0.5, 0, 1, 1)
+
+    resolver = TaskResolver(CLASSES, embeddings, {}, embed)
+    by_alias, by_name = resolver.resolve("honey bees"), resolver.resolve("bee")
+    assert by_alias.classes.tolist() == by_name.classes.tolist() == [2, 3]
+    assert by_name.how == ["'bee': class name, with the classes within 0.08 of its similarity ('ladybug'): a model "
+                           "tells its classes apart, so it holds the class's look-alikes; give a list to choose them"]
+    assert resolver.resolve("beagle").classes.tolist() == [0, 1] and encoded == []
+    alone = resolver.resolve("freight train")   # none within 0.08 (0.6): padded with the nearest, said so
+    assert alone.classes.tolist() == [4, 5] and alone.how[0] == "'freight train': class name" and encoded == []

@@ -25,8 +25,9 @@ Rules, in order:
    everyday collections and class facets, "farm animals", "livestock"), else a node of the
    classes' hierarchy paths ("dog"). A name that only concepts the exporter derived from WordNet give
    (keyed `wordnet/`, a bundle of one's own classes) is said to be so: "group 'feline' (from WordNet: a
-   kind of thing each of its classes is)". An exact class name selects that class and the classes within
-   `margin` of it by text similarity (the resolution names them). Plurals are made singular first
+   kind of thing each of its classes is)". An exact class name, or any of its aliases, selects that class
+   and its look-alikes: the classes whose name embeddings lie within `margin` of its own (the resolution
+   names them; no text encoder is needed). Plurals are made singular first
    (`singular_forms`: "butterflies" -> the butterfly group, "wolves" -> "wolf", "geese" -> "goose").
 3b. A phrase that is no name but is built from two groups (`TaskResolver._composed`): "non-X Y", "Y except
    X" (also "excluding", "but not", "other than") takes group Y's classes without those of X (a group, a

@@ -1,7 +1,8 @@
 """The pipeline: a description read rule by rule, in order (the package docstring lists the rules; each family
 lives in its own module). `TaskResolver.resolve` cuts a description into items (rule 2), and
-`_resolve_phrase` tries on each: a group (3), a composition (3b), a class name (1, 3), the kinds a word
-ends (3d), a spelling (3c), then the text's meaning: a missing item (4a), a concept (5), the nearest classes (4).
+`_resolve_phrase` tries on each: a group (3), a composition (3b), a class name in a list (1), the kinds a word
+ends (3d), a spelling (3c), a class name alone with its look-alikes (1), then the text's meaning: a missing
+item (4a), a concept (5), the nearest classes (4).
 """
 
 from __future__ import annotations
@@ -118,18 +119,13 @@ class TaskResolver:
         if fixed is not None:
             indices, why, seconds = self._resolve_phrase(fixed, options, single)
             return indices, f"read as {fixed!r} (spelling): {why}", seconds
+        if key in self.by_name:  # rule 1, a class name alone: it and its look-alikes
+            return (*self._look_alikes(self.by_name[key], options), 0.0)
         start = time.perf_counter()                                               # rule 4: the text's meaning
         embedding = self.embed_phrase(phrase)
         seconds = time.perf_counter() - start
         scores = self.embeddings @ embedding
         best = int(np.argmax(scores))
-        if key in self.by_name:  # a single class name: it and its nearest neighbours
-            chosen = top(scores, options, include=self.by_name[key])
-            others = [self.classes[i].name for i in chosen if i != self.by_name[key]]
-            why = ("class name" if not others else f"class name, with the classes within {options.margin} of its "
-                   f"similarity ({', '.join(map(repr, others[:5]))}{', ...' if len(others) > 5 else ''}): a model "
-                   "tells its classes apart, so it holds the class's look-alikes; give a list to choose them")
-            return chosen, why, seconds
         standout = contrast(scores)
         if options.missing == "tell" and self._unknown(key):                      # rule 4a: told missing
             return [], told(self.classes, scores, exocentric_form(self.exocentric, key)), seconds
@@ -147,6 +143,18 @@ class TaskResolver:
         closest = f"{self.classes[best].name!r}: {scores[best]:.2f}, contrast {standout:.2f}"
         return (top(scores, options), f"classes within {options.margin} of the best similarity ({closest})",
                 seconds)
+
+    def _look_alikes(self, own: int, options: TaskOptions) -> tuple[list[int], str]:
+        """Class `own` and the classes whose embeddings lie within `margin` of its own: a model tells its
+        classes apart, so it holds the class's look-alikes. They are the class's, whichever of its names was
+        typed: scored against the phrase, a WordNet kind kept as an alias ("snakes" for the boa constrictor)
+        took four unrelated classes (issue 72; experiments.md, "A class's look-alikes are its own")."""
+        chosen = top(self.embeddings @ self.embeddings[own], options, include=own)
+        others = [self.classes[i].name for i in chosen if i != own]
+        why = ("class name" if not others else f"class name, with the classes within {options.margin} of its "
+               f"similarity ({', '.join(map(repr, others[:5]))}{', ...' if len(others) > 5 else ''}): a model "
+               "tells its classes apart, so it holds the class's look-alikes; give a list to choose them")
+        return chosen, why
 
     def _unknown(self, key: str) -> bool:
         """Rule 4a (sdk.text.resolver.missing.unknown), a method so that an experiment can replace it

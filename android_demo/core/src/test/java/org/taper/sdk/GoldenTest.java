@@ -269,9 +269,10 @@ public final class GoldenTest {
         for (int i = 0; i < dim; i++) eye.put(i * dim + i, 1f);
         FloatBuffer classRows = eye.duplicate().position(0).limit(names.size() * dim).slice();
         FloatBuffer conceptRows = eye.duplicate().position(names.size() * dim).slice();
-        List<List<String>> noAliases = new ArrayList<>();
-        for (int i = 0; i < names.size(); i++) noAliases.add(List.of());
-        TaskResolver resolver = new TaskResolver(ids, names, noAliases, paths, Map.of(), classRows, dim,
+        List<List<String>> aliases = new ArrayList<>();
+        for (Object o : (List<Object>) composed.get("aliases")) aliases.add((List<String>) o);
+        check(aliases.size() == names.size(), "composed: one list of aliases per class");
+        TaskResolver resolver = new TaskResolver(ids, names, aliases, paths, Map.of(), classRows, dim,
                 text -> { throw new NeedsEncoder(); }, concepts, conceptRows, word -> false, Compounds.shipped());
         for (Object o : (List<Object>) composed.get("descriptions")) {
             Map<String, Object> c = (Map<String, Object>) o;

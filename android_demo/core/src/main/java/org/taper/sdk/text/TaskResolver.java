@@ -476,6 +476,19 @@ public final class TaskResolver {
                 return found;
             }
         }
+        if (byName.containsKey(key)) {  // rule 1, a class name alone: it and its look-alikes (Python's _look_alikes)
+            int self = byName.get(key);
+            float[] own = new float[dim];
+            for (int d = 0; d < dim; d++) own[d] = embeddings.get(self * dim + d);
+            List<Integer> chosen = top(scores(own), options, self);
+            List<String> others = new ArrayList<>();
+            for (int c : chosen) if (c != self) others.add("'" + names.get(c) + "'");
+            how.add("'" + phrase + "': " + (others.isEmpty() ? "class name" : "class name, with the classes within "
+                    + options.margin + " of its similarity (" + String.join(", ", others.subList(0, Math.min(5, others.size())))
+                    + (others.size() > 5 ? ", ..." : "") + "): a model tells its classes apart, so it holds the class's "
+                    + "look-alikes; give a list to choose them"));
+            return chosen;
+        }
         long start = System.nanoTime();
         float[] embedding = embedPhrase.apply(phrase);
         encodeMs[0] += (System.nanoTime() - start) / 1e6;
@@ -485,17 +498,6 @@ public final class TaskResolver {
         for (int c = 0; c < scores.length; c++) {
             if (scores[c] > scores[best]) best = c;
             sum += scores[c];
-        }
-        if (byName.containsKey(key)) {
-            int self = byName.get(key);
-            List<Integer> chosen = top(scores, options, self);
-            List<String> others = new ArrayList<>();
-            for (int c : chosen) if (c != self) others.add("'" + names.get(c) + "'");
-            how.add("'" + phrase + "': " + (others.isEmpty() ? "class name" : "class name, with the classes within "
-                    + options.margin + " of its similarity (" + String.join(", ", others.subList(0, Math.min(5, others.size())))
-                    + (others.size() > 5 ? ", ..." : "") + "): a model tells its classes apart, so it holds the class's "
-                    + "look-alikes; give a list to choose them"));
-            return chosen;
         }
         double standout = scores[best] - sum / scores.length;
         if (options.missing.equals("tell") && unknown(key)) {
