@@ -1,0 +1,69 @@
+"""Issue 75: is a longer upstream what the start lacks? The transfer benchmark's upstream trains stage 1 for
+16 epochs (scripts/bench_transfer.py UPSTREAM_STAGE1_EPOCHS); this trains the same upstream (the `demo` preset,
+Tiny ImageNet without the own photos' 24 classes) for more, stage 1 only, then fine-tunes the own photos from
+its stage-1 network with the shipped defaults (trainer.config.FINETUNE) and scores it as the benchmark scores
+its rows (classifier selection, the same 6-way tasks and val images).
+
+    python -m lab.upstream_epochs --epochs 32 --out docs/results/transfer_upstream_e32.json   # ~50 min here
+
+Compare with the benchmark's row "init from the upstream's stage-1 network" (16 epochs: 77.54, experiments.md,
+"Transfer") and its best from-scratch run (`scratch` in docs/results/transfer.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+
+def upstream_stage1(work: Path, data: Path, epochs: int) -> tuple[Path, float]:
+    """The upstream's stage 1 for `epochs` epochs (trained once), and its training seconds."""
+    from scripts.bench_transfer import HERE
+    from trainer.data.holdout import read_class_list
+    from trainer.run import run
+
+    run_dir = work / f"upstream-e{epochs}"
+    fresh = not (run_dir / "config.json").exists()
+    overrides = {"data": str(data), "exclude_classes": read_class_list(HERE / "source_classes.json"),
+                 "stage1_epochs": epochs}
+    print(f"[upstream] python -m trainer run --preset demo --data {data} --exclude-classes "
+          f"scripts/own_data/source_classes.json --set stage1_epochs={epochs} --out {run_dir} --until stage1",
+          flush=True)
+    run(run_dir, "demo" if fresh else None, overrides if fresh else {}, progress=False, until="stage1")
+    return run_dir, json.loads((run_dir / "metrics.json").read_text())["wall_time_s"]["stage1"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.upstream_epochs", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=32, help="the upstream's stage-1 epochs")
+    parser.add_argument("--work", type=Path, default=None, help="the transfer work folder (default: the cache's)")
+    parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
+    args = parser.parse_args(argv)
+
+    from scripts.bench_transfer import Scorer, own_run
+    from scripts.cpu import describe
+    from scripts.own_photos import DATA, build_folder
+    from sdk.media.cache import cache_root
+
+    start = time.perf_counter()
+    work = args.work or cache_root() / "transfer"
+    photos = build_folder(DATA, work.parent / "own-photos" / "my-photos", 150)
+    upstream, upstream_s = upstream_stage1(work, DATA, args.epochs)
+    init_dir, init_s = own_run(work, f"init-from-e{args.epochs}", photos, {"stage1_init": str(upstream)},
+                               until="stage1")
+    row = Scorer(init_dir).network(init_dir)
+    result = {"upstream_stage1_epochs": args.epochs, "upstream_stage1_s": round(upstream_s, 1),
+              "init": {k: v for k, v in row.items() if k != "per_class"}, "init_train_s": round(init_s, 1),
+              "wall_s": round(time.perf_counter() - start, 1), "cpu": describe(),
+              "command": f"python -m lab.upstream_epochs --epochs {args.epochs}"}
+    print(json.dumps(result, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
