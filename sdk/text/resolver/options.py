@@ -28,7 +28,8 @@ class TaskOptions:
     Args:
         max_classes: most classes taken from free text (1 to 100,000; a named group is taken whole).
         min_classes: fewest classes in a task (1 to max_classes); nearest classes pad it.
-        margin: free text takes the classes within this of the best similarity (0 to 2).
+        margin: free text takes the classes within this of the best similarity, and a class named alone
+            its look-alikes, the classes within this of its own name's embedding (0 to 2).
         min_contrast: the best class must stand out from the mean similarity by this much (0 to 2).
         missing: what an item the bundle lacks gets (rule 4a): "tell" (default) nothing, only the closest
             names in the resolution; "nearest" its nearest classes by text similarity, as before issue 60.
