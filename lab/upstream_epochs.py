@@ -4,7 +4,7 @@ Tiny ImageNet without the own photos' 24 classes) for more, stage 1 only, then f
 its stage-1 network with the shipped defaults (trainer.config.FINETUNE) and scores it as the benchmark scores
 its rows (classifier selection, the same 6-way tasks and val images).
 
-    python -m lab.upstream_epochs --epochs 32 --out docs/results/transfer_upstream_e32.json   # ~50 min here
+    python -m lab.upstream_epochs --epochs 32 --out docs/results/transfer_upstream_e32.json   # 43 min here
 
 Compare with the benchmark's row "init from the upstream's stage-1 network" (16 epochs: 77.54, experiments.md,
 "Transfer") and its best from-scratch run (`scratch` in docs/results/transfer.json).
