@@ -18,23 +18,6 @@ import time
 from pathlib import Path
 
 
-def upstream_stage1(work: Path, data: Path, epochs: int) -> tuple[Path, float]:
-    """The upstream's stage 1 for `epochs` epochs (trained once), and its training seconds."""
-    from scripts.bench_transfer import HERE
-    from trainer.data.holdout import read_class_list
-    from trainer.run import run
-
-    run_dir = work / f"upstream-e{epochs}"
-    fresh = not (run_dir / "config.json").exists()
-    overrides = {"data": str(data), "exclude_classes": read_class_list(HERE / "source_classes.json"),
-                 "stage1_epochs": epochs}
-    print(f"[upstream] python -m trainer run --preset demo --data {data} --exclude-classes "
-          f"scripts/own_data/source_classes.json --set stage1_epochs={epochs} --out {run_dir} --until stage1",
-          flush=True)
-    run(run_dir, "demo" if fresh else None, overrides if fresh else {}, progress=False, until="stage1")
-    return run_dir, json.loads((run_dir / "metrics.json").read_text())["wall_time_s"]["stage1"]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.upstream_epochs", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -43,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
     args = parser.parse_args(argv)
 
-    from scripts.bench_transfer import Scorer, own_run
+    from scripts.bench_transfer import Scorer, own_run, upstream_run
     from scripts.cpu import describe
     from scripts.own_photos import DATA, build_folder
     from sdk.media.cache import cache_root
@@ -51,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     work = args.work or cache_root() / "transfer"
     photos = build_folder(DATA, work.parent / "own-photos" / "my-photos", 150)
-    upstream, upstream_s = upstream_stage1(work, DATA, args.epochs)
+    upstream = upstream_run(work, DATA, args.epochs, until="stage1")
+    upstream_s = json.loads((upstream / "metrics.json").read_text())["wall_time_s"]["stage1"]
     init_dir, init_s = own_run(work, f"init-from-e{args.epochs}", photos, {"stage1_init": str(upstream)},
                                until="stage1")
     row = Scorer(init_dir).network(init_dir)

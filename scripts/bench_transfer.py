@@ -49,20 +49,21 @@ def own_class_ids() -> list[str]:
     return list(json.loads((HERE / "source_classes.json").read_text())["classes"].values())
 
 
-def upstream_run(work: Path, data: Path = DATA) -> Path:
-    """The upstream run directory (trained once: about 25 min here), its classes disjoint from the own photos'."""
+def upstream_run(work: Path, data: Path = DATA, epochs: int = UPSTREAM_STAGE1_EPOCHS, until: str = "stage3") -> Path:
+    """The upstream run directory (trained once: about 25 min here), its classes disjoint from the own photos':
+    `work`/upstream, or `work`/upstream-e<epochs> for another stage-1 length (lab/upstream_epochs.py)."""
     from trainer.data.holdout import read_class_list
     from trainer.run import run
 
-    run_dir = work / "upstream"
-    if not (run_dir / "stage3" / "model.safetensors").is_file():
+    run_dir = work / ("upstream" if epochs == UPSTREAM_STAGE1_EPOCHS else f"upstream-e{epochs}")
+    if not (run_dir / until / "model.safetensors").is_file():
         print(f"[transfer] python -m trainer run --preset demo --data {data} --exclude-classes "
-              f"scripts/own_data/source_classes.json --set stage1_epochs={UPSTREAM_STAGE1_EPOCHS} --out {run_dir}",
-              flush=True)
+              f"scripts/own_data/source_classes.json --set stage1_epochs={epochs} --out {run_dir}"
+              + (f" --until {until}" if until != "stage3" else ""), flush=True)
         overrides = {"data": str(data), "exclude_classes": read_class_list(HERE / "source_classes.json"),
-                     "stage1_epochs": UPSTREAM_STAGE1_EPOCHS}
+                     "stage1_epochs": epochs}
         run(run_dir, None if (run_dir / "config.json").exists() else "demo",
-            {} if (run_dir / "config.json").exists() else overrides)
+            {} if (run_dir / "config.json").exists() else overrides, until=until)
     return run_dir
 
 

@@ -1,8 +1,8 @@
 """The pipeline: a description read rule by rule, in order (the package docstring lists the rules; each family
 lives in its own module). `TaskResolver.resolve` cuts a description into items (rule 2), and
-`_resolve_phrase` tries on each: a group (3), a composition (3b), a class name in a list (1), the kinds a word
-ends (3d), a spelling (3c), a class name alone with its look-alikes (1), then the text's meaning: a missing
-item (4a), a concept (5), the nearest classes (4).
+`_resolve_phrase` tries on each: a group (3), a class name (1; alone, with its look-alikes), a composition (3b),
+the kinds a word ends (3d), a spelling (3c), then the text's meaning: a missing item (4a), a concept (5), the
+nearest classes (4).
 """
 
 from __future__ import annotations
@@ -103,24 +103,23 @@ class TaskResolver:
             kind = f" ({DERIVED})" if group[0] in index.derived else ""
             return group[1][:MAX_GROUP_CLASSES], f"group {group[0]!r}{kind}", 0.0
         key = index.class_name(key)                                               # "geese" -> "goose"
-        found = None if key in self.by_name or not self.compose else composed(index, key)   # rule 3b
+        if key in self.by_name:  # rule 1, no embedding needed: in a list the class itself, alone its look-alikes too
+            own = self.by_name[key]
+            return (*self._look_alikes(own, options), 0.0) if single else ([own], "class name", 0.0)
+        found = composed(index, key) if self.compose else None                   # rule 3b
         if found is not None:
             return (*found, 0.0)
-        if key in self.by_name and not single:  # rule 1, one item of a list: the class itself, no embedding needed
-            return [self.by_name[key]], "class name", 0.0
         head = index.head(key)                                                    # rule 3d: kinds of a word
-        if head is not None and key not in self.by_name:
+        if head is not None:
             members = sorted(index.heads[head])[:MAX_GROUP_CLASSES]
             return members, f"{MISSING} as one class: took the classes named '... {head}' (kinds of {head!r})", 0.0
-        forms = () if key in self.by_name else (key, *singular_forms(key))
+        forms = (key, *singular_forms(key))
         fixed = next((f for f in (joined(index, k) for k in forms) if f is not None), None)   # rule 3c: spacing
         if fixed is None and not all(map(self.is_word, key.split(" "))):                   # rule 3c: an edit
             fixed = next((f for f in (spelling(index, k) for k in forms) if f is not None), None)
         if fixed is not None:
             indices, why, seconds = self._resolve_phrase(fixed, options, single)
             return indices, f"read as {fixed!r} (spelling): {why}", seconds
-        if key in self.by_name:  # rule 1, a class name alone: it and its look-alikes
-            return (*self._look_alikes(self.by_name[key], options), 0.0)
         start = time.perf_counter()                                               # rule 4: the text's meaning
         embedding = self.embed_phrase(phrase)
         seconds = time.perf_counter() - start

@@ -439,15 +439,24 @@ public final class TaskResolver {
         List<String> forms = new ArrayList<>(List.of(key));
         forms.addAll(singularForms(key));
         for (String candidate : forms) if (byName.containsKey(candidate)) { key = candidate; break; }  // "geese" -> "goose"
-        if (!byName.containsKey(key)) {
-            List<Integer> composed = composed(key, phrase, how);
-            if (composed != null) return composed;
+        if (byName.containsKey(key)) {  // rule 1, no embedding: in a list the class itself, alone its look-alikes too
+            int self = byName.get(key);
+            if (!single) {
+                how.add("'" + phrase + "': class name");
+                return List.of(self);
+            }
+            List<Integer> chosen = top(scores(mean(new int[] {self})), options, self);   // its own row, as Python's
+            List<String> others = new ArrayList<>();                                     // _look_alikes scores
+            for (int c : chosen) if (c != self) others.add("'" + names.get(c) + "'");
+            how.add("'" + phrase + "': " + (others.isEmpty() ? "class name" : "class name, with the classes within "
+                    + options.margin + " of its similarity (" + String.join(", ", others.subList(0, Math.min(5, others.size())))
+                    + (others.size() > 5 ? ", ..." : "") + "): a model tells its classes apart, so it holds the class's "
+                    + "look-alikes; give a list to choose them"));
+            return chosen;
         }
-        if (byName.containsKey(key) && !single) {
-            how.add("'" + phrase + "': class name");
-            return List.of(byName.get(key));
-        }
-        if (!key.contains(" ") && !byName.containsKey(key)) {
+        List<Integer> composed = composed(key, phrase, how);
+        if (composed != null) return composed;
+        if (!key.contains(" ")) {
             List<String> headForms = new ArrayList<>(List.of(key));
             headForms.addAll(singularForms(key));
             for (String f : headForms) {
@@ -461,33 +470,18 @@ public final class TaskResolver {
         }
         boolean allWords = true;
         for (String w : key.split(" ", -1)) allWords &= isWord.test(w);
-        if (!byName.containsKey(key)) {
-            String fixed = joined(key);   // a name spaced otherwise, real words or not; then one edit away
-            for (String form : singularForms(key)) if (fixed == null) fixed = joined(form);
-            if (fixed == null && !allWords) {
-                fixed = spelling(key);
-                for (String form : singularForms(key)) if (fixed == null) fixed = spelling(form);
-            }
-            if (fixed != null) {
-                List<String> inner = new ArrayList<>();
-                List<Integer> found = resolvePhrase(fixed, options, single, inner, encodeMs);
-                String why = inner.get(0).substring(inner.get(0).indexOf("': ") + 3);
-                how.add("'" + phrase + "': read as '" + fixed + "' (spelling): " + why);
-                return found;
-            }
+        String fixed = joined(key);   // a name spaced otherwise, real words or not; then one edit away
+        for (String form : singularForms(key)) if (fixed == null) fixed = joined(form);
+        if (fixed == null && !allWords) {
+            fixed = spelling(key);
+            for (String form : singularForms(key)) if (fixed == null) fixed = spelling(form);
         }
-        if (byName.containsKey(key)) {  // rule 1, a class name alone: it and its look-alikes (Python's _look_alikes)
-            int self = byName.get(key);
-            float[] own = new float[dim];
-            for (int d = 0; d < dim; d++) own[d] = embeddings.get(self * dim + d);
-            List<Integer> chosen = top(scores(own), options, self);
-            List<String> others = new ArrayList<>();
-            for (int c : chosen) if (c != self) others.add("'" + names.get(c) + "'");
-            how.add("'" + phrase + "': " + (others.isEmpty() ? "class name" : "class name, with the classes within "
-                    + options.margin + " of its similarity (" + String.join(", ", others.subList(0, Math.min(5, others.size())))
-                    + (others.size() > 5 ? ", ..." : "") + "): a model tells its classes apart, so it holds the class's "
-                    + "look-alikes; give a list to choose them"));
-            return chosen;
+        if (fixed != null) {
+            List<String> inner = new ArrayList<>();
+            List<Integer> found = resolvePhrase(fixed, options, single, inner, encodeMs);
+            String why = inner.get(0).substring(inner.get(0).indexOf("': ") + 3);
+            how.add("'" + phrase + "': read as '" + fixed + "' (spelling): " + why);
+            return found;
         }
         long start = System.nanoTime();
         float[] embedding = embedPhrase.apply(phrase);
