@@ -124,17 +124,37 @@ def test_the_exporter_adds_concepts_synonyms_and_glosses_marked_as_derived(tmp_p
 
 
 @needs_wordnet
+def test_a_folder_name_is_read_as_plain_words_and_hyphenated_lemmas_are_found(wordnet):
+    """Names as folders are written ("TeddyBear", "Ladybugs!!", "cat (1)") find their sense, and so do the
+    3,615 WordNet lemmas spelled with a hyphen ("T-shirt"), which `senses` looked up as spaced words and missed."""
+    assert wordnet.senses("T-shirt") == wordnet.senses("t shirt") == ["n03595614"]   # jersey, T-shirt, tee shirt
+    assert wordnet.senses("black-footed albatross") == wordnet.senses("Black footed Albatross") == ["n02058747"]
+    assert wordnet.senses("x-ray")[0] == "n11527177"          # a lemma of the spaced spelling keeps its own senses
+    assert wordnet.name_senses("TeddyBear") == (wordnet.senses("teddy bear"), "Teddy Bear")
+    assert wordnet.name_senses("fireTruck") == (wordnet.senses("fire truck"), "fire Truck")
+    assert wordnet.name_senses("iPhone") == ([], "iPhone")   # not "i Phone"
+    ids = ["TeddyBear", "Ladybugs!!", "cat (1)", "GoldenRetriever", "yo-yo"]
+    english = english_for(Vocabulary.default(ids), wordnet)
+    assert english.senses == {"TeddyBear": "n04399382", "Ladybugs!!": "n02165456", "cat (1)": "n02121620",
+                              "GoldenRetriever": "n02099601", "yo-yo": "n04613555"}, english.notes
+    assert english.how["Ladybugs!!"] == "name 'Ladybugs'"
+    assert "teddy bear" in english.aliases["TeddyBear"] and "ladybug" in english.aliases["Ladybugs!!"]
+
+
+@needs_wordnet
 def test_the_starter_lists_each_names_senses_to_pin(tmp_path):
     from trainer.__main__ import main
 
-    for name in ("bee", "labrador", "red fire truck"):
+    for name in ("bee", "labrador", "red fire truck", "TeddyBear"):
         (tmp_path / "train" / name).mkdir(parents=True)
     assert main(["vocabulary", "--data", str(tmp_path)]) == 0
     text = (tmp_path / "vocabulary.toml").read_text()
     assert '#   wordnet = "n02206856"   # bee: any of numerous hairy-bodied insects' in text
+    assert "#   wordnet = \"n04399382\"   # teddy: plaything consisting of a child's toy bear" in text   # camel case
     assert "# wordnet: 1 sense:" in text and "none for this name" in text
     pinned = text.replace('#   wordnet = "n02206856"', 'wordnet = "n02206856"')
-    assert Vocabulary.from_text(pinned, ["bee", "labrador", "red fire truck"]).classes["bee"].wordnet == "n02206856"
+    assert Vocabulary.from_text(pinned, ["bee", "labrador", "red fire truck", "TeddyBear"]).classes["bee"].wordnet \
+        == "n02206856"
 
 
 @needs_wordnet

@@ -13,7 +13,7 @@ from sdk.format.bundle import ClassInfo, Concept, display_name
 from sdk.text.resolver import MISSING, TaskOptions, TaskResolver
 from trainer.config import PRESETS, fit_to_classes
 from trainer.data.errors import DataError
-from trainer.data.vocabulary import Vocabulary
+from trainer.data.vocabulary import Vocabulary, starter_text
 
 OWN = Path(__file__).resolve().parents[1] / "scripts" / "own_data"
 IDS = sorted(json.loads((OWN / "source_classes.json").read_text())["classes"])
@@ -68,6 +68,23 @@ def test_super_category_groups_and_group_names_survive_the_round_trip():
 def test_no_vocabulary_names_classes_by_their_folders():
     h = Vocabulary.default(["school_bus", "my__cat", "Dog"]).hierarchy()
     assert h.names == ["school bus", "my cat", "Dog"] and h.concepts() == []
+
+
+def test_the_number_every_folder_of_a_published_data_set_carries_is_no_part_of_its_names():
+    cub = ["001.Black_footed_Albatross", "002.Laysan_Albatross", "200.Common_Yellowthroat"]
+    assert Vocabulary.default(cub).hierarchy().names == ["Black footed Albatross", "Laysan Albatross",
+                                                         "Common Yellowthroat"]
+    dogs = ["n02085620-Chihuahua", "n02085782-Japanese_spaniel"]            # Stanford Dogs: a WordNet id first
+    assert [w.name for w in Vocabulary.default(dogs).classes.values()] == ["Chihuahua", "Japanese spaniel"]
+    # Read so in a vocabulary file that names only some classes, and in the starter a person edits.
+    v = Vocabulary.from_text('[classes."002.Laysan_Albatross"]\nname = "Laysan"\n', cub)
+    assert [w.name for w in v.classes.values()] == ["Black footed Albatross", "Laysan", "Common Yellowthroat"]
+    assert 'name = "Common Yellowthroat"' in starter_text(cub)
+    # A number only some folders have is part of their names; nor is a name that is only a number cut.
+    assert Vocabulary.default(["7_up", "cola"]).hierarchy().names == ["7 up", "cola"]
+    assert Vocabulary.default(["3-d_printer", "01_lathe"]).hierarchy().names == ["3-d printer", "01 lathe"]
+    assert Vocabulary.default(["001", "002"]).hierarchy().names == ["001", "002"]
+    assert Vocabulary.default(["n02085620", "n02085782"]).hierarchy().names == ["n02085620", "n02085782"]
 
 
 @pytest.mark.parametrize("text,message", [

@@ -65,7 +65,7 @@ def starter_senses(class_ids: list[str]) -> dict[str, list[tuple[str, str]]] | N
     """The WordNet senses of each class folder's name (trainer/data/english.py, at most MAX_SENSES, most used
     first), as (id, "name: gloss"); None, and a note, where WordNet's files are not installed."""
     from .data.english import MAX_SENSES, WordNet
-    from .data.vocabulary import Vocabulary
+    from .data.vocabulary import folder_names
 
     try:
         wordnet = WordNet()
@@ -73,8 +73,8 @@ def starter_senses(class_ids: list[str]) -> dict[str, list[tuple[str, str]]] | N
         print(f"note: no WordNet senses in the starter: {e}")
         return None
     out = {}
-    for c, words in Vocabulary.default(class_ids).classes.items():
-        found = [wordnet.synset(s) for s in wordnet.senses(words.name)[:MAX_SENSES]]
+    for c, name in folder_names(class_ids).items():
+        found = [wordnet.synset(s) for s in wordnet.name_senses(name)[0][:MAX_SENSES]]
         out[c] = [(s.id, f"{s.names[0]}: {s.gloss}") for s in found]
     return out
 

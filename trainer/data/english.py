@@ -36,6 +36,7 @@ ID_PREFIX = DERIVED_CONCEPT_PREFIX   # the concepts it adds are keyed wordnet/<o
 # WordNet's own rules for noun endings (morphy): a plural form -> the singular to look up
 SUFFIXES = (("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"), ("men", "man"),
             ("ies", "y"), ("s", ""))
+CAMEL_CASE = re.compile(r"(?<=[a-z]{2})(?=[A-Z][a-z])")   # where "TeddyBear" splits (plain_words)
 HYPERNYMS = ("@", "@i")      # pointer symbols of a noun's hypernyms and instance hypernyms
 MAX_DEPTH = 40               # WordNet's noun hierarchy is at most ~20 deep; more is a damaged file
 MAX_SENSES = 8               # the senses of a name compared with its neighbours (a lemma has at most ~30)
@@ -90,6 +91,15 @@ class WordNet:
         forms += [last[: -len(end)] + to for end, to in SUFFIXES if last.endswith(end) and len(last) > len(end) + 1]
         return [f"{head}_{f}" if head else f for f in dict.fromkeys(forms)]
 
+    def name_senses(self, phrase: str) -> tuple[list[str], str]:
+        """The noun senses of a name as a folder or a person writes it, and the spelling that gave them: as
+        written, else as plain words (`plain_words`: "TeddyBear", "Ladybugs!!", "cat (1)")."""
+        for form in dict.fromkeys((phrase, plain_words(phrase))):
+            found = self.senses(form)
+            if found:
+                return found, form
+        return [], phrase
+
     def first_sense(self, phrase: str) -> str | None:
         senses = self.senses(phrase)
         return senses[0] if senses else None
@@ -126,6 +136,18 @@ class WordNet:
         return list(found)
 
 
+def plain_words(name: str) -> str:
+    """A folder name as plain words: words run together in camel case split ("TeddyBear" -> "Teddy Bear"; not
+    "iPhone" or "McDonald": two lower-case letters must come first), a part in parentheses dropped ("cat (1)",
+    a copy's number), other signs but hyphens, apostrophes and full stops read as spaces ("Ladybugs!!").
+
+    >>> plain_words("TeddyBear"), plain_words("Ladybugs!!"), plain_words("cat (1)"), plain_words("St. Bernard")
+    ('Teddy Bear', 'Ladybugs', 'cat', 'St. Bernard')
+    """
+    words = CAMEL_CASE.sub(" ", re.sub(r"\([^()]*\)", " ", name))
+    return " ".join(re.sub(r"[^\w\s'.-]|_", " ", words).split()).strip(".-' ") or name
+
+
 def _read_index(path: Path) -> dict[str, tuple[str, ...]]:
     """index.noun: lemma -> its synset ids in sense order (lemma, pos, synset_cnt, p_cnt, p_cnt pointer
     symbols, sense_cnt, tagsense_cnt, then synset_cnt offsets)."""
@@ -141,6 +163,10 @@ def _read_index(path: Path) -> dict[str, tuple[str, ...]]:
             except (IndexError, ValueError):
                 raise DataError(f"{path}: not WordNet's index.noun (line {line[:60]!r})") from None
             index[cols[0]] = tuple(f"n{o}" for o in offsets)
+    # A lemma spelled with a hyphen ("t-shirt", "black-footed_albatross": 3,615 of them) under its spaced form
+    # too, which is how `WordNet.senses` looks a phrase up; a lemma of that spelling keeps its own senses.
+    for lemma in [k for k in index if "-" in k]:
+        index.setdefault(lemma.replace("-", "_"), index[lemma])
     return index
 
 
@@ -239,11 +265,12 @@ def _name_senses(wordnet: WordNet, class_id: str, words) -> tuple[list[str], str
     """A class's candidate senses, the phrase that gave them (its name, an alias or its id, else its last
     word) and how to say so."""
     for phrase in (words.name, *words.aliases, class_id.replace("_", " ")):
-        found = wordnet.senses(phrase)[:MAX_SENSES]
+        found, form = wordnet.name_senses(phrase)
         if found:
-            return found, phrase, f"name {phrase!r}"
-    head = words.name.split()[-1]
-    if head != words.name:
+            return found[:MAX_SENSES], form, f"name {form!r}"
+    plain = plain_words(words.name)
+    head = plain.split()[-1]
+    if head != plain:
         return wordnet.senses(head)[:MAX_SENSES], head, f"kind of {head!r}"
     return [], head, ""
 

@@ -8,7 +8,7 @@ exporter writes the display name, aliases and description into the bundle's clas
 of two or more classes as a concept, and the SDK resolves descriptions against all of them.
 
     [classes.golden_retriever]
-    name = "golden retriever"          # optional: the folder name with "_" read as a space
+    name = "golden retriever"          # optional: the folder name with "_" read as a space (folder_names)
     aliases = ["goldie"]
     description = "a large dog with a golden coat"
     wordnet = "n02099601"              # optional: its English sense (trainer/data/english.py), or false
@@ -25,6 +25,7 @@ of two or more classes as a concept, and the SDK resolves descriptions against a
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,9 @@ MAX_DESCRIPTION = 1000  # characters of a description
 MAX_ALIASES = 63          # a group's name and aliases are its concept's names: at most 64 in a bundle
 MAX_FILE_BYTES = 16 << 20   # a vocabulary is words: larger is a mistake (a photo saved under the name?)
 MAX_GROUPS = 100_000      # a bundle holds at most this many concepts (sdk.format.bundle.MAX_CONCEPTS)
+# A number or a WordNet id before the name, as published data sets number their folders: "001.Black_footed_Albatross"
+# (CUB-200), "n02085620-Chihuahua" (Stanford Dogs), "01_cat". Dropped from the names only when every folder has one.
+FOLDER_INDEX = re.compile(r"(?:n\d{8}|\d+)[._-]+(?=[^\W\d_]{2})")   # a word follows: not "3-d_printer"
 
 
 @dataclass(frozen=True)
@@ -82,8 +86,8 @@ class Vocabulary:
 
     @classmethod
     def default(cls, class_ids: list[str]) -> Vocabulary:
-        """No file: each class named by its folder name ("school_bus" -> "school bus"), no aliases, no groups."""
-        return cls({c: ClassWords(c, _folder_name(c)) for c in class_ids}, {})
+        """No file: each class named by its folder name (`folder_names`), no aliases, no groups."""
+        return cls({c: ClassWords(c, name) for c, name in folder_names(class_ids).items()}, {})
 
     @classmethod
     def load(cls, path: str | Path, class_ids: list[str]) -> Vocabulary:
@@ -116,7 +120,8 @@ class Vocabulary:
             more = "..." if len(class_ids) > 8 else ""
             raise DataError(f"{where}: classes with no folder under train/: {unknown[:5]} (the class id is the "
                             f"folder's name; the data has {sorted(class_ids)[:8]}{more})")
-        classes = {c: _class_words(c, raw_classes.get(c, {}), f"{where}: [classes.{c}]") for c in class_ids}
+        classes = {c: _class_words(c, raw_classes.get(c, {}), f"{where}: [classes.{c}]", name)
+                   for c, name in folder_names(class_ids).items()}
         if len(raw_groups) > MAX_GROUPS:
             raise DataError(f"{where}: {len(raw_groups)} groups, at most {MAX_GROUPS}")
         groups = {g: _group_words(g, body, f"{where}: [groups.{g}]") for g, body in raw_groups.items()}
@@ -252,8 +257,8 @@ def starter_text(class_ids: list[str], senses: dict[str, list[tuple[str, str]]] 
                   "# the other classes of its groups (WordNet's first on a tie) and adds its synonyms, description",
                   "# and the kinds above it to the bundle. Pin one by removing its '#', or write wordnet = false."]
     lines.append("")
-    for c in class_ids:
-        lines += [f"[classes.{_toml_key(c)}]", f"name = {_toml_string(_folder_name(c))}", "aliases = []"]
+    for c, name in folder_names(class_ids).items():
+        lines += [f"[classes.{_toml_key(c)}]", f"name = {_toml_string(name)}", "aliases = []"]
         if senses is not None:
             lines += _sense_lines(senses.get(c, []))
         lines.append("")
@@ -271,9 +276,21 @@ def _sense_lines(senses: list[tuple[str, str]]) -> list[str]:
     return [f"# wordnet: {len(senses)} sense{'s' if len(senses) > 1 else ''}:", *(f"#   {line(s)}" for s in senses)]
 
 
-def _folder_name(class_id: str) -> str:
-    """The name a folder gives a class: "_" and "," read as spaces (a comma separates a description's items)."""
-    return " ".join(class_id.replace("_", " ").replace(",", " ").split()) or class_id
+def folder_names(class_ids: list[str]) -> dict[str, str]:
+    """The name each folder gives its class: "_" and "," read as spaces (a comma separates a description's
+    items), and the number or WordNet id before it dropped when every folder has one (FOLDER_INDEX).
+
+    >>> folder_names(["001.Black_footed_Albatross", "002.Laysan_Albatross"])["001.Black_footed_Albatross"]
+    'Black footed Albatross'
+    >>> folder_names(["7_up", "cola"])["7_up"]    # one folder's number is part of its name
+    '7 up'
+    """
+    numbered = bool(class_ids) and all(FOLDER_INDEX.match(c) for c in class_ids)
+    names = {}
+    for c in class_ids:
+        name = c[FOLDER_INDEX.match(c).end():] if numbered else c
+        names[c] = " ".join(name.replace("_", " ").replace(",", " ").split()) or c
+    return names
 
 
 def name_key(name: str) -> str:
@@ -309,11 +326,11 @@ def _aliases(value, what: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_text(a, f"{what}: an alias") for a in value))
 
 
-def _class_words(class_id: str, body, what: str) -> ClassWords:
+def _class_words(class_id: str, body, what: str, folder_name: str) -> ClassWords:
     if not isinstance(body, dict):
         raise DataError(f"{what} must be a table")
     _keys(body, {"name", "aliases", "description", "wordnet"}, what)
-    name = _text(body["name"], f"{what}: name") if "name" in body else _folder_name(class_id)
+    name = _text(body["name"], f"{what}: name") if "name" in body else folder_name
     description = _text(body["description"], f"{what}: description", MAX_DESCRIPTION) if "description" in body else ""
     aliases = tuple(a for a in _aliases(body.get("aliases", []), what) if name_key(a) != name_key(name))
     return ClassWords(class_id, name, aliases, description, _wordnet(body.get("wordnet"), what))
