@@ -20,9 +20,9 @@ golden.json:
   (onnxruntime), "step": the quantization step of that output (`output_step`)}: the Java core must write
   the same bytes from the same inputs, and the app's OnnxEngine must run the graph to those features}].
 - "composed": {"classes": [name], "concepts": [[names], [members], id], "descriptions": [{"description",
-  "classes", "how"} or {"description", "encoder": true}]}: rule 3b of sdk/text/resolver/ on a hand-made class
-  and concept table (COMPOSED_*; the synthetic bundle has no groups that cross), every description either
-  resolved without the text encoder or recorded as needing it.
+  "classes", "how"}, {"description", "encoder": true} or {"description", "error"}]}: rules 2b and 3b of
+  sdk/text/resolver/ on a hand-made class and concept table (COMPOSED_*; the synthetic bundle has no groups
+  that cross), every description resolved without the text encoder, refused, or recorded as needing it.
 - "hostile_bundles": files of the bundle with hostile concepts in classes.json, and re-checksummed forgeries
   only a check of the values finds (`semantic_forgeries`): every one a BundleError.
 - "graphs": {"encoder_structure": the bundle's text encoder's structure hash (sdk.format.graph_check),
@@ -117,6 +117,11 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("compact disc", {}), ("blue ring, compact discs", {}), ("compact disc", {"missing": "nearest"}),
     # Rule 3c's spacing (issue 72): real words that spell a name spaced otherwise, alone, plural, in a list
     ("blue tri angle", {}), ("tri angles", {}), ("strip es, red disc", {}), ("bluering", {}),
+    # Rule 2b (issue 72's review): what an item that opens with a negation names is left out, never taken; a
+    # description of nothing else takes every other class; padding never brings a left-out class back
+    ("no rings", {}), ("everything except textures", {}), ("non-textures", {}), ("no rings or discs", {}),
+    ("rings, not blue ring", {"min_classes": 4}), ("rings and not blue ring", {}), ("no owl", {}),
+    ("rings, not rings", {}), ("red disc, without owls", {}), ("red disc, not green disc", {}),
 )
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).
@@ -146,7 +151,11 @@ COMPOSED_DESCRIPTIONS = (
     # a singular made from a plural group name ('predators') answers the group but is no modifier
     "predator", "predator mammals", "small animal mammals",
     # a class by an alias, alone (plural, spaced) and in a list: the class and its look-alikes, no encoder
-    "honeybees", "honey bee", "honeybee, lion")
+    "honeybees", "honey bee", "honeybee, lion",
+    # rule 2b: left out (alone: every other class), never taken; "except mammals" and "non-mammals" above too
+    "no mammals", "birds, not penguins", "birds and not penguins", "everything except insects", "all but insects",
+    "without insects", "no mammals or birds", "not mammals, not birds", "mammals, not mammals",
+    "no mammals, no birds, no invertebrates")
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
                                       ["s00000003", "red checkerboard"], "rings", "something red",
                                       "checkerboards or stripes")
@@ -652,6 +661,8 @@ def composed_resolutions() -> dict:
             rows.append({"description": description, "classes": task.classes.tolist(), "how": task.how})
         except NeedsEncoder:
             rows.append({"description": description, "encoder": True})
+        except DescriptionError as e:
+            rows.append({"description": description, "error": str(e)})
     return {"classes": list(COMPOSED_CLASSES),
             "aliases": [list(COMPOSED_ALIASES.get(i, ())) for i in range(len(COMPOSED_CLASSES))],
             "concepts": [[list(a), list(b), cid] for cid, (a, b) in zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True)],

@@ -51,8 +51,7 @@ def test_an_exclusion_drops_a_group_a_modifier_or_a_class():
     "large insects",           # nothing in both
     "purple mammals",          # the modifier names no group
     "non-bird mammals",        # nothing dropped
-    "mammals except",          # nothing after the exclusion word
-    "except mammals",          # nothing before it
+    "mammals except",          # nothing after the exclusion word ("except mammals" leaves them out: rule 2b)
     "non- mammals",            # "non-" alone
     "invertebrates except purple",
     "predator mammals",        # 'predator' answers the group 'predators' but is no modifier ("drink containers"

@@ -3,7 +3,9 @@ from, on every phrasing this project has written (tests/data/resolver_answers.js
 before the cut by scripts/resolver_answers.py). One change since, on purpose: a missing item's answer says how
 to add it (issue 72; sdk/text/resolver/missing.py ADD_IT), appended to the recorded answers by the substitution
 of r"(nothing taken for it \(closest classes: [^)]*\))" with r"\1; " + ADD_IT. Phrasings written since are
-recorded when written, by the resolver of that day (export/golden.py's rule 3c spacing cases, issue 72)."""
+recorded when written, by the resolver of that day (export/golden.py's rule 3c spacing cases, issue 72; its rule
+2b cases, issue 72's review, which also changed the refusals of "except mammals" and "non-mammals": the bundle has
+no mammals, and both now say so as something left out, no longer as a phrase it does not know)."""
 
 import json
 from pathlib import Path

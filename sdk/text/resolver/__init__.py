@@ -19,6 +19,15 @@ Rules, in order:
    whole item is a name (rule 3 or a class name: "devices and instruments" is one group) or reads as a
    gloss, holding an article, a preposition or a relative word (GLOSS_WORDS: "a drinking glass with a
    base and stem" is one phrase, not "a drinking glass with a base" and "stem").
+2b. An item, or a part of one, that opens with a negation ("not", "no", "without", "except", "excluding", "but
+   not", "other than"; "everything", "anything" or "all" before one of those or "but"; one word "non-X") leaves
+   out the classes its rest names by rules 3-5 (a class named there is left out alone, without its
+   look-alikes): "birds, not penguins", "birds and not penguins"; one that opens an item covers all its parts
+   ("no birds or fish"). A description of nothing else takes every other class ("no birds", "everything except
+   cats"), at most MAX_GROUP_CLASSES of them; padding (below) never brings back a class left out. Refused, with
+   the reading: nothing left, or only negations that leave out nothing the bundle has ("no sharks"). Unless
+   the whole item is a name ("no entry sign"). Before it, the text encoder read "no birds" as near 'birds'
+   as "birds", and took exactly the classes the user had excluded.
 3. A string naming a group selects every class under it (at most MAX_GROUP_CLASSES): a super-category
    ("insects"), else any name of a concept (bundles of format 5: every WordNet hypernym of the classes
    with all its synonyms, "clothing", "wear", "veggie", "household appliance", and the exporter's

@@ -2,7 +2,8 @@
 "excluding", "but not", "other than") take group Y's classes without those of X (a group, a modifier, or a
 class name: "non-insect invertebrates", "non-flying birds", "dogs except poodles"); "<modifier> Y" takes the
 classes of group Y that the modifier's group also holds ("small mammals"). Only a non-empty strict subset
-of Y counts; anything else is left to the later rules.
+of Y counts; anything else is left to the later rules. Rule 2b (`negated`) shares its words: an item that
+opens with a negation leaves out what the rest names.
 
 >>> composed(names, "small mammals")                                        # doctest: +SKIP
 ([4, 9], "'small animals' within group 'mammals'")
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 from .names import Names
 from .options import MAX_GROUP_CLASSES
-from .words import EXCLUSION_PREFIX, EXCLUSION_WORDS, KIND_NOUNS, singular_forms
+from .words import EVERYTHING, EXCLUSION_PREFIX, EXCLUSION_WORDS, KIND_NOUNS, NEGATIONS, singular_forms
+
+# Rule 2b's openings, longest first among those that share a start ("all but not" before "all but")
+NEGATED_STARTS = (*NEGATIONS, *(f"{e} {m}" for e in EVERYTHING for m in (*EXCLUSION_WORDS, "but")))
 
 
 def composed(names: Names, key: str) -> tuple[list[int], str] | None:
@@ -74,3 +78,15 @@ def dropped(names: Names, name: str) -> list[int] | None:
     if (named := modifier(names, name)) is not None:
         return names.groups[named]
     return next(([names.by_name[f]] for f in (name, *singular_forms(name)) if f in names.by_name), None)
+
+
+def negated(names: Names, key: str) -> str | None:
+    """Rule 2b: what a normalised item or part leaves out, or None when it names something itself or opens
+    with no negation: "not penguins" -> "penguins", "everything except cats" -> "cats", one word "non-mammals"
+    -> "mammals" (with more words, "non-X Y" is rule 3b's)."""
+    if names.named(key):
+        return None
+    if " " not in key and key.startswith(EXCLUSION_PREFIX) and len(key) > len(EXCLUSION_PREFIX):
+        return key[len(EXCLUSION_PREFIX):]
+    return next((key[len(start) + 1:] for start in NEGATED_STARTS
+                 if key.startswith(start + " ") and len(key) > len(start) + 1), None)

@@ -16,7 +16,7 @@ from sdk.errors import DescriptionError
 from sdk.format.bundle import ClassInfo, Concept
 from sdk.text.compounds import exocentric_compounds
 
-from .composition import composed
+from .composition import composed, negated
 from .missing import exocentric_form, nearest_instead, told, unknown
 from .names import Names
 from .options import DERIVED, MAX_CLASS_LIST, MAX_DESCRIPTION_CHARS, MAX_GROUP_CLASSES, MISSING, Task, TaskOptions
@@ -60,17 +60,24 @@ class TaskResolver:
             if not text:
                 raise DescriptionError("the description is empty")
             items = [p for p in (s.strip() for s in text.split(",")) if p] if "," in text else [text]
-            parts = [part for item in items for part in self.index.conjuncts(item)]
+            parts = [part for item in items for part in self._signed_parts(item)]
             if not parts:
                 raise DescriptionError("the description has no words")
-            chosen, how, encode = set(), [], 0.0
-            for part in parts:
-                indices, why, seconds = self._resolve_phrase(part, options, single=len(parts) == 1)
-                chosen.update(indices)
-                how.append(f"{part!r}: {why}")
+            taken = [part for part, leave_out in parts if not leave_out]
+            chosen, left_out, how, encode = set(), set(), [], 0.0
+            for part, leave_out in parts:
+                indices, why, seconds = self._resolve_phrase(part, options, single=len(parts) == 1 and not leave_out)
+                (left_out if leave_out else chosen).update(indices)
+                how.append(f"{part!r}: left out, {why}" if leave_out else f"{part!r}: {why}")
                 encode += seconds
-            if not chosen:  # every item was a missing item that nothing matches (rule 4a)
-                raise DescriptionError(f"nothing in this bundle matches any of {parts[:10]}: " + "; ".join(how))
+            if not taken:
+                chosen = self._every_other(left_out, [part for part, _ in parts], how)
+            elif not chosen:  # every item was a missing item that nothing matches (rule 4a)
+                raise DescriptionError(f"nothing in this bundle matches any of {taken[:10]}: " + "; ".join(how))
+            elif not chosen - left_out:
+                raise DescriptionError(f"nothing is left of {taken[:10]} once the classes left out are: "
+                                       + "; ".join(how))
+            chosen -= left_out
         elif isinstance(description, (list, tuple)) and all(isinstance(d, str) for d in description):
             if not description:
                 raise DescriptionError("the list of class names is empty")
@@ -83,11 +90,12 @@ class TaskResolver:
             if unknown:
                 raise DescriptionError(f"unknown class names: {unknown[:10]}")
             chosen, how, encode = {self.by_name[normalize_name(d)] for d in description}, ["explicit class list"], 0.0
+            left_out = set()
         else:
             raise DescriptionError("a description is a string or a list of class names, "
                                    f"not {type(description).__name__}")
         asked = set(chosen)
-        chosen = pad(self.embeddings, sorted(chosen), options)
+        chosen = pad(self.embeddings, sorted(chosen), options, avoid=left_out)
         added = [self.classes[i].name for i in chosen if i not in asked]
         if added:   # said, so that a class the user did not ask for is never silent (issue 60)
             how.append(f"added {', '.join(map(repr, added))}, the nearest by text similarity: a task holds at "
@@ -142,6 +150,34 @@ class TaskResolver:
         closest = f"{self.classes[best].name!r}: {scores[best]:.2f}, contrast {standout:.2f}"
         return (top(scores, options), f"classes within {options.margin} of the best similarity ({closest})",
                 seconds)
+
+    def _signed_parts(self, item: str) -> list[tuple[str, bool]]:
+        """Rule 2 and 2b: the item's parts, each with whether it is left out. A negation that opens the item
+        covers all its parts ("no birds or fish"); one that opens a part, that part ("birds and not penguins")."""
+        rest = negated(self.index, normalize_name(item))
+        if rest is not None:
+            return [(part, True) for part in self.index.conjuncts(rest)]
+        parts = []
+        for part in self.index.conjuncts(item):
+            rest = negated(self.index, normalize_name(part))
+            parts.append((part, False) if rest is None else (rest, True))
+        return parts
+
+    def _every_other(self, left_out: set[int], parts: list[str], how: list[str]) -> set[int]:
+        """Rule 2b for a description that only leaves out: every other class, if that is something and at most
+        MAX_GROUP_CLASSES (as a group is taken whole up to that many)."""
+        if not left_out:
+            raise DescriptionError(f"nothing in this bundle is left out by {parts[:10]}, and nothing else is named: "
+                                   + "; ".join(how))
+        kept = set(range(len(self.classes))) - left_out
+        if not kept:
+            raise DescriptionError(f"no class is left once {parts[:10]} are left out: " + "; ".join(how))
+        if len(kept) > MAX_GROUP_CLASSES:
+            raise DescriptionError(f"every class but {parts[:10]} is {len(kept)} classes, more than a description "
+                                   f"takes ({MAX_GROUP_CLASSES}): name what to take too, as in '<group> except "
+                                   f"{parts[0]}'")
+        how.append(f"every other class: {len(kept)} of {len(self.classes)}")
+        return kept
 
     def _look_alikes(self, own: int, options: TaskOptions) -> tuple[list[int], str]:
         """Class `own` and the classes whose embeddings lie within `margin` of its own: a model tells its

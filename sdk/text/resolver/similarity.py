@@ -64,14 +64,15 @@ def top(scores: np.ndarray, options: TaskOptions, include: int | None = None) ->
     return keep
 
 
-def pad(embeddings: np.ndarray, chosen: list[int], options: TaskOptions) -> list[int]:
-    """Add nearest classes (by embedding) until the task has min_classes."""
+def pad(embeddings: np.ndarray, chosen: list[int], options: TaskOptions, avoid: set[int] = frozenset()) -> list[int]:
+    """Add nearest classes (by embedding) until the task has min_classes, none of `avoid` (those a description
+    left out, rule 2b)."""
     if len(chosen) >= options.min_classes:
         return chosen
     centre = embeddings[chosen].mean(0)
     for i in np.argsort(-(embeddings @ centre)):
         if len(chosen) >= options.min_classes:
             break
-        if int(i) not in chosen:
+        if int(i) not in chosen and int(i) not in avoid:
             chosen.append(int(i))
     return sorted(chosen)

@@ -278,9 +278,16 @@ public final class GoldenTest {
             Map<String, Object> c = (Map<String, Object>) o;
             String d = (String) c.get("description");
             TaskResolver.Task task = null;
+            String error = null;
             try { task = resolver.resolve(d, new TaskOptions(20, 1, 0.08, 0.13)); }
             catch (NeedsEncoder e) { /* as Python when c has "encoder" */ }
-            if (c.containsKey("encoder")) { check(task == null, "composed " + escape(d) + ": Java resolved it by name"); continue; }
+            catch (DescriptionException e) { error = e.getMessage(); }
+            if (c.containsKey("encoder")) { check(task == null && error == null, "composed " + escape(d) + ": Java resolved it by name"); continue; }
+            if (c.containsKey("error")) {
+                check(error != null, "composed " + escape(d) + ": Python raised DescriptionError (" + c.get("error")
+                        + "), Java gave " + (task == null ? "nothing" : java.util.Arrays.toString(task.classes)));
+                continue;
+            }
             List<Object> want = (List<Object>) c.get("classes");
             boolean same = task != null && task.classes.length == want.size() && task.how.equals(c.get("how"));
             for (int i = 0; same && i < want.size(); i++) same = task.classes[i] == ((Number) want.get(i)).intValue();

@@ -53,6 +53,19 @@ public final class TaskResolver {
     static final String EXCLUSION_PREFIX = "non-";
     static final List<String> EXCLUSION_WORDS = List.of("except", "excluding", "but not", "other than");
     static final List<String> KIND_NOUNS = List.of("animals", "things", "creatures");
+    /** sdk.text.resolver.NEGATIONS and EVERYTHING, and composition.NEGATED_STARTS (rule 2b: what an item leaves out). */
+    static final List<String> NEGATIONS = List.of("not", "no", "without", "except", "excluding", "but not", "other than");
+    static final List<String> EVERYTHING = List.of("everything", "anything", "all");
+    static final List<String> NEGATED_STARTS = negatedStarts();
+
+    private static List<String> negatedStarts() {
+        List<String> starts = new ArrayList<>(NEGATIONS);
+        for (String e : EVERYTHING) {
+            for (String m : EXCLUSION_WORDS) starts.add(e + " " + m);
+            starts.add(e + " but");
+        }
+        return List.copyOf(starts);
+    }
     private static final Map<String, String> IRREGULAR_PLURALS = Map.ofEntries(
             Map.entry("geese", "goose"), Map.entry("mice", "mouse"), Map.entry("lice", "louse"),
             Map.entry("teeth", "tooth"), Map.entry("feet", "foot"), Map.entry("oxen", "ox"),
@@ -352,18 +365,77 @@ public final class TaskResolver {
         } else {
             items.add(text);
         }
-        for (String item : items) parts.addAll(conjuncts(item));
+        List<Boolean> leaveOut = new ArrayList<>();
+        for (String item : items) signedParts(item, parts, leaveOut);
         if (parts.isEmpty()) throw new DescriptionException("the description has no words");
-        Set<Integer> chosen = new LinkedHashSet<>();
-        List<String> how = new ArrayList<>();
+        Set<Integer> chosen = new LinkedHashSet<>(), leftOut = new LinkedHashSet<>();
+        List<String> how = new ArrayList<>(), taken = new ArrayList<>();
         double[] encodeMs = {0};
-        for (String part : parts) {
-            chosen.addAll(resolvePhrase(part, options, parts.size() == 1, how, encodeMs));
+        for (int i = 0; i < parts.size(); i++) {
+            String part = parts.get(i);
+            if (!leaveOut.get(i)) {
+                taken.add(part);
+                chosen.addAll(resolvePhrase(part, options, parts.size() == 1, how, encodeMs));
+                continue;
+            }
+            List<String> said = new ArrayList<>();
+            leftOut.addAll(resolvePhrase(part, options, false, said, encodeMs));
+            String prefix = "'" + part + "': ";
+            how.add(prefix + "left out, " + said.get(0).substring(prefix.length()));
         }
-        if (chosen.isEmpty())  // every item was a missing item that nothing matches (rule 4a)
+        if (taken.isEmpty()) {
+            chosen = everyOther(leftOut, parts, how);
+        } else if (chosen.isEmpty()) {  // every item was a missing item that nothing matches (rule 4a)
             throw new DescriptionException("nothing in this bundle matches any of "
-                    + parts.subList(0, Math.min(10, parts.size())) + ": " + String.join("; ", how));
-        return task(chosen, options, how, encodeMs[0]);
+                    + taken.subList(0, Math.min(10, taken.size())) + ": " + String.join("; ", how));
+        } else if (leftOut.containsAll(chosen)) {
+            throw new DescriptionException("nothing is left of " + taken.subList(0, Math.min(10, taken.size()))
+                    + " once the classes left out are: " + String.join("; ", how));
+        }
+        chosen.removeAll(leftOut);
+        return task(chosen, leftOut, options, how, encodeMs[0]);
+    }
+
+    /** Rule 2b (sdk.text.resolver.composition.negated): what a normalised item or part leaves out, or null. */
+    private String negated(String key) {
+        if (named(key)) return null;
+        if (!key.contains(" ") && key.startsWith(EXCLUSION_PREFIX) && key.length() > EXCLUSION_PREFIX.length())
+            return key.substring(EXCLUSION_PREFIX.length());
+        for (String start : NEGATED_STARTS)
+            if (key.startsWith(start + " ") && key.length() > start.length() + 1) return key.substring(start.length() + 1);
+        return null;
+    }
+
+    /** Rules 2 and 2b: the item's parts, each with whether it is left out (Python's TaskResolver._signed_parts). */
+    private void signedParts(String item, List<String> parts, List<Boolean> leaveOut) {
+        String rest = negated(norm(item));
+        if (rest != null) {
+            for (String part : conjuncts(rest)) { parts.add(part); leaveOut.add(true); }
+            return;
+        }
+        for (String part : conjuncts(item)) {
+            String partRest = negated(norm(part));
+            parts.add(partRest == null ? part : partRest);
+            leaveOut.add(partRest != null);
+        }
+    }
+
+    /** Rule 2b for a description that only leaves out: every other class (Python's TaskResolver._every_other). */
+    private Set<Integer> everyOther(Set<Integer> leftOut, List<String> parts, List<String> how) {
+        List<String> shown = parts.subList(0, Math.min(10, parts.size()));
+        if (leftOut.isEmpty())
+            throw new DescriptionException("nothing in this bundle is left out by " + shown + ", and nothing else is named: "
+                    + String.join("; ", how));
+        Set<Integer> kept = new LinkedHashSet<>();
+        for (int c = 0; c < names.size(); c++) if (!leftOut.contains(c)) kept.add(c);
+        if (kept.isEmpty())
+            throw new DescriptionException("no class is left once " + shown + " are left out: " + String.join("; ", how));
+        if (kept.size() > MAX_GROUP_CLASSES)
+            throw new DescriptionException("every class but " + shown + " is " + kept.size() + " classes, more than a "
+                    + "description takes (" + MAX_GROUP_CLASSES + "): name what to take too, as in '<group> except "
+                    + parts.get(0) + "'");
+        how.add("every other class: " + kept.size() + " of " + names.size());
+        return kept;
     }
 
     /** The task a list of exact class names (ids, names or synonyms; case-insensitive) names. */
@@ -383,11 +455,11 @@ public final class TaskResolver {
             if (c == null) unknown.add(name); else chosen.add(c);
         }
         if (!unknown.isEmpty()) throw new DescriptionException("unknown class names: " + unknown.subList(0, Math.min(10, unknown.size())));
-        return task(chosen, options, List.of("explicit class list"), 0);
+        return task(chosen, Set.of(), options, List.of("explicit class list"), 0);
     }
 
-    private Task task(Set<Integer> chosen, TaskOptions options, List<String> asked, double encodeMs) {
-        int[] classes = pad(new TreeSet<>(chosen), options);
+    private Task task(Set<Integer> chosen, Set<Integer> leftOut, TaskOptions options, List<String> asked, double encodeMs) {
+        int[] classes = pad(new TreeSet<>(chosen), leftOut, options);
         List<String> how = new ArrayList<>(asked), added = new ArrayList<>();
         for (int c : classes) if (!chosen.contains(c)) added.add("'" + names.get(c) + "'");
         if (!added.isEmpty())  // sdk.text.resolver: a class the user did not ask for is never silent
@@ -683,12 +755,13 @@ public final class TaskResolver {
         return keep;
     }
 
-    private int[] pad(TreeSet<Integer> chosen, TaskOptions options) {
+    /** Nearest classes until the task has minClasses, none of those the description left out (rule 2b). */
+    private int[] pad(TreeSet<Integer> chosen, Set<Integer> leftOut, TaskOptions options) {
         if (chosen.size() < options.minClasses) {
             float[] centre = mean(chosen.stream().mapToInt(Integer::intValue).toArray());
             for (int c : descending(scores(centre))) {
                 if (chosen.size() >= options.minClasses) break;
-                chosen.add(c);
+                if (!leftOut.contains(c)) chosen.add(c);
             }
         }
         return chosen.stream().mapToInt(Integer::intValue).toArray();
