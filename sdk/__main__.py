@@ -87,7 +87,7 @@ def report(result: dict) -> str:
     file names come from the bundle, the user and the disk: each is printed through `terminal_text`."""
     name = lambda label: terminal_text(primary_name(label))  # noqa: E731
     lines = [f"classes ({len(result['classes'])}): {', '.join(map(name, result['classes']))}",
-             *(f"  read as {terminal_text(how)}" for how in result["resolution"]),
+             *(f"  {terminal_text(how)}" for how in result["resolution"]),   # how the description was read
              "timings (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in result["timings_ms"].items())]
     if result.get("predictions"):
         images = [terminal_text(p["image"]) for p in result["predictions"]]

@@ -84,10 +84,12 @@ def test_the_readable_report_names_a_class_by_its_first_name_and_json_keeps_them
     from sdk.__main__ import report
 
     result = {"classes": ["ladybug, ladybeetle, lady beetle, ladybird, ladybird beetle", "goldfish, Carassius auratus"],
-              "resolution": [], "timings_ms": {"total": 1.0},
+              "resolution": ["'ladybugs': class name", "added 'goldfish', the nearest by text similarity"],
+              "timings_ms": {"total": 1.0},
               "predictions": [{"image": "a.jpg", "label": "goldfish, Carassius auratus", "probability": 0.5}]}
     text = report(result)
     assert "classes (2): ladybug, goldfish" in text and "a.jpg  goldfish  (0.500)" in text
+    assert "\n  'ladybugs': class name\n  added 'goldfish'," in text   # each line of the resolution as it is
     assert "ladybeetle" not in text and "Carassius" not in text
 
 
