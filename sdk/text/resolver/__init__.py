@@ -39,7 +39,7 @@ Rules, in order:
    names them; no text encoder is needed). Plurals are made singular first
    (`singular_forms`: "butterflies" -> the butterfly group, "wolves" -> "wolf", "geese" -> "goose").
 3b. A phrase that is no name but is built from two groups (`TaskResolver._composed`): "non-X Y", "Y except
-   X" (also "excluding", "but not", "other than") takes group Y's classes without those of X (a group, a
+   X" (also "excluding", "but not", "other than", "without") takes group Y's classes without those of X (a group, a
    modifier as below, or a class name: "non-insect invertebrates", "non-flying birds", "dogs except
    poodles"); "<modifier> Y" takes the classes of group Y that the modifier's group also holds,
    the modifier naming a group alone (not a singular made from a plural group name: 'drink' from 'drinks' does

@@ -18,7 +18,7 @@ GLOSS_WORDS = frozenset({"a", "an", "the", "with", "without", "of", "for", "in",
 # Rule 3b. The kind nouns are those the exporter's class facets are named with ("small animals", "wooden
 # things", "slimy creatures"), so a bare modifier ("small", "wooden") finds its facet.
 EXCLUSION_PREFIX = "non-"
-EXCLUSION_WORDS = ("except", "excluding", "but not", "other than")
+EXCLUSION_WORDS = ("except", "excluding", "but not", "other than", "without")
 # Rule 2b: an item or part that begins with one of these leaves out what the rest of it names ("birds, not
 # penguins"), and so does one of EVERYTHING before an exclusion word or "but" ("everything except cats", "all
 # but insects"); a description of nothing else takes every other class ("no birds"). Before issue 72's review

@@ -51,7 +51,7 @@ public final class TaskResolver {
     static final int CLOSEST_NAMES = 3, SPELLING_MIN_CHARS = 4, SPELLING_LONG_CHARS = 8;
     /** sdk.text.resolver.EXCLUSION_PREFIX, EXCLUSION_WORDS and KIND_NOUNS (the composition rule 3b). */
     static final String EXCLUSION_PREFIX = "non-";
-    static final List<String> EXCLUSION_WORDS = List.of("except", "excluding", "but not", "other than");
+    static final List<String> EXCLUSION_WORDS = List.of("except", "excluding", "but not", "other than", "without");
     static final List<String> KIND_NOUNS = List.of("animals", "things", "creatures");
     /** sdk.text.resolver.NEGATIONS and EVERYTHING, and composition.NEGATED_STARTS (rule 2b: what an item leaves out). */
     static final List<String> NEGATIONS = List.of("not", "no", "without", "except", "excluding", "but not", "other than");
