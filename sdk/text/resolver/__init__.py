@@ -5,7 +5,7 @@ A pipeline that reads in order (`pipeline.TaskResolver._resolve_phrase`), one mo
 - `words`: checking and comparing text, plurals, edit distance, the word lists;
 - `options`: `TaskOptions`, `Task` and the shared limits;
 - `names`: rules 1-3, the names, groups and concepts a bundle answers to, and rule 2's cut at conjunctions;
-- `composition`: rule 3b, phrases built from two groups;
+- `composition`: rule 3b, phrases built from two groups, and rule 2b's reading of what an item leaves out;
 - `spelling`: rule 3c, near-typos;
 - `missing`: rules 3d and 4a, items the bundle lacks;
 - `similarity`: rules 4 and 5 and padding, free text by its meaning;
