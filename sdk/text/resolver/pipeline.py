@@ -1,9 +1,8 @@
 """The pipeline: a description read rule by rule, in order (the package docstring lists the rules; each family
 lives in its own module). `TaskResolver.resolve` cuts a description into items (rule 2), marks those that leave
-out what they name (2b), and
-`_resolve_phrase` tries on each: a group (3), a class name (1; alone, with its look-alikes), a composition (3b),
-the kinds a word ends (3d), a spelling (3c), then the text's meaning: a missing item (4a), a concept (5), the
-nearest classes (4).
+out what they name (2b), and `_resolve_phrase` tries on each: a group (3), a class name (1; alone, with its
+look-alikes), a composition (3b), the kinds a word ends (3d), a spelling (3c), then the text's meaning: a missing
+item (4a), a concept (5), the nearest classes (4).
 """
 
 from __future__ import annotations
