@@ -155,7 +155,9 @@ COMPOSED_DESCRIPTIONS = (
     # rule 2b: left out (alone: every other class), never taken; "except mammals" and "non-mammals" above too
     "no mammals", "birds, not penguins", "birds and not penguins", "everything except insects", "all but insects",
     "without insects", "no mammals or birds", "not mammals, not birds", "mammals, not mammals",
-    "no mammals, no birds, no invertebrates", "invertebrates without insects")
+    "no mammals, no birds, no invertebrates", "invertebrates without insects",
+    "invertebrates that are not insects", "things that are not mammals", "invertebrates which are not insects",
+    "things that are not mammals or birds", "mammals that is not elephant")
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
                                       ["s00000003", "red checkerboard"], "rings", "something red",
                                       "checkerboards or stripes")

@@ -38,7 +38,8 @@ def test_an_exclusion_drops_a_group_a_modifier_or_a_class():
     r = resolver()
     three = {"snail", "crab", "sea slug"}
     for text in ("non-insect invertebrates", "invertebrates except insects", "invertebrates excluding insects",
-                 "invertebrates but not insects", "invertebrates other than insects", "invertebrates without insects"):
+                 "invertebrates but not insects", "invertebrates other than insects", "invertebrates without insects",
+                 "invertebrates that are not insects", "invertebrates which aren't insects"):
         assert names(r, text) == three, text
     assert names(r, "non-flying birds") == {"penguin"}                     # "flying" -> "flying animals"
     assert names(r, "birds except penguins") == {"goose"}                  # a class name, made singular

@@ -23,7 +23,8 @@ def names(description: str, options: TaskOptions = ONE) -> set[str]:
 def test_a_description_that_only_leaves_out_takes_every_other_class():
     """By name, without the text encoder (composed_resolver raises if it is asked)."""
     for text in ("everything except insects", "all but insects", "anything but insects", "except insects",
-                 "no insects", "not insects", "without insects", "excluding insects", "non-insects"):
+                 "no insects", "not insects", "without insects", "excluding insects", "non-insects",
+                 "things that are not insects", "things that aren't insects"):
         assert names(text) == set(NAMES) - INSECTS, text
     task = composed_resolver().resolve("no mammals", ONE)
     assert task.how == ["'mammals': left out, group 'mammal'", f"every other class: 7 of {len(NAMES)}"]

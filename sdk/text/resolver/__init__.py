@@ -19,15 +19,15 @@ Rules, in order:
    whole item is a name (rule 3 or a class name: "devices and instruments" is one group) or reads as a
    gloss, holding an article, a preposition or a relative word (GLOSS_WORDS: "a drinking glass with a
    base and stem" is one phrase, not "a drinking glass with a base" and "stem").
-2b. An item, or a part of one, that opens with a negation ("not", "no", "without", "except", "excluding", "but
-   not", "other than"; "everything", "anything" or "all" before one of those or "but"; one word "non-X") leaves
-   out the classes its rest names by rules 3-5 (a class named there is left out alone, without its
-   look-alikes): "birds, not penguins", "birds and not penguins"; one that opens an item covers all its parts
-   ("no birds or fish"). A description of nothing else takes every other class ("no birds", "everything except
-   cats"), at most MAX_GROUP_CLASSES of them; padding (below) never brings back a class left out. Refused, with
-   the reading: nothing left, or only negations that leave out nothing the bundle has ("no sharks"). Unless
-   the whole item is a name ("no entry sign"). Before it, the text encoder read "no birds" as near 'birds'
-   as "birds", and took exactly the classes the user had excluded.
+2b. An item, or a part of one, that opens with a negation ("not", "no", "without", "except", "excluding", "but not",
+   "other than"; "everything", "anything", "all" or "things" before one of those, "but" or "that are not"; one word
+   "non-X") leaves out the classes its rest names by rules 3-5 (a class named there is left out alone, without its
+   look-alikes): "birds, not penguins", "birds and not penguins"; one that opens an item covers all its parts ("no
+   birds or fish"). A description of nothing else takes every other class ("no birds", "everything except cats"), at
+   most MAX_GROUP_CLASSES of them; padding (below) never brings back a class left out. Refused, with the reading:
+   nothing left, or only negations that leave out nothing the bundle has ("no sharks"). Unless the whole item is a
+   name ("no entry sign"). Before it, the text encoder read "no birds" as near 'birds' as "birds", and took exactly
+   the classes the user had excluded.
 3. A string naming a group selects every class under it (at most MAX_GROUP_CLASSES): a super-category
    ("insects"), else any name of a concept (bundles of format 5: every WordNet hypernym of the classes
    with all its synonyms, "clothing", "wear", "veggie", "household appliance", and the exporter's
@@ -38,14 +38,14 @@ Rules, in order:
    and its look-alikes: the classes whose name embeddings lie within `margin` of its own (the resolution
    names them; no text encoder is needed). Plurals are made singular first
    (`singular_forms`: "butterflies" -> the butterfly group, "wolves" -> "wolf", "geese" -> "goose").
-3b. A phrase that is no name but is built from two groups (`TaskResolver._composed`): "non-X Y", "Y except
-   X" (also "excluding", "but not", "other than", "without") takes group Y's classes without those of X (a group, a
-   modifier as below, or a class name: "non-insect invertebrates", "non-flying birds", "dogs except
-   poodles"); "<modifier> Y" takes the classes of group Y that the modifier's group also holds,
-   the modifier naming a group alone (not a singular made from a plural group name: 'drink' from 'drinks' does
-   not make "drink containers" drinks) or before "animals", "things" or "creatures" ("small mammals": small
-   animals and mammals; "large carnivores"). Only if both parts are understood and the result is a
-   non-empty strict subset of Y, and never for a class name ("sea slug"); otherwise rules 4-5 read the phrase as before.
+3b. A phrase that is no name but is built from two groups (`TaskResolver._composed`): "non-X Y", "Y except X" (also
+   "excluding", "but not", "other than", "without", "that are not") takes group Y's classes without those of X (a
+   group, a modifier as below, or a class name: "non-insect invertebrates", "non-flying birds", "dogs except
+   poodles"); "<modifier> Y" takes the classes of group Y that the modifier's group also holds, the modifier naming
+   a group alone (not a singular made from a plural group name: 'drink' from 'drinks' does not make "drink
+   containers" drinks) or before "animals", "things" or "creatures" ("small mammals": small animals and mammals;
+   "large carnivores"). Only if both parts are understood and the result is a non-empty strict subset of Y, and
+   never for a class name ("sea slug"); otherwise rules 4-5 read the phrase as before.
 3c. A phrase that names nothing, holds a word the text encoder's vocabulary does not (`is_word`: "horse"
    is a word, not a typo of 'hose'), and is, or has a singular form that is, one edit from a name (two
    for one word of 8 or more characters; at least 4 characters) is read as that name, and the resolution

@@ -1,9 +1,9 @@
-"""Rule 3b: a phrase that is no name but is built from two groups. "non-X Y" and "Y except X" (also
-"excluding", "but not", "other than", "without") take group Y's classes without those of X (a group, a modifier, or a
-class name: "non-insect invertebrates", "non-flying birds", "dogs except poodles"); "<modifier> Y" takes the
-classes of group Y that the modifier's group also holds ("small mammals"). Only a non-empty strict subset
-of Y counts; anything else is left to the later rules. Rule 2b (`negated`) shares its words: an item that
-opens with a negation leaves out what the rest names.
+"""Rule 3b: a phrase that is no name but is built from two groups. "non-X Y" and "Y except X" (also "excluding",
+"but not", "other than", "without", "that are not") take group Y's classes without those of X (a group, a modifier,
+or a class name: "non-insect invertebrates", "non-flying birds", "dogs except poodles"); "<modifier> Y" takes the
+classes of group Y that the modifier's group also holds ("small mammals"). Only a non-empty strict subset of Y
+counts; anything else is left to the later rules. Rule 2b (`negated`) shares its words: an item that opens with a
+negation leaves out what the rest names.
 
 >>> composed(names, "small mammals")                                        # doctest: +SKIP
 ([4, 9], "'small animals' within group 'mammals'")

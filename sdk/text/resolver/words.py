@@ -18,13 +18,14 @@ GLOSS_WORDS = frozenset({"a", "an", "the", "with", "without", "of", "for", "in",
 # Rule 3b. The kind nouns are those the exporter's class facets are named with ("small animals", "wooden
 # things", "slimy creatures"), so a bare modifier ("small", "wooden") finds its facet.
 EXCLUSION_PREFIX = "non-"
-EXCLUSION_WORDS = ("except", "excluding", "but not", "other than", "without")
+EXCLUSION_WORDS = ("except", "excluding", "but not", "other than", "without", "that are not", "that aren't",
+                   "which are not", "which aren't", "that is not", "that isn't", "which is not", "which isn't")
 # Rule 2b: an item or part that begins with one of these leaves out what the rest of it names ("birds, not
 # penguins"), and so does one of EVERYTHING before an exclusion word or "but" ("everything except cats", "all
 # but insects"); a description of nothing else takes every other class ("no birds"). Before issue 72's review
 # the text encoder read "no birds" as near 'birds' as "birds", and took them.
 NEGATIONS = ("not", "no", "without", "except", "excluding", "but not", "other than")
-EVERYTHING = ("everything", "anything", "all")
+EVERYTHING = ("everything", "anything", "all", "things")   # "things that are not birds" too
 KIND_NOUNS = ("animals", "things", "creatures")
 # Rule 4a: a phrase ending in one of these describes (by meaning: rule 5) rather than names a missing item
 DESCRIBING_NOUNS = frozenset({*KIND_NOUNS, "stuff", "items", "objects"})

@@ -51,11 +51,13 @@ public final class TaskResolver {
     static final int CLOSEST_NAMES = 3, SPELLING_MIN_CHARS = 4, SPELLING_LONG_CHARS = 8;
     /** sdk.text.resolver.EXCLUSION_PREFIX, EXCLUSION_WORDS and KIND_NOUNS (the composition rule 3b). */
     static final String EXCLUSION_PREFIX = "non-";
-    static final List<String> EXCLUSION_WORDS = List.of("except", "excluding", "but not", "other than", "without");
+    static final List<String> EXCLUSION_WORDS = List.of("except", "excluding", "but not", "other than", "without",
+            "that are not", "that aren't", "which are not", "which aren't", "that is not", "that isn't", "which is not",
+            "which isn't");
     static final List<String> KIND_NOUNS = List.of("animals", "things", "creatures");
     /** sdk.text.resolver.NEGATIONS and EVERYTHING, and composition.NEGATED_STARTS (rule 2b: what an item leaves out). */
     static final List<String> NEGATIONS = List.of("not", "no", "without", "except", "excluding", "but not", "other than");
-    static final List<String> EVERYTHING = List.of("everything", "anything", "all");
+    static final List<String> EVERYTHING = List.of("everything", "anything", "all", "things");
     static final List<String> NEGATED_STARTS = negatedStarts();
 
     private static List<String> negatedStarts() {
