@@ -122,6 +122,7 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("no rings", {}), ("everything except textures", {}), ("non-textures", {}), ("no rings or discs", {}),
     ("rings, not blue ring", {"min_classes": 4}), ("rings and not blue ring", {}), ("no owl", {}),
     ("rings, not rings", {}), ("red disc, without owls", {}), ("red disc, not green disc", {}),
+    ("rings other than red ring", {"min_classes": 4}),   # nor what a composition excluded (rule 3b)
 )
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).
@@ -157,7 +158,8 @@ COMPOSED_DESCRIPTIONS = (
     "without insects", "no mammals or birds", "not mammals, not birds", "mammals, not mammals",
     "no mammals, no birds, no invertebrates", "invertebrates without insects",
     "invertebrates that are not insects", "things that are not mammals", "invertebrates which are not insects",
-    "things that are not mammals or birds", "mammals that is not elephant")
+    "things that are not mammals or birds", "mammals that is not elephant", "a mammal that is not a lion",
+    "the invertebrates except the insects", "a mammal that is not a")
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
                                       ["s00000003", "red checkerboard"], "rings", "something red",
                                       "checkerboards or stripes")

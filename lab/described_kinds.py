@@ -102,8 +102,8 @@ def described_kinds(scoring: str):
     """TaskResolver._resolve_phrase with rule 6 after rules 4 and 5, while the block runs."""
     original = TaskResolver._resolve_phrase
 
-    def resolve_phrase(self: TaskResolver, phrase: str, options, single: bool):
-        indices, why, seconds = original(self, phrase, options, single)
+    def resolve_phrase(self: TaskResolver, phrase: str, options, single: bool, excluded: set[int] | None = None):
+        indices, why, seconds = original(self, phrase, options, single, excluded)
         if not describes_one(normalize_name(phrase)):
             return indices, why, seconds
         embedding = self.embed_phrase(phrase)   # again: the resolver does not hand out its phrase's embedding

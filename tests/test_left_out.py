@@ -73,3 +73,12 @@ def test_a_missing_item_left_out_leaves_out_nothing_and_says_so(tiny_sdk):
     assert task.classes.tolist() == tiny_sdk.resolver.resolve("rings").classes.tolist()
     with pytest.raises(DescriptionError, match="nothing in this bundle is left out by"):
         tiny_sdk.resolver.resolve("no owl")
+
+
+def test_what_a_composition_excludes_is_no_padding_either(tiny_sdk):
+    """Rule 3b's "Y except X" leaves X out as rule 2b does: the red ring is the rings' nearest class after the three
+    kept ("a vehicle which is not a car" took the tractor, then a sports car as padding)."""
+    names = tiny_sdk.classes
+    task = tiny_sdk.resolver.resolve("rings other than red ring", TaskOptions(min_classes=4))
+    assert [names[i] for i in task.classes[:3]] == ["green ring", "blue ring", "yellow ring"]
+    assert "red ring" not in [names[i] for i in task.classes] and len(task.classes) == 4

@@ -47,11 +47,11 @@ def test_rule_2_cuts_lists_at_conjunctions_but_not_names_or_glosses(names):
 
 
 def test_rule_3b_composes_two_groups_only_into_a_strict_subset(names):
-    assert composed(names, "small insects") == ([3], "'small animals' within group 'insects'")
-    assert exclusion(names, ["non-insect", "animals"]) == ([0, 1], "group 'animals' without 'insect'")
-    assert exclusion(names, ["animals", "except", "poodle"]) == ([0, 2, 3], "group 'animals' without 'poodle'")
+    assert composed(names, "small insects") == ([3], "'small animals' within group 'insects'", [])
+    assert exclusion(names, ["non-insect", "animals"]) == ([0, 1], "group 'animals' without 'insect'", [2, 3])
+    assert exclusion(names, ["animals", "except", "poodle"]) == ([0, 2, 3], "group 'animals' without 'poodle'", [1])
     assert dropped(names, "poodles") == [1] and dropped(names, "owl") is None
-    assert composed(names, "small pets") == ([0], "'small animals' within group 'pets'")
+    assert composed(names, "small pets") == ([0], "'small animals' within group 'pets'", [])
     assert composed(names, "insect insects") is None          # the whole group: not a strict subset
     assert composed(names, "beagle") is None                  # one word composes nothing
 

@@ -6,21 +6,23 @@ counts; anything else is left to the later rules. Rule 2b (`negated`) shares its
 negation leaves out what the rest names.
 
 >>> composed(names, "small mammals")                                        # doctest: +SKIP
-([4, 9], "'small animals' within group 'mammals'")
+([4, 9], "'small animals' within group 'mammals'", [])
 """
 
 from __future__ import annotations
 
 from .names import Names
 from .options import MAX_GROUP_CLASSES
-from .words import EVERYTHING, EXCLUSION_PREFIX, EXCLUSION_WORDS, KIND_NOUNS, NEGATIONS, singular_forms
+from .words import ARTICLES, EVERYTHING, EXCLUSION_PREFIX, EXCLUSION_WORDS, KIND_NOUNS, NEGATIONS, singular_forms
 
 # Rule 2b's openings, longest first among those that share a start ("all but not" before "all but")
 NEGATED_STARTS = (*NEGATIONS, *(f"{e} {m}" for e in EVERYTHING for m in (*EXCLUSION_WORDS, "but")))
 
 
-def composed(names: Names, key: str) -> tuple[list[int], str] | None:
-    """(classes, how) of a normalised phrase built from two groups, or None."""
+def composed(names: Names, key: str) -> tuple[list[int], str, list[int]] | None:
+    """(classes, how, the classes an exclusion left out) of a normalised phrase built from two groups, or None.
+    What an exclusion left out is never a padding class (rule 2b's rule: "a vehicle which is not a car" took
+    the tractor, then a sports car as padding)."""
     words = key.split(" ")
     if len(words) < 2:
         return None
@@ -35,7 +37,7 @@ def composed(names: Names, key: str) -> tuple[list[int], str] | None:
             whole = group[1]
             kept = sorted(set(whole) & set(names.groups[named]))
             if 0 < len(kept) < len(set(whole)):
-                return kept[:MAX_GROUP_CLASSES], f"{named!r} within group {head!r}"
+                return kept[:MAX_GROUP_CLASSES], f"{named!r} within group {head!r}", []
     return None
 
 
@@ -48,8 +50,8 @@ def modifier(names: Names, words: str) -> str | None:
                  if n in names.groups and n not in names.singulars), None)
 
 
-def exclusion(names: Names, words: list[str]) -> tuple[list[int], str] | None:
-    """"non-X Y" and "Y except X": Y's classes without X's, or None."""
+def exclusion(names: Names, words: list[str]) -> tuple[list[int], str, list[int]] | None:
+    """"non-X Y" and "Y except X": Y's classes without X's, and X's, or None."""
     key = " ".join(words)
     if words[0].startswith(EXCLUSION_PREFIX) and len(words[0]) > len(EXCLUSION_PREFIX):
         kept_name, dropped_name = " ".join(words[1:]), words[0][len(EXCLUSION_PREFIX):]
@@ -58,7 +60,7 @@ def exclusion(names: Names, words: list[str]) -> tuple[list[int], str] | None:
         if marker is None:
             return None
         kept_name, _, dropped_name = f" {key} ".partition(f" {marker} ")
-        kept_name, dropped_name = kept_name.strip(), dropped_name.strip()
+        kept_name, dropped_name = without_article(kept_name.strip()), without_article(dropped_name.strip())
     group = names.group(kept_name) if kept_name else None
     dropped_classes = dropped(names, dropped_name) if dropped_name else None
     if group is None or dropped_classes is None:
@@ -67,7 +69,13 @@ def exclusion(names: Names, words: list[str]) -> tuple[list[int], str] | None:
     kept = sorted(set(whole) - set(dropped_classes))
     if not 0 < len(kept) < len(set(whole)):
         return None
-    return kept[:MAX_GROUP_CLASSES], f"group {kept_name!r} without {dropped_name!r}"
+    return kept[:MAX_GROUP_CLASSES], f"group {kept_name!r} without {dropped_name!r}", sorted(set(dropped_classes))
+
+
+def without_article(name: str) -> str:
+    """The name without an article before it: "a dog that is not a poodle" composes as "dogs except poodles"."""
+    first, _, rest = name.partition(" ")
+    return rest if first in ARTICLES and rest else name
 
 
 def dropped(names: Names, name: str) -> list[int] | None:

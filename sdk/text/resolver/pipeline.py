@@ -64,9 +64,10 @@ class TaskResolver:
             if not parts:
                 raise DescriptionError("the description has no words")
             taken = [part for part, leave_out in parts if not leave_out]
-            chosen, left_out, how, encode = set(), set(), [], 0.0
+            chosen, left_out, excluded, how, encode = set(), set(), set(), [], 0.0
             for part, leave_out in parts:
-                indices, why, seconds = self._resolve_phrase(part, options, single=len(parts) == 1 and not leave_out)
+                indices, why, seconds = self._resolve_phrase(part, options, single=len(parts) == 1 and not leave_out,
+                                                             excluded=excluded)
                 (left_out if leave_out else chosen).update(indices)
                 how.append(f"{part!r}: left out, {why}" if leave_out else f"{part!r}: {why}")
                 encode += seconds
@@ -78,6 +79,7 @@ class TaskResolver:
                 raise DescriptionError(f"nothing is left of {taken[:10]} once the classes left out are: "
                                        + "; ".join(how))
             chosen -= left_out
+            left_out |= excluded   # what a composition excluded is no padding either
         elif isinstance(description, (list, tuple)) and all(isinstance(d, str) for d in description):
             if not description:
                 raise DescriptionError("the list of class names is empty")
@@ -102,8 +104,10 @@ class TaskResolver:
                        f"least {options.min_classes} classes")
         return Task(np.array(chosen, np.int64), unit_mean(self.embeddings[chosen]), how, round(encode * 1000, 3))
 
-    def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool) -> tuple[list[int], str, float]:
-        """(class indices, how they were found, seconds spent embedding the phrase): the rules in order."""
+    def _resolve_phrase(self, phrase: str, options: TaskOptions, single: bool,
+                        excluded: set[int] | None = None) -> tuple[list[int], str, float]:
+        """(class indices, how they were found, seconds spent embedding the phrase): the rules in order. The
+        classes a composition excludes ("birds except penguins") are added to `excluded`."""
         index = self.index
         key = normalize_name(phrase)
         group = index.group(key)                                                  # rule 3: a group
@@ -116,7 +120,9 @@ class TaskResolver:
             return (*self._look_alikes(own, options), 0.0) if single else ([own], "class name", 0.0)
         found = composed(index, key) if self.compose else None                   # rule 3b
         if found is not None:
-            return (*found, 0.0)
+            if excluded is not None:
+                excluded.update(found[2])
+            return found[0], found[1], 0.0
         head = index.head(key)                                                    # rule 3d: kinds of a word
         if head is not None:
             members = sorted(index.heads[head])[:MAX_GROUP_CLASSES]
@@ -126,7 +132,7 @@ class TaskResolver:
         if fixed is None and not all(map(self.is_word, key.split(" "))):                   # rule 3c: an edit
             fixed = next((f for f in (spelling(index, k) for k in forms) if f is not None), None)
         if fixed is not None:
-            indices, why, seconds = self._resolve_phrase(fixed, options, single)
+            indices, why, seconds = self._resolve_phrase(fixed, options, single, excluded)
             return indices, f"read as {fixed!r} (spelling): {why}", seconds
         start = time.perf_counter()                                               # rule 4: the text's meaning
         embedding = self.embed_phrase(phrase)

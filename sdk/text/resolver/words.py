@@ -26,6 +26,7 @@ EXCLUSION_WORDS = ("except", "excluding", "but not", "other than", "without", "t
 # the text encoder read "no birds" as near 'birds' as "birds", and took them.
 NEGATIONS = ("not", "no", "without", "except", "excluding", "but not", "other than")
 EVERYTHING = ("everything", "anything", "all", "things")   # "things that are not birds" too
+ARTICLES = ("a", "an", "the")   # rule 3b reads a name past one: "a dog that is not a poodle"
 KIND_NOUNS = ("animals", "things", "creatures")
 # Rule 4a: a phrase ending in one of these describes (by meaning: rule 5) rather than names a missing item
 DESCRIBING_NOUNS = frozenset({*KIND_NOUNS, "stuff", "items", "objects"})

@@ -58,6 +58,8 @@ public final class TaskResolver {
     /** sdk.text.resolver.NEGATIONS and EVERYTHING, and composition.NEGATED_STARTS (rule 2b: what an item leaves out). */
     static final List<String> NEGATIONS = List.of("not", "no", "without", "except", "excluding", "but not", "other than");
     static final List<String> EVERYTHING = List.of("everything", "anything", "all", "things");
+    /** sdk.text.resolver.ARTICLES: rule 3b reads a name past one. */
+    static final List<String> ARTICLES = List.of("a", "an", "the");
     static final List<String> NEGATED_STARTS = negatedStarts();
 
     private static List<String> negatedStarts() {
@@ -370,18 +372,18 @@ public final class TaskResolver {
         List<Boolean> leaveOut = new ArrayList<>();
         for (String item : items) signedParts(item, parts, leaveOut);
         if (parts.isEmpty()) throw new DescriptionException("the description has no words");
-        Set<Integer> chosen = new LinkedHashSet<>(), leftOut = new LinkedHashSet<>();
+        Set<Integer> chosen = new LinkedHashSet<>(), leftOut = new LinkedHashSet<>(), excluded = new LinkedHashSet<>();
         List<String> how = new ArrayList<>(), taken = new ArrayList<>();
         double[] encodeMs = {0};
         for (int i = 0; i < parts.size(); i++) {
             String part = parts.get(i);
             if (!leaveOut.get(i)) {
                 taken.add(part);
-                chosen.addAll(resolvePhrase(part, options, parts.size() == 1, how, encodeMs));
+                chosen.addAll(resolvePhrase(part, options, parts.size() == 1, how, encodeMs, excluded));
                 continue;
             }
             List<String> said = new ArrayList<>();
-            leftOut.addAll(resolvePhrase(part, options, false, said, encodeMs));
+            leftOut.addAll(resolvePhrase(part, options, false, said, encodeMs, excluded));
             String prefix = "'" + part + "': ";
             how.add(prefix + "left out, " + said.get(0).substring(prefix.length()));
         }
@@ -395,6 +397,7 @@ public final class TaskResolver {
                     + " once the classes left out are: " + String.join("; ", how));
         }
         chosen.removeAll(leftOut);
+        leftOut.addAll(excluded);   // what a composition excluded is no padding either
         return task(chosen, leftOut, options, how, encodeMs[0]);
     }
 
@@ -502,7 +505,9 @@ public final class TaskResolver {
         return parts.size() > 1 ? parts : List.of(item);
     }
 
-    private List<Integer> resolvePhrase(String phrase, TaskOptions options, boolean single, List<String> how, double[] encodeMs) {
+    /** The rules in order for one phrase; the classes a composition excludes are added to {@code excluded}. */
+    private List<Integer> resolvePhrase(String phrase, TaskOptions options, boolean single, List<String> how, double[] encodeMs,
+                                        Set<Integer> excluded) {
         String key = norm(phrase);
         Map.Entry<String, List<Integer>> named = group(key);
         if (named != null) {
@@ -528,7 +533,7 @@ public final class TaskResolver {
                     + "look-alikes; give a list to choose them"));
             return chosen;
         }
-        List<Integer> composed = composed(key, phrase, how);
+        List<Integer> composed = composed(key, phrase, how, excluded);
         if (composed != null) return composed;
         if (!key.contains(" ")) {
             List<String> headForms = new ArrayList<>(List.of(key));
@@ -552,7 +557,7 @@ public final class TaskResolver {
         }
         if (fixed != null) {
             List<String> inner = new ArrayList<>();
-            List<Integer> found = resolvePhrase(fixed, options, single, inner, encodeMs);
+            List<Integer> found = resolvePhrase(fixed, options, single, inner, encodeMs, excluded);
             String why = inner.get(0).substring(inner.get(0).indexOf("': ") + 3);
             how.add("'" + phrase + "': read as '" + fixed + "' (spelling): " + why);
             return found;
@@ -628,11 +633,11 @@ public final class TaskResolver {
     }
 
     /** Rule 3b (sdk.text.resolver.TaskResolver._composed): a phrase built from two groups, or null. */
-    private List<Integer> composed(String key, String phrase, List<String> how) {
+    private List<Integer> composed(String key, String phrase, List<String> how, Set<Integer> excluded) {
         String[] words = key.split(" ", -1);
         if (words.length < 2) return null;
-        List<Integer> excluded = exclusion(key, words, phrase, how);
-        if (excluded != null) return excluded;
+        List<Integer> exclusion = exclusion(key, words, phrase, how, excluded);
+        if (exclusion != null) return exclusion;
         for (int k = 1; k < words.length; k++) {  // the longest head first
             String head = String.join(" ", Arrays.asList(words).subList(k, words.length));
             String mod = String.join(" ", Arrays.asList(words).subList(0, k));
@@ -650,7 +655,7 @@ public final class TaskResolver {
     }
 
     /** Rule 3b's "non-X Y" and "Y except X": Y's classes without X's, or null. */
-    private List<Integer> exclusion(String key, String[] words, String phrase, List<String> how) {
+    private List<Integer> exclusion(String key, String[] words, String phrase, List<String> how, Set<Integer> excluded) {
         String keptName, droppedName;
         if (words[0].startsWith(EXCLUSION_PREFIX) && words[0].length() > EXCLUSION_PREFIX.length()) {
             keptName = String.join(" ", Arrays.asList(words).subList(1, words.length));
@@ -660,8 +665,8 @@ public final class TaskResolver {
             for (String w : EXCLUSION_WORDS) if (padded.contains(" " + w + " ")) { marker = w; break; }
             if (marker == null) return null;
             int at = padded.indexOf(" " + marker + " ");
-            keptName = strip(padded.substring(0, at));
-            droppedName = strip(padded.substring(at + marker.length() + 2));
+            keptName = withoutArticle(strip(padded.substring(0, at)));
+            droppedName = withoutArticle(strip(padded.substring(at + marker.length() + 2)));
         }
         Map.Entry<String, List<Integer>> group = keptName.isEmpty() ? null : group(keptName);
         List<Integer> dropped = droppedName.isEmpty() ? null : dropped(droppedName);
@@ -670,7 +675,15 @@ public final class TaskResolver {
         kept.removeAll(dropped);
         if (kept.isEmpty() || kept.size() >= all.size()) return null;
         how.add("'" + phrase + "': group '" + keptName + "' without '" + droppedName + "'");
+        excluded.addAll(dropped);
         return cap(kept);
+    }
+
+    /** The name without an article before it (sdk.text.resolver.composition.without_article). */
+    private static String withoutArticle(String name) {
+        int space = name.indexOf(' ');
+        return space > 0 && space < name.length() - 1 && ARTICLES.contains(name.substring(0, space))
+                ? name.substring(space + 1) : name;
     }
 
     /** The classes an exclusion names: a group, a modifier's group or one class; null if none. */
