@@ -21,8 +21,8 @@ NEGATED_STARTS = (*NEGATIONS, *(f"{e} {m}" for e in EVERYTHING for m in (*EXCLUS
 
 def composed(names: Names, key: str) -> tuple[list[int], str, list[int]] | None:
     """(classes, how, the classes an exclusion left out) of a normalised phrase built from two groups, or None.
-    What an exclusion left out is never a padding class (rule 2b's rule: "a vehicle which is not a car" took
-    the tractor, then a sports car as padding)."""
+    What an exclusion left out is no padding class, as in rule 2b ("a vehicle which is not a car" took the
+    tractor, then a sports car as padding)."""
     words = key.split(" ")
     if len(words) < 2:
         return None

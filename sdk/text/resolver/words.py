@@ -22,8 +22,8 @@ EXCLUSION_WORDS = ("except", "excluding", "but not", "other than", "without", "t
                    "which are not", "which aren't", "that is not", "that isn't", "which is not", "which isn't")
 # Rule 2b: an item or part that begins with one of these leaves out what the rest of it names ("birds, not
 # penguins"), and so does one of EVERYTHING before an exclusion word or "but" ("everything except cats", "all
-# but insects"); a description of nothing else takes every other class ("no birds"). Before issue 72's review
-# the text encoder read "no birds" as near 'birds' as "birds", and took them.
+# but insects"); a description of nothing else takes every other class ("no birds"). Without the rule, the text
+# encoder read "no birds" as near 'birds' as "birds", and took them (experiments.md, "What an item leaves out").
 NEGATIONS = ("not", "no", "without", "except", "excluding", "but not", "other than")
 EVERYTHING = ("everything", "anything", "all", "things")   # "things that are not birds" too
 ARTICLES = ("a", "an", "the")   # rule 3b reads a name past one: "a dog that is not a poodle"
