@@ -159,7 +159,11 @@ COMPOSED_DESCRIPTIONS = (
     "no mammals, no birds, no invertebrates", "invertebrates without insects",
     "invertebrates that are not insects", "things that are not mammals", "invertebrates which are not insects",
     "things that are not mammals or birds", "mammals that is not elephant", "a mammal that is not a lion",
-    "the invertebrates except the insects", "a mammal that is not a")
+    "the invertebrates except the insects", "a mammal that is not a",
+    # rule 2b's openings, each alone and after a kept item, on a group, a class and a name the table lacks
+    *(f"{kept}{opening} {name}" for opening in ("not", "no", "without", "except", "other than", "everything except",
+                                                 "anything but", "all but not", "things that are not", "non-")
+      for name in ("insects", "penguin", "owls") for kept in ("", "birds, ", "invertebrates and ")))
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
                                       ["s00000003", "red checkerboard"], "rings", "something red",
                                       "checkerboards or stripes")
