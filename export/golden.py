@@ -19,6 +19,7 @@ golden.json:
   "channel_names": [[name, count]]), "features": [image][C] that graph's output on the images above
   (onnxruntime), "step": the quantization step of that output (`output_step`)}: the Java core must write
   the same bytes from the same inputs, and the app's OnnxEngine must run the graph to those features}].
+- "reprs": [{"text", "repr"}]: Python's repr of each REPR_TEXTS, which the Java core quotes names with too.
 - "composed": {"classes": [name], "concepts": [[names], [members], id], "descriptions": [{"description",
   "classes", "how"}, {"description", "encoder": true} or {"description", "error"}]}: rules 2b and 3b of
   sdk/text/resolver/ on a hand-made class and concept table (COMPOSED_*; the synthetic bundle has no groups
@@ -127,7 +128,7 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).
 COMPOSED_CLASSES = ("mouse", "hamster", "elephant", "lion", "weasel", "bee", "ant", "snail", "crab", "goose",
-                    "penguin", "sea slug")
+                    "penguin", "sea slug", "jack-o'-lantern")   # a name Python's repr quotes with double quotes
 COMPOSED_CONCEPTS: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...] = (
     (("mammal",), (0, 1, 2, 3, 4)), (("small animals", "little animals"), (0, 1, 4, 5, 6, 7)),
     (("large animals",), (2, 3)), (("carnivore", "predators"), (3, 4)), (("insect",), (5, 6)),
@@ -163,7 +164,14 @@ COMPOSED_DESCRIPTIONS = (
     # rule 2b's openings, each alone and after a kept item, on a group, a class and a name the table lacks
     *(f"{kept}{opening} {name}" for opening in ("not", "no", "without", "except", "other than", "everything except",
                                                  "anything but", "all but not", "things that are not", "non-")
-      for name in ("insects", "penguin", "owls") for kept in ("", "birds, ", "invertebrates and ")))
+      for name in ("insects", "penguin", "owls") for kept in ("", "birds, ", "invertebrates and ")),
+    # a name with an apostrophe: both readers quote it as Python's repr does
+    "jack-o'-lantern", "jack-o'-lanterns, mouse", "not jack-o'-lantern", "mammals, not jack-o'-lantern",
+    "jack-o-lantern", "jack o'lanterns")
+# How a resolution quotes a phrase or a name: Python's repr, which the Java core's TaskResolver.repr must equal
+REPR_TEXTS = ("plain", "it's", 'say "hi"', "both ' and \"", "tab\there", "back\\slash", "nbsp\u00a0x",
+              "zero\u200bwidth", "emoji \U0001f436", "e\u0301", "line\u2028sep", "bell\x07", "del\x7f",
+              "private\ue000", "tag\U000e0001", "\u00fcber", "nel\x85", "\u4e2d\u6587", "")
 CASES: tuple[str | list[str], ...] = (["red disc", "blue ring", "yellow square"], ["green stripes"],
                                       ["s00000003", "red checkerboard"], "rings", "something red",
                                       "checkerboards or stripes")
@@ -246,6 +254,7 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
         del encoder.encode
     spec["encoder"] = [{"ids": list(ids), "embedding": e} for ids, e in recorded.items()]
     spec["composed"] = composed_resolutions()
+    spec["reprs"] = [{"text": t, "repr": repr(t)} for t in REPR_TEXTS]
     if refusals:
         _refusals(spec, bundle, Path(bundle_path), out_dir, hostile_members, companion)
     path = out_dir / "golden.json"

@@ -27,7 +27,7 @@ def test_a_description_that_only_leaves_out_takes_every_other_class():
                  "things that are not insects", "things that aren't insects"):
         assert names(text) == set(NAMES) - INSECTS, text
     task = composed_resolver().resolve("no mammals", ONE)
-    assert task.how == ["'mammals': left out, group 'mammal'", f"every other class: 7 of {len(NAMES)}"]
+    assert task.how == ["'mammals': left out, group 'mammal'", f"every other class: {len(NAMES) - 5} of {len(NAMES)}"]
     # One negation opens the item and covers its parts; one that opens a part, that part.
     birds = {"goose", "penguin"}
     assert names("no mammals or birds") == names("not mammals, not birds") == set(NAMES) - MAMMALS - birds
@@ -49,7 +49,7 @@ def test_what_leaves_nothing_or_out_nothing_is_refused_with_the_reading():
     with pytest.raises(DescriptionError, match="nothing is left of"):
         r.resolve("mammals, not mammals", ONE)
     with pytest.raises(DescriptionError, match="no class is left"):
-        r.resolve("no mammals, no birds, no invertebrates", ONE)
+        r.resolve("no mammals, no birds, no invertebrates, no jack-o'-lanterns", ONE)
     with pytest.raises(DescriptionError, match="more than a description takes"):
         many = [ClassInfo(f"n{i}", f"thing {i}", ["entity"], []) for i in range(MAX_GROUP_CLASSES + 3)]
         eye = np.eye(len(many) + 1, dtype=np.float32)

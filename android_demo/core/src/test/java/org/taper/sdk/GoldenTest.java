@@ -100,6 +100,11 @@ public final class GoldenTest {
         checkTokens(p.tokenizer(), (List<Object>) spec.get("tokens"));
         checkDescriptions(p.resolver(), (List<Object>) spec.get("descriptions"));
         checkComposed((Map<String, Object>) spec.get("composed"));
+        for (Object o : (List<Object>) spec.getOrDefault("reprs", List.of())) {  // how a resolution quotes names
+            Map<String, Object> r = (Map<String, Object>) o;
+            String got = TaskResolver.repr((String) r.get("text"));
+            check(got.equals(r.get("repr")), "repr " + escape(got) + ", Python " + escape((String) r.get("repr")));
+        }
         checkImages(bundle.preprocessing, (List<Object>) spec.get("images"), dir);
         Map<String, Object> companion = (Map<String, Object>) spec.get("companion");
         XnnpackProgram program = companion == null ? null : checkCompanion(bundle, companion, dir);

@@ -289,9 +289,39 @@ public final class TaskResolver {
         for (int c = 0; c < order.length; c++) order[c] = c;
         Arrays.sort(order, (x, y) -> Double.compare(scores[y], scores[x]));  // stable: ties keep class order
         List<String> closest = new ArrayList<>();
-        for (int k = 0; k < Math.min(CLOSEST_NAMES, order.length); k++) closest.add("'" + names.get(order[k]) + "'");
-        String why = compound == null ? "" : " (read whole, not as a kind of '" + compound.substring(compound.lastIndexOf(' ') + 1) + "')";
+        for (int k = 0; k < Math.min(CLOSEST_NAMES, order.length); k++) closest.add(repr(names.get(order[k])));
+        String why = compound == null ? "" : " (read whole, not as a kind of " + repr(compound.substring(compound.lastIndexOf(' ') + 1)) + ")";
         return MISSING + why + ": nothing taken for it (closest classes: " + String.join(", ", closest) + "); " + ADD_IT;
+    }
+
+    /** Python's repr() of a string: how the Python resolver quotes a phrase or a name in a resolution (in double
+     *  quotes when it holds a single quote and no double one; backslashes, the quote and unprintable characters
+     *  escaped), so that the two resolutions read alike ("jack-o'-lantern"). */
+    public static String repr(String text) {
+        char quote = text.indexOf('\'') >= 0 && text.indexOf('"') < 0 ? '"' : '\'';
+        StringBuilder out = new StringBuilder().append(quote);
+        text.codePoints().forEach(cp -> {
+            if (cp == quote || cp == '\\') out.append('\\').appendCodePoint(cp);
+            else if (cp == '\t') out.append("\\t");
+            else if (cp == '\n') out.append("\\n");
+            else if (cp == '\r') out.append("\\r");
+            else if (cp < 0x20 || cp == 0x7f || (cp > 0x7f && !printable(cp)))
+                out.append(String.format(Locale.ROOT, cp <= 0xff ? "\\x%02x" : cp <= 0xffff ? "\\u%04x" : "\\U%08x", cp));
+            else out.appendCodePoint(cp);
+        });
+        return out.append(quote).toString();
+    }
+
+    /** Python's str.isprintable for one character: not Other (Cc, Cf, Cs, Co, Cn) nor a separator (Zl, Zp, Zs). */
+    private static boolean printable(int cp) {
+        switch (Character.getType(cp)) {
+            case Character.CONTROL: case Character.FORMAT: case Character.SURROGATE: case Character.PRIVATE_USE:
+            case Character.UNASSIGNED: case Character.LINE_SEPARATOR: case Character.PARAGRAPH_SEPARATOR:
+            case Character.SPACE_SEPARATOR:
+                return false;
+            default:
+                return true;
+        }
     }
 
     /** Python's str.isspace: Unicode White_Space and the separators U+001C-U+001F. */
@@ -384,7 +414,7 @@ public final class TaskResolver {
             }
             List<String> said = new ArrayList<>();
             leftOut.addAll(resolvePhrase(part, options, false, said, encodeMs, excluded));
-            String prefix = "'" + part + "': ";
+            String prefix = repr(part) + ": ";
             how.add(prefix + "left out, " + said.get(0).substring(prefix.length()));
         }
         if (taken.isEmpty()) {
@@ -466,7 +496,7 @@ public final class TaskResolver {
     private Task task(Set<Integer> chosen, Set<Integer> leftOut, TaskOptions options, List<String> asked, double encodeMs) {
         int[] classes = pad(new TreeSet<>(chosen), leftOut, options);
         List<String> how = new ArrayList<>(asked), added = new ArrayList<>();
-        for (int c : classes) if (!chosen.contains(c)) added.add("'" + names.get(c) + "'");
+        for (int c : classes) if (!chosen.contains(c)) added.add(repr(names.get(c)));
         if (!added.isEmpty())  // sdk.text.resolver: a class the user did not ask for is never silent
             how.add("added " + String.join(", ", added) + ", the nearest by text similarity: a task holds at least "
                     + options.minClasses + " classes");
@@ -512,7 +542,7 @@ public final class TaskResolver {
         Map.Entry<String, List<Integer>> named = group(key);
         if (named != null) {
             List<Integer> members = named.getValue();
-            how.add("'" + phrase + "': group '" + named.getKey() + "'" + (derived.contains(named.getKey()) ? " (" + DERIVED + ")" : ""));
+            how.add(repr(phrase) + ": group " + repr(named.getKey()) + (derived.contains(named.getKey()) ? " (" + DERIVED + ")" : ""));
             return members.subList(0, Math.min(MAX_GROUP_CLASSES, members.size()));
         }
         List<String> forms = new ArrayList<>(List.of(key));
@@ -521,13 +551,13 @@ public final class TaskResolver {
         if (byName.containsKey(key)) {  // rule 1, no embedding: in a list the class itself, alone its look-alikes too
             int self = byName.get(key);
             if (!single) {
-                how.add("'" + phrase + "': class name");
+                how.add(repr(phrase) + ": class name");
                 return List.of(self);
             }
             List<Integer> chosen = top(scores(mean(new int[] {self})), options, self);   // its own row, as Python's
             List<String> others = new ArrayList<>();                                     // _look_alikes scores
-            for (int c : chosen) if (c != self) others.add("'" + names.get(c) + "'");
-            how.add("'" + phrase + "': " + (others.isEmpty() ? "class name" : "class name, with the classes within "
+            for (int c : chosen) if (c != self) others.add(repr(names.get(c)));
+            how.add(repr(phrase) + ": " + (others.isEmpty() ? "class name" : "class name, with the classes within "
                     + options.margin + " of its similarity (" + String.join(", ", others.subList(0, Math.min(5, others.size())))
                     + (others.size() > 5 ? ", ..." : "") + "): a model tells its classes apart, so it holds the class's "
                     + "look-alikes; give a list to choose them"));
@@ -542,7 +572,7 @@ public final class TaskResolver {
                 if (heads.containsKey(f)) {
                     List<Integer> members = new ArrayList<>(heads.get(f));
                     java.util.Collections.sort(members);
-                    how.add("'" + phrase + "': " + MISSING + " as one class: took the classes named '... " + f + "' (kinds of '" + f + "')");
+                    how.add(repr(phrase) + ": " + MISSING + " as one class: took the classes named '... " + f + "' (kinds of " + repr(f) + ")");
                     return members.subList(0, Math.min(MAX_GROUP_CLASSES, members.size()));
                 }
             }
@@ -558,8 +588,8 @@ public final class TaskResolver {
         if (fixed != null) {
             List<String> inner = new ArrayList<>();
             List<Integer> found = resolvePhrase(fixed, options, single, inner, encodeMs, excluded);
-            String why = inner.get(0).substring(inner.get(0).indexOf("': ") + 3);
-            how.add("'" + phrase + "': read as '" + fixed + "' (spelling): " + why);
+            String why = inner.get(0).substring(repr(fixed).length() + 2);
+            how.add(repr(phrase) + ": read as " + repr(fixed) + " (spelling): " + why);
             return found;
         }
         long start = System.nanoTime();
@@ -574,42 +604,42 @@ public final class TaskResolver {
         }
         double standout = scores[best] - sum / scores.length;
         if (options.missing.equals("tell") && unknown(key)) {
-            how.add("'" + phrase + "': " + told(scores, exocentric(key)));
+            how.add(repr(phrase) + ": " + told(scores, exocentric(key)));
             return List.of();
         }
         if (!key.contains(" ")) return missing(phrase, scores, best, standout, options, single, how);
         if (standout < options.minContrast)
-            throw new DescriptionException(String.format(Locale.ROOT, "nothing in this bundle matches '%s' (closest: '%s', which "
-                    + "stands out by only %.2f < min_contrast %s)", phrase, names.get(best), standout, options.minContrast));
+            throw new DescriptionException(String.format(Locale.ROOT, "nothing in this bundle matches %s (closest: %s, which "
+                    + "stands out by only %.2f < min_contrast %s)", repr(phrase), repr(names.get(best)), standout, options.minContrast));
         List<Integer> byConcept = conceptMatch(embedding, scores[best], options, phrase, how);
         if (byConcept != null) return byConcept;
         if (!single) {
-            how.add(String.format(Locale.ROOT, "'%s': closest class (similarity %.2f)", phrase, scores[best]));
+            how.add(String.format(Locale.ROOT, "%s: closest class (similarity %.2f)", repr(phrase), scores[best]));
             return List.of(best);
         }
-        how.add(String.format(Locale.ROOT, "'%s': classes within %s of the best similarity ('%s': %.2f, contrast %.2f)",
-                phrase, options.margin, names.get(best), scores[best], standout));
+        how.add(String.format(Locale.ROOT, "%s: classes within %s of the best similarity (%s: %.2f, contrast %.2f)",
+                repr(phrase), options.margin, repr(names.get(best)), scores[best], standout));
         return top(scores, options, -1);
     }
 
     /** Rule 4a: a one-word item that names nothing in the bundle, and what is taken instead of it. */
     private List<Integer> missing(String phrase, double[] scores, int best, double standout, TaskOptions options,
                                   boolean single, List<String> how) {
-        String closest = String.format(Locale.ROOT, "'%s' (similarity %.2f", names.get(best), scores[best]);
+        String closest = String.format(Locale.ROOT, "%s (similarity %.2f", repr(names.get(best)), scores[best]);
         if (standout < options.minContrast) {
             if (single)
-                throw new DescriptionException(String.format(Locale.ROOT, "nothing in this bundle matches '%s', %s "
-                        + "(closest: %s, standing out by only %.2f < min_contrast %s))", phrase, MISSING, closest,
+                throw new DescriptionException(String.format(Locale.ROOT, "nothing in this bundle matches %s, %s "
+                        + "(closest: %s, standing out by only %.2f < min_contrast %s))", repr(phrase), MISSING, closest,
                         standout, options.minContrast));
-            how.add("'" + phrase + "': " + MISSING + ", and nothing in it is close (closest: " + closest + ")): left out");
+            how.add(repr(phrase) + ": " + MISSING + ", and nothing in it is close (closest: " + closest + ")): left out");
             return List.of();
         }
         if (!single) {
-            how.add("'" + phrase + "': " + MISSING + ": took the closest class " + closest + ") instead");
+            how.add(repr(phrase) + ": " + MISSING + ": took the closest class " + closest + ") instead");
             return List.of(best);
         }
-        how.add(String.format(Locale.ROOT, "'%s': %s: took the classes within %s of the best similarity instead "
-                + "(closest: %s, contrast %.2f))", phrase, MISSING, options.margin, closest, standout));
+        how.add(String.format(Locale.ROOT, "%s: %s: took the classes within %s of the best similarity instead "
+                + "(closest: %s, contrast %.2f))", repr(phrase), MISSING, options.margin, closest, standout));
         return top(scores, options, -1);
     }
 
@@ -647,7 +677,7 @@ public final class TaskResolver {
             TreeSet<Integer> all = new TreeSet<>(group.getValue()), kept = new TreeSet<>(group.getValue());
             kept.retainAll(groups.get(named));
             if (!kept.isEmpty() && kept.size() < all.size()) {
-                how.add("'" + phrase + "': '" + named + "' within group '" + head + "'");
+                how.add(repr(phrase) + ": " + repr(named) + " within group " + repr(head));
                 return cap(kept);
             }
         }
@@ -674,7 +704,7 @@ public final class TaskResolver {
         TreeSet<Integer> all = new TreeSet<>(group.getValue()), kept = new TreeSet<>(group.getValue());
         kept.removeAll(dropped);
         if (kept.isEmpty() || kept.size() >= all.size()) return null;
-        how.add("'" + phrase + "': group '" + keptName + "' without '" + droppedName + "'");
+        how.add(repr(phrase) + ": group " + repr(keptName) + " without " + repr(droppedName));
         excluded.addAll(dropped);
         return cap(kept);
     }
@@ -721,7 +751,7 @@ public final class TaskResolver {
         Set<Integer> first = new TreeSet<>();
         for (int c : concepts.get(top).members()) first.add(c);
         TreeSet<Integer> chosen = new TreeSet<>(first);
-        List<String> used = new ArrayList<>(List.of("'" + concepts.get(top).names().get(0) + "'"));
+        List<String> used = new ArrayList<>(List.of(repr(concepts.get(top).names().get(0))));
         for (int k = 1; k < order.length; k++) {
             int j = order[k];
             if (scores[j] < scores[top] - CONCEPT_MARGIN) break;
@@ -732,10 +762,10 @@ public final class TaskResolver {
             union.addAll(members);
             if (union.size() <= options.maxClasses && !chosen.containsAll(members)) {
                 chosen = union;
-                used.add("'" + concepts.get(j).names().get(0) + "'");
+                used.add(repr(concepts.get(j).names().get(0)));
             }
         }
-        how.add(String.format(Locale.ROOT, "'%s': concept %s (similarity %.2f >= best class %.2f)", phrase,
+        how.add(String.format(Locale.ROOT, "%s: concept %s (similarity %.2f >= best class %.2f)", repr(phrase),
                 String.join(" + ", used), scores[top], bestClass));
         return new ArrayList<>(chosen);
     }
