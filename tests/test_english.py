@@ -129,7 +129,8 @@ def test_a_folder_name_is_read_as_plain_words_and_hyphenated_lemmas_are_found(wo
     3,615 WordNet lemmas spelled with a hyphen ("T-shirt"), which `senses` looked up as spaced words and missed."""
     assert wordnet.senses("T-shirt") == wordnet.senses("t shirt") == ["n03595614"]   # jersey, T-shirt, tee shirt
     assert wordnet.senses("black-footed albatross") == wordnet.senses("Black footed Albatross") == ["n02058747"]
-    assert wordnet.senses("x-ray")[0] == "n11527177"          # a lemma of the spaced spelling keeps its own senses
+    assert wordnet.senses("battery acid") == ["n14773865"]   # a lemma of the spaced spelling keeps its own senses
+    assert wordnet.senses("battery-acid") == ["n14773865"]   # (battery-acid, n02675657, is another sense)
     assert wordnet.name_senses("TeddyBear") == (wordnet.senses("teddy bear"), "Teddy Bear")
     assert wordnet.name_senses("fireTruck") == (wordnet.senses("fire truck"), "fire Truck")
     assert wordnet.name_senses("iPhone") == ([], "iPhone")   # not "i Phone"

@@ -285,10 +285,11 @@ def folder_names(class_ids: list[str]) -> dict[str, str]:
     >>> folder_names(["7_up", "cola"])["7_up"]    # one folder's number is part of its name
     '7 up'
     """
-    numbered = bool(class_ids) and all(FOLDER_INDEX.match(c) for c in class_ids)
+    found = [FOLDER_INDEX.match(c) for c in class_ids]
+    numbered = bool(found) and all(found)
     names = {}
-    for c in class_ids:
-        name = c[FOLDER_INDEX.match(c).end():] if numbered else c
+    for c, index in zip(class_ids, found, strict=True):
+        name = c[index.end():] if numbered else c
         names[c] = " ".join(name.replace("_", " ").replace(",", " ").split()) or c
     return names
 

@@ -163,8 +163,11 @@ class TaskResolver:
         rest = negated(self.index, normalize_name(item))
         if rest is not None:
             return [(part, True) for part in self.index.conjuncts(rest)]
+        cut = self.index.conjuncts(item)
+        if len(cut) == 1:   # the item itself, just found not negated
+            return [(item, False)]
         parts = []
-        for part in self.index.conjuncts(item):
+        for part in cut:
             rest = negated(self.index, normalize_name(part))
             parts.append((part, False) if rest is None else (rest, True))
         return parts

@@ -18,13 +18,14 @@ GLOSS_WORDS = frozenset({"a", "an", "the", "with", "without", "of", "for", "in",
 # Rule 3b. The kind nouns are those the exporter's class facets are named with ("small animals", "wooden
 # things", "slimy creatures"), so a bare modifier ("small", "wooden") finds its facet.
 EXCLUSION_PREFIX = "non-"
-EXCLUSION_WORDS = ("except", "excluding", "but not", "other than", "without", "that are not", "that aren't",
-                   "which are not", "which aren't", "that is not", "that isn't", "which is not", "which isn't")
+OPENING_EXCLUSIONS = ("except", "excluding", "but not", "other than", "without")   # may open an item too (rule 2b)
+EXCLUSION_WORDS = (*OPENING_EXCLUSIONS, "that are not", "that aren't", "which are not", "which aren't", "that is not",
+                   "that isn't", "which is not", "which isn't")
 # Rule 2b: an item or part that begins with one of these leaves out what the rest of it names ("birds, not
 # penguins"), and so does one of EVERYTHING before an exclusion word or "but" ("everything except cats", "all
 # but insects"); a description of nothing else takes every other class ("no birds"). Without the rule, the text
 # encoder read "no birds" as near 'birds' as "birds", and took them (experiments.md, "What an item leaves out").
-NEGATIONS = ("not", "no", "without", "except", "excluding", "but not", "other than")
+NEGATIONS = ("not", "no", *OPENING_EXCLUSIONS)
 EVERYTHING = ("everything", "anything", "all", "things")   # "things that are not birds" too
 ARTICLES = ("a", "an", "the")   # rule 3b reads a name past one: "a dog that is not a poodle"
 KIND_NOUNS = ("animals", "things", "creatures")

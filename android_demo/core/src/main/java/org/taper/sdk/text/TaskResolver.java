@@ -51,16 +51,22 @@ public final class TaskResolver {
     static final int CLOSEST_NAMES = 3, SPELLING_MIN_CHARS = 4, SPELLING_LONG_CHARS = 8;
     /** sdk.text.resolver.EXCLUSION_PREFIX, EXCLUSION_WORDS and KIND_NOUNS (the composition rule 3b). */
     static final String EXCLUSION_PREFIX = "non-";
-    static final List<String> EXCLUSION_WORDS = List.of("except", "excluding", "but not", "other than", "without",
-            "that are not", "that aren't", "which are not", "which aren't", "that is not", "that isn't", "which is not",
-            "which isn't");
+    static final List<String> OPENING_EXCLUSIONS = List.of("except", "excluding", "but not", "other than", "without");
+    static final List<String> EXCLUSION_WORDS = concat(OPENING_EXCLUSIONS, List.of("that are not", "that aren't",
+            "which are not", "which aren't", "that is not", "that isn't", "which is not", "which isn't"));
     static final List<String> KIND_NOUNS = List.of("animals", "things", "creatures");
     /** sdk.text.resolver.NEGATIONS and EVERYTHING, and composition.NEGATED_STARTS (rule 2b: what an item leaves out). */
-    static final List<String> NEGATIONS = List.of("not", "no", "without", "except", "excluding", "but not", "other than");
+    static final List<String> NEGATIONS = concat(List.of("not", "no"), OPENING_EXCLUSIONS);
     static final List<String> EVERYTHING = List.of("everything", "anything", "all", "things");
     /** sdk.text.resolver.ARTICLES: rule 3b reads a name past one. */
     static final List<String> ARTICLES = List.of("a", "an", "the");
     static final List<String> NEGATED_STARTS = negatedStarts();
+
+    private static List<String> concat(List<String> a, List<String> b) {
+        List<String> out = new ArrayList<>(a);
+        out.addAll(b);
+        return List.copyOf(out);
+    }
 
     private static List<String> negatedStarts() {
         List<String> starts = new ArrayList<>(NEGATIONS);
@@ -448,7 +454,9 @@ public final class TaskResolver {
             for (String part : conjuncts(rest)) { parts.add(part); leaveOut.add(true); }
             return;
         }
-        for (String part : conjuncts(item)) {
+        List<String> cut = conjuncts(item);
+        if (cut.size() == 1) { parts.add(item); leaveOut.add(false); return; }   // the item itself, just checked
+        for (String part : cut) {
             String partRest = negated(norm(part));
             parts.add(partRest == null ? part : partRest);
             leaveOut.add(partRest != null);
