@@ -4,6 +4,7 @@ engine), then the weights the Java core wrote run in onnxruntime here."""
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -44,33 +45,55 @@ def executorch_logits(program: bytes, head: np.ndarray, images: np.ndarray) -> n
                              MAX_PTE_BATCH, torch).run(images)
 
 
+MODES = ["fp32", "drop:0.05+lowrank:2+fp16", "int8", "subspace:3+fp16"]
+
+
 @pytest.fixture(scope="module")
-def compiled_core(tmp_path_factory) -> Path:
-    """The Java core and its golden test compiled once (`run_tests.sh --compile`) for the four storage modes."""
+def java_checked(tiny_bundle, tiny_run, tmp_path_factory, request) -> dict:
+    """Plain bases, and compact ones in every delta storage (each mode's golden bundle is exported in it): the
+    golden vectors of the four modes, checked by the Java core in one JVM (`run_tests.sh --classes`), which
+    compiles the code they share once. Per mode: the bundle, golden.json, the Java side's folder and its part of
+    the output (its failures, then "golden ...: N passed, M failed")."""
+    from export.bundle import bundle_run
+
     classes = tmp_path_factory.mktemp("java_classes")
     subprocess.run(["bash", str(SCRIPT), "--compile", str(classes)], check=True, timeout=300)
-    return classes
+    checked, pairs = {}, []
+    for mode in MODES:
+        work = tmp_path_factory.mktemp("golden")
+        path = tiny_bundle if mode == "fp32" else bundle_run(tiny_run, work / "compact.taper", mode=mode)
+        # Hostile graphs and tokenizers (the reliability suite's), and the ExecuTorch companion: once, they do
+        # not depend on the storage mode.
+        hostile = fuzz_bundle.hostile_members(path.read_bytes()) if mode == "fp32" else []
+        companion = request.getfixturevalue("tiny_companion") if mode == "fp32" and has_executorch() else None
+        golden = write_golden(path, work / "golden", hostile_members=hostile, companion=companion)
+        out = work / "java"
+        out.mkdir()
+        checked[mode] = {"bundle": path, "golden": golden, "out": out, "companion": companion}
+        pairs += [str(golden), str(out)]
+    result = subprocess.run(["bash", str(SCRIPT), "--classes", str(classes), *pairs], capture_output=True, text=True,
+                            timeout=600)
+    sections = re.split(r"(?m)^(golden .*: \d+ passed, \d+ failed)\n", result.stdout)
+    for mode in MODES:
+        line = f"golden {checked[mode]['golden']}: "
+        found = [k for k, part in enumerate(sections) if part.startswith(line)]
+        checked[mode]["stdout"] = (sections[found[0] - 1] + sections[found[0]]) if found \
+            else result.stdout[-3000:] + result.stderr[-3000:]   # the JVM ended before this file's verdict
+    yield checked
+    for mode in MODES:   # ~3.6 GB of damaged copies in fp32, ~1.3 GB in each compact mode
+        shutil.rmtree(checked[mode]["golden"].parent, ignore_errors=True)
 
 
 @pytest.mark.skipif(shutil.which("javac") is None, reason="needs a JDK (javac)")
-@pytest.mark.parametrize("mode", ["fp32", "drop:0.05+lowrank:2+fp16", "int8", "subspace:3+fp16"])
-def test_java_core_matches_the_python_runtime(tiny_bundle, tiny_run, tmp_path, mode, request, compiled_core):
-    """Plain bases, and compact ones in every delta storage (the golden bundle is exported in `mode`)."""
-    from export.bundle import bundle_run
-
-    path = tiny_bundle if mode == "fp32" else bundle_run(tiny_run, tmp_path / "compact.taper", mode=mode)
-    # Hostile graphs and tokenizers (the reliability suite's), and the ExecuTorch companion: once, they do
-    # not depend on the storage mode.
-    hostile = fuzz_bundle.hostile_members(path.read_bytes()) if mode == "fp32" else []
-    companion = request.getfixturevalue("tiny_companion") if mode == "fp32" and has_executorch() else None
-    golden = write_golden(path, tmp_path / "golden", hostile_members=hostile, companion=companion)
-    out = tmp_path / "java"
-    out.mkdir()
-    result = subprocess.run(["bash", str(SCRIPT), str(golden), str(out), str(compiled_core)], capture_output=True,
-                            text=True, timeout=300)
-    assert result.returncode == 0 and " 0 failed" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
+@pytest.mark.parametrize("mode", MODES)
+def test_java_core_matches_the_python_runtime(mode, java_checked):
+    """The Java core's verdict on each golden case of `mode`, then its weights run here."""
+    path, golden, out, companion, stdout = (java_checked[mode][k]
+                                            for k in ("bundle", "golden", "out", "companion", "stdout"))
+    verdict = re.search(r": (\d+) passed, 0 failed$", stdout.strip())
+    assert verdict, stdout[-3000:]
     spec = json.loads(golden.read_text())
-    passed = int(result.stdout.split(" passed")[0].split()[-1])
+    passed = int(verdict.group(1))
     assert passed >= 1 + len(spec["descriptions"]) + len(spec["images"]) + 8 * len(spec["cases"]) + 10 \
         + len(spec["graphs"]["hostile"]) \
         + (2 + len(spec["companion"]["hostile"]) + len(spec["companion"]["signatures"]["cases"]) if companion else 0) \

@@ -31,9 +31,11 @@ import java.util.Map;
 
 /**
  * Checks the Java core against golden vectors written by export/golden.py (no JUnit: the test machines
- * reach no Maven repository). Usage: GoldenTest <golden.json> <out dir>. Writes, per case, the folded
- * weights and head rows the Java core computed (javaN.folded.f32, javaN.head.f32) for the Python side to
- * run in onnxruntime. Prints each failure and "N passed, M failed".
+ * reach no Maven repository). Usage: GoldenTest <golden.json> <out dir> [<golden.json> <out dir> ...].
+ * Writes, per case, the folded weights and head rows the Java core computed (javaN.folded.f32,
+ * javaN.head.f32) for the Python side to run in onnxruntime. Prints, per golden file, "golden FILE: N passed,
+ * M failed" after its failures, then the totals. Several files in one JVM share its compiled code: the
+ * four storage modes of tests/test_android_core.py took 4 JVMs before, each compiling the same methods.
  */
 public final class GoldenTest {
     private static int passed, failed;
@@ -69,9 +71,31 @@ public final class GoldenTest {
         Files.write(file, b.array());
     }
 
-    @SuppressWarnings("unchecked")
     public static void main(String[] args) throws Exception {
-        Path golden = Paths.get(args[0]), out = Paths.get(args[1]), dir = golden.getParent();
+        if (args.length == 0 || args.length % 2 != 0) {
+            System.err.println("usage: GoldenTest <golden.json> <out dir> [<golden.json> <out dir> ...]");
+            System.exit(2);
+        }
+        int totalPassed = 0, totalFailed = 0;
+        for (int i = 0; i < args.length; i += 2) {
+            passed = failed = 0;
+            try {
+                checkGolden(Paths.get(args[i]), Paths.get(args[i + 1]));
+            } catch (Exception | AssertionError e) {  // one file's escape fails that file, not the ones after it
+                check(false, "an exception escaped: " + e);
+                e.printStackTrace(System.out);
+            }
+            System.out.println("golden " + args[i] + ": " + passed + " passed, " + failed + " failed");
+            totalPassed += passed;
+            totalFailed += failed;
+        }
+        System.out.println(totalPassed + " passed, " + totalFailed + " failed");
+        System.exit(totalFailed == 0 ? 0 : 1);
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void checkGolden(Path golden, Path out) throws Exception {
+        Path dir = golden.getParent();
         Map<String, Object> spec = (Map<String, Object>) Json.parse(Files.readString(golden), "golden.json");
         String bundlePath = (String) spec.get("bundle");
         Bundle bundle = Bundle.open(bundlePath);
@@ -153,8 +177,6 @@ public final class GoldenTest {
         checkGraphs(bundle, (Map<String, Object>) spec.get("graphs"), dir);
         checkSignatures((Map<String, Object>) spec.get("signatures"), dir, out);
         checkJson((List<Object>) spec.get("json"));
-        System.out.println(passed + " passed, " + failed + " failed");
-        System.exit(failed == 0 ? 0 : 1);
     }
 
     /** Each signed, damaged or unsigned copy gets the Python reader's verdict with the same trusted keys; then
