@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import threading
@@ -55,11 +54,11 @@ class PhraseEmbedder:
         self._cache_key = encoder_cache.entry_key(bundle.manifest.members["text_encoder.onnx"].sha256) \
             if cache and device_cache.enabled() else None
         # Checked at load, so a hostile graph or tokenizer fails there, not at the first free-text description;
-        # the session itself is created on first use (~0.2 s). The bytes are hashed once (~20 ms for the graph):
-        # the checks remember passes by these digests, and the shared encoder is keyed by them. They are of the
-        # bytes this bundle holds, not the manifest's claim, which is unchecked when opened with verify=False.
+        # the session itself is created on first use (~0.2 s). The checks remember passes by the bytes' digests,
+        # and the shared encoder is keyed by them: of the bytes this bundle holds (Bundle.member_sha256: the
+        # manifest's only where the checksums were verified at open, hashed otherwise).
         graph, tokenizer = bundle.member_bytes("text_encoder.onnx"), bundle.member_bytes("tokenizer.json")
-        self._digests = (hashlib.sha256(graph).digest(), hashlib.sha256(tokenizer).digest())
+        self._digests = (bundle.member_sha256("text_encoder.onnx"), bundle.member_sha256("tokenizer.json"))
         self._graph = check_encoder_graph(graph, self._digests[0])
         self._tokenizer = check_tokenizer_json(tokenizer, self._digests[1])
         self._words: frozenset[str] | None = None

@@ -415,3 +415,23 @@ def test_a_negative_running_variance_is_refused_where_no_checksum_can_catch_it(t
     forged = bundle_bytes(manifest, {**members, "bases.safetensors": tensors_member(tensors)})
     with pytest.raises(BundleError, match="negative running variances"):
         Bundle.from_buffer(np.frombuffer(forged, np.uint8))
+
+
+def test_a_members_sha256_is_the_manifests_only_where_the_checksums_were_verified(tiny_bundle):
+    """Bundle.member_sha256 keys the encoder's checks and cache: of the bytes the bundle holds. Opened with
+    `verify`, the manifest's (checked against them); without, the bytes hashed, not the manifest's claim."""
+    import hashlib
+
+    data = bytearray(tiny_bundle.read_bytes())
+    manifest = parse_manifest(np.frombuffer(bytes(data), np.uint8))
+    for name in ("text_encoder.onnx", "tokenizer.json"):
+        entry = manifest.members[name]
+        assert Bundle.open(tiny_bundle).member_sha256(name).hex() == entry.sha256
+    entry = manifest.members["tokenizer.json"]
+    data[entry.offset + entry.size // 2] ^= 0x20     # the member changed, its checksum not redone
+    with pytest.raises(BundleError, match="checksum mismatch"):
+        Bundle.from_buffer(np.frombuffer(bytes(data), np.uint8))
+    unchecked = Bundle.from_buffer(np.frombuffer(bytes(data), np.uint8), verify=False)
+    digest = unchecked.member_sha256("tokenizer.json")
+    assert digest == hashlib.sha256(data[entry.offset:entry.offset + entry.size]).digest()
+    assert digest.hex() != entry.sha256
