@@ -12,6 +12,18 @@ if "PYTEST_XDIST_WORKER" in os.environ:
     # alone, 12.8 s against 15.0 s. The weights are the same bits (2026-11-29, experiments.md).
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
+import sys  # noqa: E402
+
+# Bytecode. This machine's environment sets PYTHONDONTWRITEBYTECODE, so every process of the suite (the
+# workers, ~65 that the tests start) compiled the project's sources anew, and each worker rewrote every test
+# file's asserts anew. The suite writes bytecode as Python does by default (`__pycache__/`, git-ignored), set
+# before the controller starts the workers: they and the processes the tests start read it and fill it in.
+# `pytest --collect-only -n 0` took 5.6 and 7.4 CPU-s without it, 3.0-3.3 with it (2026-11-30,
+# experiments.md). Python checks each cached file against its source's size and time, so none goes stale.
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
+
 import fcntl  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
