@@ -33,8 +33,6 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from trainer.data.synthetic import make_synthetic_dataset  # noqa: E402
-
 # Each test compiles as a fresh process would; tests/test_device_cache.py turns the warm-start cache on.
 os.environ["TAPER_DEVICE_CACHE"] = "0"
 
@@ -130,6 +128,10 @@ def every_core():
 @pytest.fixture(scope="session")
 def synthetic_root(tmp_path_factory) -> Path:
     """The synthetic ImageFolder (24 classes in 3 families), built once per test session."""
+    # Imported here, not at the top: the controller process of `-n auto` runs no test, and `trainer` imports
+    # torch (~2.5 CPU-s).
+    from trainer.data.synthetic import make_synthetic_dataset
+
     return make_synthetic_dataset(tmp_path_factory.mktemp("data") / "shapes", image_size=32,
                                   train_per_class=6, val_per_class=2)
 
