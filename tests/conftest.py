@@ -18,8 +18,8 @@ import sys  # noqa: E402
 # workers, ~65 that the tests start) compiled the project's sources anew, and each worker rewrote every test
 # file's asserts anew. The suite writes bytecode as Python does by default (`__pycache__/`, git-ignored), set
 # before the controller starts the workers: they and the processes the tests start read it and fill it in.
-# `pytest --collect-only -n 0` took 5.6 and 7.4 CPU-s without it, 3.0-3.3 with it (2026-11-30,
-# experiments.md). Python checks each cached file against its source's size and time, so none goes stale.
+# `pytest --collect-only -n 0` took 7.4 and 5.6 CPU-s without it; with it 8.3 the first time, then 4.3 and 3.6
+# (2026-11-30, experiments.md). Python checks each cached file against its source's size and time: none goes stale.
 if "PYTEST_XDIST_WORKER" not in os.environ:
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     sys.dont_write_bytecode = False

@@ -73,14 +73,16 @@ def java_checked(tiny_bundle, tiny_run, tmp_path_factory, request) -> dict:
         pairs += [str(golden), str(out)]
     result = subprocess.run(["bash", str(SCRIPT), "--classes", str(classes), *pairs], capture_output=True, text=True,
                             timeout=600)
-    sections = re.split(r"(?m)^(golden .*: \d+ passed, \d+ failed)\n", result.stdout)
-    for mode in MODES:
-        line = f"golden {checked[mode]['golden']}: "
-        found = [k for k, part in enumerate(sections) if part.startswith(line)]
-        checked[mode]["stdout"] = (sections[found[0] - 1] + sections[found[0]]) if found \
-            else result.stdout[-3000:] + result.stderr[-3000:]   # the JVM ended before this file's verdict
+    sections, lines = {}, []   # each file's failures, then its verdict line
+    for line in result.stdout.splitlines():
+        lines.append(line)
+        if verdict := re.fullmatch(r"golden (.*): \d+ passed, \d+ failed", line):
+            sections[verdict.group(1)], lines = "\n".join(lines), []
+    for mode in MODES:   # no verdict: the JVM ended before this file's
+        checked[mode]["stdout"] = sections.get(str(checked[mode]["golden"]),
+                                               result.stdout[-3000:] + result.stderr[-3000:])
     yield checked
-    for mode in MODES:   # ~3.6 GB of damaged copies in fp32, ~1.3 GB in each compact mode
+    for mode in MODES:   # damaged copies: 3.6 GB in fp32, 1.1-1.3 GB in each compact mode here
         shutil.rmtree(checked[mode]["golden"].parent, ignore_errors=True)
 
 

@@ -122,12 +122,11 @@ class Bundle:
     """
 
     def __init__(self, data: np.ndarray, manifest: Manifest, source: str, fd: int | None = None,
-                 verify: bool = False, signer: Signer | None = None, trusted_keys: frozenset[bytes] | None = None,
-                 checksummed: bool = False):
+                 verify: bool = False, signer: Signer | None = None, trusted_keys: frozenset[bytes] | None = None):
         """Use `open` or `from_buffer`, which check the header, the manifest and the signature (`signer`), and
-        with `checksummed` every member's SHA-256 (`verify_checksums`)."""
+        every member's SHA-256 where `checksummed` says so."""
         self.data, self.manifest, self.source = data, manifest, source
-        self._checksummed = checksummed
+        self._checksummed = checksummed(verify, trusted_keys)
         self.trusted_keys = trusted_keys     # the loading policy, which files read for this bundle follow too
         # The header's SHA-256 of the manifest, checked by `parse_manifest`; it covers every member's SHA-256.
         self.manifest_sha256 = HEADER.unpack(bytes(data[:HEADER.size]))[4].hex()
@@ -205,10 +204,9 @@ class Bundle:
         if trusted_keys is not None:
             # Before the members are read: an untrusted bundle is refused before any of its content is parsed.
             check_trusted(signer, trusted_keys)
-        checksummed = verify or trusted_keys is not None
-        if checksummed:
+        if checksummed(verify, trusted_keys):
             verify_checksums(data, manifest)
-        return cls(data, manifest, source, fd, verify, signer, trusted_keys, checksummed)
+        return cls(data, manifest, source, fd, verify, signer, trusted_keys)
 
     def check_unchanged(self) -> None:
         """BundleError if the mapped file was truncated or rewritten since it was opened: reading a
@@ -249,9 +247,9 @@ class Bundle:
         return self.member(name).tobytes()
 
     def member_sha256(self, name: str) -> bytes:
-        """The SHA-256 of the member's bytes: the manifest's where they were checked against it at open (a
-        second pass over the text encoder's 23 MB took ~22 ms of a ~100 ms load), hashed here otherwise
-        (`verify=False`, where the manifest's claim is unchecked)."""
+        """The SHA-256 of the member's bytes: the manifest's where they were checked against it at open (hashing
+        the text encoder's 23 MB again made a load of the tiny bundle 72-78 ms against 51-58), hashed here
+        otherwise (`verify=False`, where the manifest's claim is unchecked)."""
         if self._checksummed:
             return bytes.fromhex(self.manifest.members[name].sha256)
         return hashlib.sha256(self.member(name)).digest()
@@ -417,6 +415,12 @@ def _check_members(members: dict[str, MemberEntry], data_start: int, size: int) 
     for (_, end, a), (begin, _, b) in zip(spans, spans[1:], strict=False):
         if begin < end:
             raise BundleError(f"members {a!r} and {b!r} overlap")
+
+
+def checksummed(verify: bool, trusted_keys: frozenset[bytes] | None) -> bool:
+    """Whether a load checks every member's SHA-256 (`Bundle.from_buffer`): with `verify`, and always under
+    trusted keys."""
+    return verify or trusted_keys is not None
 
 
 def verify_checksums(data: np.ndarray, manifest: Manifest) -> None:
