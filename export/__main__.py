@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="leave out the class facets (trainer/data/class_facets.json), keep the collections")
     pack.add_argument("--no-english", dest="english", action="store_false",
                       help="for one's own classes, leave out what WordNet adds (trainer/data/english.py): the "
-                      "kinds above the classes as concepts, their synonyms and glosses; only the vocabulary's words")
+                      "kinds above the classes as concepts, their synonyms and glosses, the kinds below the "
+                      "concepts; only the vocabulary's words")
     pack.add_argument("--sign", type=Path, default=None, metavar="KEY",
                       help="sign the bundle with this private key (python -m export keygen)")
     keygen = sub.add_parser("keygen", help="make an Ed25519 signing key: KEY (private, mode 0600) and KEY.pub")

@@ -80,6 +80,11 @@ def description_kinds(bundle) -> list[str]:
         lines.append(f"english (WordNet 3.0): senses for {english.get('classes')} of {len(bundle.classes)} classes; "
                      f"{len(derived)} concepts added (e.g. {', '.join(map(repr, derived[-4:]))}), "
                      f"{english.get('aliases')} synonyms, {english.get('descriptions')} descriptions from glosses")
+        below = [(min(c.kinds, key=lambda k: (k != k.lower(), len(k), k)), c.names[0])   # "moth", not "Acherontia
+                 for c in reversed(bundle.concepts) if c.kinds][:2]                      # atropos"; smallest first
+        if below:
+            lines.append(f"english: {english.get('kinds')} names of kinds below the concepts that no class is, told "
+                         f"missing with their group (e.g. {', '.join(f'{k!r} below {g!r}' for k, g in below)})")
         lines += [f"english: {note}" for note in english.get("notes", [])]
     return lines
 
@@ -178,12 +183,34 @@ def with_english(classes: dict, data_folder: Path, class_ids: list[str]) -> tupl
     taken = {c["id"] for c in classes["concepts"]}
     concepts = classes["concepts"] + [c for c in english.concepts if c["id"] not in taken]
     concepts.sort(key=lambda c: (-len(c["members"]), c["id"]))
+    concepts, kinds = with_kinds(concepts, rows, classes["supercategories"], english.kinds_below)
     pairs = list(zip(rows, classes["classes"], strict=True))
     added = {"source": "WordNet 3.0", "classes": len(english.senses), "concepts": len(concepts) - len(taken),
              "aliases": sum(len(new["aliases"]) - len(old["aliases"]) for new, old in pairs),
              "descriptions": sum(bool(new.get("description")) and not old.get("description") for new, old in pairs),
-             "notes": english.notes[:MAX_ENGLISH_NOTES]}
+             "kinds": kinds, "notes": english.notes[:MAX_ENGLISH_NOTES]}
     return {**classes, "classes": rows, "concepts": concepts}, added
+
+
+def with_kinds(concepts: list[dict], rows: list[dict], supercategories: dict,
+               kinds_below: dict[str, list[str]]) -> tuple[list[dict], int]:
+    """The concept rows with the names of the kinds below them that no class is (`kinds`, sorted), each name in
+    the first of its holders (trainer.data.english.kinds_below) that is a row here, and how many names that is.
+    A name the bundle already answers to (a class's id, name or alias, a concept's or super-category's name) is
+    left out: the resolver reads those first."""
+    from sdk.format.bundle import MAX_CONCEPT_KINDS
+    from sdk.text.resolver import normalize_name
+
+    known = {normalize_name(n) for r in rows for n in (r["id"], r["name"], *r["aliases"])}
+    known |= {normalize_name(n) for c in concepts for n in c["names"]} | set(map(normalize_name, supercategories))
+    index = {c["id"]: i for i, c in enumerate(concepts)}
+    below: dict[int, list[str]] = {}
+    for name, holders in kinds_below.items():
+        held = next((index[h] for h in holders if h in index), None)
+        if held is not None and normalize_name(name) not in known:
+            below.setdefault(held, []).append(name)
+    out = [{**c, "kinds": sorted(below[i])[:MAX_CONCEPT_KINDS]} if i in below else c for i, c in enumerate(concepts)]
+    return out, sum(len(c.get("kinds", ())) for c in out)
 
 
 def assemble(architecture: Architecture, bases: CompactBases, mixer: dict[str, np.ndarray], mixer_hidden: int,
@@ -225,4 +252,4 @@ def bundle_run(run_dir: Path, out: Path, variant: str = "taper", mode: Mode | st
     manifest, members = run_contents(Path(run_dir), variant, mode, collections, facets, english)
     return write_bundle(out, manifest, members, key)
 __all__ = ["assemble", "bundle_run", "class_entry", "description_kinds", "dataset_name", "run_contents",
-           "with_english", "words_are_wordnets", "write_bundle"]
+           "with_english", "with_kinds", "words_are_wordnets", "write_bundle"]

@@ -20,7 +20,7 @@ golden.json:
   (onnxruntime), "step": the quantization step of that output (`output_step`)}: the Java core must write
   the same bytes from the same inputs, and the app's OnnxEngine must run the graph to those features}].
 - "reprs": [{"text", "repr"}]: Python's repr of each REPR_TEXTS, which the Java core quotes names with too.
-- "composed": {"classes": [name], "concepts": [[names], [members], id], "descriptions": [{"description",
+- "composed": {"classes": [name], "concepts": [[names], [members], id, [kinds]], "descriptions": [{"description",
   "classes", "how"}, {"description", "encoder": true} or {"description", "error"}]}: rules 2b and 3b of
   sdk/text/resolver/ on a hand-made class and concept table (COMPOSED_*; the synthetic bundle has no groups
   that cross), every description resolved without the text encoder, refused, or recorded as needing it.
@@ -140,6 +140,9 @@ COMPOSED_DERIVED = {4: "wordnet/n02159955", 7: "wordnet/n01503061"}
 # A class's other name (issue 72): typed alone it answers as the class's own name does, by name, no encoder.
 COMPOSED_ALIASES = {5: ("honeybee",)}
 COMPOSED_IDS = tuple(COMPOSED_DERIVED.get(i, f"c{i}") for i in range(len(COMPOSED_CONCEPTS)))
+# Kinds below a concept that no class is (rule 4b, issue 72): told missing with the concept's group. "honeybee"
+# is also the bee's alias (rule 1 answers first); "Guinea pig" is found however it is typed.
+COMPOSED_KINDS = {0: ("giraffe", "fruit bat", "Guinea pig"), 4: ("wasp", "honeybee"), 7: ("parrot",)}
 COMPOSED_DESCRIPTIONS = (
     "small mammals", "little mammals", "large carnivores", "small flying animals", "sea invertebrates",
     "small mammals, birds", "non-insect invertebrates", "invertebrates except insects",
@@ -167,7 +170,10 @@ COMPOSED_DESCRIPTIONS = (
       for name in ("insects", "penguin", "owls") for kept in ("", "birds, ", "invertebrates and ")),
     # a name with an apostrophe: both readers quote it as Python's repr does
     "jack-o'-lantern", "jack-o'-lanterns, mouse", "not jack-o'-lantern", "mammals, not jack-o'-lantern",
-    "jack-o-lantern", "jack o'lanterns")
+    "jack-o-lantern", "jack o'lanterns",
+    # rule 4b: a kind the table lacks below a concept, alone, plural, past an article, in a list, left out
+    "giraffe", "giraffes", "a giraffe", "the parrots", "fruit bats", "guinea pigs", "GUINEA  PIG", "wasps, lion",
+    "parrots and penguins", "birds, not parrots", "no giraffes", "honeybee", "a wasp that stings", "giraffe neck")
 # How a resolution quotes a phrase or a name: Python's repr, which the Java core's TaskResolver.repr must equal
 REPR_TEXTS = ("plain", "it's", 'say "hi"', "both ' and \"", "tab\there", "back\\slash", "nbsp\u00a0x",
               "zero\u200bwidth", "emoji \U0001f436", "e\u0301", "line\u2028sep", "bell\x07", "del\x7f",
@@ -193,6 +199,13 @@ HOSTILE_CONCEPTS: dict[str, Callable[[dict], None]] = {
     "concepts_not_a_list": lambda s: s.update(concepts={}),
     "more_concepts_than_embeddings": lambda s: s["concepts"].append({**s["concepts"][0], "id": "new"}),
     "no_concepts": lambda s: s.update(concepts=[]),
+    # a concept's optional kinds (rule 4b): 1 to MAX_CONCEPT_KINDS short names
+    "no_kinds": lambda s: s["concepts"][0].update(kinds=[]),
+    "kinds_not_a_list": lambda s: s["concepts"][0].update(kinds="beagle"),
+    "kind_not_text": lambda s: s["concepts"][0].update(kinds=["beagle", 7]),
+    "kind_empty": lambda s: s["concepts"][0].update(kinds=[""]),
+    "kind_too_long": lambda s: s["concepts"][0].update(kinds=["x" * 1001]),
+    "too_many_kinds": lambda s: s["concepts"][0].update(kinds=["k"] * 20_001),
 }
 
 
@@ -279,7 +292,7 @@ def _refusals(spec: dict, bundle, bundle_path: Path, out_dir: Path, hostile_memb
             pass
         (out_dir / f"hostile_{name}.taper").write_bytes(data)
         spec["hostile_bundles"].append(f"hostile_{name}.taper")
-    spec["limit_bundles"] = _python_verdicts("limit", provenance_limits(blob), out_dir)
+    spec["limit_bundles"] = _python_verdicts("limit", [*provenance_limits(blob), *kinds_limits(blob)], out_dir)
     if hostile_members:   # once per golden set, as the hostile graphs are (they do not depend on the storage)
         spec["grammar_bundles"] = _python_verdicts("grammar", grammar_bundles(blob), out_dir, loaded=True)
     spec["graphs"] = _graphs(bundle.bundle, hostile_members, out_dir)
@@ -342,6 +355,20 @@ def provenance_limits(blob: bytes) -> Iterator[tuple[str, bytes]]:
     yield "text_past_limit", _manifest_edit(limit, "é".encode(), b"aa")         # one code point more
     yield "depth_at_limit", (limit := at({"d": [[[0, 0, 0]]]}))
     yield "depth_past_limit", _manifest_edit(limit, b"[[[0,0,0]]]", b"[[[[0]],0]]")  # one level more
+
+
+def kinds_limits(blob: bytes) -> Iterator[tuple[str, bytes]]:
+    """The bundle with a concept's kinds (rule 4b) at MAX_CONCEPT_KINDS names, the last at MAX_NAME_CHARS code
+    points of "é", and one name past each bound."""
+    from sdk.format.bundle import MAX_CONCEPT_KINDS, MAX_NAME_CHARS
+
+    names = [f"kind {i}" for i in range(MAX_CONCEPT_KINDS - 1)]
+    yield "kinds_at_limit", with_classes_json(blob, lambda s: s["concepts"][0].update(
+        kinds=[*names, "é" * MAX_NAME_CHARS]))
+    yield "kinds_past_count", with_classes_json(blob, lambda s: s["concepts"][0].update(
+        kinds=[*names, "é", "é"]))
+    yield "kinds_past_length", with_classes_json(blob, lambda s: s["concepts"][0].update(
+        kinds=[*names, "é" * (MAX_NAME_CHARS + 1)]))
 
 
 def transposed_text_embeddings(raw: bytes) -> bytes:
@@ -420,6 +447,7 @@ def _python_verdicts(prefix: str, cases: Iterator[tuple[str, bytes]], out_dir: P
         out.append({"file": path.name, "python": verdict})
         if verdict == "accepted":  # the names each reader shows: display name first, then the aliases
             out[-1]["names"] = [[c.name, *c.aliases] for c in opened.classes]
+            out[-1]["kinds"] = [c.kinds for c in opened.concepts]
     return out
 
 
@@ -665,8 +693,8 @@ def composed_resolver(embed: Callable[[str], np.ndarray] | None = None, compose:
     n, eye = len(COMPOSED_CLASSES), np.eye(len(COMPOSED_CLASSES) + len(COMPOSED_CONCEPTS), dtype=np.float32)
     classes = [ClassInfo(f"n{i}", name, ["entity", name], list(COMPOSED_ALIASES.get(i, ())))
                for i, name in enumerate(COMPOSED_CLASSES)]
-    concepts = [Concept(cid, list(names), list(members))
-                for cid, (names, members) in zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True)]
+    concepts = [Concept(cid, list(names), list(members), list(COMPOSED_KINDS.get(i, ())))
+                for i, (cid, (names, members)) in enumerate(zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True))]
     return TaskResolver(classes, eye[:n], {}, embed or needs_encoder, concepts, eye[n:], compose=compose)
 
 
@@ -682,7 +710,8 @@ def composed_resolutions() -> dict:
             rows.append({"description": description, "error": str(e)})
     return {"classes": list(COMPOSED_CLASSES),
             "aliases": [list(COMPOSED_ALIASES.get(i, ())) for i in range(len(COMPOSED_CLASSES))],
-            "concepts": [[list(a), list(b), cid] for cid, (a, b) in zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True)],
+            "concepts": [[list(a), list(b), cid, list(COMPOSED_KINDS.get(i, ()))]
+                         for i, (cid, (a, b)) in enumerate(zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True))],
             "descriptions": rows}
 
 

@@ -101,8 +101,11 @@ def test_java_core_matches_the_python_runtime(mode, java_checked):
         + (2 + len(spec["companion"]["hostile"]) + len(spec["companion"]["signatures"]["cases"]) if companion else 0) \
         + len(spec["signatures"]["cases"]) + 2 + len(spec["json"]) + len(spec["limit_bundles"]) \
         + len(spec.get("grammar_bundles", []))
-    # Provenance at each bound loads in Python, one past it is refused; Java gave the same verdicts (above).
-    assert [c["python"] for c in spec["limit_bundles"]] == ["accepted", "BundleError"] * 3
+    # Provenance and a concept's kinds at each bound load in Python, one past it is refused; Java gave the same
+    # verdicts and read the same kinds (above).
+    assert [c["python"] for c in spec["limit_bundles"]] == ["accepted", "BundleError"] * 3 + [
+        "accepted", "BundleError", "BundleError"]
+    assert len(spec["limit_bundles"][6]["kinds"][0]) == 20_000
     # The manifest's grammar in formats 5 and 6: the unedited bundle loads, every edit is refused, and Java
     # gave each verdict (above; before issue 63 it loaded the unknown fields, the option types, the transposed table).
     if mode == "fp32":

@@ -216,6 +216,22 @@ def test_bad_concepts_are_bundle_errors(small_bundle, name):
         load_bytes(with_classes_json(small_bundle, HOSTILE_CONCEPTS[name]))
 
 
+def test_a_concepts_kinds_load_at_their_bounds_and_a_concept_without_them_has_none(small_bundle):
+    """Rule 4b's names (issue 72): optional; 1 to MAX_CONCEPT_KINDS names of at most MAX_NAME_CHARS code points
+    (export.golden.kinds_limits, which the Java core reads too; one past each bound is a BundleError there)."""
+    from export.golden import kinds_limits
+    from sdk.format.bundle import MAX_CONCEPT_KINDS, MAX_NAME_CHARS
+
+    plain = load_bytes(small_bundle)
+    assert all(c.kinds == [] for c in plain.concepts)
+    cases = dict(kinds_limits(small_bundle))
+    kinds = load_bytes(cases["kinds_at_limit"]).concepts[0].kinds
+    assert len(kinds) == MAX_CONCEPT_KINDS and kinds[-1] == "é" * MAX_NAME_CHARS
+    for past in ("kinds_past_count", "kinds_past_length"):
+        with pytest.raises(BundleError, match="kind names"):
+            load_bytes(cases[past])
+
+
 @pytest.mark.parametrize("tensor", ["text", "concepts"])
 @pytest.mark.parametrize("value", [np.inf, np.nan])
 def test_non_finite_class_or_concept_embeddings_are_bundle_errors(small_bundle, tensor, value):

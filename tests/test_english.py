@@ -180,3 +180,25 @@ def test_a_groups_sense_is_the_one_that_fits_and_a_kind_of_one_class_names_it(wo
     alone = english_for(vocabulary({"things": ["sombrero", "wok"]}, ["boa_constrictor"]), wordnet)
     assert "snake" in alone.aliases["boa_constrictor"] and not {"organism", "animal", "being"} & set(
         alone.aliases["boa_constrictor"])
+
+
+@needs_wordnet
+def test_the_kinds_below_a_concept_that_no_class_is_go_to_its_most_specific_holder(tmp_path):
+    """Rule 4b's table (issue 72, part 2): "beagle" lies below the dogs (the author's group wins the tie with
+    WordNet's 'dog', which holds the same classes), "tiger" below the cats (its most used senses are a person
+    and the feline: the feline is the one below a concept here), "shoe" is footwear, not the card shoe below
+    'container'; no class, no kind above one and no kind below one is listed."""
+    from export.bundle import class_entry, with_english
+
+    ids = ["chihuahua", "poodle", "golden_retriever", "lion", "tabby_cat", "wok", "frying_pan"]
+    (tmp_path / "vocabulary.toml").write_text('[groups.dogs]\nmembers = ["chihuahua", "poodle", "golden_retriever"]\n')
+    rows = {"classes": [class_entry(c, c.replace("_", " "), [c], "") for c in ids], "supercategories": {},
+            "concepts": [{"id": "dogs", "names": ["dogs"], "members": [0, 1, 2]}]}
+    classes, added = with_english(rows, tmp_path, ids)
+    holder = {k.lower(): c for c in classes["concepts"] for k in c.get("kinds", ())}
+    assert holder["beagle"]["id"] == "dogs" and holder["puppy"]["id"] == "dogs"
+    assert holder["tiger"]["names"][0] == "feline"
+    assert "shoe" not in holder and "poodle" not in holder and "hunting dog" not in holder   # a sense, a kind above
+    assert "toy poodle" not in holder and "dog" not in holder     # below a class's sense; the group's own sense
+    assert added["kinds"] == sum(len(c.get("kinds", ())) for c in classes["concepts"]) > 100
+    assert all(c["kinds"] == sorted(c["kinds"]) for c in classes["concepts"] if "kinds" in c)

@@ -1,7 +1,7 @@
-"""Rules 2, 3c and 4a of sdk/text/resolver/: a gloss is not cut at "and" (issue 50); an item that names nothing in
-the bundle is said to be missing and, by default, nothing is taken for it, only its closest names said
+"""Rules 2, 3c, 4a and 4b of sdk/text/resolver/: a gloss is not cut at "and" (issue 50); an item that names nothing
+in the bundle is said to be missing and, by default, nothing is taken for it, only its closest names said
 (issue 60), or with missing="nearest" its nearest classes, never through a concept (issue 50); a near-typo
-of a name is read as that name (issue 60)."""
+of a name is read as that name (issue 60); a kind the bundle lacks below a concept names its group (issue 72)."""
 
 import numpy as np
 import pytest
@@ -75,6 +75,26 @@ def test_by_default_a_missing_word_takes_nothing_and_names_the_closest_classes(r
         resolver.resolve("tree")            # alone: a typed error naming the closest classes
     with pytest.raises(DescriptionError, match="nothing in this bundle matches any of"):
         resolver.resolve("tuesday, tree")
+
+
+def test_a_kind_the_bundle_lacks_below_a_concept_is_told_with_its_group_and_no_encoder(resolver):
+    """Rule 4b (issue 72, part 2): export.golden's table lists "giraffe", "fruit bat" and "Guinea pig" below
+    'mammal' and "parrot" below 'bird'."""
+    one = TaskOptions(min_classes=1)
+    for typed, kind in (("giraffe", "giraffe"), ("Giraffes", "giraffe"), ("a giraffe", "giraffe"),
+                        ("the fruit bats", "fruit bat"), ("GUINEA  PIG", "guinea pig")):
+        with pytest.raises(DescriptionError) as told:
+            resolver.resolve(typed, one)
+        said = (f"{MISSING}: {kind!r} is a kind of 'mammal' (from WordNet), and no class here is one: nothing taken "
+                "for it; 'mammal' takes its 5 classes ('mouse', 'hamster', 'elephant', ...); to add it")
+        assert said in str(told.value)
+    task = resolver.resolve("parrots and penguins", one)
+    assert names(task) == {"penguin"} and "'parrot' is a kind of 'bird'" in task.how[0]
+    assert names(resolver.resolve("birds, not parrots", one)) == {"goose", "penguin"}
+    assert resolver.encoded == []   # by name: the text encoder is never run
+    assert resolver.resolve("honeybee", one).how == ["'honeybee': class name"]   # an alias of the bee answers first
+    nearest = resolver.resolve("giraffe", TaskOptions(min_classes=1, missing="nearest"))   # rule 4b only tells
+    assert names(nearest) == {"crab"} and resolver.encoded == ["giraffe"]
 
 
 def test_a_compound_of_unknown_words_is_missing_but_a_describing_phrase_is_not(resolver):

@@ -5,7 +5,8 @@ to add it (issue 72; sdk/text/resolver/missing.py ADD_IT), appended to the recor
 of r"(nothing taken for it \(closest classes: [^)]*\))" with r"\1; " + ADD_IT. Phrasings written since are
 recorded when written, by the resolver of that day (export/golden.py's rule 3c spacing cases, issue 72; its rule
 2b cases, issue 72's review, which also changed the refusals of "except mammals" and "non-mammals": the bundle has
-no mammals, and both now say so as something left out, no longer as a phrase it does not know)."""
+no mammals, and both now say so as something left out, no longer as a phrase it does not know; its rule 4b
+cases, issue 72, which the tiny bundle answers as before: it lists no kinds)."""
 
 import json
 from pathlib import Path

@@ -55,6 +55,9 @@ MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_CLASSES_JSON_BYTES = 64 * 1024 * 1024
 MAX_NAME_CHARS, MAX_PATH_DEPTH = 1000, 64
 MAX_CONCEPTS, MAX_CONCEPT_NAMES = 100_000, 64
+# A concept's `kinds`: names of the kinds below it that no class is ("beagle" below 'dog'); the exporter wrote
+# 605 for one concept of the held-out bundle (scripts/heldout_data), so this bound is far from what it writes.
+MAX_CONCEPT_KINDS = 20_000
 VERIFY_CHUNK = 1 << 24  # bytes hashed / floats checked per step while verifying (bounded temporaries)
 EMBEDDING_NORM_TOLERANCE = 1e-3   # |norm - 1| of a class or concept embedding row (Bundle.java too)
 # What older versions were, for the message that rejects them.
@@ -73,6 +76,7 @@ class ClassInfo:
 
 
 CLASS_KEYS, CLASS_OPTIONAL_KEYS = frozenset({"id", "name", "path"}), frozenset({"aliases", "description"})
+CONCEPT_KEYS = frozenset({"id", "names", "members"})   # and optionally "kinds"
 MAX_ALIASES = 64
 
 
@@ -97,10 +101,12 @@ DERIVED_CONCEPT_PREFIX = "wordnet/"
 @dataclass
 class Concept:
     """A kind of thing the classes belong to (a WordNet hypernym such as "clothing"): its names, the
-    first primary, and its classes (sorted indices, at least two)."""
+    first primary, its classes (sorted indices, at least two) and the names of the kinds below it that no
+    class is (`kinds`: "beagle" below 'dog'; the resolver tells them missing and names this concept)."""
     id: str
     names: list[str]
     members: list[int]
+    kinds: list[str] = field(default_factory=list)
 
     @property
     def derived(self) -> bool:
@@ -333,21 +339,23 @@ def _text_list(value: object, most: int, least: int = 1) -> bool:
 
 
 def _concepts(rows: object, n: int, what: str) -> list[Concept]:
-    """classes.json's `concepts`: 1 to MAX_CONCEPTS of {id, names, members}, members strictly increasing
-    class indices, at least two of them; ids unique."""
+    """classes.json's `concepts`: 1 to MAX_CONCEPTS of {id, names, members} and optionally kinds, members
+    strictly increasing class indices, at least two of them; kinds 1 to MAX_CONCEPT_KINDS names; ids unique."""
     if not isinstance(rows, list) or not 1 <= len(rows) <= MAX_CONCEPTS:
         raise BundleError(f"{what}: 'concepts' must list 1 to {MAX_CONCEPTS} concepts")
     concepts = []
     for i, row in enumerate(rows):
-        ok = (isinstance(row, dict) and set(row) == {"id", "names", "members"} and _short_text(row["id"])
+        ok = (isinstance(row, dict) and CONCEPT_KEYS <= set(row) <= CONCEPT_KEYS | {"kinds"}
+              and _short_text(row["id"])
               and _text_list(row["names"], MAX_CONCEPT_NAMES) and isinstance(row["members"], list)
               and 2 <= len(row["members"]) <= n and all(type(c) is int and 0 <= c < n for c in row["members"])
-              and all(a < b for a, b in zip(row["members"], row["members"][1:], strict=False)))
+              and all(a < b for a, b in zip(row["members"], row["members"][1:], strict=False))
+              and ("kinds" not in row or _text_list(row["kinds"], MAX_CONCEPT_KINDS)))
         if not ok:
-            raise BundleError(f"{what}: concept {i} must be {{id, names, members}}: an id and 1-{MAX_CONCEPT_NAMES} "
-                              f"names (non-empty strings of at most {MAX_NAME_CHARS} characters) and 2-{n} "
-                              "increasing class indices")
-        concepts.append(Concept(row["id"], list(row["names"]), list(row["members"])))
+            raise BundleError(f"{what}: concept {i} must be {{id, names, members}} and optionally kinds: an id, "
+                              f"1-{MAX_CONCEPT_NAMES} names (non-empty strings of at most {MAX_NAME_CHARS} "
+                              f"characters), 2-{n} increasing class indices and 1-{MAX_CONCEPT_KINDS} kind names")
+        concepts.append(Concept(row["id"], list(row["names"]), list(row["members"]), list(row.get("kinds", []))))
     if len({c.id for c in concepts}) != len(concepts):
         raise BundleError(f"{what}: concept ids are not unique")
     return concepts

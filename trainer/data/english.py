@@ -22,7 +22,7 @@ A kind that holds one class alone ("hat" for the only sombrero) names that class
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,10 +38,15 @@ SUFFIXES = (("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "
             ("ies", "y"), ("s", ""))
 CAMEL_CASE = re.compile(r"(?<=[a-z]{2})(?=[A-Z][a-z])")   # where "TeddyBear" splits (plain_words)
 HYPERNYMS = ("@", "@i")      # pointer symbols of a noun's hypernyms and instance hypernyms
+HYPONYM = "~"                # ... and of its hyponyms (not "~i": an instance, "Beijing", is no kind of thing)
 MAX_DEPTH = 40               # WordNet's noun hierarchy is at most ~20 deep; more is a damaged file
 MAX_SENSES = 8               # the senses of a name compared with its neighbours (a lemma has at most ~30)
 FIT_DEPTH = 4                # a kind this deep is specific: artifact, food, organism (not object, whole, matter)
 KIND_LEVELS = 3              # a kind that holds one class names it within this many steps up: hat, snake, dish
+KIND_LEVELS_BELOW = 3        # a kind the bundle lacks is named below a concept within this many steps: dog -> beagle
+# ... whose sense is this deep: animal, container, device, not organism (below it on the held-out bundle, 2,788
+# names, mostly people: 'manslayer', 'humourist') or artifact (1,530)
+HOLDER_DEPTH = 6
 LICENSE = ("WordNet 3.0 (Princeton University): the WordNet licence, in the NOTICE member; the concepts keyed "
            "wordnet/, the WordNet synonyms among the class aliases and the descriptions taken from its glosses "
            "are derived from it (provenance.english counts them)")
@@ -50,11 +55,12 @@ LICENSE = ("WordNet 3.0 (Princeton University): the WordNet licence, in the NOTI
 @dataclass(frozen=True)
 class Synset:
     """One noun sense: its id (n + offset, as Tiny ImageNet's), its names (lemmas, spaces for "_"), the ids of
-    its hypernyms, and its gloss (the definition, without the quoted examples)."""
+    its hypernyms, its gloss (the definition, without the quoted examples) and the ids of its hyponyms."""
     id: str
     names: tuple[str, ...]
     hypernyms: tuple[str, ...]
     gloss: str
+    hyponyms: tuple[str, ...] = ()
 
 
 class WordNet:
@@ -65,6 +71,7 @@ class WordNet:
         self.index = _read_index(self._path("index.noun"))
         self.exceptions = _read_exceptions(self._path("noun.exc"))
         self._data = self._path("data.noun")
+        self._counts: dict[str, dict[int, int]] | None = None   # cntlist.rev, read when first asked
         self._depths: dict[str, int] = {}
         self._kinds: dict[str, frozenset[str]] = {}   # asked for each pair of neighbours' senses
 
@@ -99,6 +106,17 @@ class WordNet:
             if found:
                 return found, form
         return [], phrase
+
+    def most_used(self, lemma: str) -> set[str]:
+        """The lemma's noun senses that semantic concordances tag most often (cntlist.rev): "shoe" the footwear
+        (27 tags), not the dealer's card shoe (0); "tiger" both the person and the feline (1 each); every sense
+        when none is tagged, or the file is absent."""
+        if self._counts is None:
+            self._counts = _read_counts(self.folder / "cntlist.rev")
+        key = "_".join(lemma.lower().replace("-", " ").split())
+        senses = self.index.get(key, ())
+        counts = [self._counts.get(key, {}).get(rank, 0) for rank in range(1, len(senses) + 1)]
+        return {s for s, c in zip(senses, counts, strict=True) if c == max(counts)}
 
     def first_sense(self, phrase: str) -> str | None:
         senses = self.senses(phrase)
@@ -170,6 +188,20 @@ def _read_index(path: Path) -> dict[str, tuple[str, ...]]:
     return index
 
 
+def _read_counts(path: Path) -> dict[str, dict[int, int]]:
+    """cntlist.rev's nouns: lemma -> {sense number: tag count} (lines "lemma%1:lexfile:id:: number count");
+    {} without the file (every sense then counts the same)."""
+    counts: dict[str, dict[int, int]] = {}
+    if not path.is_file():
+        return counts
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        cols = line.split()
+        lemma, _, kind = cols[0].partition("%") if cols else ("", "", "")
+        if len(cols) == 3 and kind.startswith("1:") and cols[1].isdigit() and cols[2].isdigit():
+            counts.setdefault(lemma, {})[int(cols[1])] = int(cols[2])
+    return counts
+
+
 def _read_exceptions(path: Path) -> dict[str, tuple[str, ...]]:
     """noun.exc: irregular plural -> its singulars ("geese" -> goose)."""
     out = {}
@@ -195,9 +227,12 @@ def _read_synset(data: Path, synset_id: str) -> Synset:
     names = tuple(cols[4 + 2 * i].replace("_", " ") for i in range(count))
     at = 4 + 2 * count
     pointers = int(cols[at])
-    hypernyms = tuple(f"n{cols[at + 2 + 4 * i]}" for i in range(pointers)
-                      if cols[at + 1 + 4 * i] in HYPERNYMS and cols[at + 3 + 4 * i] == "n")
-    return Synset(synset_id, tuple(re.sub(r"\([a-z]+\)$", "", n) for n in names), hypernyms, parse_gloss(line))
+    pointed = [(cols[at + 1 + 4 * i], f"n{cols[at + 2 + 4 * i]}") for i in range(pointers)
+               if cols[at + 3 + 4 * i] == "n"]
+    hypernyms = tuple(target for symbol, target in pointed if symbol in HYPERNYMS)
+    hyponyms = tuple(target for symbol, target in pointed if symbol == HYPONYM)
+    return Synset(synset_id, tuple(re.sub(r"\([a-z]+\)$", "", n) for n in names), hypernyms, parse_gloss(line),
+                  hyponyms)
 
 
 @dataclass
@@ -211,6 +246,9 @@ class English:
     aliases: dict[str, tuple[str, ...]]
     descriptions: dict[str, str]
     notes: list[str]
+    # the name of a kind no class is -> the concepts that hold it, most specific first: concept ids, wordnet/<id>
+    # or a group's key (`kinds_below`)
+    kinds_below: dict[str, list[str]] = field(default_factory=dict)
 
 
 def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[str, str], list[str]]:
@@ -319,7 +357,45 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
         aliases[c] = tuple(dict.fromkeys(n for n in own + kinds[c] if n.lower() not in known))
         if not words.description and c not in kind_of:
             descriptions[c] = wordnet.synset(sense).gloss[:1000]
-    return English(senses, how, group_senses, rows, aliases, descriptions, notes)
+    holders = {kind: ("wordnet/" + kind, len(set(members))) for kind, members in concepts.items()}
+    groups = [(g, sense, len(vocabulary.members(g))) for g, sense in group_senses.items()]
+    below = kinds_below(wordnet, set(senses.values()), set(held), holders,
+                        [(g, sense, n) for g, sense, n in groups if 2 <= n < len(ids)])
+    return English(senses, how, group_senses, rows, aliases, descriptions, notes, below)
+
+
+def kinds_below(wordnet: WordNet, class_senses: set[str], above: set[str], concepts: dict[str, tuple[str, int]],
+                groups: list[tuple[str, str, int]]) -> dict[str, list[str]]:
+    """The kinds of thing the bundle lacks that lie below its concepts, by name: name -> the ids of the
+    concepts that hold it, most specific first (fewest classes; a group the author wrote first on a tie; the
+    deepest sense). A kind is a hyponym at most KIND_LEVELS_BELOW steps below a concept's sense (or an author's
+    group's: "dogs" is the dog) at least HOLDER_DEPTH deep, that is no class's sense, no kind above one
+    (`above`) and no kind below one (a "toy poodle" is the bundle's poodle, not a dog it lacks). A name goes
+    with such a kind only where the kind is one of its most used senses (`WordNet.most_used`: "shoe" is
+    footwear, not the card shoe below 'container'; "tiger" is an audacious person and a feline, tagged once
+    each, and only the feline lies below a concept here). `concepts`: sense -> (concept id, number of
+    classes); `groups`: (group key, its sense, number of classes). The resolver tells such a name missing and
+    names its group: "beagle" -> a kind of 'hunting dog'."""
+    holders = [(n, 1, -wordnet.depth(sense), key, sense) for sense, (key, n) in concepts.items()]
+    holders += [(n, 0, -wordnet.depth(sense), key, sense) for key, sense, n in groups]
+    found: dict[str, dict[str, tuple]] = {}   # name (lower case) -> holder id -> its order key
+    spelled: dict[str, str] = {}              # name (lower case) -> as WordNet spells it
+    for n, authored_last, depth, key, sense in holders:
+        if -depth < HOLDER_DEPTH:
+            continue
+        seen, level = {sense}, [sense]
+        for _ in range(KIND_LEVELS_BELOW):
+            level = [k for s in level for k in wordnet.synset(s).hyponyms if k not in seen and k not in class_senses]
+            seen.update(level)
+            for kind in level:
+                if kind in above or wordnet.kinds(kind) & class_senses:
+                    continue
+                for name in wordnet.synset(kind).names:
+                    if kind not in wordnet.most_used(name):   # "shoe" is footwear, not the card shoe below 'container'
+                        continue
+                    spelled.setdefault(name.lower(), name)
+                    found.setdefault(name.lower(), {})[key] = (n, authored_last, depth, key)
+    return {spelled[name]: sorted(by, key=by.__getitem__) for name, by in sorted(found.items())}
 
 
 def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], kind_of: set[str],

@@ -71,6 +71,14 @@ Rules, in order:
    within `margin` of it (alone), never a concept (rule 5), since a concept near the word need not be a
    kind of it ("tree" is near the concept 'wood'); as one item of a list, one that nothing matches
    (rule 4's contrast) is left out, and said so, where alone it fails.
+4b. With `missing="tell"`, a phrase that names a kind of thing the bundle lacks but WordNet puts below one of
+   its concepts (the concept's `kinds`, which the exporter writes for a vocabulary of one's own classes:
+   trainer/data/english.py's `kinds_below`), itself, a plural or past an article ("beagle", "beagles", "a
+   beagle"), takes nothing, and the resolution names the group: "'beagle' is a kind of 'hunting dog' (from
+   WordNet), and no class here is one: nothing taken for it; 'hunting dog' takes its 2 classes (...)". No text
+   encoder is needed. Tried after 3d, before 3c. Before it, "beagle" was told missing with three classes by
+   text similarity, and "a beagle" took the concept 'animal' (11 classes; experiments.md, "A kind the bundle
+   lacks names the group it belongs to").
 4. Otherwise the text is embedded (with the first prompt of the class names' ensemble). If the best
    class stands out from the mean score over all classes by less than `min_contrast`, nothing matches
    and DescriptionError is raised. (Absolute similarities do not separate: with the prompt ensemble even

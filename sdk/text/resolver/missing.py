@@ -1,8 +1,9 @@
-"""Rules 3d and 4a: items the bundle lacks. One word that names nothing but ends class names ("trains") takes
-the classes so named and says the word itself is no class. An item that names nothing (one word that is no
-name and no word of a name, "owl"; a few words none of which is a word of a name, "polar bear"; a two-word
-noun that is no kind of its last word, "hot dog") is told missing with its closest classes
-(`missing="tell"`, the default), or, with `missing="nearest"`, takes its nearest classes.
+"""Rules 3d, 4a and 4b: items the bundle lacks. One word that names nothing but ends class names ("trains")
+takes the classes so named and says the word itself is no class. A kind the bundle lacks below one of its
+concepts ("beagle" below 'hunting dog') is told missing with that concept's group (rule 4b). An item that
+names nothing (one word that is no name and no word of a name, "owl"; a few words none of which is a word of
+a name, "polar bear"; a two-word noun that is no kind of its last word, "hot dog") is told missing with its
+closest classes (`missing="tell"`, the default), or, with `missing="nearest"`, takes its nearest classes.
 
 >>> unknown(names, exocentric, "owl"), told(classes, scores)                # doctest: +SKIP
 (True, "not a name this bundle knows: nothing taken for it (closest classes: 'goose', 'bee', 'pig'); to add it, ...")
@@ -16,9 +17,9 @@ from sdk.errors import DescriptionError
 from sdk.format.bundle import ClassInfo
 
 from .names import Names
-from .options import MISSING, TaskOptions
+from .options import MAX_GROUP_CLASSES, MISSING, TaskOptions
 from .similarity import top
-from .words import DESCRIBING_NOUNS, DESCRIBING_WORDS, singular_forms
+from .words import DESCRIBING_NOUNS, DESCRIBING_WORDS, normalize_name, singular_forms
 
 CLOSEST_NAMES = 3        # rule 4a names this many closest classes for a missing item
 # ... and says how to have it anyway: few-shot enrollment (sdk.personalize's `examples`, sdk/fewshot.py)
@@ -51,6 +52,18 @@ def told(classes: list[ClassInfo], scores: np.ndarray, compound: str | None = No
     closest = ", ".join(repr(classes[int(i)].name) for i in np.argsort(-scores, kind="stable")[:CLOSEST_NAMES])
     why = "" if compound is None else f" (read whole, not as a kind of {compound.rsplit(' ', 1)[1]!r})"
     return f"{MISSING}{why}: nothing taken for it (closest classes: {closest}); {ADD_IT}"
+
+
+def told_kind(classes: list[ClassInfo], names: Names, kind: str, concept: int) -> str:
+    """Rule 4b: what the resolution says of a kind the bundle lacks (`names.kind`): missing, the group it
+    belongs to, and what that group's name takes."""
+    group = names.concepts[concept].names[0]
+    found = names.group(normalize_name(group))
+    members = found[1][:MAX_GROUP_CLASSES] if found else names.concepts[concept].members
+    shown = ", ".join(repr(classes[i].name) for i in members[:CLOSEST_NAMES])
+    more = ", ..." if len(members) > CLOSEST_NAMES else ""
+    return (f"{MISSING}: {kind!r} is a kind of {group!r} (from WordNet), and no class here is one: nothing taken "
+            f"for it; {group!r} takes its {len(members)} classes ({shown}{more}); {ADD_IT}")
 
 
 def nearest_instead(classes: list[ClassInfo], phrase: str, scores: np.ndarray, standout: float,

@@ -1,7 +1,7 @@
 """Rules 1-3: the names a bundle answers to. Every class's id, name and aliases; every group (super-categories
 over concepts' primary names over their other names over hierarchy path nodes, and the singulars of plural
-group names); the words that end class names (rule 3d's kinds); and how a description is cut into items
-at its conjunctions (rule 2).
+group names); the words that end class names (rule 3d's kinds); the kinds below its concepts that no class is
+(rule 4b); and how a description is cut into items at its conjunctions (rule 2).
 
 >>> names = Names(bundle.classes, bundle.supercategories, bundle.concepts)        # doctest: +SKIP
 >>> names.group("insects")                                                        # doctest: +SKIP
@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 from sdk.format.bundle import ClassInfo, Concept
 
-from .words import CONJUNCTIONS, GLOSS_WORDS, normalize_name, singular_forms
+from .words import ARTICLES, CONJUNCTIONS, GLOSS_WORDS, normalize_name, singular_forms
 
 
 class Names:
-    """The index of a bundle's names: `by_name` (class names), `groups`, `singulars`, `heads`, and every
-    name (`names`) and word (`words`) for the spelling and missing-item rules."""
+    """The index of a bundle's names: `by_name` (class names), `groups`, `singulars`, `heads`, `kinds`, and
+    every name (`names`) and word (`words`) for the spelling and missing-item rules."""
 
     def __init__(self, classes: list[ClassInfo], supercategories: dict[str, list[int]],
                  concepts: Sequence[Concept] = ()):
@@ -49,6 +49,10 @@ class Names:
         for name in self.names:
             self.closed.setdefault(name.replace(" ", ""), name)
         self.words = {w for name in self.names for w in name.split(" ")}   # rule 4a: words the bundle knows
+        self.kinds: dict[str, int] = {}   # rule 4b: a kind no class is -> the index of the concept holding it
+        for i, concept in enumerate(self.concepts):
+            for name in concept.kinds:
+                self.kinds.setdefault(normalize_name(name), i)
 
     def _groups(self, classes: list[ClassInfo], supercategories: dict[str, list[int]]) -> dict[str, list[int]]:
         """Name -> classes, for rule 3: super-categories over concepts' primary names over their other
@@ -92,6 +96,13 @@ class Names:
     def head(self, key: str) -> str | None:
         """Rule 3d: the word (or its singular) that ends class names, for a one-word phrase; None otherwise."""
         return next((f for f in (key, *singular_forms(key)) if f in self.heads), None) if " " not in key else None
+
+    def kind(self, key: str) -> tuple[str, int] | None:
+        """Rule 4b: (the kind's name, the index of its concept) for a normalised phrase that names a kind the
+        bundle lacks, itself or a singular, past an article ("a beagle", "beagles"); None otherwise."""
+        first, _, rest = key.partition(" ")
+        bare = rest if rest and first in ARTICLES else key
+        return next(((f, self.kinds[f]) for f in (bare, *singular_forms(bare)) if f in self.kinds), None)
 
     def named(self, key: str) -> bool:
         """Whether the normalised phrase (or its singular) is a group or a class name (rule 3)."""

@@ -1,8 +1,8 @@
 """The pipeline: a description read rule by rule, in order (the package docstring lists the rules; each family
 lives in its own module). `TaskResolver.resolve` cuts a description into items (rule 2), marks those that leave
 out what they name (2b), and `_resolve_phrase` tries on each: a group (3), a class name (1; alone, with its
-look-alikes), a composition (3b), the kinds a word ends (3d), a spelling (3c), then the text's meaning: a missing
-item (4a), a concept (5), the nearest classes (4).
+look-alikes), a composition (3b), the kinds a word ends (3d), a kind it lacks (4b), a spelling (3c), then the
+text's meaning: a missing item (4a), a concept (5), the nearest classes (4).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sdk.format.bundle import ClassInfo, Concept
 from sdk.text.compounds import exocentric_compounds
 
 from .composition import composed, negated
-from .missing import exocentric_form, nearest_instead, told, unknown
+from .missing import exocentric_form, nearest_instead, told, told_kind, unknown
 from .names import Names
 from .options import DERIVED, MAX_CLASS_LIST, MAX_DESCRIPTION_CHARS, MAX_GROUP_CLASSES, MISSING, Task, TaskOptions
 from .similarity import concept_match, contrast, pad, top
@@ -127,6 +127,9 @@ class TaskResolver:
         if head is not None:
             members = sorted(index.heads[head])[:MAX_GROUP_CLASSES]
             return members, f"{MISSING} as one class: took the classes named '... {head}' (kinds of {head!r})", 0.0
+        kind = index.kind(key) if options.missing == "tell" else None             # rule 4b: a kind it lacks
+        if kind is not None:
+            return [], told_kind(self.classes, index, *kind), 0.0
         forms = (key, *singular_forms(key))
         fixed = next((f for f in (joined(index, k) for k in forms) if f is not None), None)   # rule 3c: spacing
         if fixed is None and not all(map(self.is_word, key.split(" "))):                   # rule 3c: an edit

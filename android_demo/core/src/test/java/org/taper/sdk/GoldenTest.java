@@ -142,13 +142,19 @@ public final class GoldenTest {
             catch (BundleException e) { check(true, "hostile concepts"); }
             catch (RuntimeException e) { check(false, o + " raised " + e); }
         }
-        for (Object o : (List<Object>) spec.get("limit_bundles")) {  // provenance at and one past each bound
+        for (Object o : (List<Object>) spec.get("limit_bundles")) {  // provenance and concept kinds at and past each bound
             Map<String, Object> c = (Map<String, Object>) o;
             String verdict;
-            try { new Bundle(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) c.get("file"))))); verdict = "accepted"; }
+            Bundle opened = null;
+            try { opened = new Bundle(ByteBuffer.wrap(Files.readAllBytes(dir.resolve((String) c.get("file"))))); verdict = "accepted"; }
             catch (BundleException e) { verdict = "BundleError"; }
             catch (RuntimeException e) { verdict = "untyped " + e; }
             check(verdict.equals(c.get("python")), c.get("file") + ": Java " + verdict + ", Python " + c.get("python"));
+            if (opened != null && c.containsKey("kinds")) {   // each concept's kinds, as the Python reader read them
+                List<Object> kinds = new ArrayList<>();
+                for (Concept concept : opened.concepts) kinds.add(concept.kinds());
+                check(kinds.equals(c.get("kinds")), c.get("file") + ": Java kinds differ from Python's");
+            }
         }
         // The manifest's grammar and the members' types, formats 5 and 6, loaded as sdk.load loads them (the
         // tokenizer is checked at load): the same verdict as the Python reader's (issue 63).
@@ -289,7 +295,8 @@ public final class GoldenTest {
         for (Object o : (List<Object>) composed.get("concepts")) {
             List<Object> pair = (List<Object>) o;
             int[] members = ((List<Object>) pair.get(1)).stream().mapToInt(m -> ((Number) m).intValue()).toArray();
-            concepts.add(new Concept((String) pair.get(2), (List<String>) pair.get(0), members));   // "wordnet/..": derived
+            concepts.add(new Concept((String) pair.get(2), (List<String>) pair.get(0), members,   // "wordnet/..": derived
+                    (List<String>) pair.get(3)));
         }
         int dim = names.size() + concepts.size();
         FloatBuffer eye = FloatBuffer.allocate(dim * dim);

@@ -31,6 +31,10 @@ public final class Bundle {
     /** Versions read: 3, 4 (3 plus the "subspace" kind), 5 (4 plus concepts) and 6 (5 signed). */
     static final int OLDEST = 3, VERSION = 6, CONCEPTS_SINCE = 5, HEADER = 64, ALIGN = 64;
     static final int MAX_CONCEPTS = 100_000, MAX_CONCEPT_NAMES = 64;
+    /** sdk.format.bundle.MAX_CONCEPT_KINDS: the names of kinds below one concept that no class is. */
+    static final int MAX_CONCEPT_KINDS = 20_000;
+    static final java.util.Set<String> CONCEPT_KEYS = java.util.Set.of("id", "names", "members"),
+            CONCEPT_ALL_KEYS = java.util.Set.of("id", "names", "members", "kinds");
     static final long MAX_MANIFEST = 1L << 20;
     static final String[] MEMBERS = {"bases.safetensors", "mixer.safetensors", "class_embeddings.safetensors",
             "classes.json", "backbone.onnx", "text_encoder.onnx", "tokenizer.json", "NOTICE"};
@@ -317,10 +321,12 @@ public final class Bundle {
         java.util.Set<String> ids = new java.util.HashSet<>();
         for (Object row : (List<Object>) rows) {
             Map<String, Object> m = row instanceof Map ? (Map<String, Object>) row : Map.of();
-            Object names = m.get("names"), members = m.get("members");
-            boolean ok = m.keySet().equals(java.util.Set.of("id", "names", "members")) && shortText(m.get("id"))
+            Object names = m.get("names"), members = m.get("members"), kinds = m.getOrDefault("kinds", List.of("-"));
+            boolean ok = m.keySet().containsAll(CONCEPT_KEYS) && CONCEPT_ALL_KEYS.containsAll(m.keySet()) && shortText(m.get("id"))
                     && names instanceof List && !((List<Object>) names).isEmpty() && ((List<Object>) names).size() <= MAX_CONCEPT_NAMES
                     && ((List<Object>) names).stream().allMatch(Bundle::shortText)
+                    && kinds instanceof List && !((List<Object>) kinds).isEmpty() && ((List<Object>) kinds).size() <= MAX_CONCEPT_KINDS
+                    && ((List<Object>) kinds).stream().allMatch(Bundle::shortText)
                     && members instanceof List && ((List<Object>) members).size() >= 2 && ((List<Object>) members).size() <= numClasses;
             int[] indices = ok ? new int[((List<Object>) members).size()] : new int[0];
             for (int k = 0; ok && k < indices.length; k++) {
@@ -328,12 +334,14 @@ public final class Bundle {
                 ok = i instanceof Long && (Long) i >= 0 && (Long) i < numClasses && (k == 0 || (Long) i > indices[k - 1]);
                 if (ok) indices[k] = (int) (long) (Long) i;
             }
-            if (!ok) throw new BundleException(what + "concept " + concepts.size() + " must be {id, names, members}: an id and 1-"
-                    + MAX_CONCEPT_NAMES + " short names and 2-" + numClasses + " increasing class indices");
-            List<String> list = new ArrayList<>();
+            if (!ok) throw new BundleException(what + "concept " + concepts.size() + " must be {id, names, members} and "
+                    + "optionally kinds: an id, 1-" + MAX_CONCEPT_NAMES + " short names, 2-" + numClasses
+                    + " increasing class indices and 1-" + MAX_CONCEPT_KINDS + " kind names");
+            List<String> list = new ArrayList<>(), below = new ArrayList<>();
             for (Object n : (List<Object>) names) list.add((String) n);
+            if (m.containsKey("kinds")) for (Object n : (List<Object>) kinds) below.add((String) n);
             if (!ids.add((String) m.get("id"))) throw new BundleException(what + "concept ids are not unique");
-            concepts.add(new Concept((String) m.get("id"), List.copyOf(list), indices));
+            concepts.add(new Concept((String) m.get("id"), List.copyOf(list), indices, List.copyOf(below)));
         }
     }
 

@@ -125,6 +125,8 @@ public final class TaskResolver {
     private final Set<String> exocentric;
     /** Rule 3d: the last word of class names with a space -> those classes. */
     private final Map<String, List<Integer>> heads = new HashMap<>();
+    /** Rule 4b: a kind below a concept that no class is -> the index of the first concept listing it. */
+    private final Map<String, Integer> kinds = new HashMap<>();
 
     /**
      * @param aliases each class's other names (Bundle.classAliases)
@@ -205,6 +207,7 @@ public final class TaskResolver {
             words.addAll(Arrays.asList(name.split(" ", -1)));
             closed.putIfAbsent(name.replace(" ", ""), name);
         }
+        for (int i = 0; i < concepts.size(); i++) for (String name : concepts.get(i).kinds()) kinds.putIfAbsent(norm(name), i);
     }
 
     /** Python's ordering of str: by code points (String.compareTo orders UTF-16 units). */
@@ -298,6 +301,21 @@ public final class TaskResolver {
         for (int k = 0; k < Math.min(CLOSEST_NAMES, order.length); k++) closest.add(repr(names.get(order[k])));
         String why = compound == null ? "" : " (read whole, not as a kind of " + repr(compound.substring(compound.lastIndexOf(' ') + 1)) + ")";
         return MISSING + why + ": nothing taken for it (closest classes: " + String.join(", ", closest) + "); " + ADD_IT;
+    }
+
+    /** Rule 4b: what the resolution says of a kind the bundle lacks: missing, the group it belongs to, and what that
+     * group's name takes (sdk.text.resolver.missing.told_kind). */
+    private String toldKind(String kind, int concept) {
+        String group = concepts.get(concept).names().get(0);
+        Map.Entry<String, List<Integer>> found = group(norm(group));
+        List<Integer> members = new ArrayList<>();
+        if (found != null) members.addAll(found.getValue().subList(0, Math.min(MAX_GROUP_CLASSES, found.getValue().size())));
+        else for (int c : concepts.get(concept).members()) members.add(c);
+        List<String> shown = new ArrayList<>();
+        for (int c : members.subList(0, Math.min(CLOSEST_NAMES, members.size()))) shown.add(repr(names.get(c)));
+        return MISSING + ": " + repr(kind) + " is a kind of " + repr(group) + " (from WordNet), and no class here is one: "
+                + "nothing taken for it; " + repr(group) + " takes its " + members.size() + " classes ("
+                + String.join(", ", shown) + (members.size() > CLOSEST_NAMES ? ", ..." : "") + "); " + ADD_IT;
     }
 
     /** Python's repr() of a string: how the Python resolver quotes a phrase or a name in a resolution (in double
@@ -582,6 +600,19 @@ public final class TaskResolver {
                     java.util.Collections.sort(members);
                     how.add(repr(phrase) + ": " + MISSING + " as one class: took the classes named '... " + f + "' (kinds of " + repr(f) + ")");
                     return members.subList(0, Math.min(MAX_GROUP_CLASSES, members.size()));
+                }
+            }
+        }
+        if (options.missing.equals("tell")) {   // rule 4b: a kind it lacks, below one of its concepts
+            String bare = key;
+            int space = key.indexOf(' ');
+            if (space > 0 && ARTICLES.contains(key.substring(0, space))) bare = key.substring(space + 1);
+            List<String> kindForms = new ArrayList<>(List.of(bare));
+            kindForms.addAll(singularForms(bare));
+            for (String f : kindForms) {
+                if (kinds.containsKey(f)) {
+                    how.add(repr(phrase) + ": " + toldKind(f, kinds.get(f)));
+                    return List.of();
                 }
             }
         }
