@@ -28,6 +28,7 @@ import argparse
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -122,19 +123,41 @@ def score_queries(bundle, source: Path = HERE, options: TaskOptions | None = Non
         chosen, how, error = resolve(name)
         allowed = set().union(*(groups.get(g, set()) for g in allowed_groups)) if allowed_groups else set()
         text = error or " ".join(how)
+        named = named_group(bundle, text)
         rows[name] = {"told": MISSING in text, "returned": sorted(chosen),
-                      "unrelated": sorted(chosen - allowed), "how": text}
+                      "unrelated": sorted(chosen - allowed), "how": text,
+                      "group_named": None if named is None else sorted(named),
+                      "group_within": named is not None and bool(allowed) and named <= allowed}
+    with_groups = [r for n, r in rows.items() if spec["missing"][n]]
     out["missing"] = {"told": round(sum(r["told"] for r in rows.values()) / len(rows), 3),
-                      "unrelated": sum(len(r["unrelated"]) for r in rows.values()), "n": len(rows), "rows": rows}
+                      "unrelated": sum(len(r["unrelated"]) for r in rows.values()), "n": len(rows),
+                      # rule 4b (issue 72): an answer that names the group a missing kind belongs to
+                      "named": sum(r["group_named"] is not None for r in rows.values()),
+                      "named_within": sum(r["group_within"] for r in with_groups), "with_groups": len(with_groups),
+                      "named_outside": sum(r["group_named"] is not None and not r["group_within"]
+                                           for r in rows.values()),
+                      "rows": rows}
     return out
+
+
+def named_group(bundle, text: str) -> set[str] | None:
+    """The class ids of the group a resolution names for a missing kind (rule 4b: "... is a kind of 'hunting
+    dog' (from WordNet) ..."), as typing that group's name takes them; None if it names none."""
+    from sdk.text.resolver import normalize_name
+
+    found = re.search(r"is a kind of (['\"])(.+?)\1 \(from WordNet\)", text)
+    group = found and bundle.resolver.index.group(normalize_name(found.group(2)))
+    return None if not group else {bundle.bundle.classes[i].id for i in group[1]}
 
 
 def score_summary(scores: dict) -> dict:
     """The figures of `score_queries` without its rows: each of SCORED_KINDS it scored (precision, recall, n),
-    missing (told, unrelated, n)."""
+    missing (told, unrelated, n, and the groups its answers name: named, named_within of with_groups,
+    named_outside)."""
     return {**{kind: {k: scores[kind][k] for k in ("precision", "recall", "n")}
                for kind in SCORED_KINDS if kind in scores},
-            "missing": {k: scores["missing"][k] for k in ("told", "unrelated", "n")}}
+            "missing": {k: scores["missing"][k] for k in ("told", "unrelated", "n", "named", "named_within",
+                                                              "with_groups", "named_outside")}}
 
 
 def plant_faults(source: Path, out: Path) -> tuple[Path, dict[str, str]]:
