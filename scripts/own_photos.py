@@ -117,7 +117,9 @@ def score_queries(bundle, source: Path = HERE, options: TaskOptions | None = Non
         out[kind] = {"precision": round(float(np.mean([v["precision"] for v in rows.values()])), 3),
                      "recall": round(float(np.mean([v["recall"] for v in rows.values()])), 3), "n": len(rows),
                      "rows": rows}
-    groups = {g.names[0]: {ids[i] for i in g.members} for g in bundle.bundle.concepts}
+    # the vocabulary's groups, by key (ClassHierarchy.concepts' ids): not by primary name, which a WordNet concept
+    # may share ('furniture') and, later in the list, overwrite with other classes
+    groups = {g.id: {ids[i] for i in g.members} for g in bundle.bundle.concepts if not g.derived}
     rows = {}
     for name, allowed_groups in spec["missing"].items():
         chosen, how, error = resolve(name)

@@ -92,9 +92,13 @@ def test_a_kind_the_bundle_lacks_below_a_concept_is_told_with_its_group_and_no_e
     assert names(task) == {"penguin"} and "'parrot' is a kind of 'bird'" in task.how[0]
     assert names(resolver.resolve("birds, not parrots", one)) == {"goose", "penguin"}
     assert resolver.encoded == []   # by name: the text encoder is never run
+    with pytest.raises(DescriptionError, match="'work animal' is a kind of 'mammal'"):
+        resolver.resolve("a work animal", one)
+    resolver.resolve("work animals", one)   # ends in a describing noun, as "farm animals": read by meaning
+    assert resolver.encoded == ["work animals"]
     assert resolver.resolve("honeybee", one).how == ["'honeybee': class name"]   # an alias of the bee answers first
     nearest = resolver.resolve("giraffe", TaskOptions(min_classes=1, missing="nearest"))   # rule 4b only tells
-    assert names(nearest) == {"crab"} and resolver.encoded == ["giraffe"]
+    assert names(nearest) == {"crab"} and resolver.encoded == ["work animals", "giraffe"]
 
 
 def test_a_compound_of_unknown_words_is_missing_but_a_describing_phrase_is_not(resolver):

@@ -74,7 +74,8 @@ Rules, in order:
 4b. With `missing="tell"`, a phrase that names a kind of thing the bundle lacks but WordNet puts below one of
    its concepts (the concept's `kinds`, which the exporter writes for a vocabulary of one's own classes:
    trainer/data/english.py's `kinds_below`), itself, a plural or past an article ("beagle", "beagles", "a
-   beagle"), takes nothing, and the resolution names the group: "'beagle' is a kind of 'hunting dog' (from
+   beagle"; not a phrase ending in one of DESCRIBING_NOUNS, which describes as in rule 4a: "farm animals"),
+   takes nothing, and the resolution names the group: "'beagle' is a kind of 'hunting dog' (from
    WordNet), and no class here is one: nothing taken for it; 'hunting dog' takes its 2 classes (...)". No text
    encoder is needed. Tried after 3d, before 3c. Before it, "beagle" was told missing with three classes by
    text similarity, and "a beagle" took the concept 'animal' (11 classes; experiments.md, "A kind the bundle

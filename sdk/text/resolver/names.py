@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from sdk.format.bundle import ClassInfo, Concept
 
-from .words import ARTICLES, CONJUNCTIONS, GLOSS_WORDS, normalize_name, singular_forms
+from .words import ARTICLES, CONJUNCTIONS, DESCRIBING_NOUNS, GLOSS_WORDS, normalize_name, singular_forms
 
 
 class Names:
@@ -99,9 +99,13 @@ class Names:
 
     def kind(self, key: str) -> tuple[str, int] | None:
         """Rule 4b: (the kind's name, the index of its concept) for a normalised phrase that names a kind the
-        bundle lacks, itself or a singular, past an article ("a beagle", "beagles"); None otherwise."""
+        bundle lacks, itself or a singular, past an article ("a beagle", "beagles"); None otherwise, and for a
+        phrase ending in one of DESCRIBING_NOUNS, which describes as in rule 4a ("farm animals": the ox and the
+        pig are farm animals to a person, though WordNet puts neither under 'livestock')."""
         first, _, rest = key.partition(" ")
         bare = rest if rest and first in ARTICLES else key
+        if bare.rsplit(" ", 1)[-1] in DESCRIBING_NOUNS:
+            return None
         return next(((f, self.kinds[f]) for f in (bare, *singular_forms(bare)) if f in self.kinds), None)
 
     def named(self, key: str) -> bool:

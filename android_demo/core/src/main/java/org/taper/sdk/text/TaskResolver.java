@@ -607,8 +607,9 @@ public final class TaskResolver {
             String bare = key;
             int space = key.indexOf(' ');
             if (space > 0 && ARTICLES.contains(key.substring(0, space))) bare = key.substring(space + 1);
-            List<String> kindForms = new ArrayList<>(List.of(bare));
-            kindForms.addAll(singularForms(bare));
+            List<String> kindForms = new ArrayList<>();
+            if (!DESCRIBING_NOUNS.contains(bare.substring(bare.lastIndexOf(' ') + 1))) kindForms.add(bare);  // "farm animals"
+            if (!kindForms.isEmpty()) kindForms.addAll(singularForms(bare));
             for (String f : kindForms) {
                 if (kinds.containsKey(f)) {
                     how.add(repr(phrase) + ": " + toldKind(f, kinds.get(f)));
