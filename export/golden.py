@@ -203,6 +203,7 @@ HOSTILE_CONCEPTS: dict[str, Callable[[dict], None]] = {
     "no_concepts": lambda s: s.update(concepts=[]),
     # a concept's optional kinds (rule 4b): 1 to MAX_CONCEPT_KINDS short names
     "no_kinds": lambda s: s["concepts"][0].update(kinds=[]),
+    "kinds_null": lambda s: s["concepts"][0].update(kinds=None),
     "kinds_not_a_list": lambda s: s["concepts"][0].update(kinds="beagle"),
     "kind_not_text": lambda s: s["concepts"][0].update(kinds=["beagle", 7]),
     "kind_empty": lambda s: s["concepts"][0].update(kinds=[""]),

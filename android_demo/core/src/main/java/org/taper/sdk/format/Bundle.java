@@ -321,12 +321,12 @@ public final class Bundle {
         java.util.Set<String> ids = new java.util.HashSet<>();
         for (Object row : (List<Object>) rows) {
             Map<String, Object> m = row instanceof Map ? (Map<String, Object>) row : Map.of();
-            Object names = m.get("names"), members = m.get("members"), kinds = m.getOrDefault("kinds", List.of("-"));
+            Object names = m.get("names"), members = m.get("members"), kinds = m.get("kinds");
             boolean ok = m.keySet().containsAll(CONCEPT_KEYS) && CONCEPT_ALL_KEYS.containsAll(m.keySet()) && shortText(m.get("id"))
                     && names instanceof List && !((List<Object>) names).isEmpty() && ((List<Object>) names).size() <= MAX_CONCEPT_NAMES
                     && ((List<Object>) names).stream().allMatch(Bundle::shortText)
-                    && kinds instanceof List && !((List<Object>) kinds).isEmpty() && ((List<Object>) kinds).size() <= MAX_CONCEPT_KINDS
-                    && ((List<Object>) kinds).stream().allMatch(Bundle::shortText)
+                    && (!m.containsKey("kinds") || kinds instanceof List && !((List<Object>) kinds).isEmpty()
+                        && ((List<Object>) kinds).size() <= MAX_CONCEPT_KINDS && ((List<Object>) kinds).stream().allMatch(Bundle::shortText))
                     && members instanceof List && ((List<Object>) members).size() >= 2 && ((List<Object>) members).size() <= numClasses;
             int[] indices = ok ? new int[((List<Object>) members).size()] : new int[0];
             for (int k = 0; ok && k < indices.length; k++) {
