@@ -44,8 +44,9 @@ MAX_SENSES = 8               # the senses of a name compared with its neighbours
 FIT_DEPTH = 4                # a kind this deep is specific: artifact, food, organism (not object, whole, matter)
 KIND_LEVELS = 3              # a kind that holds one class names it within this many steps up: hat, snake, dish
 KIND_LEVELS_BELOW = 3        # a kind the bundle lacks is named below a concept within this many steps: dog -> beagle
-# ... whose sense is this deep: animal, container, device, not organism (below it on the held-out bundle, 2,788
-# names, mostly people: 'manslayer', 'humourist') or artifact (1,530)
+# ... whose sense is this deep: animal, container, device, not organism or artifact (in a probe of the held-out
+# vocabulary, before the most-used-sense filter, 2,788 names went below 'organism', mostly people: 'manslayer',
+# 'humourist'; 1,530 below 'artifact')
 HOLDER_DEPTH = 6
 LICENSE = ("WordNet 3.0 (Princeton University): the WordNet licence, in the NOTICE member; the concepts keyed "
            "wordnet/, the WordNet synonyms among the class aliases and the descriptions taken from its glosses "
@@ -357,7 +358,7 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
         aliases[c] = tuple(dict.fromkeys(n for n in own + kinds[c] if n.lower() not in known))
         if not words.description and c not in kind_of:
             descriptions[c] = wordnet.synset(sense).gloss[:1000]
-    holders = {kind: ("wordnet/" + kind, len(set(members))) for kind, members in concepts.items()}
+    holders = {kind: (ID_PREFIX + kind, len(set(members))) for kind, members in concepts.items()}
     groups = [(g, sense, len(vocabulary.members(g))) for g, sense in group_senses.items()]
     below = kinds_below(wordnet, set(senses.values()), set(held), holders,
                         [(g, sense, n) for g, sense, n in groups if 2 <= n < len(ids)])
