@@ -183,34 +183,44 @@ def with_english(classes: dict, data_folder: Path, class_ids: list[str]) -> tupl
     taken = {c["id"] for c in classes["concepts"]}
     concepts = classes["concepts"] + [c for c in english.concepts if c["id"] not in taken]
     concepts.sort(key=lambda c: (-len(c["members"]), c["id"]))
-    concepts, kinds = with_kinds(concepts, rows, classes["supercategories"], english.kinds_below)
+    concepts, kinds, informal = with_kinds(concepts, rows, classes["supercategories"], english)
     pairs = list(zip(rows, classes["classes"], strict=True))
     added = {"source": "WordNet 3.0", "classes": len(english.senses), "concepts": len(concepts) - len(taken),
              "aliases": sum(len(new["aliases"]) - len(old["aliases"]) for new, old in pairs),
              "descriptions": sum(bool(new.get("description")) and not old.get("description") for new, old in pairs),
-             "kinds": kinds, "notes": english.notes[:MAX_ENGLISH_NOTES]}
+             "kinds": kinds, "informal_names": informal, "notes": english.notes[:MAX_ENGLISH_NOTES]}
     return {**classes, "classes": rows, "concepts": concepts}, added
 
 
-def with_kinds(concepts: list[dict], rows: list[dict], supercategories: dict,
-               kinds_below: dict[str, list[str]]) -> tuple[list[dict], int]:
-    """The concept rows with the names of the kinds below them that no class is (`kinds`, sorted), each name in
-    the first of its holders (trainer.data.english.kinds_below) that is a row here, and how many names that is.
-    A name the bundle already answers to (a class's id, name or alias, a concept's or super-category's name) is
-    left out: the resolver reads those first."""
-    from sdk.format.bundle import MAX_CONCEPT_KINDS
+def with_kinds(concepts: list[dict], rows: list[dict], supercategories: dict, english) -> tuple[list[dict], int, int]:
+    """The concept rows with WordNet's informal terms for them among their names ("doggy" for 'dog') and the
+    names of the kinds below them that no class is (`kinds`, sorted), each name in the first of its holders
+    (trainer.data.english.kinds_below) that is a row here, and how many names of each that is. A name the
+    bundle already answers to (a class's id, name or alias, a concept's or super-category's name) is left out:
+    the resolver reads those first."""
+    from sdk.format.bundle import MAX_CONCEPT_KINDS, MAX_CONCEPT_NAMES
     from sdk.text.resolver import normalize_name
 
     known = {normalize_name(n) for r in rows for n in (r["id"], r["name"], *r["aliases"])}
     known |= {normalize_name(n) for c in concepts for n in c["names"]} | set(map(normalize_name, supercategories))
     index = {c["id"]: i for i, c in enumerate(concepts)}
-    below: dict[int, list[str]] = {}
-    for name, holders in kinds_below.items():
-        held = next((index[h] for h in holders if h in index), None)
-        if held is not None and normalize_name(name) not in known:
-            below.setdefault(held, []).append(name)
-    out = [{**c, "kinds": sorted(below[i])[:MAX_CONCEPT_KINDS]} if i in below else c for i, c in enumerate(concepts)]
-    return out, sum(len(c.get("kinds", ())) for c in out)
+
+    def placed(table: dict[str, list[str]]) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for name, holders in table.items():
+            held = next((index[h] for h in holders if h in index), None)
+            if held is not None and normalize_name(name) not in known:
+                out.setdefault(held, []).append(name)
+        return out
+
+    names = placed(english.informal)
+    named = [{**c, "names": [*c["names"], *names[i]][:MAX_CONCEPT_NAMES]} if i in names else c
+             for i, c in enumerate(concepts)]
+    known |= {normalize_name(n) for more in names.values() for n in more}
+    below = placed(english.kinds_below)
+    out = [{**c, "kinds": sorted(below[i])[:MAX_CONCEPT_KINDS]} if i in below else c for i, c in enumerate(named)]
+    return (out, sum(len(c.get("kinds", ())) for c in out),
+            sum(len(c["names"]) - len(o["names"]) for c, o in zip(out, concepts, strict=True)))
 
 
 def assemble(architecture: Architecture, bases: CompactBases, mixer: dict[str, np.ndarray], mixer_hidden: int,

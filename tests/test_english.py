@@ -184,10 +184,11 @@ def test_a_groups_sense_is_the_one_that_fits_and_a_kind_of_one_class_names_it(wo
 
 @needs_wordnet
 def test_the_kinds_below_a_concept_that_no_class_is_go_to_its_most_specific_holder(tmp_path):
-    """Rule 4b's table (issue 72, part 2): "beagle" lies below the dogs (the author's group wins the tie with
-    WordNet's 'dog', which holds the same classes), "tiger" below the cats (its most used senses are a person
-    and the feline: the feline is the one below a concept here), "shoe" is footwear, not the card shoe below
-    'container'; no class, no kind above one and no kind below one is listed."""
+    """Rule 4b's table (issue 72, part 2) and the informal names: "beagle" lies below the dogs (the author's
+    group wins the tie with WordNet's 'dog', which holds the same classes), "tiger" below the cats (its most
+    used senses are a person and the feline: the feline is the one below a concept here), "shoe" is footwear,
+    not the card shoe below 'container'; no class, no kind above one and no kind below one is listed; "pooch"
+    is another word for the dogs, a name of their group."""
     from export.bundle import class_entry, with_english
 
     ids = ["chihuahua", "poodle", "golden_retriever", "lion", "tabby_cat", "wok", "frying_pan"]
@@ -201,4 +202,8 @@ def test_the_kinds_below_a_concept_that_no_class_is_go_to_its_most_specific_hold
     assert "shoe" not in holder and "poodle" not in holder and "hunting dog" not in holder   # a sense, a kind above
     assert "toy poodle" not in holder and "dog" not in holder     # below a class's sense; the group's own sense
     assert added["kinds"] == sum(len(c.get("kinds", ())) for c in classes["concepts"]) > 100
+    # WordNet's informal terms for dogs are another word for the dogs, not a kind of dog: names of the group
+    dogs = next(c for c in classes["concepts"] if c["id"] == "dogs")
+    assert dogs["names"][0] == "dogs" and {"doggie", "doggy", "pooch"} <= set(dogs["names"]) and "pooch" not in holder
+    assert added["informal_names"] == len(dogs["names"]) - 1 >= 3
     assert all(c["kinds"] == sorted(c["kinds"]) for c in classes["concepts"] if "kinds" in c)

@@ -44,6 +44,7 @@ MAX_SENSES = 8               # the senses of a name compared with its neighbours
 FIT_DEPTH = 4                # a kind this deep is specific: artifact, food, organism (not object, whole, matter)
 KIND_LEVELS = 3              # a kind that holds one class names it within this many steps up: hat, snake, dish
 KIND_LEVELS_BELOW = 3        # a kind the bundle lacks is named below a concept within this many steps: dog -> beagle
+INFORMAL = "informal term"   # how WordNet glosses a hyponym that is another word for its hypernym ("pooch", "kitty")
 # ... whose sense is this deep: animal, container, device, not organism or artifact (in a probe of the held-out
 # vocabulary, before the most-used-sense filter, 2,788 names went below 'organism', mostly people: 'manslayer',
 # 'humourist'; 1,530 below 'artifact')
@@ -250,6 +251,7 @@ class English:
     # the name of a kind no class is -> the concepts that hold it, most specific first: concept ids, wordnet/<id>
     # or a group's key (`kinds_below`)
     kinds_below: dict[str, list[str]] = field(default_factory=dict)
+    informal: dict[str, list[str]] = field(default_factory=dict)   # WordNet's informal terms for a concept, the same
 
 
 def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[str, str], list[str]]:
@@ -360,43 +362,52 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
             descriptions[c] = wordnet.synset(sense).gloss[:1000]
     holders = {kind: (ID_PREFIX + kind, len(set(members))) for kind, members in concepts.items()}
     groups = [(g, sense, len(vocabulary.members(g))) for g, sense in group_senses.items()]
-    below = kinds_below(wordnet, set(senses.values()), set(held), holders,
-                        [(g, sense, n) for g, sense, n in groups if 2 <= n < len(ids)])
-    return English(senses, how, group_senses, rows, aliases, descriptions, notes, below)
+    below, informal = kinds_below(wordnet, set(senses.values()), set(held), holders,
+                                  [(g, sense, n) for g, sense, n in groups if 2 <= n < len(ids)])
+    return English(senses, how, group_senses, rows, aliases, descriptions, notes, below, informal)
 
 
 def kinds_below(wordnet: WordNet, class_senses: set[str], above: set[str], concepts: dict[str, tuple[str, int]],
-                groups: list[tuple[str, str, int]]) -> dict[str, list[str]]:
-    """The kinds of thing the bundle lacks that lie below its concepts, by name: name -> the ids of the
-    concepts that hold it, most specific first (fewest classes; a group the author wrote first on a tie; the
-    deepest sense). A kind is a hyponym at most KIND_LEVELS_BELOW steps below a concept's sense (or an author's
-    group's: "dogs" is the dog) at least HOLDER_DEPTH deep, that is no class's sense, no kind above one
-    (`above`) and no kind below one (a "toy poodle" is the bundle's poodle, not a dog it lacks). A name goes
-    with such a kind only where the kind is one of its most used senses (`WordNet.most_used`: "shoe" is
-    footwear, not the card shoe below 'container'; "tiger" is an audacious person and a feline, tagged once
-    each, and only the feline lies below a concept here). `concepts`: sense -> (concept id, number of
-    classes); `groups`: (group key, its sense, number of classes). The resolver tells such a name missing and
-    names its group: "beagle" -> a kind of 'hunting dog'."""
+                groups: list[tuple[str, str, int]]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """The kinds of thing the bundle lacks that lie below its concepts, by name, and WordNet's informal terms
+    for a concept, each as name -> the ids of the concepts that hold it, most specific first (fewest classes;
+    a group the author wrote first on a tie; the deepest sense).
+
+    A kind is a hyponym at most KIND_LEVELS_BELOW steps below a concept's sense (or an author's group's: "dogs"
+    is the dog) at least HOLDER_DEPTH deep, that is no class's sense, no kind above one (`above`) and no kind
+    below one (a "toy poodle" is the bundle's poodle, not a dog it lacks). A name goes with such a kind only
+    where the kind is one of its most used senses (`WordNet.most_used`: "shoe" is footwear, not the card shoe
+    below 'container'; "tiger" is an audacious person and a feline, tagged once each, and only the feline lies
+    below a concept here). The resolver tells such a name missing and names its group: "beagle" -> a kind of
+    'hunting dog'. A hyponym right below a concept's sense whose gloss begins INFORMAL ("pooch, doggie, doggy:
+    informal terms for dogs"; 31 synsets in WordNet 3.0) is no kind of it but another word for it: its names go
+    to the second dict, to be the concept's names ("doggies" -> the dogs).
+
+    `concepts`: sense -> (concept id, number of classes); `groups`: (group key, its sense, number of classes)."""
     holders = [(n, 1, -wordnet.depth(sense), key, sense) for sense, (key, n) in concepts.items()]
     holders += [(n, 0, -wordnet.depth(sense), key, sense) for key, sense, n in groups]
     found: dict[str, dict[str, tuple]] = {}   # name (lower case) -> holder id -> its order key
+    informal: dict[str, dict[str, tuple]] = {}
     spelled: dict[str, str] = {}              # name (lower case) -> as WordNet spells it
     for n, authored_last, depth, key, sense in holders:
         if -depth < HOLDER_DEPTH:
             continue
         seen, level = {sense}, [sense]
-        for _ in range(KIND_LEVELS_BELOW):
+        for steps in range(1, KIND_LEVELS_BELOW + 1):
             level = [k for s in level for k in wordnet.synset(s).hyponyms if k not in seen and k not in class_senses]
             seen.update(level)
             for kind in level:
                 if kind in above or wordnet.kinds(kind) & class_senses:
                     continue
+                other_word = steps == 1 and wordnet.synset(kind).gloss.startswith(INFORMAL)
                 for name in wordnet.synset(kind).names:
                     if kind not in wordnet.most_used(name):   # "shoe" is footwear, not the card shoe below 'container'
                         continue
                     spelled.setdefault(name.lower(), name)
-                    found.setdefault(name.lower(), {})[key] = (n, authored_last, depth, key)
-    return {spelled[name]: sorted(by, key=by.__getitem__) for name, by in sorted(found.items())}
+                    (informal if other_word else found).setdefault(name.lower(), {})[key] = (n, authored_last, depth,
+                                                                                              key)
+    return tuple({spelled[name]: sorted(by, key=by.__getitem__) for name, by in sorted(table.items())}
+                 for table in (found, informal))
 
 
 def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], kind_of: set[str],
