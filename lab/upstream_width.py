@@ -1,0 +1,78 @@
+"""Issue 75: is a wider network what the start lacks? The transfer benchmark trains everything at the `demo`
+preset's width 0.25. This trains the same upstream (Tiny ImageNet without the own photos' 24 classes, stage 1 for
+UPSTREAM_STAGE1_EPOCHS epochs) at width 0.5, then the own photos at width 0.5 three ways: fine-tuned from its
+stage-1 network (the shipped FINETUNE defaults), and from scratch for 32 stage-1 epochs (the best length of the
+benchmark's width-0.25 sweep) and for 17 (as many as the fine-tune's head and body epochs). Each is scored as the
+benchmark scores its rows: classifier selection on the same 6-way tasks and val images.
+
+    python -m lab.upstream_width --out docs/results/transfer_width05.json    # ~45 min for the upstream here
+
+Compare with the width-0.25 rows: the 16-epoch upstream's stage 1, 77.54 (experiments.md, "Transfer: does a
+longer upstream make a better start?"), and the benchmark's from-scratch runs (docs/results/transfer.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+WIDTH = 0.5
+SCRATCH_EPOCHS = (32, 17)
+
+
+def upstream(work: Path, data: Path) -> Path:
+    """The width-0.5 upstream's run directory, stage 1 trained (once), its classes disjoint from the own photos'."""
+    from scripts.bench_transfer import HERE, UPSTREAM_STAGE1_EPOCHS
+    from trainer.data.holdout import read_class_list
+    from trainer.run import run
+
+    run_dir = work / "upstream-w05"
+    if not (run_dir / "stage1" / "model.safetensors").is_file():
+        fresh = not (run_dir / "config.json").exists()
+        run(run_dir, "demo" if fresh else None,
+            {"data": str(data), "exclude_classes": read_class_list(HERE / "source_classes.json"),
+             "stage1_epochs": UPSTREAM_STAGE1_EPOCHS, "width": WIDTH} if fresh else {}, until="stage1")
+    return run_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.upstream_width", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, default=None, help="the transfer work folder (default: the cache's)")
+    parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
+    args = parser.parse_args(argv)
+
+    from scripts.bench_transfer import Scorer, own_run
+    from scripts.cpu import describe
+    from scripts.own_photos import DATA, build_folder
+    from sdk.media.cache import cache_root
+
+    start = time.perf_counter()
+    work = args.work or cache_root() / "transfer"
+    photos = build_folder(DATA, work.parent / "own-photos" / "my-photos", 150)
+    up = upstream(work, DATA)
+    up_s = json.loads((up / "metrics.json").read_text())["wall_time_s"]["stage1"]
+    runs = {"init": own_run(work, "init-w05", photos, {"stage1_init": str(up), "width": WIDTH}, until="stage1")}
+    for epochs in SCRATCH_EPOCHS:
+        runs[f"scratch_{epochs}"] = own_run(work, f"scratch-w05-{epochs}", photos,
+                                            {"stage1_epochs": epochs, "width": WIDTH}, until="stage1")
+    scorer = Scorer(runs["init"][0])
+    rows = {}
+    for name, (run_dir, seconds) in runs.items():
+        row = scorer.network(run_dir)
+        rows[name] = {**{k: v for k, v in row.items() if k != "per_class"}, "train_s": round(seconds, 1)}
+    best = max((f"scratch_{e}" for e in SCRATCH_EPOCHS), key=lambda k: rows[k]["accuracy"])
+    result = {"width": WIDTH, "upstream_stage1_s": round(up_s, 1), **rows, "scratch_best": best,
+              "init_gain_over_scratch": round(rows["init"]["accuracy"] - rows[best]["accuracy"], 2),
+              "wall_s": round(time.perf_counter() - start, 1), "cpu": describe(),
+              "command": "python -m lab.upstream_width"}
+    print(json.dumps(result, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
