@@ -303,6 +303,19 @@ public final class TaskResolver {
         return MISSING + why + ": nothing taken for it (closest classes: " + String.join(", ", closest) + "); " + ADD_IT;
     }
 
+    /** Rule 4b (sdk.text.resolver.names.Names.kind): (the kind's name, its concept's index) for a normalised phrase
+     * that names a kind the bundle lacks, itself or a singular, past an article; null otherwise, and for a phrase
+     * ending in a describing noun ("farm animals"), read by meaning as in rule 4a. */
+    private Map.Entry<String, Integer> kind(String key) {
+        int space = key.indexOf(' ');
+        String bare = space > 0 && ARTICLES.contains(key.substring(0, space)) ? key.substring(space + 1) : key;
+        if (DESCRIBING_NOUNS.contains(bare.substring(bare.lastIndexOf(' ') + 1))) return null;
+        List<String> forms = new ArrayList<>(List.of(bare));
+        forms.addAll(singularForms(bare));
+        for (String f : forms) if (kinds.containsKey(f)) return Map.entry(f, kinds.get(f));
+        return null;
+    }
+
     /** Rule 4b: what the resolution says of a kind the bundle lacks: missing, the group it belongs to, and what that
      * group's name takes (sdk.text.resolver.missing.told_kind). */
     private String toldKind(String kind, int concept) {
@@ -603,19 +616,10 @@ public final class TaskResolver {
                 }
             }
         }
-        if (options.missing.equals("tell")) {   // rule 4b: a kind it lacks, below one of its concepts
-            String bare = key;
-            int space = key.indexOf(' ');
-            if (space > 0 && ARTICLES.contains(key.substring(0, space))) bare = key.substring(space + 1);
-            List<String> kindForms = new ArrayList<>();
-            if (!DESCRIBING_NOUNS.contains(bare.substring(bare.lastIndexOf(' ') + 1))) kindForms.add(bare);  // "farm animals"
-            if (!kindForms.isEmpty()) kindForms.addAll(singularForms(bare));
-            for (String f : kindForms) {
-                if (kinds.containsKey(f)) {
-                    how.add(repr(phrase) + ": " + toldKind(f, kinds.get(f)));
-                    return List.of();
-                }
-            }
+        Map.Entry<String, Integer> kind = options.missing.equals("tell") ? kind(key) : null;   // rule 4b: a kind it lacks
+        if (kind != null) {
+            how.add(repr(phrase) + ": " + toldKind(kind.getKey(), kind.getValue()));
+            return List.of();
         }
         boolean allWords = true;
         for (String w : key.split(" ", -1)) allWords &= isWord.test(w);
