@@ -26,14 +26,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
     args = parser.parse_args(argv)
 
-    from scripts.bench_transfer import Scorer, own_run, upstream_run
+    from scripts.bench_transfer import Scorer, own_photos, own_run, upstream_run
     from scripts.cpu import describe
-    from scripts.own_photos import DATA, build_folder
+    from scripts.own_photos import DATA
     from sdk.media.cache import cache_root
 
     start = time.perf_counter()
     work = args.work or cache_root() / "transfer"
-    photos = build_folder(DATA, work.parent / "own-photos" / "my-photos", 150)
+    photos = own_photos(work)
     upstream = upstream_run(work, DATA, args.epochs, until="stage1")
     upstream_s = json.loads((upstream / "metrics.json").read_text())["wall_time_s"]["stage1"]
     init_dir, init_s = own_run(work, f"init-from-e{args.epochs}", photos, {"stage1_init": str(upstream)},

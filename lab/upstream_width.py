@@ -22,21 +22,6 @@ WIDTH = 0.5
 SCRATCH_EPOCHS = (32, 17)
 
 
-def upstream(work: Path, data: Path) -> Path:
-    """The width-0.5 upstream's run directory, stage 1 trained (once), its classes disjoint from the own photos'."""
-    from scripts.bench_transfer import HERE, UPSTREAM_STAGE1_EPOCHS
-    from trainer.data.holdout import read_class_list
-    from trainer.run import run
-
-    run_dir = work / "upstream-w05"
-    if not (run_dir / "stage1" / "model.safetensors").is_file():
-        fresh = not (run_dir / "config.json").exists()
-        run(run_dir, "demo" if fresh else None,
-            {"data": str(data), "exclude_classes": read_class_list(HERE / "source_classes.json"),
-             "stage1_epochs": UPSTREAM_STAGE1_EPOCHS, "width": WIDTH} if fresh else {}, until="stage1")
-    return run_dir
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.upstream_width", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -44,15 +29,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
     args = parser.parse_args(argv)
 
-    from scripts.bench_transfer import Scorer, own_run
+    from scripts.bench_transfer import UPSTREAM_STAGE1_EPOCHS, Scorer, own_photos, own_run, upstream_run
     from scripts.cpu import describe
-    from scripts.own_photos import DATA, build_folder
     from sdk.media.cache import cache_root
 
     start = time.perf_counter()
     work = args.work or cache_root() / "transfer"
-    photos = build_folder(DATA, work.parent / "own-photos" / "my-photos", 150)
-    up = upstream(work, DATA)
+    photos = own_photos(work)
+    up = upstream_run(work, epochs=UPSTREAM_STAGE1_EPOCHS, until="stage1", extra={"width": WIDTH}, name="upstream-w05")
     up_s = json.loads((up / "metrics.json").read_text())["wall_time_s"]["stage1"]
     runs = {"init": own_run(work, "init-w05", photos, {"stage1_init": str(up), "width": WIDTH}, until="stage1")}
     for epochs in SCRATCH_EPOCHS:

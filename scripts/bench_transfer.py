@@ -49,22 +49,30 @@ def own_class_ids() -> list[str]:
     return list(json.loads((HERE / "source_classes.json").read_text())["classes"].values())
 
 
-def upstream_run(work: Path, data: Path = DATA, epochs: int = UPSTREAM_STAGE1_EPOCHS, until: str = "stage3") -> Path:
+def upstream_run(work: Path, data: Path = DATA, epochs: int = UPSTREAM_STAGE1_EPOCHS, until: str = "stage3",
+                 extra: dict | None = None, name: str | None = None) -> Path:
     """The upstream run directory (trained once: about 25 min here), its classes disjoint from the own photos':
-    `work`/upstream, or `work`/upstream-e<epochs> for another stage-1 length (lab/upstream_epochs.py)."""
+    `work`/upstream, or `work`/upstream-e<epochs> for another stage-1 length (lab/upstream_epochs.py), or
+    `work`/<name> with `extra` config fields (lab/upstream_width.py: width 0.5)."""
     from trainer.data.holdout import read_class_list
     from trainer.run import run
 
-    run_dir = work / ("upstream" if epochs == UPSTREAM_STAGE1_EPOCHS else f"upstream-e{epochs}")
+    run_dir = work / (name or ("upstream" if epochs == UPSTREAM_STAGE1_EPOCHS else f"upstream-e{epochs}"))
     if not (run_dir / until / "model.safetensors").is_file():
         print(f"[transfer] python -m trainer run --preset demo --data {data} --exclude-classes "
               f"scripts/own_data/source_classes.json --set stage1_epochs={epochs} --out {run_dir}"
+              + "".join(f" --set {k}={v}" for k, v in (extra or {}).items())
               + (f" --until {until}" if until != "stage3" else ""), flush=True)
         overrides = {"data": str(data), "exclude_classes": read_class_list(HERE / "source_classes.json"),
-                     "stage1_epochs": epochs}
+                     "stage1_epochs": epochs, **(extra or {})}
         run(run_dir, None if (run_dir / "config.json").exists() else "demo",
             {} if (run_dir / "config.json").exists() else overrides, until=until)
     return run_dir
+
+
+def own_photos(work: Path, data: Path = DATA) -> Path:
+    """The own photos the transfer runs train on: the worked example's 24 classes, 150 photos each, beside `work`."""
+    return build_folder(data, work.parent / "own-photos" / "my-photos", 150)
 
 
 def upstream_bundle(work: Path, data: Path = DATA) -> Path:
@@ -219,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     work = args.work or cache_root() / "transfer"
-    photos = build_folder(args.data, work.parent / "own-photos" / "my-photos", 150)
+    photos = own_photos(work, args.data)
     bundle_path = upstream_bundle(work, args.data)
     upstream_s = sum(json.loads((work / "upstream" / "metrics.json").read_text())["wall_time_s"].values())
     upstream_ids = trained_classes(work / "upstream")
