@@ -28,7 +28,6 @@ import argparse
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -146,9 +145,10 @@ def named_group(bundle, text: str) -> set[str] | None:
     """The class ids of the group a resolution names for a missing kind (rule 4b: "... is a kind of 'hunting
     dog' (from WordNet) ..."), as typing that group's name takes them; None if it names none."""
     from sdk.text.resolver import normalize_name
+    from sdk.text.resolver.missing import kind_group
 
-    found = re.search(r"is a kind of (['\"])(.+?)\1 \(from WordNet\)", text)
-    group = found and bundle.resolver.index.group(normalize_name(found.group(2)))
+    name = kind_group(text)
+    group = name and bundle.resolver.index.group(normalize_name(name))
     return None if not group else {bundle.bundle.classes[i].id for i in group[1]}
 
 

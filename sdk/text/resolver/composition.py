@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .names import Names
 from .options import MAX_GROUP_CLASSES
-from .words import ARTICLES, EVERYTHING, EXCLUSION_PREFIX, EXCLUSION_WORDS, KIND_NOUNS, NEGATIONS, singular_forms
+from .words import EVERYTHING, EXCLUSION_PREFIX, EXCLUSION_WORDS, KIND_NOUNS, NEGATIONS, singular_forms, without_article
 
 # Rule 2b's openings, longest first among those that share a start ("all but not" before "all but")
 NEGATED_STARTS = (*NEGATIONS, *(f"{e} {m}" for e in EVERYTHING for m in (*EXCLUSION_WORDS, "but")))
@@ -70,12 +70,6 @@ def exclusion(names: Names, words: list[str]) -> tuple[list[int], str, list[int]
     if not 0 < len(kept) < len(set(whole)):
         return None
     return kept[:MAX_GROUP_CLASSES], f"group {kept_name!r} without {dropped_name!r}", sorted(set(dropped_classes))
-
-
-def without_article(name: str) -> str:
-    """The name without an article before it: "a dog that is not a poodle" composes as "dogs except poodles"."""
-    first, _, rest = name.partition(" ")
-    return rest if first in ARTICLES and rest else name
 
 
 def dropped(names: Names, name: str) -> list[int] | None:

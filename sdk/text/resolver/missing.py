@@ -11,6 +11,8 @@ closest classes (`missing="tell"`, the default), or, with `missing="nearest"`, t
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from sdk.errors import DescriptionError
@@ -54,6 +56,11 @@ def told(classes: list[ClassInfo], scores: np.ndarray, compound: str | None = No
     return f"{MISSING}{why}: nothing taken for it (closest classes: {closest}); {ADD_IT}"
 
 
+# Rule 4b's words naming the group (the Java core's toldKind writes the same), and how to read them back
+KIND_OF, FROM_WORDNET = "is a kind of", "(from WordNet)"
+_KIND_OF = re.compile(rf"{KIND_OF} (['\"])(.+?)\1 {re.escape(FROM_WORDNET)}")
+
+
 def told_kind(classes: list[ClassInfo], names: Names, kind: str, concept: int) -> str:
     """Rule 4b: what the resolution says of a kind the bundle lacks (`names.kind`): missing, the group it
     belongs to, and what that group's name takes."""
@@ -62,8 +69,18 @@ def told_kind(classes: list[ClassInfo], names: Names, kind: str, concept: int) -
     members = found[1][:MAX_GROUP_CLASSES] if found else names.concepts[concept].members
     shown = ", ".join(repr(classes[i].name) for i in members[:CLOSEST_NAMES])
     more = ", ..." if len(members) > CLOSEST_NAMES else ""
-    return (f"{MISSING}: {kind!r} is a kind of {group!r} (from WordNet), and no class here is one: nothing taken "
+    return (f"{MISSING}: {kind!r} {KIND_OF} {group!r} {FROM_WORDNET}, and no class here is one: nothing taken "
             f"for it; {group!r} takes its {len(members)} classes ({shown}{more}); {ADD_IT}")
+
+
+def kind_group(how: str) -> str | None:
+    """The group name a resolution's text gives a missing kind (rule 4b, `told_kind`), or None.
+
+    >>> kind_group("'beagle': not a name this bundle knows: 'beagle' is a kind of 'hunting dog' (from WordNet), ...")
+    'hunting dog'
+    """
+    found = _KIND_OF.search(how)
+    return found.group(2) if found else None
 
 
 def nearest_instead(classes: list[ClassInfo], phrase: str, scores: np.ndarray, standout: float,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from sdk.format.bundle import ClassInfo, Concept
 
-from .words import ARTICLES, CONJUNCTIONS, DESCRIBING_NOUNS, GLOSS_WORDS, normalize_name, singular_forms
+from .words import CONJUNCTIONS, DESCRIBING_NOUNS, GLOSS_WORDS, normalize_name, singular_forms, without_article
 
 
 class Names:
@@ -102,8 +102,7 @@ class Names:
         bundle lacks, itself or a singular, past an article ("a beagle", "beagles"); None otherwise, and for a
         phrase ending in one of DESCRIBING_NOUNS, which describes as in rule 4a ("farm animals": the ox and the
         pig are farm animals to a person, though WordNet puts neither under 'livestock')."""
-        first, _, rest = key.partition(" ")
-        bare = rest if rest and first in ARTICLES else key
+        bare = without_article(key)
         if bare.rsplit(" ", 1)[-1] in DESCRIBING_NOUNS:
             return None
         return next(((f, self.kinds[f]) for f in (bare, *singular_forms(bare)) if f in self.kinds), None)

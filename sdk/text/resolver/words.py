@@ -27,7 +27,7 @@ EXCLUSION_WORDS = (*OPENING_EXCLUSIONS, "that are not", "that aren't", "which ar
 # encoder read "no birds" as near 'birds' as "birds", and took them (experiments.md, "What an item leaves out").
 NEGATIONS = ("not", "no", *OPENING_EXCLUSIONS)
 EVERYTHING = ("everything", "anything", "all", "things")   # "things that are not birds" too
-ARTICLES = ("a", "an", "the")   # rule 3b reads a name past one: "a dog that is not a poodle"
+ARTICLES = ("a", "an", "the")   # rules 3b and 4b read a name past one: "a dog that is not a poodle", "a beagle"
 KIND_NOUNS = ("animals", "things", "creatures")
 # Rule 4a: a phrase ending in one of these describes (by meaning: rule 5) rather than names a missing item
 DESCRIBING_NOUNS = frozenset({*KIND_NOUNS, "stuff", "items", "objects"})
@@ -99,6 +99,13 @@ def edit_distance(a: str, b: str, limit: int) -> int:
             return limit + 1
         prev2, prev = prev, row
     return min(prev[len(b)], limit + 1)
+
+
+def without_article(name: str) -> str:
+    """The name without an article before it: "a dog that is not a poodle" composes as "dogs except poodles"
+    (rule 3b); "a beagle" is the kind "beagle" (rule 4b)."""
+    first, _, rest = name.partition(" ")
+    return rest if first in ARTICLES and rest else name
 
 
 def unit_mean(rows) -> np.ndarray:

@@ -307,8 +307,7 @@ public final class TaskResolver {
      * that names a kind the bundle lacks, itself or a singular, past an article; null otherwise, and for a phrase
      * ending in a describing noun ("farm animals"), read by meaning as in rule 4a. */
     private Map.Entry<String, Integer> kind(String key) {
-        int space = key.indexOf(' ');
-        String bare = space > 0 && ARTICLES.contains(key.substring(0, space)) ? key.substring(space + 1) : key;
+        String bare = withoutArticle(key);
         if (DESCRIBING_NOUNS.contains(bare.substring(bare.lastIndexOf(' ') + 1))) return null;
         List<String> forms = new ArrayList<>(List.of(bare));
         forms.addAll(singularForms(bare));
@@ -753,7 +752,7 @@ public final class TaskResolver {
         return cap(kept);
     }
 
-    /** The name without an article before it (sdk.text.resolver.composition.without_article). */
+    /** The name without an article before it (sdk.text.resolver.words.without_article; rules 3b and 4b). */
     private static String withoutArticle(String name) {
         int space = name.indexOf(' ');
         return space > 0 && space < name.length() - 1 && ARTICLES.contains(name.substring(0, space))
