@@ -50,11 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the grid's result here (JSON)")
     args = parser.parse_args(argv)
 
-    from scripts.bench_transfer import Scorer, own_photos, own_run, upstream_bundle
+    from scripts.bench_transfer import Scorer, own_photos, own_run, upstream_bundle, work_folder
     from scripts.cpu import describe
-    from sdk.media.cache import cache_root
 
-    work = args.work or cache_root() / "transfer"
+    work = work_folder(args.work)
     photos = own_photos(work)
     select = selection_folder(photos, work / "select-photos")
     bundle = upstream_bundle(work)

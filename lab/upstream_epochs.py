@@ -26,13 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
     args = parser.parse_args(argv)
 
-    from scripts.bench_transfer import Scorer, own_photos, own_run, upstream_run
+    from scripts.bench_transfer import Scorer, own_photos, own_run, upstream_run, work_folder
     from scripts.cpu import describe
     from scripts.own_photos import DATA
-    from sdk.media.cache import cache_root
 
     start = time.perf_counter()
-    work = args.work or cache_root() / "transfer"
+    work = work_folder(args.work)
     photos = own_photos(work)
     upstream = upstream_run(work, DATA, args.epochs, until="stage1")
     upstream_s = json.loads((upstream / "metrics.json").read_text())["wall_time_s"]["stage1"]

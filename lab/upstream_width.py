@@ -29,12 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
     args = parser.parse_args(argv)
 
-    from scripts.bench_transfer import UPSTREAM_STAGE1_EPOCHS, Scorer, own_photos, own_run, upstream_run
+    from scripts.bench_transfer import UPSTREAM_STAGE1_EPOCHS, Scorer, own_photos, own_run, upstream_run, work_folder
     from scripts.cpu import describe
-    from sdk.media.cache import cache_root
 
     start = time.perf_counter()
-    work = args.work or cache_root() / "transfer"
+    work = work_folder(args.work)
     photos = own_photos(work)
     up = upstream_run(work, epochs=UPSTREAM_STAGE1_EPOCHS, until="stage1", extra={"width": WIDTH}, name="upstream-w05")
     up_s = json.loads((up / "metrics.json").read_text())["wall_time_s"]["stage1"]

@@ -70,6 +70,13 @@ def upstream_run(work: Path, data: Path = DATA, epochs: int = UPSTREAM_STAGE1_EP
     return run_dir
 
 
+def work_folder(work: Path | None = None) -> Path:
+    """Where the transfer runs live: `work`, else the SDK cache's transfer/ (its runs are reused across commands)."""
+    from sdk.media.cache import cache_root
+
+    return work or cache_root() / "transfer"
+
+
 def own_photos(work: Path, data: Path = DATA) -> Path:
     """The own photos the transfer runs train on: the worked example's 24 classes, 150 photos each, beside `work`."""
     return build_folder(data, work.parent / "own-photos" / "my-photos", 150)
@@ -221,12 +228,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import sdk
     from export.bundle import bundle_run
-    from sdk.media.cache import cache_root
     from trainer.config import FINETUNE
     from trainer.report import evaluate_run
 
     start = time.perf_counter()
-    work = args.work or cache_root() / "transfer"
+    work = work_folder(args.work)
     photos = own_photos(work, args.data)
     bundle_path = upstream_bundle(work, args.data)
     upstream_s = sum(json.loads((work / "upstream" / "metrics.json").read_text())["wall_time_s"].values())

@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import sdk
     from export.bundle import bundle_run, description_kinds
-    from scripts.bench_transfer import upstream_bundle
+    from scripts.bench_transfer import upstream_bundle, work_folder
     from sdk.media.cache import cache_root
     from trainer.report import evaluate_run
     from trainer.run import run
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.out or cache_root() / "own-photos"
     photos = build_folder(args.data, work / "my-photos", args.train_per_class)
     scratch_dir = work / f"run-{args.preset}"
-    start = None if args.scratch else (args.init or upstream_bundle(cache_root() / "transfer", args.data))
+    start = None if args.scratch else (args.init or upstream_bundle(work_folder(), args.data))
     for run_dir, overrides in [(scratch_dir, {}), *([] if start is None else
                                                     [(work / f"run-{args.preset}-init", {"stage1_init": str(start)})])]:
         fresh = not (run_dir / "config.json").exists()
