@@ -74,6 +74,7 @@ from sdk.format.tokenizer_check import check_tokenizer_json
 from sdk.fusion.folding import BACKBONE_FILE
 from sdk.media.images import to_uint8_batch
 from sdk.text.resolver import TaskOptions, TaskResolver
+from sdk.text.resolver.described import content_stems
 
 WORDS = ("moth", "butterfly", "Golden", "retriever", "kitchen", "appliances", "sea", "creatures", "farm", "animals",
          "things", "to", "wear", "cars", "and", "trucks", "a", "the", "of", "photo")
@@ -124,6 +125,9 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("rings, not blue ring", {"min_classes": 4}), ("rings and not blue ring", {}), ("no owl", {}),
     ("rings, not rings", {}), ("red disc, without owls", {}), ("red disc, not green disc", {}),
     ("rings other than red ring", {"min_classes": 4}),   # nor what a composition excluded (rule 3b)
+    # Rule 6 (issue 72): a described kind narrowed by the words its classes share with it, alone; not in a list
+    ("a round shape that is red", {}), ("a yellow angular shape", {"min_classes": 1}), ("a checkered red pattern", {}),
+    ("a red shape", {"min_classes": 1}), ("a shape with a blue ring", {}), ("red disc, a round shape that is red", {}),
 )
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).
@@ -176,6 +180,29 @@ COMPOSED_DESCRIPTIONS = (
     "giraffe", "giraffes", "a giraffe", "the parrots", "fruit bats", "guinea pigs", "GUINEA  PIG", "wasps, lion",
     "parrots and penguins", "birds, not parrots", "no giraffes", "honeybee", "a wasp that stings", "giraffe neck",
     "work animal", "work animals", "a work animal")   # a phrase ending in "animals" describes (rule 4a's words)
+# Rule 6 (issue 72): the table's classes with descriptions, the candidates rules 4 or 5 might take for a described kind,
+# and texts cut into words as both readers must (TaskResolver.narrowed and sdk.text.resolver.described.content_stems)
+COMPOSED_GLOSSES = {
+    0: "any of numerous small rodents typically resembling diminutive rats having pointed snouts and small ears",
+    1: "short-tailed Old World burrowing rodent with large cheek pouches",
+    2: "five-toed pachyderm with a long trunk and large ears", 3: "large predatory feline having a shaggy mane",
+    5: "a striped insect that makes honey; social and solitary species", 6: "social insect living in colonies",
+    7: "a slow mollusc of swampy gardens", 9: "web-footed long-necked migratory aquatic birds; it honks",
+    10: "short-legged flightless birds of cold southern especially Antarctic regions",
+    12: "a lantern carved from a pumpkin"}
+DESCRIBED_CASES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("a big cat with a mane", (0, 1, 2, 3, 4)), ("a small rodent with cheek pouches", (0, 1, 4)),
+    ("a bird that cannot fly and lives in antarctica", (9, 10)), ("a social insect", (5, 6)),
+    ("a huge animal with a trunk and large ears", (0, 1, 2, 3)), ("an insect that stings", (5, 6)),
+    ("a small animal", (0, 1, 4, 5, 6, 7)), ("a web-footed bird that honks", (10, 9)),
+    ("a carved pumpkin lantern", (12, 7)), ("a mouse", (0,)), ("a striped insect that makes honey", (6, 5, 0)),
+    ("a large animal", (0, 2, 3)), ("a small mammal or a large insect", (0, 1, 2, 5, 6)), ("a crab", (8, 11)),
+    ("a sea animal", (7, 8, 11)), ("a jack-o'-lantern", (12, 0)), ("an insect or bird", (5, 9, 10)),
+    ("a swamp dweller", (7, 11)))   # "swamp" begins "swampy": MIN_PREFIX letters exactly
+DESCRIBED_TEXTS = ("A Dog-Like face", "jack-o'-lantern", "naïve café—crème", "ÀNTARCTIC antarctica", "---", "x-y-z",
+                   "glides gliding glided GLIDES", "the of and a with", "Straße İstanbul", "e-mail co-op", "", "ab",
+                   "UPPER lower MiXeD", "tab\there new\nline", "🐶dogs🐱cats", "long-- -armed", "-lead trail-",
+                   "ed ing es s ly", "curly sadly buses bused", "ＡＢＣ full-width")
 # How a resolution quotes a phrase or a name: Python's repr, which the Java core's TaskResolver.repr must equal
 REPR_TEXTS = ("plain", "it's", 'say "hi"', "both ' and \"", "tab\there", "back\\slash", "nbsp\u00a0x",
               "zero\u200bwidth", "emoji \U0001f436", "e\u0301", "line\u2028sep", "bell\x07", "del\x7f",
@@ -694,8 +721,8 @@ def composed_resolver(embed: Callable[[str], np.ndarray] | None = None, compose:
         raise NeedsEncoder(text)
 
     n, eye = len(COMPOSED_CLASSES), np.eye(len(COMPOSED_CLASSES) + len(COMPOSED_CONCEPTS), dtype=np.float32)
-    classes = [ClassInfo(f"n{i}", name, ["entity", name], list(COMPOSED_ALIASES.get(i, ())))
-               for i, name in enumerate(COMPOSED_CLASSES)]
+    classes = [ClassInfo(f"n{i}", name, ["entity", name], list(COMPOSED_ALIASES.get(i, ())),
+                         COMPOSED_GLOSSES.get(i, "")) for i, name in enumerate(COMPOSED_CLASSES)]
     concepts = [Concept(cid, list(names), list(members), list(COMPOSED_KINDS.get(i, ())))
                 for i, (cid, (names, members)) in enumerate(zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True))]
     return TaskResolver(classes, eye[:n], {}, embed or needs_encoder, concepts, eye[n:], compose=compose)
@@ -711,8 +738,15 @@ def composed_resolutions() -> dict:
             rows.append({"description": description, "encoder": True})
         except DescriptionError as e:
             rows.append({"description": description, "error": str(e)})
+    described = []
+    for key, candidates in DESCRIBED_CASES:
+        found = resolver.narrowed(key, list(candidates))
+        described.append({"key": key, "candidates": list(candidates),
+                          **({} if found is None else {"kept": found[0], "said": found[1]})})
     return {"classes": list(COMPOSED_CLASSES),
             "aliases": [list(COMPOSED_ALIASES.get(i, ())) for i in range(len(COMPOSED_CLASSES))],
+            "glosses": [COMPOSED_GLOSSES.get(i, "") for i in range(len(COMPOSED_CLASSES))],
+            "described": described, "words": [{"text": t, "stems": content_stems(t)} for t in DESCRIBED_TEXTS],
             "concepts": [[list(a), list(b), cid, list(COMPOSED_KINDS.get(i, ()))]
                          for i, (cid, (a, b)) in enumerate(zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True))],
             "descriptions": rows}

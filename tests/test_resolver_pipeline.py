@@ -6,7 +6,8 @@ of r"(nothing taken for it \(closest classes: [^)]*\))" with r"\1; " + ADD_IT. P
 recorded when written, by the resolver of that day (export/golden.py's rule 3c spacing cases, issue 72; its rule
 2b cases, issue 72's review, which also changed the refusals of "except mammals" and "non-mammals": the bundle has
 no mammals, and both now say so as something left out, no longer as a phrase it does not know; its rule 4b
-cases, issue 72, which the tiny bundle answers as before: it lists no kinds)."""
+cases, issue 72, which the tiny bundle answers as before: it lists no kinds; its rule 6 cases, issue 72, whose
+described kinds the tiny bundle narrows by its class and concept names)."""
 
 import json
 from pathlib import Path

@@ -2,7 +2,8 @@
 lives in its own module). `TaskResolver.resolve` cuts a description into items (rule 2), marks those that leave
 out what they name (2b), and `_resolve_phrase` tries on each: a group (3), a class name (1; alone, with its
 look-alikes), a composition (3b), the kinds a word ends (3d), a kind it lacks (4b), a spelling (3c), then the
-text's meaning: a missing item (4a), a concept (5), the nearest classes (4).
+text's meaning: a missing item (4a), a concept (5), the nearest classes (4); the last two narrowed by a described
+kind's words (6).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sdk.format.bundle import ClassInfo, Concept
 from sdk.text.compounds import exocentric_compounds
 
 from .composition import composed, negated
+from .described import content_stems, described, describes_one
 from .missing import exocentric_form, nearest_instead, told, told_kind, unknown
 from .names import Names
 from .options import DERIVED, MAX_CLASS_LIST, MAX_DESCRIPTION_CHARS, MAX_GROUP_CLASSES, MISSING, Task, TaskOptions
@@ -49,6 +51,13 @@ class TaskResolver:
                                    else np.zeros((0, class_embeddings.shape[1]), np.float32))
         self.concept_sizes = np.array([len(c.members) for c in self.concepts], np.int64)
         self.index = Names(classes, supercategories, self.concepts)   # rules 1-3: every name it answers to
+        # rule 6: each class's own word stems, and the concepts that hold it (their names' stems)
+        self.own_stems = [set(content_stems(" ".join([c.name, *c.aliases, c.description]))) for c in classes]
+        self.concept_stems = [set(content_stems(" ".join(c.names))) for c in self.concepts]
+        self.holders: list[list[int]] = [[] for _ in classes]
+        for k, concept in enumerate(self.concepts):
+            for member in concept.members:
+                self.holders[member].append(k)
         self.by_name, self.groups = self.index.by_name, self.index.groups
 
     def resolve(self, description: str | Sequence[str], options: TaskOptions | None = None) -> Task:
@@ -153,12 +162,12 @@ class TaskResolver:
         by_concept = concept_match(self.concepts, self.concept_sizes, self.concept_embeddings, embedding,   # rule 5
                                    float(scores[best]), options)
         if by_concept is not None:
-            return (*by_concept, seconds)
+            return (*self._described(key, *by_concept, single), seconds)
         if not single:
             return [best], f"closest class (similarity {scores[best]:.2f})", seconds
         closest = f"{self.classes[best].name!r}: {scores[best]:.2f}, contrast {standout:.2f}"
-        return (top(scores, options), f"classes within {options.margin} of the best similarity ({closest})",
-                seconds)
+        return (*self._described(key, top(scores, options), f"classes within {options.margin} of the best "
+                                 f"similarity ({closest})", single), seconds)
 
     def _signed_parts(self, item: str) -> list[tuple[str, bool]]:
         """Rule 2 and 2b: the item's parts, each with whether it is left out. A negation that opens the item
@@ -202,6 +211,36 @@ class TaskResolver:
                f"similarity ({', '.join(map(repr, others[:5]))}{', ...' if len(others) > 5 else ''}): a model "
                "tells its classes apart, so it holds the class's look-alikes; give a list to choose them")
         return chosen, why
+
+    def _described(self, key: str, candidates: list[int], why: str, single: bool) -> tuple[list[int], str]:
+        """Rule 6 on the classes rule 4 or 5 took (`why`) for a phrase alone that describes one kind of thing."""
+        found = self.narrowed(key, candidates) if single and describes_one(key) else None
+        return (candidates, why) if found is None else (found[0], f"{why}; {found[1]}")
+
+    def narrowed(self, key: str, candidates: list[int]) -> tuple[list[int], str] | None:
+        """Rule 6 (sdk.text.resolver.described): of `candidates`, those whose words say what the normalised phrase
+        `key` says, and how that is said; None if no word tells some from the rest (the Java mirror's golden test
+        checks it on export.golden's hand-made table)."""
+        found = described(key, candidates, self._class_stems(candidates)) if len(candidates) >= 2 else None
+        if found is None:
+            return None
+        kept, words = found
+        names = ", ".join(repr(self.classes[i].name) for i in kept)
+        return kept, (f"described: kept {names} of those {len(candidates)}, whose words share "
+                      f"{', '.join(map(repr, words))} with it")
+
+    def _class_stems(self, candidates: list[int]) -> list[set[str]]:
+        """Each candidate's word stems (rule 6): its own, and the names of the concepts that hold it but not every
+        candidate (words that hold them all tell none apart)."""
+        every = set(candidates)
+        out = []
+        for c in candidates:
+            stems = set(self.own_stems[c])
+            for k in self.holders[c]:
+                if not every.issubset(self.concepts[k].members):
+                    stems |= self.concept_stems[k]
+            out.append(stems)
+        return out
 
     def _unknown(self, key: str) -> bool:
         """Rule 4a (sdk.text.resolver.missing.unknown), a method so that an experiment can replace it

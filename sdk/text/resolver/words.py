@@ -34,6 +34,14 @@ DESCRIBING_NOUNS = frozenset({*KIND_NOUNS, "stuff", "items", "objects"})
 # ... and so does a phrase holding a gloss word or one of these ("my pets", "all kinds of dogs")
 DESCRIBING_WORDS = GLOSS_WORDS | {"my", "our", "your", "their", "his", "her", "its", "some", "all", "any", "every",
                                   "different", "kind", "kinds", "type", "types", "sort", "sorts"}
+# Rule 6: words that say nothing of what a class is, in a description or a gloss ("a bird that cannot fly")
+STOP_WORDS = GLOSS_WORDS | {
+    "and", "or", "but", "not", "nor", "into", "onto", "over", "under", "about", "as", "like", "than", "where", "when",
+    "what", "whom", "has", "have", "had", "is", "are", "was", "were", "be", "been", "being", "it", "its", "they",
+    "them", "their", "you", "your", "one", "ones", "can", "cannot", "could", "may", "might", "will", "would", "does",
+    "do", "did", "very", "any", "some", "all", "each", "other", "such", "often", "usually", "especially", "typically",
+    "various", "use", "used", "uses", "thing", "things", "kind", "kinds", "type", "sort", "also", "etc", "this",
+    "these", "those", "there", "here", "so", "too", "more", "most", "much"}
 # Unicode categories refused in a description: control (tab and newlines aside), format (zero-width and
 # bidirectional marks: invisible, and able to make two different strings look alike), surrogate, private
 # use and unassigned.

@@ -53,7 +53,8 @@ public final class Personalizer implements AutoCloseable {
         this.bundle = bundle;
         this.engine = engine;
         tokenizer = Tokenizer.fromJson(bundle.memberBytes("tokenizer.json"), bundle.maxTokens);  // checked at load
-        resolver = new TaskResolver(bundle.classIds, bundle.classNames, bundle.classAliases, bundle.classPaths, bundle.supercategories,
+        resolver = new TaskResolver(bundle.classIds, bundle.classNames, bundle.classAliases, bundle.classDescriptions,
+                bundle.classPaths, bundle.supercategories,
                 bundle.classEmbeddings, bundle.embedDim, this::embedPhrase, bundle.concepts, bundle.conceptEmbeddings,
                 tokenizer::isWord, Compounds.shipped());
         mixer = new Mixer(bundle);

@@ -306,8 +306,11 @@ public final class GoldenTest {
         List<List<String>> aliases = new ArrayList<>();
         for (Object o : (List<Object>) composed.get("aliases")) aliases.add((List<String>) o);
         check(aliases.size() == names.size(), "composed: one list of aliases per class");
-        TaskResolver resolver = new TaskResolver(ids, names, aliases, paths, Map.of(), classRows, dim,
+        List<String> glosses = (List<String>) composed.get("glosses");
+        check(glosses.size() == names.size(), "composed: one description per class");
+        TaskResolver resolver = new TaskResolver(ids, names, aliases, glosses, paths, Map.of(), classRows, dim,
                 text -> { throw new NeedsEncoder(); }, concepts, conceptRows, word -> false, Compounds.shipped());
+        checkDescribed(resolver, composed);
         for (Object o : (List<Object>) composed.get("descriptions")) {
             Map<String, Object> c = (Map<String, Object>) o;
             String d = (String) c.get("description");
@@ -327,6 +330,34 @@ public final class GoldenTest {
             for (int i = 0; same && i < want.size(); i++) same = task.classes[i] == ((Number) want.get(i)).intValue();
             check(same, "composed " + escape(d) + ": Java " + (task == null ? "needed the encoder"
                     : java.util.Arrays.toString(task.classes) + " " + task.how) + ", Python " + want + " " + c.get("how"));
+        }
+    }
+
+    /** Rule 6 on the same table: the candidates kept and how it is said, or neither; and texts cut into the same stems. */
+    @SuppressWarnings("unchecked")
+    private static void checkDescribed(TaskResolver resolver, Map<String, Object> composed) {
+        List<Object> cases = (List<Object>) composed.get("described");
+        check(!cases.isEmpty(), "composed: no rule 6 cases");
+        for (Object o : cases) {
+            Map<String, Object> c = (Map<String, Object>) o;
+            String key = (String) c.get("key");
+            List<Integer> candidates = new ArrayList<>();
+            for (Object i : (List<Object>) c.get("candidates")) candidates.add(((Number) i).intValue());
+            TaskResolver.Narrowed got = resolver.narrowed(key, candidates);
+            if (!c.containsKey("kept")) {
+                check(got == null, "described " + escape(key) + ": Python kept all, Java " + got);
+                continue;
+            }
+            List<Integer> want = new ArrayList<>();
+            for (Object i : (List<Object>) c.get("kept")) want.add(((Number) i).intValue());
+            check(got != null && got.kept().equals(want) && got.said().equals(c.get("said")), "described " + escape(key)
+                    + ": Java " + got + ", Python " + want + " " + c.get("said"));
+        }
+        for (Object o : (List<Object>) composed.get("words")) {
+            Map<String, Object> c = (Map<String, Object>) o;
+            List<String> got = org.taper.sdk.text.Described.contentStems((String) c.get("text"));
+            check(got.equals(c.get("stems")), "words " + escape((String) c.get("text")) + ": Java " + got + ", Python "
+                    + c.get("stems"));
         }
     }
 

@@ -5,6 +5,7 @@ import java.nio.FloatBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -127,16 +128,21 @@ public final class TaskResolver {
     private final Map<String, List<Integer>> heads = new HashMap<>();
     /** Rule 4b: a kind below a concept that no class is -> the index of the first concept listing it. */
     private final Map<String, Integer> kinds = new HashMap<>();
+    /** Rule 6: each class's word stems (names, aliases, description), each concept's, and the concepts holding a class. */
+    private final List<Set<String>> ownStems = new ArrayList<>();
+    private final List<Set<String>> conceptStems = new ArrayList<>();
+    private final List<List<Integer>> holders = new ArrayList<>();
 
     /**
      * @param aliases each class's other names (Bundle.classAliases)
+     * @param descriptions each class's one-line description, "" if none (Bundle.classDescriptions; rule 6)
      * @param isWord whether a word is a whole token of the text encoder's vocabulary (Tokenizer.isWord)
      * @param embedPhrase a description's unit embedding (the text encoder with the first prompt)
      * @param concepts the bundle's concepts (empty before format 5), with their embeddings [concepts, dim]
      * @param exocentric compounds that are no kind of their last word (Compounds.shipped())
      */
-    public TaskResolver(List<String> ids, List<String> names, List<List<String>> aliases, List<List<String>> paths,
-                        Map<String, int[]> supercategories, FloatBuffer embeddings, int dim,
+    public TaskResolver(List<String> ids, List<String> names, List<List<String>> aliases, List<String> descriptions,
+                        List<List<String>> paths, Map<String, int[]> supercategories, FloatBuffer embeddings, int dim,
                         Function<String, float[]> embedPhrase, List<Concept> concepts, FloatBuffer conceptEmbeddings,
                         java.util.function.Predicate<String> isWord, Set<String> exocentric) {
         this.isWord = isWord;
@@ -208,6 +214,59 @@ public final class TaskResolver {
             closed.putIfAbsent(name.replace(" ", ""), name);
         }
         for (int i = 0; i < concepts.size(); i++) for (String name : concepts.get(i).kinds()) kinds.putIfAbsent(norm(name), i);
+        for (int i = 0; i < names.size(); i++) {
+            List<String> texts = new ArrayList<>(List.of(names.get(i)));
+            texts.addAll(aliases.get(i));
+            texts.add(descriptions.get(i));
+            ownStems.add(new HashSet<>(Described.contentStems(String.join(" ", texts))));
+            holders.add(new ArrayList<>());
+        }
+        for (int k = 0; k < concepts.size(); k++) {
+            conceptStems.add(new HashSet<>(Described.contentStems(String.join(" ", concepts.get(k).names()))));
+            for (int member : concepts.get(k).members()) holders.get(member).add(k);
+        }
+    }
+
+    /** Rule 6's answer: the candidates kept, and how the resolution says so. */
+    public record Narrowed(List<Integer> kept, String said) {}
+
+    /**
+     * Rule 6 (Described): of the candidates rules 4 or 5 took, those whose words say what the normalised phrase
+     * {@code key} says, and how that is said; null if no word tells some from the rest (Python's
+     * TaskResolver.narrowed; public for the golden test).
+     */
+    public Narrowed narrowed(String key, List<Integer> candidates) {
+        if (candidates.size() < 2) return null;
+        Set<Integer> every = new HashSet<>(candidates);
+        List<Set<String>> stems = new ArrayList<>();
+        for (int c : candidates) {
+            Set<String> these = new HashSet<>(ownStems.get(c));
+            for (int k : holders.get(c)) {
+                Set<Integer> members = new HashSet<>();
+                for (int m : concepts.get(k).members()) members.add(m);
+                if (!members.containsAll(every)) these.addAll(conceptStems.get(k));
+            }
+            stems.add(these);
+        }
+        Described.Result found = Described.described(key, stems);
+        if (found == null) return null;
+        List<Integer> kept = new ArrayList<>();
+        List<String> shown = new ArrayList<>(), words = new ArrayList<>();
+        for (int position : found.positions()) {
+            kept.add(candidates.get(position));
+            shown.add(repr(names.get(candidates.get(position))));
+        }
+        for (String w : found.words()) words.add(repr(w));
+        return new Narrowed(kept, "described: kept " + String.join(", ", shown) + " of those " + candidates.size()
+                + ", whose words share " + String.join(", ", words) + " with it");
+    }
+
+    /** Rule 6 on what rule 4 or 5 took for a phrase alone (the resolution's last line says which rule): narrowed. */
+    private List<Integer> described(String key, List<Integer> candidates, boolean single, List<String> how) {
+        Narrowed found = single && Described.describesOne(key) ? narrowed(key, candidates) : null;
+        if (found == null) return candidates;
+        how.set(how.size() - 1, how.get(how.size() - 1) + "; " + found.said());
+        return found.kept();
     }
 
     /** Python's ordering of str: by code points (String.compareTo orders UTF-16 units). */
@@ -655,14 +714,14 @@ public final class TaskResolver {
             throw new DescriptionException(String.format(Locale.ROOT, "nothing in this bundle matches %s (closest: %s, which "
                     + "stands out by only %.2f < min_contrast %s)", repr(phrase), repr(names.get(best)), standout, options.minContrast));
         List<Integer> byConcept = conceptMatch(embedding, scores[best], options, phrase, how);
-        if (byConcept != null) return byConcept;
+        if (byConcept != null) return described(key, byConcept, single, how);
         if (!single) {
             how.add(String.format(Locale.ROOT, "%s: closest class (similarity %.2f)", repr(phrase), scores[best]));
             return List.of(best);
         }
         how.add(String.format(Locale.ROOT, "%s: classes within %s of the best similarity (%s: %.2f, contrast %.2f)",
                 repr(phrase), options.margin, repr(names.get(best)), scores[best], standout));
-        return top(scores, options, -1);
+        return described(key, top(scores, options, -1), single, how);
     }
 
     /** Rule 4a: a one-word item that names nothing in the bundle, and what is taken instead of it. */

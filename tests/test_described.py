@@ -1,0 +1,87 @@
+"""Rule 6 of sdk/text/resolver/ (issue 72): a phrase that describes one kind of thing keeps, of the classes its
+meaning took, those whose own words share the most of its words; nothing changes where no word tells them apart,
+in a list, or for a phrase that is no description. On a hand-made table with a stand-in text encoder (each class
+and concept on its own axis), so that the candidates are known."""
+
+import numpy as np
+import pytest
+
+from sdk.format.bundle import ClassInfo, Concept
+from sdk.text.resolver import TaskOptions, TaskResolver
+from sdk.text.resolver.described import content_stems, described, describes_one, letter_words, matches, stem
+
+CLASSES = [ClassInfo("n0", "tabby cat", ["cat", "tabby"], [], "a cat with a striped coat"),
+           ClassInfo("n1", "persian cat", ["cat", "persian"], [], "a long-haired breed of cat"),
+           ClassInfo("n2", "lion", ["cat", "lion"], [], "large feline of Africa with a shaggy mane"),
+           ClassInfo("n3", "cougar", ["cat", "cougar"], ["mountain lion"], "large American feline"),
+           ClassInfo("n4", "bee", ["insect", "bee"])]
+CONCEPTS = [Concept("c0", ["cat"], [0, 1, 2, 3]), Concept("c1", ["big cats"], [2, 3])]
+OPTIONS = TaskOptions(min_classes=1)
+
+
+def resolver(classes=CLASSES) -> TaskResolver:
+    """Every phrase but "bee" embeds on the concept 'cat' (rule 5 takes its four classes); "bee" on the bee."""
+    eye = np.eye(len(classes) + len(CONCEPTS), dtype=np.float32)
+    cat = eye[len(classes)] * 0.8 + eye[0] * 0.5    # the tabby stands out, the concept is nearer still
+
+    def embed(text: str) -> np.ndarray:
+        return eye[4] if text == "bee" else cat / np.linalg.norm(cat)
+
+    return TaskResolver(classes, eye[:len(classes)], {}, embed, CONCEPTS, eye[len(classes):])
+
+
+def test_words_are_ascii_letter_runs_with_hyphenated_runs_also_joined():
+    assert letter_words("A dog-like face") == ["a", "dog", "like", "doglike", "face"]
+    assert letter_words("naïve x-y-z") == ["na", "ve", "x", "y", "z", "xyz"]
+    assert letter_words("") == [] and letter_words("---") == []
+    assert content_stems("the gliding birds glides, with a mane") == ["glid", "bird", "mane"]   # once each, in order
+
+
+def test_stems_cut_one_suffix_and_match_equal_or_a_long_enough_prefix():
+    assert stem("glides") == stem("gliding") == "glid" and stem("ing") == "ing" and stem("bus") == "bus"
+    assert matches("antarctic", "antarctica") and matches("swamp", "swampy")
+    assert not matches("wood", "wooden")            # a prefix of four letters is no match
+    assert not matches("cat", "catapult")
+
+
+def test_the_rule_reads_only_a_phrase_that_opens_with_an_article_and_two_more_words():
+    assert describes_one("a big cat") and describes_one("an insect that stings")
+    assert not any(map(describes_one, ("a cat", "the big cat", "big cats", "my big cat")))
+
+
+def test_a_word_counts_for_the_few_classes_it_fits_more_than_for_the_many():
+    # "cat" fits two candidates (1/2 each), "mane" one: the lion
+    assert described("a big cat with a mane", [5, 6, 7], [{"cat"}, {"cat"}, {"mane"}]) == ([7], ["mane"])
+    assert described("a big cat with a mane", [5, 6, 7], [{"cat"}, {"cat", "mane"}, {"big"}]) == ([6], ["cat", "mane"])
+    assert described("a big cat with a mane", [5, 6], [{"cat"}, {"mane"}]) is None     # a tie of all: no change
+    assert described("a striped cat", [5, 6], [{"cat"}, {"cat"}]) is None          # fits all, or none: no evidence
+
+
+def test_a_described_kind_is_narrowed_and_the_resolution_names_the_words():
+    task = resolver().resolve("a big cat with a mane", OPTIONS)
+    assert task.classes.tolist() == [2]
+    assert task.how == ["'a big cat with a mane': concept 'cat' (similarity 0.85 >= best class 0.53); described: kept "
+                        "'lion' of those 4, whose words share 'big', 'mane' with it"]
+    assert resolver().resolve("a cat with long hair", OPTIONS).classes.tolist() == [1]       # "long-haired"
+    assert resolver().resolve("an american feline", OPTIONS).classes.tolist() == [3]         # "American"
+    assert resolver().resolve("a striped or plain cat", OPTIONS).classes.tolist() == [0]     # "striped"
+
+
+def test_the_names_of_concepts_that_hold_some_candidates_are_their_words():
+    # 'big cats' holds the lion and the cougar, not every candidate: "big" is theirs
+    assert resolver().resolve("a big cat that roars", OPTIONS).classes.tolist() == [2, 3]
+
+
+@pytest.mark.parametrize("phrase", ["cats with a mane", "the cat with a mane", "a cat", "a plain cat"])
+def test_nothing_changes_without_a_described_kind_or_without_evidence(phrase):
+    assert resolver().resolve(phrase, OPTIONS).classes.tolist() == [0, 1, 2, 3]
+
+
+def test_one_item_of_a_list_is_not_narrowed():
+    task = resolver().resolve("bee, a big cat with a mane", OPTIONS)
+    assert "described" not in " ".join(task.how)
+
+
+def test_padding_still_follows_a_one_class_answer():
+    task = resolver().resolve("a big cat with a mane")                 # min_classes=2 by default
+    assert len(task.classes) == 2 and 2 in task.classes.tolist() and "added" in task.how[-1]
