@@ -268,10 +268,13 @@ def long_text(words: int, seed: int = 0) -> str:
 
 def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[str]] = CASES,
                  hostile_members: Sequence[tuple[str, str, bytes]] = (), companion: Path | None = None,
-                 refusals: bool = True) -> Path:
+                 refusals: bool = True,
+                 descriptions: Sequence[tuple[str | list[str], dict]] = DESCRIPTIONS) -> Path:
     """golden.json and its files in `out_dir` (the module docstring says what each key holds). With
     `refusals=False`, only the vectors (tokens, encoder, descriptions, images, cases, composed): what the app's engine
-    test reads, without the ~100 case bundles of refusals and verdicts the Java core's golden test reads."""
+    test reads, without the ~100 case bundles of refusals and verdicts the Java core's golden test reads.
+    `descriptions` ((description, options) pairs) are those resolved for "descriptions": DESCRIPTIONS fits the
+    synthetic bundle; a bundle of one's own classes is given its own (scripts/bench_words.py's java_agreement)."""
     bundle = sdk.load(bundle_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     encoder = bundle.encoder
@@ -290,7 +293,7 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
         spec = {"bundle": str(bundle_path), "max_tokens": bundle.bundle.manifest.text_encoder.max_tokens,
                 "tokens": [{"text": t, "ids": tokenize(t).ids}
                            for t in (*PHRASES, long_text(1000), *random_texts(300))],
-                "descriptions": [_resolution(bundle, d, o) for d, o in DESCRIPTIONS],
+                "descriptions": [_resolution(bundle, d, o) for d, o in descriptions],
                 "images": _images(bundle, out_dir)}
         spec["cases"] = [_case(bundle, i, d, out_dir, spec["images"]) for i, d in enumerate(cases)]
     finally:

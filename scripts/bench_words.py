@@ -19,6 +19,9 @@ vocabulary nobody tuned on, beside the worked example. Writes docs/results/words
    own queries beside it.
 3. The median time to resolve one of the held-out descriptions, and the bundle's size with English over
    the size without (`bundle_bytes_ratio`).
+3b. Whether the Java core resolves every query of the two held-out sets as Python does on their bundles (kinds,
+   informal names, descriptions): `java_agreement`, export/golden.py's vectors replayed by android_demo/core's
+   GoldenTest (skipped without a JDK).
 4. The Tiny ImageNet retrieval sets (scripts/bench_retrieval.py: the tuning set and held-out sets A-F) on a
    200-class bundle of the shared archive, resolved with the default TaskOptions (`missing="tell"`), beside
    each set's figure before issue 60 (BEFORE_ISSUE_60). Only the bundle's words matter here, so its run
@@ -29,7 +32,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -39,6 +44,8 @@ from scripts.results import write_result
 
 HELDOUT = Path(__file__).resolve().parent / "heldout_data"
 HELDOUT_B = Path(__file__).resolve().parent / "heldout_b_data"   # the second, written in the twenty-seventh session
+JAVA_TESTS = Path(__file__).resolve().parents[1] / "android_demo" / "core" / "run_tests.sh"
+SCORED = ("groups", "phrasings", "descriptions", "missing")   # the query kinds the Java core is checked on
 TRAIN_EPOCHS = 2
 COMMAND = "python -m scripts.bench_words --results docs/results/words"
 TINY_IMAGENET_WORDS = {"train_images_per_class": 2, "stage1_epochs": 1, "stage2_epochs": 1, "stage3_epochs": 1}
@@ -76,6 +83,29 @@ def resolve_ms(bundle, texts: list[str], repeats: int = 3) -> float:
                 pass
             times.append(1000 * (time.perf_counter() - start))
     return round(statistics.median(times), 2)
+
+
+def java_agreement(bundle_path: Path, sources: list[Path], work: Path) -> dict:
+    """Whether the Java core (android_demo/core) resolves every query of `sources`' queries.json as Python does on
+    a bundle of one's own classes (its kinds, informal names, descriptions): export/golden.py's vectors with these
+    queries as its descriptions, each with the default options and with min_classes=1, replayed by GoldenTest
+    (which compares the classes, or that both refuse). None where there is no JDK."""
+    from export.golden import write_golden
+
+    if shutil.which("javac") is None:
+        return {"skipped": "no JDK (javac)"}
+    texts = [t for source in sources for kind in SCORED
+             for t in json.loads((source / "queries.json").read_text()).get(kind, {})]
+    golden, classes = work / "java-golden", work / "java-classes"
+    shutil.rmtree(golden, ignore_errors=True)
+    write_golden(bundle_path, golden, cases=(), refusals=False,
+                 descriptions=[(t, o) for t in texts for o in ({}, {"min_classes": 1})])
+    subprocess.run(["bash", str(JAVA_TESTS), "--compile", str(classes)], check=True, timeout=600)
+    run = subprocess.run(["bash", str(JAVA_TESTS), "--classes", str(classes), str(golden / "golden.json"),
+                          str(golden / "java")], capture_output=True, text=True, timeout=600)
+    failed = [line for line in run.stdout.splitlines() if line.startswith("FAIL")]
+    return {"resolutions": 2 * len(texts), "java_failures": len(failed), "examples": failed[:10],
+            "summary": run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr[-500:]}
 
 
 def tiny_imagenet(data: Path, work: Path) -> dict:
@@ -142,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         after = bundle_run(worked_run, work / "worked.taper")
         result["worked_example"] = score_summary(score_queries(sdk.load(after), HERE))
         result["worked_example_before"] = score_summary(score_queries(sdk.load(before), HERE))
+    # issue 72's "Java equals Python", on the two held-out bundles' queries (the golden set covers the rules)
+    result["java_agreement"] = {"heldout": java_agreement(bundle_path, [HELDOUT], work / "java-heldout"),
+                                "heldout_b": java_agreement(work / "heldout-b.taper", [HELDOUT_B], work / "java-b")}
     result["tiny_imagenet"] = tiny_imagenet(args.data, work)
     result["resolve_ms_median"] = resolve_ms(bundle, [*spec["groups"], *spec["phrasings"], *spec["missing"]])
     result["bundle_bytes"] = bundle_path.stat().st_size
