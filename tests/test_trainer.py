@@ -261,7 +261,8 @@ def test_paper_preset_starts_on_cpu(tmp_path, monkeypatch):
 @pytest.mark.skipif(sys.platform != "linux", reason="torchrun with gloo is tested on Linux")
 def test_two_process_torchrun_runs_the_tiny_preset(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29533",
+    # --standalone: torchrun picks a free port (a fixed one fails the run if anything else holds it)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "trainer", "run", "--preset", "tiny", "--out", str(tmp_path / "run"),
            "--set", "stage1_epochs=1", "--set", "stage3_epochs=1",
            "--set", f"synthetic={json.dumps(FEW_IMAGES['synthetic'])}"]
