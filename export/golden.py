@@ -128,6 +128,9 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     # Rule 6 (issue 72): a described kind narrowed by the words its classes share with it, alone; not in a list
     ("a round shape that is red", {}), ("a yellow angular shape", {"min_classes": 1}), ("a checkered red pattern", {}),
     ("a red shape", {"min_classes": 1}), ("a shape with a blue ring", {}), ("red disc, a round shape that is red", {}),
+    # Rule 2 (issue 72): a comma part that describes the item before it ("a X, with ..."; a participle) rejoins it
+    ("a round shape, with a red rim", {}), ("a round shape, coloured red", {"min_classes": 1}),
+    ("red disc, with blue ring", {}), ("a round shape, without red", {}), ("a red shape, rings", {}),
 )
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).

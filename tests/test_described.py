@@ -85,3 +85,12 @@ def test_one_item_of_a_list_is_not_narrowed():
 def test_padding_still_follows_a_one_class_answer():
     task = resolver().resolve("a big cat with a mane")                 # min_classes=2 by default
     assert len(task.classes) == 2 and 2 in task.classes.tolist() and "added" in task.how[-1]
+
+
+def test_a_comma_part_that_describes_the_item_before_it_rejoins_it():
+    task = resolver().resolve("a cat, with a mane", OPTIONS)     # one described kind, not 'a cat' and 'with a mane'
+    assert task.classes.tolist() == [2] and task.how[0].startswith("'a cat, with a mane': concept 'cat'")
+    assert resolver().resolve("a big cat, living in africa", OPTIONS).classes.tolist() == [2]   # a participle
+    assert len(resolver().resolve("cats, with a mane", OPTIONS).how) == 2     # no article: a list of two items
+    assert resolver().index.items("a cat, without a mane") == ["a cat", "without a mane"]   # an exclusion (2b)
+    assert resolver().index.items("a cat, bee") == ["a cat", "bee"]

@@ -14,7 +14,16 @@ from collections.abc import Sequence
 
 from sdk.format.bundle import ClassInfo, Concept
 
-from .words import CONJUNCTIONS, DESCRIBING_NOUNS, GLOSS_WORDS, normalize_name, singular_forms, without_article
+from .words import (
+    APPOSITIVE_OPENERS,
+    CONJUNCTIONS,
+    DESCRIBING_NOUNS,
+    GLOSS_WORDS,
+    PARTICIPLE_ENDINGS,
+    normalize_name,
+    singular_forms,
+    without_article,
+)
 
 
 class Names:
@@ -110,6 +119,33 @@ class Names:
     def named(self, key: str) -> bool:
         """Whether the normalised phrase (or its singular) is a group or a class name (rule 3)."""
         return any(f in self.groups or f in self.by_name for f in (key, *singular_forms(key)))
+
+    def items(self, text: str) -> list[str]:
+        """Rule 2: the description cut at its commas, but a part that describes the item before it rejoins it: the
+        item opens with "a" or "an", and the part, no name of its own, with a preposition or relative word
+        (APPOSITIVE_OPENERS) or a participle ("a dog, used by the police"; "a beetle, with black spots").
+
+        >>> Names([], {}, []).items("a dog, used by the police, cats, without fleas")
+        ['a dog, used by the police', 'cats', 'without fleas']
+        """
+        if "," not in text:
+            return [text]
+        items: list[str] = []
+        for part in (p.strip() for p in text.split(",")):
+            if not part:
+                continue
+            if items and self._describes(items[-1], part):
+                items[-1] = f"{items[-1]}, {part}"
+            else:
+                items.append(part)
+        return items
+
+    def _describes(self, item: str, part: str) -> bool:
+        key = normalize_name(part)
+        first = key.split(" ")[0]
+        opener = first in APPOSITIVE_OPENERS or any(first.endswith(ending) and len(first) >= letters
+                                                    for ending, letters in PARTICIPLE_ENDINGS.items())
+        return opener and normalize_name(item).split(" ")[0] in ("a", "an") and not self.named(key)
 
     def conjuncts(self, item: str) -> list[str]:
         """Rule 2: the item's parts between the words "and", "or" and "&"; [item] if it is a name, a gloss or

@@ -68,7 +68,7 @@ class TaskResolver:
             text = check_text(description).strip()
             if not text:
                 raise DescriptionError("the description is empty")
-            items = [p for p in (s.strip() for s in text.split(",")) if p] if "," in text else [text]
+            items = self.index.items(text)   # rule 2: cut at commas, a describing part kept with its item
             parts = [part for item in items for part in self._signed_parts(item)]
             if not parts:
                 raise DescriptionError("the description has no words")

@@ -15,6 +15,12 @@ CONJUNCTIONS = frozenset({"and", "or", "&"})
 # with a base and stem" was cut at "and", and 'stem' took the concept 'plant part').
 GLOSS_WORDS = frozenset({"a", "an", "the", "with", "without", "of", "for", "in", "on", "at", "to", "from", "by",
                          "that", "which", "who", "whose", "having"})
+# Rule 2: a comma part that opens with one of these, or with a participle (a word with one of PARTICIPLE_ENDINGS and
+# at least as many letters as it gives: "used", "flying"; not "king"), after an item that opens with "a" or "an",
+# describes that item and rejoins it ("a dog, used by the police": cut at the comma, 'used by the police' took the
+# vehicles). "without" opens an exclusion (rule 2b) instead.
+APPOSITIVE_OPENERS = GLOSS_WORDS - {"a", "an", "the", "without"}
+PARTICIPLE_ENDINGS = {"ed": 4, "ing": 5}
 # Rule 3b. The kind nouns are those the exporter's class facets are named with ("small animals", "wooden
 # things", "slimy creatures"), so a bare modifier ("small", "wooden") finds its facet.
 EXCLUSION_PREFIX = "non-"

@@ -37,6 +37,10 @@ public final class TaskResolver {
     /** sdk.text.resolver.GLOSS_WORDS: an item holding one is a gloss, not cut at its conjunctions. */
     static final Set<String> GLOSS_WORDS = Set.of("a", "an", "the", "with", "without", "of", "for", "in", "on", "at",
             "to", "from", "by", "that", "which", "who", "whose", "having");
+    /** sdk.text.resolver.words.APPOSITIVE_OPENERS and PARTICIPLE_ENDINGS (rule 2: a comma part that describes). */
+    static final Set<String> APPOSITIVE_OPENERS = Set.of("with", "of", "for", "in", "on", "at", "to", "from", "by",
+            "that", "which", "who", "whose", "having");
+    static final Map<String, Integer> PARTICIPLE_ENDINGS = Map.of("ed", 4, "ing", 5);
     /** sdk.text.resolver.MISSING: rule 4a's words in a resolution. */
     static final String MISSING = "not a name this bundle knows";
     /** Rule 3's relation for a group name only WordNet-derived concepts give (Python's options.DERIVED). */
@@ -479,21 +483,45 @@ public final class TaskResolver {
 
     private static String cut(String word, int asciiChars) { return word.substring(0, word.length() - asciiChars); }
 
+    /**
+     * Rule 2: the description cut at its commas, but a part that describes the item before it rejoins it: the item
+     * opens with "a" or "an", and the part, no name of its own, with a preposition or relative word
+     * (APPOSITIVE_OPENERS) or a participle (Python's Names.items).
+     */
+    private List<String> items(String text) {
+        List<String> items = new ArrayList<>();
+        if (!text.contains(",")) {
+            items.add(text);
+            return items;
+        }
+        for (String p : text.split(",", -1)) {
+            String part = strip(p);
+            if (part.isEmpty()) continue;
+            if (!items.isEmpty() && describes(items.get(items.size() - 1), part))
+                items.set(items.size() - 1, items.get(items.size() - 1) + ", " + part);
+            else
+                items.add(part);
+        }
+        return items;
+    }
+
+    private boolean describes(String item, String part) {
+        String key = norm(part);
+        String first = key.split(" ", -1)[0];
+        boolean opener = APPOSITIVE_OPENERS.contains(first);
+        for (Map.Entry<String, Integer> e : PARTICIPLE_ENDINGS.entrySet())
+            opener |= first.endsWith(e.getKey()) && first.length() >= e.getValue();
+        String firstOfItem = norm(item).split(" ", -1)[0];
+        return opener && (firstOfItem.equals("a") || firstOfItem.equals("an")) && !named(key);
+    }
+
     /** The task a free-text description or a comma list names. */
     public Task resolve(String description, TaskOptions options) {
         if (description.codePointCount(0, description.length()) > MAX_DESCRIPTION_CHARS)
             throw new DescriptionException("the description is longer than " + MAX_DESCRIPTION_CHARS + " characters");
         String text = strip(checkText(description, "the description"));
         if (text.isEmpty()) throw new DescriptionException("the description is empty");
-        List<String> items = new ArrayList<>(), parts = new ArrayList<>();
-        if (text.contains(",")) {
-            for (String p : text.split(",", -1)) {
-                String item = strip(p);
-                if (!item.isEmpty()) items.add(item);
-            }
-        } else {
-            items.add(text);
-        }
+        List<String> items = items(text), parts = new ArrayList<>();
         List<Boolean> leaveOut = new ArrayList<>();
         for (String item : items) signedParts(item, parts, leaveOut);
         if (parts.isEmpty()) throw new DescriptionException("the description has no words");
