@@ -19,7 +19,10 @@ Rules, in order:
    union is taken; so is an item joined by the words "and", "or" or "&" ("cars and trucks"), unless the
    whole item is a name (rule 3 or a class name: "devices and instruments" is one group) or reads as a
    gloss, holding an article, a preposition or a relative word (GLOSS_WORDS: "a drinking glass with a
-   base and stem" is one phrase, not "a drinking glass with a base" and "stem").
+   base and stem" is one phrase, not "a drinking glass with a base" and "stem"). A comma part that describes the
+   item before it rejoins it (`Names.items`): the item opens with "a" or "an" and the part, no name itself, with a
+   preposition or relative word (APPOSITIVE_OPENERS) or a participle ("a dog, used by the police", where the cut
+   gave 'a dog' and the vehicles of 'used by the police'); "X, without Y" stays an exclusion (rule 2b).
 2b. An item, or a part of one, that opens with a negation ("not", "no", "without", "except", "excluding", "but not",
    "other than"; "everything", "anything", "all" or "things" before one of those, "but" or "that are not"; one word
    "non-X") leaves out the classes its rest names by rules 3-5 (a class named there is left out alone, without its
