@@ -37,7 +37,8 @@ import numpy as np
 
 import sdk
 from scripts import own_photos
-from scripts.bench_words import HELDOUT
+from scripts.bench_words import HELDOUT, HELDOUT_B
+from sdk.errors import DescriptionError
 from sdk.format.bundle import ClassInfo
 from sdk.media.cache import cache_root
 from sdk.text.resolver import TaskOptions, TaskResolver, normalize_name
@@ -148,7 +149,10 @@ def best_right(bundle, source: Path) -> dict[str, int]:
         if not describes_one(normalize_name(text)):
             continue
         meant = {c for e in expected for c in spec["sets"].get(e, [e])}
-        indices, why, _ = resolver._resolve_phrase(text, TaskOptions(), single=True)
+        try:
+            indices, why, _ = resolver._resolve_phrase(text, TaskOptions(), single=True)
+        except DescriptionError:   # nothing matches: no candidates to rank
+            continue
         embedding = resolver.embed_phrase(text)
         name_scores = resolver.embeddings @ embedding
         candidates = candidates_for(resolver, indices, why, True, name_scores)
@@ -161,8 +165,8 @@ def best_right(bundle, source: Path) -> dict[str, int]:
     return counts
 
 
-def scored(bundle, source: Path) -> dict:
-    scores = own_photos.score_queries(bundle, source)
+def scored(bundle, source: Path, options: TaskOptions | None = None) -> dict:
+    scores = own_photos.score_queries(bundle, source, options)
     return {"summary": own_photos.score_summary(scores),
             "chosen": {kind: {q: r["chosen"] for q, r in scores[kind]["rows"].items()}
                        for kind in own_photos.SCORED_KINDS if kind in scores}}
@@ -176,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("docs/results/described_kinds.json"))
     args = parser.parse_args(argv)
     sets = {"worked_example (tuning)": (args.words / "worked.taper", own_photos.HERE),
-            "heldout": (args.words / "heldout.taper", HELDOUT)}
+            "heldout": (args.words / "heldout.taper", HELDOUT),
+            "heldout_b": (args.words / "heldout-b.taper", HELDOUT_B)}
     result: dict = {"command": "python -m lab.described_kinds", "margin": DESCRIPTION_MARGIN,
                     "candidates": CANDIDATES}
     for name, (path, source) in sets.items():
@@ -184,8 +189,13 @@ def main(argv: list[str] | None = None) -> int:
         with without_word_rule():
             base = scored(bundle, source)
             right = best_right(bundle, source)
-        entry = {"without": base["summary"]}
-        if right["n"]:   # a set with descriptions (the tuning set; the held-out set has none)
+        unpadded = TaskOptions(min_classes=1)
+        with without_word_rule():
+            entry = {"without": base["summary"], "without_unpadded": scored(bundle, source, unpadded)["summary"]}
+        # the shipped rule 6 (by shared words), padded and not: experiments.md, "Words people use, part 3 again"
+        entry["word_rule"] = scored(bundle, source)["summary"]
+        entry["word_rule_unpadded"] = scored(bundle, source, unpadded)["summary"]
+        if right["n"]:   # a set with descriptions
             entry["best_right"] = right
         for scoring in SCORINGS:
             with described_kinds(scoring):

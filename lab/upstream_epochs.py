@@ -26,25 +26,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
     args = parser.parse_args(argv)
 
-    from scripts.bench_transfer import Scorer, own_photos, own_run, upstream_run, work_folder
+    from scripts.bench_transfer import Scorer, own_photos, own_run, summary, train_seconds, upstream_run, work_folder
     from scripts.cpu import describe
     from scripts.own_photos import DATA
+    from scripts.results import write_result
 
     start = time.perf_counter()
     work = work_folder(args.work)
     photos = own_photos(work)
     upstream = upstream_run(work, DATA, args.epochs, until="stage1")
-    upstream_s = json.loads((upstream / "metrics.json").read_text())["wall_time_s"]["stage1"]
+    upstream_s = train_seconds(upstream, "stage1")
     init_dir, init_s = own_run(work, f"init-from-e{args.epochs}", photos, {"stage1_init": str(upstream)},
                                until="stage1")
     row = Scorer(init_dir).network(init_dir)
     result = {"upstream_stage1_epochs": args.epochs, "upstream_stage1_s": round(upstream_s, 1),
-              "init": {k: v for k, v in row.items() if k != "per_class"}, "init_train_s": round(init_s, 1),
+              "init": summary(row), "init_train_s": round(init_s, 1),
               "wall_s": round(time.perf_counter() - start, 1), "cpu": describe(),
               "command": f"python -m lab.upstream_epochs --epochs {args.epochs}"}
-    print(json.dumps(result, indent=1))
     if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(result, args.out)
+    else:
+        print(json.dumps(result, indent=1))
     return 0
 
 

@@ -29,14 +29,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
     args = parser.parse_args(argv)
 
-    from scripts.bench_transfer import UPSTREAM_STAGE1_EPOCHS, Scorer, own_photos, own_run, upstream_run, work_folder
+    from scripts.bench_transfer import (
+        UPSTREAM_STAGE1_EPOCHS,
+        Scorer,
+        own_photos,
+        own_run,
+        summary,
+        train_seconds,
+        upstream_run,
+        work_folder,
+    )
     from scripts.cpu import describe
+    from scripts.results import write_result
 
     start = time.perf_counter()
     work = work_folder(args.work)
     photos = own_photos(work)
     up = upstream_run(work, epochs=UPSTREAM_STAGE1_EPOCHS, until="stage1", extra={"width": WIDTH}, name="upstream-w05")
-    up_s = json.loads((up / "metrics.json").read_text())["wall_time_s"]["stage1"]
+    up_s = train_seconds(up, "stage1")
     runs = {"init": own_run(work, "init-w05", photos, {"stage1_init": str(up), "width": WIDTH}, until="stage1")}
     for epochs in SCRATCH_EPOCHS:
         runs[f"scratch_{epochs}"] = own_run(work, f"scratch-w05-{epochs}", photos,
@@ -44,16 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     scorer = Scorer(runs["init"][0])
     rows = {}
     for name, (run_dir, seconds) in runs.items():
-        row = scorer.network(run_dir)
-        rows[name] = {**{k: v for k, v in row.items() if k != "per_class"}, "train_s": round(seconds, 1)}
+        rows[name] = {**summary(scorer.network(run_dir)), "train_s": round(seconds, 1)}
     best = max((f"scratch_{e}" for e in SCRATCH_EPOCHS), key=lambda k: rows[k]["accuracy"])
     result = {"width": WIDTH, "upstream_stage1_s": round(up_s, 1), **rows, "scratch_best": best,
               "init_gain_over_scratch": round(rows["init"]["accuracy"] - rows[best]["accuracy"], 2),
               "wall_s": round(time.perf_counter() - start, 1), "cpu": describe(),
               "command": "python -m lab.upstream_width"}
-    print(json.dumps(result, indent=1))
     if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        write_result(result, args.out)
+    else:
+        print(json.dumps(result, indent=1))
     return 0
 
 

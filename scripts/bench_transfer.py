@@ -100,11 +100,21 @@ def trained_classes(run_dir: Path) -> list[str]:
     return list(open_data(TrainConfig.load(run_dir / "config.json"), progress=False).wnids)
 
 
+def train_seconds(run_dir: Path, stage: str | None = None) -> float:
+    """A run's own record of its training wall time (metrics.json): one stage's, or all stages' summed."""
+    times = json.loads((run_dir / "metrics.json").read_text())["wall_time_s"]
+    return times[stage] if stage else sum(times.values())
+
+
+def summary(row: dict) -> dict:
+    """A scored row (Scorer) without its per-class accuracies, as the result files hold it."""
+    return {k: v for k, v in row.items() if k != "per_class"}
+
+
 def own_run(work: Path, name: str, photos: Path, overrides: dict, until: str = "stage3") -> tuple[Path, float]:
     """A `demo` run on the own photos (trained once); (its directory, its training seconds: the run's own
     record of each stage's wall time, so a rerun of the benchmark reports the first training's)."""
     from trainer.run import run
-    from trainer.rundir import RunDir
 
     run_dir = work / name
     fresh = not (run_dir / "config.json").exists()
@@ -112,7 +122,7 @@ def own_run(work: Path, name: str, photos: Path, overrides: dict, until: str = "
           + " ".join(f"--set {k}={v}" for k, v in overrides.items()), flush=True)
     run(run_dir, "demo" if fresh else None, {"data": str(photos), "eval_seeds": EVAL_SEEDS, **overrides}
         if fresh else {}, progress=False, until=until)
-    return run_dir, sum(json.loads(RunDir(run_dir).metrics.read_text())["wall_time_s"].values())
+    return run_dir, train_seconds(run_dir)
 
 
 class Scorer:
@@ -235,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     work = work_folder(args.work)
     photos = own_photos(work, args.data)
     bundle_path = upstream_bundle(work, args.data)
-    upstream_s = sum(json.loads((work / "upstream" / "metrics.json").read_text())["wall_time_s"].values())
+    upstream_s = train_seconds(work / "upstream")
     upstream_ids = trained_classes(work / "upstream")
     overlap = sorted(set(upstream_ids) & set(own_class_ids()))
 
@@ -269,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "Fine-tuned from the upstream": init_dir}, work / "transfer.html")
 
     result = {
-        **{k: {kk: vv for kk, vv in v.items() if kk != "per_class"} for k, v in rows.items()},
+        **{k: summary(v) for k, v in rows.items()},
         "trainer_eval": {k: evaluation["accuracy"].get(k) for k in ("taper", "classifier_selection")},
         "init_gain_over_scratch": round(rows["init"]["accuracy"] - rows["scratch"]["accuracy"], 2),
         "taper_minus_classifier_selection": round(rows["taper"]["accuracy"] - rows["init"]["accuracy"], 2),

@@ -54,6 +54,7 @@ class TaskResolver:
         # rule 6: each class's own word stems, and the concepts that hold it (their names' stems)
         self.own_stems = [set(content_stems(" ".join([c.name, *c.aliases, c.description]))) for c in classes]
         self.concept_stems = [set(content_stems(" ".join(c.names))) for c in self.concepts]
+        self.concept_members = [frozenset(c.members) for c in self.concepts]
         self.holders: list[list[int]] = [[] for _ in classes]
         for k, concept in enumerate(self.concepts):
             for member in concept.members:
@@ -237,7 +238,7 @@ class TaskResolver:
         for c in candidates:
             stems = set(self.own_stems[c])
             for k in self.holders[c]:
-                if not every.issubset(self.concepts[k].members):
+                if not every <= self.concept_members[k]:
                     stems |= self.concept_stems[k]
             out.append(stems)
         return out

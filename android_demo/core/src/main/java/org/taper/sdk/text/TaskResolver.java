@@ -135,6 +135,7 @@ public final class TaskResolver {
     /** Rule 6: each class's word stems (names, aliases, description), each concept's, and the concepts holding a class. */
     private final List<Set<String>> ownStems = new ArrayList<>();
     private final List<Set<String>> conceptStems = new ArrayList<>();
+    private final List<Set<Integer>> conceptMembers = new ArrayList<>();
     private final List<List<Integer>> holders = new ArrayList<>();
 
     /**
@@ -227,7 +228,12 @@ public final class TaskResolver {
         }
         for (int k = 0; k < concepts.size(); k++) {
             conceptStems.add(new HashSet<>(Described.contentStems(String.join(" ", concepts.get(k).names()))));
-            for (int member : concepts.get(k).members()) holders.get(member).add(k);
+            Set<Integer> members = new HashSet<>();
+            for (int member : concepts.get(k).members()) {
+                holders.get(member).add(k);
+                members.add(member);
+            }
+            conceptMembers.add(members);
         }
     }
 
@@ -245,11 +251,7 @@ public final class TaskResolver {
         List<Set<String>> stems = new ArrayList<>();
         for (int c : candidates) {
             Set<String> these = new HashSet<>(ownStems.get(c));
-            for (int k : holders.get(c)) {
-                Set<Integer> members = new HashSet<>();
-                for (int m : concepts.get(k).members()) members.add(m);
-                if (!members.containsAll(every)) these.addAll(conceptStems.get(k));
-            }
+            for (int k : holders.get(c)) if (!conceptMembers.get(k).containsAll(every)) these.addAll(conceptStems.get(k));
             stems.add(these);
         }
         Described.Result found = Described.described(key, stems);
