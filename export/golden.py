@@ -13,7 +13,9 @@ golden.json:
 - "cases": [{"name", "description", "task" (indices), "embedding", "alpha" [4][Q], "head" [K][C+1]
   (weights then bias), "folded": file of the backbone's external weight buffer (float32 LE),
   "features": [image][C] the backbone's output on each image above with those weights (onnxruntime; what
-  the replaying engine answers), "logits": [image][K] those features through the head rows (float64),
+  the replaying engine answers), "logits": [image][K] those features through the head rows (float64;
+  "rest", a model of one class: its "task" is the class and -1, its rows `sdk.engines.rest.rest_head`'s,
+  its logits collapsed to 2),
   "int8": {"graph": file of the int8 backbone (sdk.engines.int8, image -> features) of those folded weights,
   "channels": file of the mixed per-channel tensors it was quantized from (float32 LE, in the order of
   "channel_names": [[name, count]]), "features": [image][C] that graph's output on the images above
@@ -58,6 +60,7 @@ import numpy as np
 import sdk
 from sdk.engines.int8 import Int8Plan
 from sdk.engines.onnxruntime import backbone_session, ort  # onnxruntime as the SDK imports it (telemetry off)
+from sdk.engines.rest import collapse
 from sdk.engines.xnnpack_program import PREFIX, companion_bytes, companion_target, parse_companion, sign_companion
 from sdk.errors import BundleError, DescriptionError
 from sdk.format.bundle import HEADER, Bundle, ClassInfo, Concept, bundle_bytes, bundle_members, tensors_member
@@ -780,10 +783,11 @@ def _case(bundle, i: int, description: str | list[str], out_dir: Path, images: l
     session = backbone_session(bundle.bundle.member_bytes("backbone.onnx"), BACKBONE_FILE, buffer,
                                ort.GraphOptimizationLevel.ORT_ENABLE_ALL, ["CPUExecutionProvider"], None)
     (features,) = session.run(None, {"image": inputs})
-    return {"name": f"case{i}", "description": description, "task": task.classes.tolist(),
-            "embedding": task.embedding.tolist(), "alpha": model.alpha.tolist(), "head": head.tolist(),
-            "folded": f"case{i}.folded.f32", "features": features.tolist(),
-            "logits": (features.astype(np.float64) @ head[:, :-1].T.astype(np.float64) + head[:, -1]).tolist(),
+    logits = features.astype(np.float64) @ head[:, :-1].T.astype(np.float64) + head[:, -1]
+    return {"name": f"case{i}", "description": description, "task": model.class_indices.tolist(),
+            "rest": model.rest, "embedding": task.embedding.tolist(), "alpha": model.alpha.tolist(),
+            "head": head.tolist(), "folded": f"case{i}.folded.f32", "features": features.tolist(),
+            "logits": (collapse(logits) if model.rest else logits).tolist(),
             "int8": _int8(bundle, model.alpha, views, f"case{i}", out_dir, inputs)}
 
 

@@ -21,10 +21,11 @@ from .backbone import FoldedBackbone
 
 
 class PersonalizedNetwork(nn.Module):
-    """Folded backbone + the task's classifier rows: image [N, 3, S, S] -> logits [N, K]."""
+    """Folded backbone + the task's classifier rows: image [N, 3, S, S] -> logits [N, K] (`rest`: a model of one
+    class, its rows `sdk.engines.rest.rest_head`'s, [N, 2])."""
 
     def __init__(self, bundle, alpha: np.ndarray, head_weight: np.ndarray, head_bias: np.ndarray,
-                 softmax: bool = False, cosine: bool = False):
+                 softmax: bool = False, cosine: bool = False, rest: bool = False):
         super().__init__()
         arch = bundle.bundle.manifest.architecture
         self.backbone = FoldedBackbone(arch.stem, arch.width)
@@ -33,14 +34,15 @@ class PersonalizedNetwork(nn.Module):
         self.head = nn.Linear(head_weight.shape[1], head_weight.shape[0])
         self.head.weight.data = torch.from_numpy(np.array(head_weight))
         self.head.bias.data = torch.from_numpy(np.array(head_bias))
-        self.softmax, self.cosine = softmax, cosine
+        self.softmax, self.cosine, self.rest = softmax, cosine, rest
         self.eval()
 
     @classmethod
     def of(cls, model, softmax: bool = False) -> PersonalizedNetwork:
         """The network of a PersonalizedModel (its bundle, mixer and classifier rows); an int8 model's convs
         compute with its int8 weights (dequantized, `sdk.engines.int8.int8_weights`), its biases as folded."""
-        network = cls(model.source, model.alpha, model.head_weight, model.head_bias, softmax, model.head == "cosine")
+        network = cls(model.source, model.alpha, model.head_weight, model.head_bias, softmax, model.head == "cosine",
+                      model.rest)
         if model.precision == "int8":
             from sdk.engines.int8 import int8_weights
 
@@ -53,6 +55,8 @@ class PersonalizedNetwork(nn.Module):
         if self.cosine:  # a prototype head (few-shot): cosine similarity, as sdk.prototypes.CosineHead
             features = nn.functional.normalize(features, dim=1, eps=1e-12)
         logits = self.head(features)
+        if self.rest:   # a model of one class: its logit and the log-sum-exp of the rest's (sdk.engines.rest.collapse)
+            logits = torch.cat([logits[:, :1], torch.logsumexp(logits[:, 1:], dim=1, keepdim=True)], dim=1)
         return torch.softmax(logits, dim=1) if self.softmax else logits
 
 

@@ -47,14 +47,17 @@ def phrasings(bundle) -> list:
 
 
 def answers(bundle) -> dict[str, dict]:
-    """json(description) -> {"classes": [ids], "how": [...]} or {"error": message}."""
+    """json(description) -> {"classes": [ids], "how": [...]} or {"error": message}, with RECORDED_OPTIONS."""
     from sdk.errors import DescriptionError
+    from sdk.text.resolver import TaskOptions
+
+    RECORDED_OPTIONS = TaskOptions(min_classes=2)   # the default when they were recorded (before sdk.engines.rest)
 
     ids = [c.id for c in bundle.bundle.classes]
     out = {}
     for text in phrasings(bundle):
         try:
-            task = bundle.resolver.resolve(text)
+            task = bundle.resolver.resolve(text, RECORDED_OPTIONS)
             out[json.dumps(text)] = {"classes": [ids[i] for i in task.classes], "how": task.how}
         except DescriptionError as e:
             out[json.dumps(text)] = {"error": str(e)}

@@ -104,7 +104,8 @@ def adapt(model, images, rule: AdaptRule | None = None):
     adapted.pseudo_label_counts = counts
     adapted.resolution = [f"adapted to {len(task)} classes predicted at least {rule.min_count} times in "
                           f"{int(counts.sum())} images" + (f", padded to {len(adapted.classes)}"
-                                                          if len(adapted.classes) > len(task) else "")]
+                                                          if len(adapted.classes) > len(task) and not adapted.rest
+                                                          else "")]
     return adapted
 
 

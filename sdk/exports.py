@@ -3,7 +3,8 @@ Core ML (.mlpackage). Each file carries the class names and how to feed it (`met
 - ONNX: written by the runtime alone (no torch): the bundle's backbone graph with the folded weights
   inline and the task's head appended; `metadata_props` "classes", "class_ids", "preprocessing",
   "head", "precision" (JSON strings except "head", "producer" and "precision"). Input "image" float32
-  [N, 3, S, S]. An int8 model (`precision="int8"`) is written as the QDQ graph it runs (`sdk.engines.int8`).
+  [N, 3, S, S]; output "logits" [N, K] (a model of one class: [N, 2], it and "anything else", `sdk.engines.rest`).
+  An int8 model (`precision="int8"`) is written as the QDQ graph it runs (`sdk.engines.int8`).
 - An int8 model in ExecuTorch is XNNPACK's int8 kernels with its own int8 weights and activation scales
   (export/int8_program.py; the sidecar's "precision" is "int8"); in Core ML, Core ML's int8 weights of its
   int8 weights, float16 compute (metadata "precision": "int8 weights, float16 compute").
@@ -28,7 +29,13 @@ import numpy as np
 
 from sdk.engines.onnxruntime import FEATURES, HEAD_BIAS, HEAD_WEIGHT, LOGITS
 from sdk.errors import SdkError
-from sdk.format.onnx_proto import append_linear_head, inline_external_data, inputs_to_initializers, with_metadata
+from sdk.format.onnx_proto import (
+    append_linear_head,
+    append_rest_score,
+    inline_external_data,
+    inputs_to_initializers,
+    with_metadata,
+)
 from sdk.fusion.folding import BACKBONE_FILE
 from sdk.media.files import refuse_to_replace_folder, staging_directory, user_path
 
@@ -86,7 +93,7 @@ def onnx_model(model) -> bytes:
         head = {HEAD_WEIGHT: model.head_weight, HEAD_BIAS: model.head_bias}
         graph = inputs_to_initializers(model.int8_graph, {n: (a.shape, np.ascontiguousarray(a, "<f4").tobytes())
                                                           for n, a in head.items()})
-        return with_metadata(graph, metadata(model))
+        return with_metadata(_one_class(graph, model), metadata(model))
     bundle = model.source
     folded, _ = bundle.folded_weights(bundle.fused_weights(model.alpha))
     graph = append_linear_head(bundle.engine.backbone_graph, FEATURES, model.head_weight.shape[1], HEAD_WEIGHT,
@@ -95,7 +102,12 @@ def onnx_model(model) -> bytes:
     graph = inputs_to_initializers(graph, {n: (a.shape, np.ascontiguousarray(a, "<f4").tobytes())
                                            for n, a in head.items()})
     graph = inline_external_data(graph, BACKBONE_FILE, folded.view(np.uint8))
-    return with_metadata(graph, metadata(model))
+    return with_metadata(_one_class(graph, model), metadata(model))
+
+
+def _one_class(graph: bytes, model) -> bytes:
+    """A model of one class ends in its two scores, X's and the rest's (`sdk.engines.rest`)."""
+    return append_rest_score(graph, LOGITS) if model.rest else graph
 
 
 def _onnx(model, out: Path) -> list[Path]:

@@ -13,6 +13,7 @@ import numpy as np
 
 from sdk.batches import run_in_batches
 from sdk.engines.network import Network, SplitNetwork
+from sdk.engines.rest import RestNetwork
 from sdk.media.images import to_uint8_batch
 from sdk.media.preprocessing import Preprocessing
 from sdk.prototypes import CosineNetwork
@@ -20,11 +21,11 @@ from sdk.prototypes import CosineNetwork
 
 @dataclass(repr=False)
 class PersonalizedModel:
-    network: Network | SplitNetwork | CosineNetwork  # backbone and head: images -> logits
-    head_weight: np.ndarray      # [K, C] classifier rows of the task's classes
+    network: Network | SplitNetwork | CosineNetwork | RestNetwork  # backbone and head: images -> logits
+    head_weight: np.ndarray      # [K, C] classifier rows of the task's classes (one class: sdk.engines.rest's)
     head_bias: np.ndarray        # [K]
     class_indices: np.ndarray    # [K] indices into the bundle's classes (-1: a class the bundle does not have)
-    classes: list[str]           # [K] class names
+    classes: list[str]           # [K] class names (one class: it and sdk.engines.rest.REST_LABEL)
     class_ids: list[str]         # [K] class ids (WordNet ids for Tiny ImageNet)
     preprocessing: Preprocessing
     alpha: np.ndarray            # [4, Q] mixer
@@ -40,6 +41,11 @@ class PersonalizedModel:
         shown = ", ".join(self.classes[:5]) + (f", ... ({len(self.classes)} in all)" if len(self.classes) > 5 else "")
         total = self.timings.get("total")
         return f"PersonalizedModel(classes=[{shown}]" + (f", personalized in {total:.1f} ms)" if total else ")")
+
+    @property
+    def rest(self) -> bool:
+        """True for a model of one class, which answers it or "anything else" (`sdk.engines.rest`)."""
+        return isinstance(self.network, RestNetwork)
 
     def export(self, path) -> Path:
         """Write this model as .onnx (by the runtime alone), .pte (ExecuTorch, XNNPACK) or .mlpackage

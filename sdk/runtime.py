@@ -22,6 +22,7 @@ from sdk.adapt import AdaptRule, adapt_stream
 from sdk.engines import device_cache
 from sdk.engines.int8 import WEIGHT_QMAX, WEIGHT_QMIN, Int8Plan
 from sdk.engines.onnxruntime import BackboneEngine
+from sdk.engines.rest import REST_ID, REST_LABEL, RestNetwork, rest_head
 from sdk.engines.xnnpack_program import default_path as default_program_path
 from sdk.errors import DescriptionError, SdkError
 from sdk.fewshot import enroll
@@ -251,13 +252,32 @@ class TaperBundle:
         with self.engine.weight_buffer() as target:
             self.engine.fuse_and_fold(alpha, target)
             watch.lap("fuse_fold")  # one pass on the compiled route: each tile is folded right after its GEMV
-            head_weight = target.head[0][classes]  # fancy indexing: copies
-            head_bias = target.head[1][classes]
+            head_weight, head_bias = self._head_rows(target.head, classes)   # copies
             network = self.engine.open(target, head_weight, head_bias)
             watch.lap("session")  # the compiled route creates none: it binds the weights to the shared session
+        return self._personalized(network, head_weight, head_bias, classes, alpha, how, watch)
+
+    def _head_rows(self, head: tuple[np.ndarray, np.ndarray], classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The classifier rows a task's model holds: its classes', or for one class alone `rest_head`'s."""
+        if self._one_class(classes):
+            return rest_head(head[0], head[1], int(classes[0]))
+        return head[0][classes], head[1][classes]   # fancy indexing: copies
+
+    def _one_class(self, classes: np.ndarray) -> bool:
+        return len(classes) == 1 and len(self.bundle.classes) > 1
+
+    def _personalized(self, network, head_weight: np.ndarray, head_bias: np.ndarray, classes: np.ndarray,
+                      alpha: np.ndarray, how: list[str], watch: Stopwatch) -> PersonalizedModel:
+        """The model of a network and its rows; a task of one class answers it or `REST_LABEL` (`sdk.engines.rest`)."""
         infos = [self.bundle.classes[i] for i in classes]
-        return PersonalizedModel(network, head_weight, head_bias, classes, [c.name for c in infos],
-                                 [c.id for c in infos], self.preprocessing, alpha, watch.total(), how, self)
+        names, ids = [c.name for c in infos], [c.id for c in infos]
+        if self._one_class(classes):
+            others = len(self.bundle.classes) - 1
+            how = [*how, f"one class: '{names[0]}', or {REST_LABEL} (the bundle's {others} other classes)"]
+            network, classes = RestNetwork(network), np.array([classes[0], -1])
+            names, ids = [*names, REST_LABEL], [*ids, REST_ID]
+        return PersonalizedModel(network, head_weight, head_bias, classes, names, ids, self.preprocessing, alpha,
+                                 watch.total(), how, self)
 
     def _int8_model(self, classes: np.ndarray, alpha: np.ndarray, how: list[str], watch: Stopwatch
                     ) -> PersonalizedModel:
@@ -273,13 +293,11 @@ class TaperBundle:
             folded = self._int8_folded
             watch.lap("fuse_fold")
             graph = self._int8_plan.quantize(folded, self.bundle.bases.mixed_channels(alpha), quantized=quantized)
-            head_weight, head_bias = target.head[0][classes], target.head[1][classes]   # copies
+            head_weight, head_bias = self._head_rows(target.head, classes)   # copies
         watch.lap("quantize")
         network = engine.open_int8(self._int8_plan, graph, head_weight, head_bias)
         watch.lap("session")
-        infos = [self.bundle.classes[i] for i in classes]
-        model = PersonalizedModel(network, head_weight, head_bias, classes, [c.name for c in infos],
-                                  [c.id for c in infos], self.preprocessing, alpha, watch.total(), how, self)
+        model = self._personalized(network, head_weight, head_bias, classes, alpha, how, watch)
         model.precision, model.int8_graph = "int8", graph
         return model
 

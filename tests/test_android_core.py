@@ -17,6 +17,7 @@ import sdk
 from export.golden import output_step, write_golden
 from scripts import fuzz_bundle
 from sdk.engines.onnxruntime import Network, backbone_session, ort
+from sdk.engines.rest import collapse
 from sdk.fusion.folding import BACKBONE_FILE
 
 SCRIPT = Path(__file__).parents[1] / "android_demo" / "core" / "run_tests.sh"
@@ -152,8 +153,9 @@ def test_java_core_matches_the_python_runtime(mode, java_checked):
         model = bundle.personalize(case["description"])
         expected = np.concatenate([model.logits(rgb) for rgb in rgbs])
         weights = np.fromfile(out / f"java{i}.folded.f32", "<f4")
-        head = np.fromfile(out / f"java{i}.head.f32", "<f4").reshape(len(model.classes), -1)
-        got = java_logits(bundle, weights, head, images)
+        head = np.fromfile(out / f"java{i}.head.f32", "<f4").reshape(len(model.head_bias), -1)
+        rows = collapse if model.rest else np.asarray   # one class: the rest's rows collapse to one (sdk.engines.rest)
+        got = rows(java_logits(bundle, weights, head, images))
         assert np.abs(got - expected).max() <= 1e-4 * max(1.0, float(np.abs(expected).max())), case["name"]
         # int8 (sdk.engines.int8): GoldenTest checked that Java writes Python's bytes from Python's inputs; here the
         # graph Java made from its own fusion runs in onnxruntime beside Python's (its folded weights differ
@@ -176,5 +178,5 @@ def test_java_core_matches_the_python_runtime(mode, java_checked):
         steps = np.concatenate([np.abs(java_q[k].astype(int) - python_q[k]).ravel() for k in python_q])
         assert steps.max() <= 1 and np.mean(steps == 0) >= 0.999, (case["name"], np.mean(steps == 0))
         if companion is not None:  # the program the Java core wrote for the app's ExecuTorch engine
-            got = executorch_logits((out / f"java{i}.program.pte").read_bytes(), head, images)
+            got = rows(executorch_logits((out / f"java{i}.program.pte").read_bytes(), head, images))
             assert np.abs(got - expected).max() <= 1e-4 * max(1.0, float(np.abs(expected).max())), case["name"]

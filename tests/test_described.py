@@ -83,7 +83,7 @@ def test_one_item_of_a_list_is_not_narrowed():
 
 
 def test_padding_still_follows_a_one_class_answer():
-    task = resolver().resolve("a big cat with a mane")                 # min_classes=2 by default
+    task = resolver().resolve("a big cat with a mane", TaskOptions(min_classes=2))
     assert len(task.classes) == 2 and 2 in task.classes.tolist() and "added" in task.how[-1]
 
 

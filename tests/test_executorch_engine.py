@@ -28,7 +28,8 @@ def test_executorch_gives_the_onnxruntime_engines_logits(engines):
     reference, executorch = engines
     assert executorch.engine.route == "executorch"
     images = np.random.default_rng(0).integers(0, 255, (19, 32, 32, 3), dtype=np.uint8)  # > max_batch: in pieces
-    cases = [lambda b: b.personalize("round shapes"), lambda b: b.personalize(b.classes[:4]), lambda b: b.generic()]
+    cases = [lambda b: b.personalize("round shapes"), lambda b: b.personalize(b.classes[:4]), lambda b: b.generic(),
+             lambda b: b.personalize(b.classes[:1])]   # one class: it or anything else (sdk.engines.rest)
     for make in cases:
         a, b = make(reference), make(executorch)
         assert a.classes == b.classes

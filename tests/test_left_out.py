@@ -40,8 +40,10 @@ def test_a_class_left_out_is_never_taken_back_as_padding():
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
     classes = [ClassInfo(f"n{i}", name, ["entity", name], []) for i, name in enumerate(("wolf", "dog", "cat", "owl"))]
     resolver = TaskResolver(classes, rows, {}, lambda text: rows[0], [Concept("c0", ["canines"], [0, 1])], rows[:1])
-    assert resolver.resolve("canines, not dog").classes.tolist() == [0, 2]          # wolf, padded with cat
-    assert resolver.resolve("wolf").classes.tolist() == [0, 1]                      # without it, the dog pads
+    two = TaskOptions(min_classes=2)
+    assert resolver.resolve("canines, not dog", two).classes.tolist() == [0, 2]     # wolf, padded with cat
+    assert resolver.resolve("wolf", two).classes.tolist() == [0, 1]                 # without it, the dog pads
+    assert resolver.resolve("canines, not dog").classes.tolist() == [0]             # by default no padding
 
 
 def test_what_leaves_nothing_or_out_nothing_is_refused_with_the_reading():

@@ -135,5 +135,7 @@ def test_rule_1_a_class_named_alone_takes_its_own_look_alikes_whichever_name_is_
     assert by_name.how == ["'bee': class name, with the classes within 0.08 of its similarity ('ladybug'): a model "
                            "tells its classes apart, so it holds the class's look-alikes; give a list to choose them"]
     assert resolver.resolve("beagle").classes.tolist() == [0, 1] and encoded == []
-    alone = resolver.resolve("freight train")   # none within 0.08 (0.6): padded with the nearest, said so
-    assert alone.classes.tolist() == [4, 5] and alone.how[0] == "'freight train': class name" and encoded == []
+    alone = resolver.resolve("freight train")   # none within 0.08 (0.6): one class (its model: it or anything else)
+    assert alone.classes.tolist() == [5] and alone.how == ["'freight train': class name"] and encoded == []
+    padded = resolver.resolve("freight train", TaskOptions(min_classes=2))   # padded with the nearest, said so
+    assert padded.classes.tolist() == [4, 5] and padded.how[0] == "'freight train': class name" and encoded == []

@@ -4,6 +4,7 @@ Imports `sdk.media`, `sdk.fusion` and `sdk.format`.
 - `onnxruntime`: the engine: the bases fused into onnxruntime sessions;
 - `compiled`: the backbone compiled once per device;
 - `network`: a personalized network: images in, logits out;
+- `rest`: a task of one class, its logits collapsed to it and anything else;
 - `int8`: int8 models quantized on the device;
 - `int8_session`: how an int8 model's sessions are made;
 - `int8_route_cache`: the int8 route kept on disk;
@@ -19,6 +20,7 @@ __all__ = [
     "onnxruntime",
     "compiled",
     "network",
+    "rest",
     "int8",
     "int8_session",
     "int8_route_cache",

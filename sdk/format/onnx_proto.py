@@ -38,7 +38,7 @@ ENTRY_KEY, ENTRY_VALUE = 1, 2
 DATA_LOCATION_EXTERNAL = 1   # TensorProto.DataLocation.EXTERNAL
 VALUE_INFO_NAME, VALUE_INFO_TYPE = 1, 2
 TYPE_TENSOR, TENSOR_TYPE_ELEM_TYPE, TENSOR_TYPE_SHAPE, SHAPE_DIM, DIM_VALUE, DIM_PARAM = 1, 1, 2, 1, 1, 2
-FLOAT, INT8 = 1, 3
+FLOAT, INT8, INT64 = 1, 3, 7
 
 VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
 
@@ -272,6 +272,34 @@ def append_linear_head(model: bytes, features: str, channels: int, weight: str, 
     graph += encode_field(GRAPH_INPUT, _float_value(weight, ["classes", channels]))
     graph += encode_field(GRAPH_INPUT, _float_value(bias, ["classes"]))
     graph += encode_field(GRAPH_OUTPUT, _float_value(logits, ["batch", "classes"]))
+    return _with_graph(model, bytes(graph))
+
+
+def append_rest_score(model: bytes, logits: str) -> bytes:
+    """The model with its one output `logits` [N, 1 + n] replaced by `logits` [N, 2]: the first logit and the
+    log-sum-exp of the others (a model of one class, `sdk.engines.rest.collapse`; opset 13-17 operators)."""
+    every, graph, outputs = f"{logits}_every", bytearray(), []
+    for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
+        if field == GRAPH_OUTPUT and isinstance(value, bytes):
+            outputs.append(text(next((v for f, v in parse_fields(value) if f == VALUE_INFO_NAME
+                                       and isinstance(v, bytes)), b"")))
+            continue
+        if field == GRAPH_NODE and isinstance(value, bytes) and logits in node_edges(value)[1]:
+            raw = encode_field(GRAPH_NODE, b"".join(
+                encode_field(f, every.encode("utf-8")) if f in (NODE_OUTPUT, NODE_NAME) and text(v) == logits
+                else encode_field(f, v) for f, v in parse_fields(value)))
+        graph += raw
+    if outputs != [logits]:
+        raise ProtoError(f"expected the one graph output {logits!r}, found {outputs}")
+    for name, value in (("zero", 0), ("one", 1), ("last", 2**63 - 1)):
+        graph += encode_field(GRAPH_INITIALIZER, tensor(f"{logits}_{name}", [1], INT64, struct.pack("<q", value)))
+    for node in (_node("Slice", [every, f"{logits}_zero", f"{logits}_one", f"{logits}_one"], f"{logits}_first"),
+                 _node("Slice", [every, f"{logits}_one", f"{logits}_last", f"{logits}_one"], f"{logits}_others"),
+                 _node("ReduceLogSumExp", [f"{logits}_others"], f"{logits}_rest",
+                       _attribute_ints("axes", [1]) + _attribute_int("keepdims", 1)),
+                 _node("Concat", [f"{logits}_first", f"{logits}_rest"], logits, _attribute_int("axis", 1))):
+        graph += encode_field(GRAPH_NODE, node)
+    graph += encode_field(GRAPH_OUTPUT, _float_value(logits, ["batch", 2]))
     return _with_graph(model, bytes(graph))
 
 

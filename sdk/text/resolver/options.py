@@ -27,7 +27,8 @@ class TaskOptions:
 
     Args:
         max_classes: most classes taken from free text (1 to 100,000; a named group is taken whole).
-        min_classes: fewest classes in a task (1 to max_classes); nearest classes pad it.
+        min_classes: fewest classes in a task (1 to max_classes); nearest classes pad it. The default, 1, pads
+            nothing: the model of one class answers it or "anything else" (`sdk.engines.rest`).
         margin: free text takes the classes within this of the best similarity, and a class named alone
             its look-alikes, the classes within this of its own name's embedding (0 to 2).
         min_contrast: the best class must stand out from the mean similarity by this much (0 to 2).
@@ -35,7 +36,7 @@ class TaskOptions:
             names in the resolution; "nearest" its nearest classes by text similarity, as before issue 60.
     """
     max_classes: int = 20
-    min_classes: int = 2
+    min_classes: int = 1   # was 2 (a padded class) before docs/results/one_class.json
     margin: float = 0.08
     min_contrast: float = 0.13   # best similarity minus the mean over all classes; below: nothing matches
     missing: str = "tell"        # rule 4a: "tell" takes nothing for an item the bundle lacks; "nearest" its nearest

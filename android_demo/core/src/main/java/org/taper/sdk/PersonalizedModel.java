@@ -36,12 +36,14 @@ public final class PersonalizedModel implements AutoCloseable {
     private final Preprocessing preprocessing;
     private final List<String> classes, classIds, resolution;
     private final int[] classIndices;
-    private final float[][] head;        // [K][C + 1]: weights, then the bias
+    private final float[][] head;        // [K][C + 1]: weights, then the bias (one class: RestHead's rows)
+    private final boolean rest;          // one class: its logits collapse to it and anything else (RestHead)
     private final float[][] alpha;
     private final Map<String, Double> timings;
 
     PersonalizedModel(Engine.Backbone backbone, Preprocessing preprocessing, List<String> classes, List<String> classIds,
-                      int[] classIndices, float[][] head, float[][] alpha, Map<String, Double> timings, List<String> resolution) {
+                      int[] classIndices, float[][] head, float[][] alpha, Map<String, Double> timings, List<String> resolution,
+                      boolean rest) {
         this.backbone = backbone;
         this.preprocessing = preprocessing;
         this.classes = Collections.unmodifiableList(classes);
@@ -51,13 +53,20 @@ public final class PersonalizedModel implements AutoCloseable {
         this.alpha = alpha;
         this.timings = Collections.unmodifiableMap(timings);
         this.resolution = Collections.unmodifiableList(resolution);
+        this.rest = rest;
     }
 
     /** The task's class names, in the order of the logits. */
     public List<String> classes() { return classes; }
     public List<String> classIds() { return classIds; }
-    /** The task's indices into the bundle's classes (sorted). */
+    /** The task's indices into the bundle's classes (sorted; one class: it and {@link RestHead#INDEX}). */
     public int[] classIndices() { return classIndices.clone(); }
+    /** True for a model of one class, which answers it or {@link RestHead#LABEL}. */
+    public boolean rest() { return rest; }
+    /** The bundle class of each row of {@link #headRows} (one class: {@link RestHead#order}). */
+    public int[] headClasses() {
+        return rest ? RestHead.order(classIndices[0], head.length) : classIndices.clone();
+    }
     /** Milliseconds per step of personalize(): encode, resolve, mixer, fuse_fold, session, total. */
     public Map<String, Double> timings() { return timings; }
     /** How the description was read, part by part. */
@@ -66,7 +75,7 @@ public final class PersonalizedModel implements AutoCloseable {
     /** The classifier rows [K][C + 1] (weights, then the bias). */
     public float[][] headRows() { return head; }
 
-    /** Logits [K] of an RGB image (interleaved bytes, height rows of width pixels). */
+    /** Logits [K] (one class: 2) of an RGB image (interleaved bytes, height rows of width pixels). */
     public float[] logits(byte[] rgb, int width, int height) {
         return logitsOf(backbone.features(preprocessing.apply(rgb, width, height), 1)[0]);
     }
@@ -97,7 +106,7 @@ public final class PersonalizedModel implements AutoCloseable {
             for (int i = 0; i < dim; i++) s += (double) head[k][i] * features[i];
             z[k] = (float) s;
         }
-        return z;
+        return rest ? RestHead.collapse(z) : z;
     }
 
     @Override

@@ -151,7 +151,9 @@ public final class Personalizer implements AutoCloseable {
         t = lap(timings, "mixer", t);
         ByteBuffer weights = fusion.newBackboneBuffer();
         fusion.foldInto(alpha, weights);
-        float[][] head = fusion.headRows(alpha, task.classes);
+        boolean one = task.classes.length == 1 && bundle.classNames.size() > 1;   // it or anything else (RestHead)
+        float[][] head = one ? RestHead.lowerRest(fusion.headRows(alpha, RestHead.order(task.classes[0],
+                bundle.classNames.size()))) : fusion.headRows(alpha, task.classes);
         t = lap(timings, "fuse_fold", t);
         Engine.Backbone backbone;
         if (int8) {
@@ -165,9 +167,17 @@ public final class Personalizer implements AutoCloseable {
         }
         lap(timings, "session", t);
         timings.put("total", round((System.nanoTime() - start) / 1e6));
-        List<String> names = new ArrayList<>(), ids = new ArrayList<>();
+        List<String> names = new ArrayList<>(), ids = new ArrayList<>(), how = new ArrayList<>(task.how);
         for (int c : task.classes) { names.add(bundle.classNames.get(c)); ids.add(bundle.classIds.get(c)); }
-        return new PersonalizedModel(backbone, bundle.preprocessing, names, ids, task.classes, head, alpha, timings, task.how);
+        int[] classes = task.classes;
+        if (one) {
+            how.add("one class: '" + names.get(0) + "', or " + RestHead.LABEL + " (the bundle's "
+                    + (bundle.classNames.size() - 1) + " other classes)");
+            names.add(RestHead.LABEL);
+            ids.add(RestHead.ID);
+            classes = new int[]{task.classes[0], RestHead.INDEX};
+        }
+        return new PersonalizedModel(backbone, bundle.preprocessing, names, ids, classes, head, alpha, timings, how, one);
     }
 
     private synchronized Int8.Plan int8Plan() {

@@ -8,7 +8,7 @@ package org.taper.sdk.text;
  */
 public final class TaskOptions {
     static final int MAX_TASK_CLASSES = 100_000;
-    public static final TaskOptions DEFAULT = new TaskOptions(20, 2, 0.08, 0.13, "tell");
+    public static final TaskOptions DEFAULT = new TaskOptions(20, 1, 0.08, 0.13, "tell");   // min 1: sdk.engines.rest
 
     /** Most classes taken from free text (a named group is taken whole). */
     public final int maxClasses;
