@@ -40,8 +40,9 @@ def test_the_held_out_set_is_other_classes_with_a_minimal_vocabulary_and_enough_
 
 
 def test_the_checker_scores_what_the_options_choose_and_padding_counts_against_precision(tmp_path):
-    """scripts/own_photos.score_queries with the default options (a one-class answer padded to two, as
-    sdk.personalize resolves) and with min_classes=1 (bench_words' `heldout_unpadded` diagnostic)."""
+    """scripts/own_photos.score_queries with the default options (a one-class answer is one class, as
+    sdk.personalize resolves: its model answers it or anything else) and with min_classes=2 (bench_words'
+    `heldout_padded`: the default before sdk.engines.rest, a one-class answer padded to two)."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -58,7 +59,7 @@ def test_the_checker_scores_what_the_options_choose_and_padding_counts_against_p
     bundle = SimpleNamespace(resolver=resolver, bundle=SimpleNamespace(classes=classes, concepts=[]))
     (tmp_path / "queries.json").write_text(json.dumps({"sets": {}, "groups": {"beagle": ["beagle"]},
                                                        "phrasings": {"bee": ["bee"]}, "missing": {"owl": []}}))
-    padded, alone = score_queries(bundle, tmp_path), score_queries(bundle, tmp_path, TaskOptions(min_classes=1))
+    alone, padded = score_queries(bundle, tmp_path), score_queries(bundle, tmp_path, TaskOptions(min_classes=2))
     assert padded["groups"]["rows"]["beagle"]["chosen"] == ["beagle", "poodle"]   # the nearest class added
     assert (padded["groups"]["precision"], padded["groups"]["recall"]) == (0.5, 1.0)
     assert alone["groups"]["rows"]["beagle"]["chosen"] == ["beagle"] and alone["groups"]["precision"] == 1.0
