@@ -116,7 +116,8 @@ Rules, in order:
 Descriptions with control, invisible or unassigned characters, unpaired surrogates, empty lists and
 options of the wrong type or range raise DescriptionError (`check_text`, `TaskOptions`).
 A task has at least `min_classes` classes (nearest classes by text similarity are added if needed, and
-the resolution says which).
+the resolution says which); by default 1, a task of one class, whose model answers it or "anything else"
+(`sdk.engines.rest`).
 The task embedding is the normalised mean of its classes' embeddings, as in training.
 """
 

@@ -25,7 +25,8 @@ import java.util.function.Function;
  * best class stands out from the mean by less than {@code minContrast} ("nothing matches"), the nearest
  * concept of at most {@code maxClasses} classes is taken (with those within {@link #CONCEPT_MARGIN}) if
  * it is at least as near as the best class, else the classes within {@code margin} of the best; the
- * task is padded to {@code minClasses}; its embedding is the normalised mean of its classes'
+ * task is padded to {@code minClasses} (by default 1: a task of one class, whose model answers it or anything
+ * else, {@link org.taper.sdk.RestHead}); its embedding is the normalised mean of its classes'
  * embeddings. Invalid text or options raise {@link DescriptionException}.
  */
 public final class TaskResolver {
