@@ -19,6 +19,7 @@ public final class PersonalizedModel implements AutoCloseable {
     /** A label and its probability (softmax over the task's classes). */
     public static final class Prediction {
         public final String label;
+        /** The bundle's index of the class, or {@link RestHead#INDEX} for a model of one class's "anything else". */
         public final int classIndex;
         public final double probability;
 
