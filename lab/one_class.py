@@ -2,6 +2,8 @@
 one class").
 
     python -m lab.one_class --out docs/results/one_class.json      # 11 s here (AMD EPYC, 2 cores)
+    python -m lab.one_class --bundle ~/.cache/taper-sdk/own-photos/my-photos.taper \
+        --photos ~/.cache/taper-sdk/own-photos/my-photos/val --out docs/results/one_class_own_photos.json
 
 Until this measurement a description that names one class ("a bee") was padded to two: the nearest class by text
 similarity was added (`TaskOptions.min_classes=2`), so the model answered "bee" or "lemon" for every photo. A user
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +54,19 @@ def validation(bundle) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(images[keep]), bundle_labels[keep]
 
 
+def photo_folders(bundle, folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A folder of one folder of photos per class, named by class id (an own-photos `val/`), labelled by bundle
+    class index; a class without a folder has no photos."""
+    from sdk.media.images import to_uint8_batch
+
+    files, labels = [], []
+    for i, c in enumerate(bundle.bundle.classes):
+        found = sorted(p for p in (folder / c.id).glob("*") if p.is_file()) if (folder / c.id).is_dir() else []
+        files += found
+        labels += [i] * len(found)
+    return to_uint8_batch(files, bundle.preprocessing.input_size)[0], np.array(labels)
+
+
 def decisions(z: np.ndarray, x: int, pad: int) -> dict[str, np.ndarray]:
     """Per photo, True where each way says X; z is [N, classes] logits of every class."""
     others = np.delete(z, x, axis=1)
@@ -67,14 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--others", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--photos", type=Path, help="photos by class id (an own-photos val/ folder) instead of "
+                        "Tiny ImageNet's validation set")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     bundle = sdk.load(args.bundle)
-    images, labels = validation(bundle)
+    images, labels = validation(bundle) if args.photos is None else photo_folders(bundle, args.photos)
     rng = np.random.default_rng(args.seed)
     every = np.arange(len(bundle.classes))
     rows, sums = [], {}
-    for x in rng.choice(every, args.tasks, replace=False):
+    for x in rng.choice(every, min(args.tasks, len(every)), replace=False):
         name = bundle.classes[x]
         padded = bundle.personalize([name], TaskOptions(min_classes=2))
         one = bundle.personalize([name], TaskOptions(min_classes=1))
@@ -104,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         from scripts.results import write_result
 
         write_result({"summary": summary, "tasks": rows, "bundle": str(args.bundle), "others": args.others,
-                                "command": "python -m lab.one_class --out " + str(args.out)}, args.out, echo=False)
+                      "command": " ".join(["python -m lab.one_class", *(sys.argv[1:] if argv is None else argv)])},
+                     args.out, echo=False)
     return 0
 
 
