@@ -10,8 +10,8 @@ golden.json:
   below (what the Java tests' replaying engine answers; ids it was not given are a failure there).
 - "descriptions": [{"description" (string or list), "options", "classes" (sorted indices) or "error"}].
 - "images": [{"width", "height", "rgb": file of uint8 RGB, "tensor": file of the float32 [3, S, S] input}].
-- "cases": [{"name", "description", "task" (indices), "embedding", "alpha" [4][Q], "head" [K][C+1]
-  (weights then bias), "folded": file of the backbone's external weight buffer (float32 LE),
+- "cases": [{"name", "description", "task" (indices), "resolution" (the model's), "embedding", "alpha" [4][Q],
+  "head" [K][C+1] (weights then bias), "folded": file of the backbone's external weight buffer (float32 LE),
   "features": [image][C] the backbone's output on each image above with those weights (onnxruntime; what
   the replaying engine answers), "logits": [image][K] those features through the head rows (float64;
   "rest", a model of one class: its "task" is the class and -1, its rows `sdk.engines.rest.rest_head`'s,
@@ -785,7 +785,8 @@ def _case(bundle, i: int, description: str | list[str], out_dir: Path, images: l
     (features,) = session.run(None, {"image": inputs})
     logits = features.astype(np.float64) @ head[:, :-1].T.astype(np.float64) + head[:, -1]
     return {"name": f"case{i}", "description": description, "task": model.class_indices.tolist(),
-            "rest": model.rest, "embedding": task.embedding.tolist(), "alpha": model.alpha.tolist(),
+            "rest": model.rest, "resolution": model.resolution, "embedding": task.embedding.tolist(),
+            "alpha": model.alpha.tolist(),
             "head": head.tolist(), "folded": f"case{i}.folded.f32", "features": features.tolist(),
             "logits": (collapse(logits) if model.rest else logits).tolist(),
             "int8": _int8(bundle, model.alpha, views, f"case{i}", out_dir, inputs)}

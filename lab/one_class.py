@@ -3,7 +3,7 @@ one class").
 
     python -m lab.one_class --out docs/results/one_class.json      # 11 s here (AMD EPYC, 2 cores)
     python -m lab.one_class --bundle ~/.cache/taper-sdk/own-photos/my-photos.taper \
-        --photos ~/.cache/taper-sdk/own-photos/my-photos/val --out docs/results/one_class_own_photos.json
+        --data ~/.cache/taper-sdk/own-photos/my-photos --out docs/results/one_class_own_photos.json
 
 Until this measurement a description that names one class ("a bee") was padded to two: the nearest class by text
 similarity was added (`TaskOptions.min_classes=2`), so the model answered "bee" or "lemon" for every photo. A user
@@ -35,43 +35,36 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk.engines.rest import one_against_rest
+from scripts.own_photos import DATA
+from sdk.engines.rest import collapse, one_against_rest, rest_order
 from sdk.stopwatch import Stopwatch
 from sdk.text.resolver.options import TaskOptions
 
 UPSTREAM = Path.home() / ".cache/taper-sdk/transfer/upstream.taper"
-DATA = Path.home() / ".cache/taper-sdk/data"
 
 
-def validation(bundle) -> tuple[np.ndarray, np.ndarray]:
-    """Tiny ImageNet's validation photos of the bundle's classes, labelled by bundle class index."""
-    folder = next(DATA.glob("tiny-imagenet-200.tar.gz-64px-*"))
-    wnids = json.loads((folder / "meta.json").read_text())["wnids"]
-    index = {c.id: i for i, c in enumerate(bundle.bundle.classes)}
-    images, labels = np.load(folder / "val_images.npy", mmap_mode="r"), np.load(folder / "val_labels.npy")
-    bundle_labels = np.array([index.get(wnids[k], -1) for k in labels])
-    keep = np.flatnonzero(bundle_labels >= 0)
-    return np.asarray(images[keep]), bundle_labels[keep]
+def validation(bundle, source: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The validation photos of `source` (the Tiny ImageNet archive, or an own-photos folder with val/), decoded as
+    the trainer decodes them (`trainer.data.load_dataset`: its cache), of the bundle's classes, labelled by bundle
+    class index."""
+    from trainer.data import load_dataset
+
+    data = load_dataset(source, bundle.preprocessing.input_size, progress=False)
+    labels = by_bundle_class([c.id for c in bundle.bundle.classes], data.wnids, data.val.labels)
+    keep = np.flatnonzero(labels >= 0)
+    return np.asarray(data.val.images[keep]), labels[keep]
 
 
-def photo_folders(bundle, folder: Path) -> tuple[np.ndarray, np.ndarray]:
-    """A folder of one folder of photos per class, named by class id (an own-photos `val/`), labelled by bundle
-    class index; a class without a folder has no photos."""
-    from sdk.media.images import to_uint8_batch
-
-    files, labels = [], []
-    for i, c in enumerate(bundle.bundle.classes):
-        found = sorted(p for p in (folder / c.id).glob("*") if p.is_file()) if (folder / c.id).is_dir() else []
-        files += found
-        labels += [i] * len(found)
-    return to_uint8_batch(files, bundle.preprocessing.input_size)[0], np.array(labels)
+def by_bundle_class(bundle_ids: list[str], wnids: list[str], labels: np.ndarray) -> np.ndarray:
+    """Data set labels (indices into `wnids`) as indices into the bundle's classes; -1 for a class it lacks."""
+    index = {c: i for i, c in enumerate(bundle_ids)}
+    return np.array([index.get(w, -1) for w in wnids])[labels]
 
 
 def decisions(z: np.ndarray, x: int, pad: int) -> dict[str, np.ndarray]:
     """Per photo, True where each way says X; z is [N, classes] logits of every class."""
     others = np.delete(z, x, axis=1)
-    top = others.max(1, keepdims=True)
-    lse = (top + np.log(np.exp(others - top).sum(1, keepdims=True)))[:, 0]
+    lse = collapse(z[:, rest_order(x, z.shape[1])])[:, 1]   # the others' log-sum-exp, not lowered
     return {"padded": z[:, x] > z[:, pad], "rest_lse": z[:, x] > lse,
             "rest_linear": z[:, x] > others.mean(1) + np.log(others.shape[1]), "argmax": z.argmax(1) == x,
             "rest_balanced": one_against_rest(z, x).argmax(1) == 0, "rest_mean": z[:, x] > others.mean(1)}
@@ -83,12 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--others", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--photos", type=Path, help="photos by class id (an own-photos val/ folder) instead of "
-                        "Tiny ImageNet's validation set")
+    parser.add_argument("--data", type=Path, default=DATA, help="whose val photos: the Tiny ImageNet archive "
+                        "(default) or an own-photos folder (train/ and val/ by class id)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     bundle = sdk.load(args.bundle)
-    images, labels = validation(bundle) if args.photos is None else photo_folders(bundle, args.photos)
+    images, labels = validation(bundle, args.data)
     rng = np.random.default_rng(args.seed)
     every = np.arange(len(bundle.classes))
     rows, sums = [], {}

@@ -46,6 +46,7 @@ from scripts.own_photos import DATA, HERE, build_folder, score_queries, score_su
 from scripts.results import write_result
 
 HELDOUT = Path(__file__).resolve().parent / "heldout_data"
+PADDED_MIN_CLASSES = 2   # a one-class answer padded with its nearest class: the default before sdk.engines.rest
 HELDOUT_B = Path(__file__).resolve().parent / "heldout_b_data"   # the second, written in the twenty-seventh session
 JAVA_TESTS = Path(__file__).resolve().parents[1] / "android_demo" / "core" / "run_tests.sh"
 SCORED = ("groups", "phrasings", "descriptions", "missing")   # the query kinds the Java core is checked on
@@ -105,7 +106,7 @@ def java_agreement(sets: dict[str, tuple[Path, list[Path]]], work: Path) -> dict
         golden = work / f"java-{name}"
         shutil.rmtree(golden, ignore_errors=True)
         write_golden(bundle_path, golden, cases=(), refusals=False,
-                     descriptions=[(t, o) for t in texts for o in ({}, {"min_classes": 2})])
+                     descriptions=[(t, o) for t in texts for o in ({}, {"min_classes": PADDED_MIN_CLASSES})])
         args += [str(golden / "golden.json"), str(golden / "java")]
         counts[name] = 2 * len(texts)
     classes = work / "java-classes"
@@ -142,7 +143,7 @@ def tiny_imagenet(data: Path, work: Path) -> dict:
         progress=False)
     bundle = sdk.load(bundle_run(run_dir, work / "tiny-imagenet.taper"))
     measured, _, _ = phrasing_sets(bundle.resolver, bundle, TaskOptions())
-    padded, _, _ = phrasing_sets(bundle.resolver, bundle, TaskOptions(min_classes=2))
+    padded, _, _ = phrasing_sets(bundle.resolver, bundle, TaskOptions(min_classes=PADDED_MIN_CLASSES))
     out = {"concepts": len(bundle.bundle.concepts), "options": vars(TaskOptions())}
     for key, now in measured.items():
         p, r = BEFORE_ISSUE_60[key]
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     from sdk.media.cache import cache_root
     from sdk.text.resolver import TaskOptions
 
-    PADDED = TaskOptions(min_classes=2)   # noqa: N806 (the default before sdk.engines.rest)
+    padded = TaskOptions(min_classes=PADDED_MIN_CLASSES)
     work = cache_root() / "words"
     run_dir = trained(args.data, HELDOUT, work / "heldout-photos", work / "run")
     words_only = bundle_run(run_dir, work / "heldout-words-only.taper", english=False)
@@ -179,14 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     result = {"heldout": score_summary(heldout),
               "heldout_before": score_summary(score_queries(sdk.load(words_only), HELDOUT)),
               # As before sdk.engines.rest: a one-class answer padded with its nearest class (precision 0.5 at most).
-              "heldout_padded": score_summary(score_queries(bundle, HELDOUT, PADDED)),
+              "heldout_padded": score_summary(score_queries(bundle, HELDOUT, padded)),
               "english": bundle.bundle.manifest.provenance.get("english"),
               "heldout_rows": {k: heldout[k]["rows"] for k in ("groups", "phrasings", "missing")}}
     second = sdk.load(bundle_run(trained(args.data, HELDOUT_B, work / "heldout-b-photos", work / "run-b"),
                                  work / "heldout-b.taper"))
     scores = score_queries(second, HELDOUT_B)
     result.update(heldout_b=score_summary(scores),
-                  heldout_b_padded=score_summary(score_queries(second, HELDOUT_B, PADDED)),
+                  heldout_b_padded=score_summary(score_queries(second, HELDOUT_B, padded)),
                   heldout_b_english=second.bundle.manifest.provenance.get("english"),
                   heldout_b_rows={k: scores[k]["rows"] for k in ("groups", "phrasings", "missing")})
     worked_run = cache_root() / "own-photos" / "run-demo"

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 import sdk
-from sdk.engines.rest import one_against_rest
+from sdk.engines.rest import REST_INDEX, one_against_rest
 from sdk.media.cache import cache_root
 from sdk.media.report_page import Section, Tile, cpu_name, render_page, thumbnail_uri, write_page
 from sdk.text.encoder import primary_name
@@ -35,7 +35,6 @@ from trainer.data import DataError, load_dataset
 from trainer.rundir import RunDir
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
-REST = -1   # a model of one class's second answer, anything else (sdk.engines.rest): its class index
 PHOTOS_SHOWN = 14  # per description, spread evenly over its val images
 DESCRIPTIONS = ["insects", "dogs", "a drinking glass with a base and stem", "vehicles", "bicycle, pedestrian, tree",
                 "kitchen appliances"]
@@ -77,7 +76,7 @@ def baseline_accuracy(run_dir: Path, images: np.ndarray, labels: np.ndarray, cla
     model = load_model(ResNetConfig(config.stem, config.width, _num_classes(run_dir), config.input_size), path)
     with torch.no_grad():
         logits = model(to_normalized_tensor(torch.from_numpy(images), sdk.Preprocessing(config.input_size)))
-    if classes[-1] == REST:   # a model of one class: the same decision from every class's logit (sdk.engines.rest)
+    if classes[-1] == REST_INDEX:   # a model of one class: the same decision from every class's logit
         predicted = classes[one_against_rest(logits.numpy(), int(classes[0])).argmax(1)]
     else:
         predicted = classes[logits[:, torch.from_numpy(classes)].argmax(1).numpy()]
@@ -112,14 +111,14 @@ def personalize_and_score(bundle, description: str, data, index: dict[str, int],
         model = sdk.personalize(bundle, description)
     except sdk.DescriptionError as e:
         return Outcome(description, error=str(e))
-    classes = np.array([index.get(c, REST) for c in model.class_ids])
+    classes = np.array([index.get(c, REST_INDEX) for c in model.class_ids])
     pick = np.flatnonzero(np.isin(data.val.labels, classes))
     if model.rest:   # one class, or anything else: as many photos of other classes, drawn the same every run
         others = np.flatnonzero(data.val.labels != classes[0])
         pick = np.sort(np.concatenate([pick, np.random.default_rng(0).choice(others, len(pick), replace=False)]))
     images, labels = np.ascontiguousarray(data.val.images[pick]), data.val.labels[pick]
     if model.rest:
-        labels = np.where(labels == classes[0], labels, REST)
+        labels = np.where(labels == classes[0], labels, REST_INDEX)
     probabilities = model.predict_proba(images)
     predicted = classes[probabilities.argmax(1)]
     names = {c: primary_name(model.classes[k]) for k, c in enumerate(classes)}

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+RECORDED_MIN_CLASSES = 2   # the default when the answers were recorded (one class alone since: sdk.engines.rest)
 PHRASING_FILES = sorted((ROOT / "scripts").glob("retrieval_phrasings*.json"))
 
 
@@ -47,17 +48,18 @@ def phrasings(bundle) -> list:
 
 
 def answers(bundle) -> dict[str, dict]:
-    """json(description) -> {"classes": [ids], "how": [...]} or {"error": message}, with RECORDED_OPTIONS."""
+    """json(description) -> {"classes": [ids], "how": [...]} or {"error": message}, padded to
+    RECORDED_MIN_CLASSES."""
     from sdk.errors import DescriptionError
     from sdk.text.resolver import TaskOptions
 
-    RECORDED_OPTIONS = TaskOptions(min_classes=2)   # the default when they were recorded (before sdk.engines.rest)
+    options = TaskOptions(min_classes=RECORDED_MIN_CLASSES)
 
     ids = [c.id for c in bundle.bundle.classes]
     out = {}
     for text in phrasings(bundle):
         try:
-            task = bundle.resolver.resolve(text, RECORDED_OPTIONS)
+            task = bundle.resolver.resolve(text, options)
             out[json.dumps(text)] = {"classes": [ids[i] for i in task.classes], "how": task.how}
         except DescriptionError as e:
             out[json.dumps(text)] = {"error": str(e)}

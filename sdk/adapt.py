@@ -102,10 +102,9 @@ def adapt(model, images, rule: AdaptRule | None = None):
     pad = max(rule.pad_to, rule.min_classes)
     adapted = bundle.personalize(ids, TaskOptions(max_classes=max(pad, rule.max_classes), min_classes=pad))
     adapted.pseudo_label_counts = counts
+    padded = int((adapted.class_indices >= 0).sum())   # the bundle's classes it holds (not "anything else")
     adapted.resolution = [f"adapted to {len(task)} classes predicted at least {rule.min_count} times in "
-                          f"{int(counts.sum())} images" + (f", padded to {len(adapted.classes)}"
-                                                          if len(adapted.classes) > len(task) and not adapted.rest
-                                                          else "")]
+                          f"{int(counts.sum())} images" + (f", padded to {padded}" if padded > len(task) else "")]
     return adapted
 
 

@@ -22,7 +22,7 @@ from sdk.adapt import AdaptRule, adapt_stream
 from sdk.engines import device_cache
 from sdk.engines.int8 import WEIGHT_QMAX, WEIGHT_QMIN, Int8Plan
 from sdk.engines.onnxruntime import BackboneEngine
-from sdk.engines.rest import REST_ID, REST_LABEL, RestNetwork, rest_head
+from sdk.engines.rest import REST_ID, REST_INDEX, REST_LABEL, RestNetwork, rest_head
 from sdk.engines.xnnpack_program import default_path as default_program_path
 from sdk.errors import DescriptionError, SdkError
 from sdk.fewshot import enroll
@@ -274,7 +274,7 @@ class TaperBundle:
         if self._one_class(classes):
             others = len(self.bundle.classes) - 1
             how = [*how, f"one class: '{names[0]}', or {REST_LABEL} (the bundle's {others} other classes)"]
-            network, classes = RestNetwork(network), np.array([classes[0], -1])
+            network, classes = RestNetwork(network), np.array([classes[0], REST_INDEX])
             names, ids = [*names, REST_LABEL], [*ids, REST_ID]
         return PersonalizedModel(network, head_weight, head_bias, classes, names, ids, self.preprocessing, alpha,
                                  watch.total(), how, self)

@@ -1,12 +1,8 @@
-"""lab/one_class.py's decisions and photo folders (the measurement behind sdk.engines.rest)."""
-
-from types import SimpleNamespace
+"""lab/one_class.py's decisions and labels (the measurement behind sdk.engines.rest)."""
 
 import numpy as np
-from PIL import Image
 
-from lab.one_class import decisions, photo_folders
-from sdk.engines.rest import one_against_rest
+from lab.one_class import by_bundle_class, decisions
 
 
 def test_each_way_decides_as_its_rule_says():
@@ -16,18 +12,11 @@ def test_each_way_decides_as_its_rule_says():
     said = decisions(z, 0, 1)
     assert said["padded"].tolist() == [True, True, False]
     assert said["argmax"].tolist() == [True, False, False]
-    assert said["rest_balanced"].tolist() == (one_against_rest(z, 0).argmax(1) == 0).tolist()
     assert said["rest_balanced"].tolist() == [True, False, True]    # 0.5 > log(mean(exp(0.6, -5, -5)))
     assert said["rest_lse"].tolist() == [True, False, False]
     assert said["rest_mean"].tolist() == [True, False, True]
 
 
-def test_photo_folders_label_by_class_id_and_skip_a_class_without_photos(tmp_path):
-    for name, count in (("owl", 2), ("cat", 1)):
-        (tmp_path / name).mkdir()
-        for i in range(count):
-            Image.new("RGB", (40, 30), (i * 50, 0, 0)).save(tmp_path / name / f"{i}.png")
-    classes = [SimpleNamespace(id=i) for i in ("cat", "dog", "owl")]
-    bundle = SimpleNamespace(bundle=SimpleNamespace(classes=classes), preprocessing=SimpleNamespace(input_size=16))
-    images, labels = photo_folders(bundle, tmp_path)
-    assert images.shape == (3, 16, 16, 3) and labels.tolist() == [0, 2, 2]
+def test_data_labels_become_bundle_classes_and_a_class_it_lacks_minus_one():
+    labels = by_bundle_class(["cat", "dog", "owl"], ["owl", "bee", "cat"], np.array([0, 1, 2, 2]))
+    assert labels.tolist() == [2, -1, 0, 0]

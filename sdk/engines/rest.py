@@ -22,16 +22,26 @@ from dataclasses import dataclass
 import numpy as np
 
 REST_LABEL = "anything else"   # the second answer of a model of one class (the Java core's RestHead too)
-REST_ID = ""                   # its class id; its class index is -1 (no class of the bundle)
+REST_ID = ""                   # its class id
+REST_INDEX = -1                # its class index: no class of the bundle
+
+
+def rest_order(x: int, classes: int) -> np.ndarray:
+    """The bundle classes of the rows of class `x`'s model: x, then the others in order."""
+    return np.concatenate([[x], np.delete(np.arange(classes), x)])
+
+
+def lowered(bias: np.ndarray) -> np.ndarray:
+    """Biases (or logits) of `rest_order`'s rows with all but the first lowered by log(their count), as float32."""
+    out = np.array(bias, np.float32)
+    out[..., 1:] -= np.float32(np.log(out.shape[-1] - 1))
+    return out
 
 
 def rest_head(weight: np.ndarray, bias: np.ndarray, x: int) -> tuple[np.ndarray, np.ndarray]:
-    """The head rows of a model of class `x` alone: row x first, then every other row in order, the others'
-    biases lowered by log(their count). Copies."""
-    order = np.concatenate([[x], np.delete(np.arange(len(bias)), x)])
-    rows, shifted = weight[order], bias[order].astype(np.float32)
-    shifted[1:] -= np.float32(np.log(len(bias) - 1))
-    return rows, shifted
+    """The head rows of a model of class `x` alone: `rest_order`'s rows, their biases `lowered`. Copies."""
+    order = rest_order(x, len(bias))
+    return weight[order], lowered(bias[order])
 
 
 def collapse(logits: np.ndarray) -> np.ndarray:
@@ -44,8 +54,7 @@ def collapse(logits: np.ndarray) -> np.ndarray:
 
 def one_against_rest(logits: np.ndarray, x: int) -> np.ndarray:
     """[N, classes] logits of every class -> [N, 2]: what a model of class `x` alone gives from them."""
-    others = np.delete(logits, x, axis=1) - np.float32(np.log(logits.shape[1] - 1))
-    return collapse(np.concatenate([logits[:, x:x + 1], others], axis=1))
+    return collapse(lowered(logits[:, rest_order(x, logits.shape[1])]))
 
 
 @dataclass

@@ -197,6 +197,11 @@ def initializers_to_inputs(model: bytes, names: Sequence[str]) -> bytes:
     return _with_graph(model, bytes(graph))
 
 
+def _value_name(value_info: bytes) -> str:
+    """A ValueInfoProto's name ("" if it has none)."""
+    return text(next((v for f, v in parse_fields(value_info) if f == VALUE_INFO_NAME and isinstance(v, bytes)), b""))
+
+
 def _node(op_type: str, inputs: Sequence[str], output: str, attributes: bytes = b"") -> bytes:
     node = b"".join(encode_field(NODE_INPUT, n.encode("utf-8")) for n in inputs)
     node += encode_field(NODE_OUTPUT, output.encode("utf-8")) + encode_field(NODE_NAME, output.encode("utf-8"))
@@ -252,8 +257,7 @@ def append_linear_head(model: bytes, features: str, channels: int, weight: str, 
     graph, outputs = bytearray(), []
     for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
         if field == GRAPH_OUTPUT and isinstance(value, bytes):
-            outputs.append(text(next((v for f, v in parse_fields(value) if f == VALUE_INFO_NAME
-                                       and isinstance(v, bytes)), b"")))
+            outputs.append(_value_name(value))
             continue
         graph += raw
     if outputs != [features]:
@@ -281,8 +285,7 @@ def append_rest_score(model: bytes, logits: str) -> bytes:
     every, graph, outputs = f"{logits}_every", bytearray(), []
     for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
         if field == GRAPH_OUTPUT and isinstance(value, bytes):
-            outputs.append(text(next((v for f, v in parse_fields(value) if f == VALUE_INFO_NAME
-                                       and isinstance(v, bytes)), b"")))
+            outputs.append(_value_name(value))
             continue
         if field == GRAPH_NODE and isinstance(value, bytes) and logits in node_edges(value)[1]:
             raw = encode_field(GRAPH_NODE, b"".join(
@@ -309,7 +312,7 @@ def inputs_to_initializers(model: bytes, tensors: dict[str, tuple[Sequence[int],
     graph, found = bytearray(), set()
     for field, value, raw in _fields(_only(model, MODEL_GRAPH)):
         if field == GRAPH_INPUT and isinstance(value, bytes):
-            name = text(next((v for f, v in parse_fields(value) if f == VALUE_INFO_NAME and isinstance(v, bytes)), b""))
+            name = _value_name(value)
             if name in tensors:
                 found.add(name)
                 continue

@@ -38,13 +38,11 @@ public final class PersonalizedModel implements AutoCloseable {
     private final List<String> classes, classIds, resolution;
     private final int[] classIndices;
     private final float[][] head;        // [K][C + 1]: weights, then the bias (one class: RestHead's rows)
-    private final boolean rest;          // one class: its logits collapse to it and anything else (RestHead)
     private final float[][] alpha;
     private final Map<String, Double> timings;
 
     PersonalizedModel(Engine.Backbone backbone, Preprocessing preprocessing, List<String> classes, List<String> classIds,
-                      int[] classIndices, float[][] head, float[][] alpha, Map<String, Double> timings, List<String> resolution,
-                      boolean rest) {
+                      int[] classIndices, float[][] head, float[][] alpha, Map<String, Double> timings, List<String> resolution) {
         this.backbone = backbone;
         this.preprocessing = preprocessing;
         this.classes = Collections.unmodifiableList(classes);
@@ -54,7 +52,6 @@ public final class PersonalizedModel implements AutoCloseable {
         this.alpha = alpha;
         this.timings = Collections.unmodifiableMap(timings);
         this.resolution = Collections.unmodifiableList(resolution);
-        this.rest = rest;
     }
 
     /** The task's class names, in the order of the logits. */
@@ -63,10 +60,10 @@ public final class PersonalizedModel implements AutoCloseable {
     /** The task's indices into the bundle's classes (sorted; one class: it and {@link RestHead#INDEX}). */
     public int[] classIndices() { return classIndices.clone(); }
     /** True for a model of one class, which answers it or {@link RestHead#LABEL}. */
-    public boolean rest() { return rest; }
+    public boolean rest() { return classIndices.length == 2 && classIndices[1] == RestHead.INDEX; }
     /** The bundle class of each row of {@link #headRows} (one class: {@link RestHead#order}). */
     public int[] headClasses() {
-        return rest ? RestHead.order(classIndices[0], head.length) : classIndices.clone();
+        return rest() ? RestHead.order(classIndices[0], head.length) : classIndices.clone();
     }
     /** Milliseconds per step of personalize(): encode, resolve, mixer, fuse_fold, session, total. */
     public Map<String, Double> timings() { return timings; }
@@ -107,7 +104,7 @@ public final class PersonalizedModel implements AutoCloseable {
             for (int i = 0; i < dim; i++) s += (double) head[k][i] * features[i];
             z[k] = (float) s;
         }
-        return rest ? RestHead.collapse(z) : z;
+        return rest() ? RestHead.collapse(z) : z;
     }
 
     @Override

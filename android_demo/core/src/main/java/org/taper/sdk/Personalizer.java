@@ -177,7 +177,7 @@ public final class Personalizer implements AutoCloseable {
             ids.add(RestHead.ID);
             classes = new int[]{task.classes[0], RestHead.INDEX};
         }
-        return new PersonalizedModel(backbone, bundle.preprocessing, names, ids, classes, head, alpha, timings, how, one);
+        return new PersonalizedModel(backbone, bundle.preprocessing, names, ids, classes, head, alpha, timings, how);
     }
 
     private synchronized Int8.Plan int8Plan() {

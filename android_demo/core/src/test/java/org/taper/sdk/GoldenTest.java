@@ -419,6 +419,8 @@ public final class GoldenTest {
         boolean same = task.length == want.size();
         for (int i = 0; same && i < task.length; i++) same = task[i] == ((Number) want.get(i)).intValue();
         check(same, name + " task classes");
+        check(model.resolution().equals(c.get("resolution")), name + " resolution " + model.resolution()
+                + ", Python " + c.get("resolution"));
         TaskResolver.Task t = d instanceof String ? p.resolver().resolve((String) d, TaskOptions.DEFAULT)
                 : p.resolver().resolve((List<String>) d, TaskOptions.DEFAULT);
         check(maxDiff(t.embedding, (List<Object>) c.get("embedding")) < 1e-5, name + " task embedding");

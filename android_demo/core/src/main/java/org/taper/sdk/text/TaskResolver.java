@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.function.Function;
+import java.util.stream.Collectors;
 
 /**
  * Description -> task, with the rules and thresholds of sdk/text/resolver/ (read its docstring for the why):
@@ -38,9 +39,10 @@ public final class TaskResolver {
     /** sdk.text.resolver.GLOSS_WORDS: an item holding one is a gloss, not cut at its conjunctions. */
     static final Set<String> GLOSS_WORDS = Set.of("a", "an", "the", "with", "without", "of", "for", "in", "on", "at",
             "to", "from", "by", "that", "which", "who", "whose", "having");
-    /** sdk.text.resolver.words.APPOSITIVE_OPENERS and PARTICIPLE_ENDINGS (rule 2: a comma part that describes). */
-    static final Set<String> APPOSITIVE_OPENERS = Set.of("with", "of", "for", "in", "on", "at", "to", "from", "by",
-            "that", "which", "who", "whose", "having");
+    /** sdk.text.resolver.words.APPOSITIVE_OPENERS and PARTICIPLE_ENDINGS (rule 2: a comma part that describes):
+     * GLOSS_WORDS but the articles and "without", which opens an exclusion. */
+    static final Set<String> APPOSITIVE_OPENERS = GLOSS_WORDS.stream()
+            .filter(w -> !Set.of("a", "an", "the", "without").contains(w)).collect(Collectors.toUnmodifiableSet());
     static final Map<String, Integer> PARTICIPLE_ENDINGS = Map.of("ed", 4, "ing", 5);
     /** sdk.text.resolver.MISSING: rule 4a's words in a resolution. */
     static final String MISSING = "not a name this bundle knows";
