@@ -28,6 +28,9 @@ golden.json:
   that cross), every description resolved without the text encoder, refused, or recorded as needing it.
 - "hostile_bundles": files of the bundle with hostile concepts in classes.json, and re-checksummed forgeries
   only a check of the values finds (`semantic_forgeries`): every one a BundleError.
+- "reader_cases": false when the golden set leaves the refusals that do not depend on the storage mode (the
+  concepts edits, "limit_bundles", "grammar_bundles", "graphs", "signatures", "json", "companion") to another
+  golden set of the same bundle (`write_golden`'s `reader_cases`).
 - "graphs": {"encoder_structure": the bundle's text encoder's structure hash (sdk.format.graph_check),
   "known_encoder_structures", "hostile": [{"name", "member", "file", "python": "BundleError" or "accepted"}]}:
   hostile graph and tokenizer members given by the caller (scripts/fuzz_bundle.hostile_members) and the
@@ -274,11 +277,14 @@ def long_text(words: int, seed: int = 0) -> str:
 
 def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[str]] = CASES,
                  hostile_members: Sequence[tuple[str, str, bytes]] = (), companion: Path | None = None,
-                 refusals: bool = True,
+                 refusals: bool = True, reader_cases: bool = True,
                  descriptions: Sequence[tuple[str | list[str], dict]] = DESCRIPTIONS) -> Path:
     """golden.json and its files in `out_dir` (the module docstring says what each key holds). With
     `refusals=False`, only the vectors (tokens, encoder, descriptions, images, cases, composed): what the app's engine
-    test reads, without the ~100 case bundles of refusals and verdicts the Java core's golden test reads.
+    test reads, without the ~100 case bundles of refusals and verdicts the Java core's golden test reads. With
+    `reader_cases=False`, of the refusals only the semantic forgeries: the cases that do not depend on how the bundle
+    stores its weights (limits, grammar, graphs, signatures, JSON, the companion) are left to another golden set of
+    the same bundle in another storage mode (tests/test_android_core.py checks them once, in fp32).
     `descriptions` ((description, options) pairs) are those resolved for "descriptions": DESCRIPTIONS fits the
     synthetic bundle; a bundle of one's own classes is given its own (scripts/bench_words.py's java_agreement)."""
     bundle = sdk.load(bundle_path)
@@ -308,22 +314,23 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
     spec["composed"] = composed_resolutions()
     spec["reprs"] = [{"text": t, "repr": repr(t)} for t in REPR_TEXTS]
     if refusals:
-        _refusals(spec, bundle, Path(bundle_path), out_dir, hostile_members, companion)
+        _refusals(spec, bundle, Path(bundle_path), out_dir, hostile_members, companion, reader_cases)
     path = out_dir / "golden.json"
     path.write_text(json.dumps(spec))
     return path
 
 
 def _refusals(spec: dict, bundle, bundle_path: Path, out_dir: Path, hostile_members: Sequence[tuple[str, str, bytes]],
-              companion: Path | None) -> None:
-    """The refusal cases and the Python reader's verdicts, added to `spec`: hostile bundles, provenance
-    limits, the manifest grammar (with `hostile_members`), hostile graphs, signatures, JSON, the companion."""
+              companion: Path | None, reader_cases: bool = True) -> None:
+    """The refusal cases and the Python reader's verdicts, added to `spec`: the semantic forgeries, and with
+    `reader_cases` hostile concepts, provenance limits, the manifest grammar (with `hostile_members`), hostile
+    graphs, signatures, JSON, the companion."""
     blob = bundle_path.read_bytes()
     spec["hostile_bundles"] = []
-    for name, edit in HOSTILE_CONCEPTS.items():
+    for name, edit in HOSTILE_CONCEPTS.items() if reader_cases else ():
         (out_dir / f"hostile_{name}.taper").write_bytes(with_classes_json(blob, edit))
         spec["hostile_bundles"].append(f"hostile_{name}.taper")
-    for name, data in semantic_forgeries(blob):
+    for name, data in semantic_forgeries(blob):   # tensor values: each storage mode stores them otherwise
         try:
             Bundle.from_buffer(np.frombuffer(data, np.uint8))
             raise AssertionError(f"the Python reader accepts the forgery {name}")
@@ -331,6 +338,9 @@ def _refusals(spec: dict, bundle, bundle_path: Path, out_dir: Path, hostile_memb
             pass
         (out_dir / f"hostile_{name}.taper").write_bytes(data)
         spec["hostile_bundles"].append(f"hostile_{name}.taper")
+    spec["reader_cases"] = reader_cases
+    if not reader_cases:
+        return
     spec["limit_bundles"] = _python_verdicts("limit", [*provenance_limits(blob), *kinds_limits(blob)], out_dir)
     if hostile_members:   # once per golden set, as the hostile graphs are (they do not depend on the storage)
         spec["grammar_bundles"] = _python_verdicts("grammar", grammar_bundles(blob), out_dir, loaded=True)
