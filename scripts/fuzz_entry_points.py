@@ -789,11 +789,18 @@ def worker(bundle: Path, companion: Path, scratch: Path) -> Worker:
     return Worker(command=[sys.executable, "-c", WORKER, str(bundle), str(companion), str(scratch)])
 
 
-def cases(count: int, seed: int, families: list[str] | None = None) -> list[dict]:
+def cases(count: int, seed: int, families: list[str] | None = None, each_family: int = 0) -> list[dict]:
+    """`count` cases drawn with `seed`: `each_family` of each family first (a short slice, the test suite's,
+    then reaches every one), the rest in the families' fixed proportions."""
     rng = np.random.default_rng(seed)
     names = families or list(FAMILIES)
     weights = np.array([FAMILIES[n] for n in names])
-    return [{**draw(str(rng.choice(names, p=weights / weights.sum())), rng), "id": i} for i in range(count)]
+    first = [n for n in names for _ in range(each_family)]
+
+    def family(i: int) -> str:   # drawn case by case, as before `each_family`: a seed's cases stay the same
+        return first[i] if i < len(first) else str(rng.choice(names, p=weights / weights.sum()))
+
+    return [{**draw(family(i), rng), "id": i} for i in range(count)]
 
 
 def fixtures(bundle: Path | None, companion: Path | None, work: Path) -> tuple[Path, Path]:
@@ -819,6 +826,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--families", nargs="+", choices=list(FAMILIES), default=None,
                         help="draw only these families (default: all, in the fixed proportions)")
+    parser.add_argument("--each-family", type=int, default=0,
+                        help="draw this many cases of each family first, then the rest in proportion")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=Path("docs/results/entry_points"))
@@ -831,7 +840,7 @@ def main(argv: list[str] | None = None) -> int:
         counts: dict[str, Counter] = defaultdict(Counter)
         examples: dict[str, list] = defaultdict(list)
         lock = threading.Lock()
-        todo = cases(args.cases, args.seed, args.families)
+        todo = cases(args.cases, args.seed, args.families, args.each_family)
         done = [0]
 
         def drive(mine: list[dict], scratch: Path) -> None:

@@ -11,15 +11,20 @@ from scripts import fuzz_entry_points
 
 def test_hostile_entry_point_cases_end_typed_or_checked(tiny_bundle, tiny_companion, tmp_path):
     out = tmp_path / "entry"
-    fuzz_entry_points.main(["--cases", "42", "--bundle", str(tiny_bundle), "--companion", str(tiny_companion),
+    # One of each family: 10.5 s here alone. 42 drawn in proportion (the slice before 2026-11-30) took 37 s, 20 of
+    # them missed 'cli', and two of each took 42 s (a .pte export among them); the scale run is the script's.
+    fuzz_entry_points.main(["--cases", str(len(fuzz_entry_points.FAMILIES)), "--each-family", "1",
+                            "--bundle", str(tiny_bundle), "--companion", str(tiny_companion),
                             "--seed", "5", "--timeout", "120", "--workers", "2", "--out", str(out)])
     report = json.loads(out.with_suffix(".json").read_text())
     counts = report["entry_points"]
-    assert counts["cases"] == 42
+    assert counts["cases"] == len(fuzz_entry_points.FAMILIES)
     assert counts["escapes"] == counts["hangs"] == counts["crashes"] == 0, report["failures"]
     assert counts["silent_wrong"] == counts["partial_files"] == 0, report["failures"]
     assert counts["typed"] > 0 and counts["ok"] > 0   # the slice reached both refusals and accepted inputs
-    assert len(report["families"]) >= 6
+    signed = ("companion_signed", "companion_forged")   # companion cases read with trusted keys, reported apart
+    reached = {"companion" if f in signed else f for f, outcomes in report["families"].items() if outcomes}
+    assert reached == set(fuzz_entry_points.FAMILIES)
 
 
 def test_the_harness_calls_wrong_probabilities_and_leftovers_failures(tmp_path):
@@ -49,3 +54,11 @@ def test_signed_and_forged_companions_under_trusted_keys(tiny_bundle, tiny_compa
     assert sum(report["families"].get("companion_signed", {}).values()) > 0
     counts = report["entry_points"]
     assert counts["escapes"] == counts["hangs"] == counts["crashes"] == counts["silent_wrong"] == 0, report["failures"]
+
+
+def test_a_short_slice_takes_each_family_first_and_a_seed_its_own_cases():
+    names = list(fuzz_entry_points.FAMILIES)
+    slice_ = fuzz_entry_points.cases(2 * len(names) + 3, seed=5, each_family=2)
+    assert [c["family"] for c in slice_[:2 * len(names)]] == [n for n in names for _ in range(2)]
+    assert slice_ == fuzz_entry_points.cases(2 * len(names) + 3, seed=5, each_family=2)
+    assert fuzz_entry_points.cases(12, seed=5) != fuzz_entry_points.cases(12, seed=6)
