@@ -324,7 +324,7 @@ def test_eval_reads_stage3_seed_runs_and_refuses_other_runs(tiny_run, tmp_path):
     from trainer.config import TrainConfig
     from trainer.data.errors import DataError
     from trainer.report import evaluate_run
-    from trainer.results import markdown
+    from trainer.results import markdown, run_wall_times
     from trainer.run import run
 
     # No preset named: the new run takes the configuration of the run it reuses (device_run.sh's seed run).
@@ -338,8 +338,10 @@ def test_eval_reads_stage3_seed_runs_and_refuses_other_runs(tiny_run, tmp_path):
     assert result["stage3_seed_std"] == pytest.approx(abs(spread["taper"][1] - spread["taper"][0]) / 2 ** 0.5, abs=0.01)
     assert spread["taper_minus_cs"][1] == pytest.approx(spread["taper"][1] - result["accuracy"]["classifier_selection"])
     assert f"sample std **{result['stage3_seed_std']:.2f}**" in markdown(result, "python -m trainer run", [])
-    # A run that copied stages from another says so in its report, whether made by `eval` or `report`.
-    reused = evaluate_run(seed1, progress=False)
+    # A run that copied stages from another says so in its report, whether made by `eval` or `report`: both
+    # carry run_wall_times (evaluate_run's result holds its keys), read here without a second evaluation.
+    assert result.items() >= run_wall_times(tiny_run).items()
+    reused = {**result, **run_wall_times(seed1)}
     assert set(reused["reused"]) >= {"stage1", "stage2", "baseline"} and "stage3_taper" not in reused["reused"]
     assert f"(reused from {tiny_run}" in markdown(reused, "python -m trainer run", [])
     other = tmp_path / "lr"  # checked before anything is loaded: a configuration and a stage-3 file suffice
