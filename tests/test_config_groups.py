@@ -79,9 +79,10 @@ def test_each_stage_reads_only_the_fields_its_reuse_is_keyed_on(tmp_path, monkey
     monkeypatch.setattr(run_module, "_stage2", recorder.during("stage2", run_module._stage2))
     monkeypatch.setattr(run_module, "_stage3", recorder.during(lambda ctx, run_dir, variant, *rest:
                                                                run_module.stage3_dir(variant), run_module._stage3))
-    # Which fields each stage reads does not depend on how long it trains: one epoch each, few photos.
+    # Which fields each stage reads does not depend on how long it trains or how wide: one epoch each, few
+    # photos, half the preset's width.
     few = {"image_size": 32, "train_per_class": 4, "val_per_class": 2}
-    run_module.run(tmp_path / "run", "tiny", {"ablations": ("naive", "bow"), "naive_epochs": 0.5,
+    run_module.run(tmp_path / "run", "tiny", {"ablations": ("naive", "bow"), "naive_epochs": 0.5, "width": 0.125,
                                               "stage3_mixer_init": "majority", "stage1_epochs": 1,
                                               "stage3_epochs": 1, "synthetic": few}, progress=False)
     assert set(recorder.reads) == {"stage1", "baseline", "stage2", "stage3", "stage3_naive", "stage3_bow"}
