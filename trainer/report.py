@@ -49,6 +49,16 @@ ROW_ORDER = ["standard", "classifier_selection", "stage1_selection", "naive", "s
              "single_mixer", "taper_no_selection"]
 
 
+def headroom_of(run: RunDir) -> dict | None:
+    """The per-task fine-tuning oracle's summary for the report, from <run>/oracle.json (written by
+    `python -m lab oracle`, which costs training and is run separately); None without it."""
+    if not run.oracle.exists():
+        return None
+    o = json.loads(run.oracle.read_text())
+    return {"per_task_finetune": o["per_task_finetune"], "per_task_finetune_cs": o["per_task_finetune_cs"],
+            "gain": o["gain"], "tasks": len(o["tasks"]), "reference": o["reference"]}
+
+
 def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path] = (),
                  device: torch.device | str = "cpu") -> dict:
     """Every method of a finished run on the fixed task sets. `seed_runs`: runs made from this one with
@@ -163,12 +173,8 @@ def evaluate_run(run_dir: Path, progress: bool = True, seed_runs: Sequence[Path]
                    f"{device_name(evaluator.device)}",
         "protocol": {"tasks_per_seed": len(tasks0), "seeds": list(config.eval_seeds), "k": config.task_k},
     }
-    oracle = run.oracle  # written by `python -m lab oracle` (costs training; run separately)
-    if oracle.exists():
-        o = json.loads(oracle.read_text())
-        result["headroom"] = {"per_task_finetune": o["per_task_finetune"],
-                              "per_task_finetune_cs": o["per_task_finetune_cs"], "gain": o["gain"],
-                              "tasks": len(o["tasks"]), "reference": o["reference"]}
+    if (headroom := headroom_of(run)) is not None:
+        result["headroom"] = headroom
     if seed_runs and taper is not None:
         result["stage3_seeds"] = _seed_spread(ctx, evaluator, embeddings, protocols["neighbourhood"], config,
                                               float(np.mean(primary["taper"])),
