@@ -113,7 +113,9 @@ def test_random_damage_raises_bundle_error_or_changes_nothing(small_bundle):
     manifest, length = manifest_of(small_bundle)
     reference = load_bytes(small_bundle)
     loaded = 0
-    for _ in range(1500):  # random byte flips, half of them in the header and manifest
+    # A slice (600 flips, 200 cuts, 150 edits; 1500, 500 and 300 took 15 s of the suite): the scale runs are
+    # scripts/fuzz_bundle.py's
+    for _ in range(600):  # random byte flips, half of them in the header and manifest
         blob = bytearray(small_bundle)
         limit = HEADER.size + length if rng.random() < 0.5 else len(blob)
         for pos in rng.integers(0, limit, rng.integers(1, 4)):
@@ -126,11 +128,11 @@ def test_random_damage_raises_bundle_error_or_changes_nothing(small_bundle):
         assert bundle.manifest == reference.manifest
         got, expected = bundle.bases.tensors(), reference.bases.tensors()
         assert all(np.array_equal(got[k], expected[k]) for k in expected)
-    assert loaded < 100
-    for cut in rng.integers(0, len(small_bundle), 500):
+    assert loaded < 40   # flips that land in padding only: few
+    for cut in rng.integers(0, len(small_bundle), 200):
         with pytest.raises(BundleError):
             load_bytes(small_bundle[:cut])
-    for _ in range(300):  # re-signed JSON edits: a value replaced by another type
+    for _ in range(150):  # re-signed JSON edits: a value replaced by another type
         m = json.loads(json.dumps(manifest))
         section = m[rng.choice(["architecture", "mixer", "preprocessing", "text_encoder"])]
         key = rng.choice(sorted(section))
