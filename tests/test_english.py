@@ -58,6 +58,24 @@ def test_a_sense_is_chosen_like_its_neighbours_and_a_misfit_is_told(wordnet):
 
 
 @needs_wordnet
+def test_of_senses_like_as_many_neighbours_the_one_sharing_the_most_specific_kinds_wins(wordnet):
+    """WordNet's first "scorpion" is a person born under Scorpio: an organism, like every spider, so it was as
+    like its neighbours as the arachnid (the second held-out set's bundle gave it the aliases 'person', 'someone')."""
+    v = vocabulary({"creepy crawlies": ["tarantula", "black_widow", "scorpion", "centipede"]})
+    senses, how, _ = choose_senses(v, wordnet)
+    assert "arachnid" in wordnet.synset(senses["scorpion"]).gloss and "sense 3" in how["scorpion"]
+    assert wordnet.senses("scorpion")[0] != senses["scorpion"]
+    assert wordnet.alike(wordnet.senses("scorpion")[0], senses["tarantula"])   # the tie the count alone left
+    # ... but frequency first: the farm tractor (tagged in WordNet's concordances), not the truck's cab, whose
+    # 'motor vehicle' is the more specific kind shared with the cars (the worked example's vehicles)
+    v = vocabulary({"vehicles": ["tractor", "convertible", "limousine", "sports_car"]})
+    senses, how, _ = choose_senses(v, wordnet)
+    assert senses["tractor"] == wordnet.senses("tractor")[0] and how["tractor"] == "name 'tractor'"
+    assert wordnet.shared_depth(wordnet.senses("tractor")[1], senses["convertible"]) \
+        > wordnet.shared_depth(senses["tractor"], senses["convertible"])
+
+
+@needs_wordnet
 def test_a_pin_wins_and_false_opts_out(wordnet):
     body = '[classes.bee]\nwordnet = "n07975909"\n[classes.ant]\nwordnet = false\n'   # a spelling bee
     v = vocabulary({"insects": ["bee", "ant", "wasp"]}, body=body)

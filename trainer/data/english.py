@@ -143,7 +143,12 @@ class WordNet:
 
     def alike(self, a: str, b: str) -> bool:
         """Whether two senses share a kind at least FIT_DEPTH deep: an animal, an artifact, food."""
-        return any(self.depth(k) >= FIT_DEPTH for k in self.kinds(a) & self.kinds(b))
+        return self.shared_depth(a, b) >= FIT_DEPTH
+
+    def shared_depth(self, a: str, b: str) -> int:
+        """The depth of the deepest kind two senses share (0: only the root), how alike they are: a scorpion
+        the arachnid shares 'arachnid' (depth 9) with a tarantula, the astrological person only 'organism' (5)."""
+        return max((self.depth(k) for k in self.kinds(a) & self.kinds(b)), default=0)
 
     def ancestors(self, synset_id: str) -> list[str]:
         """Every hypernym above a sense (all paths, instance hypernyms too), nearest first, itself excluded."""
@@ -257,8 +262,12 @@ class English:
 def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """Each class's sense, and how it was found: the pinned one; none for `wordnet = false`; else, of the
     senses of its name (then of an alias, then of its id), the one that is a kind of thing like the most of
-    its neighbours (the other classes of its groups; all other classes for a class in none), WordNet's first
-    on a tie. "banana" among lemons and oranges is the fruit, not WordNet's first, the banana tree;
+    its neighbours (the other classes of its groups; all other classes for a class in none), then one that
+    WordNet's concordances tag most (`most_used`), then the one whose shared kinds are the most specific (summed
+    depths), WordNet's first on a tie. "banana" among lemons and oranges is the fruit, not WordNet's first, the
+    banana tree; "scorpion" among spiders the arachnid, not the astrological person WordNet lists first (both are
+    organisms, like a spider; no sense is tagged); "tractor" among cars the farm tractor WordNet's tags favour,
+    though the truck's cab shares the more specific 'motor vehicle' with them;
     "american lobster" among jellyfish and corals the animal, not its flesh; "labrador" among dogs has only
     the Canadian region, like none of them, so it gets none, and a note says to pin one (a class in no
     group keeps WordNet's first then).
@@ -284,11 +293,13 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
     chosen = {**{c: found[0] for c, (found, _, _) in asked.items()}, **pinned}
     for _ in range(2):
         current = dict(chosen)
-        for c, (found, _, _) in asked.items():
+        for c, (found, phrase, _) in asked.items():
             around = [current[m] for m in dict.fromkeys(neighbours[c]) if current.get(m)]   # not those with none
-            if around:
-                liked = [sum(wordnet.alike(s, n) for n in around) for s in found]
-                chosen[c] = found[liked.index(max(liked))] if max(liked) or not grouped[c] else None
+            if around:   # how many neighbours it is like; then one of the name's most used senses; then how
+                used = wordnet.most_used(phrase)   # specific the kinds it shares with them are
+                liked = [(sum(wordnet.alike(s, n) for n in around), s in used,
+                          sum(d for n in around if (d := wordnet.shared_depth(s, n)) >= FIT_DEPTH)) for s in found]
+                chosen[c] = found[liked.index(max(liked))] if max(liked)[0] or not grouped[c] else None
     senses, how = dict(pinned), dict.fromkeys(pinned, "pinned")
     for c, (found, phrase, said) in asked.items():
         if chosen[c] is None:
