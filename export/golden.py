@@ -281,10 +281,9 @@ def write_golden(bundle_path: Path, out_dir: Path, cases: Sequence[str | list[st
                  descriptions: Sequence[tuple[str | list[str], dict]] = DESCRIPTIONS) -> Path:
     """golden.json and its files in `out_dir` (the module docstring says what each key holds). With
     `refusals=False`, only the vectors (tokens, encoder, descriptions, images, cases, composed): what the app's engine
-    test reads, without the ~100 case bundles of refusals and verdicts the Java core's golden test reads. With
-    `reader_cases=False`, of the refusals only the semantic forgeries: the cases that do not depend on how the bundle
-    stores its weights (limits, grammar, graphs, signatures, JSON, the companion) are left to another golden set of
-    the same bundle in another storage mode (tests/test_android_core.py checks them once, in fp32).
+    test reads, without the ~120 case bundles of refusals and verdicts the Java core's golden test reads. With
+    `reader_cases=False`, of the refusals only the semantic forgeries (the module docstring's "reader_cases" says
+    which are left to another golden set of the same bundle; tests/test_android_core.py checks them in fp32).
     `descriptions` ((description, options) pairs) are those resolved for "descriptions": DESCRIPTIONS fits the
     synthetic bundle; a bundle of one's own classes is given its own (scripts/bench_words.py's java_agreement)."""
     bundle = sdk.load(bundle_path)

@@ -53,11 +53,11 @@ MODES = ["fp32", "drop:0.05+lowrank:2+fp16", "int8", "subspace:3+fp16"]
 def java_checked(tiny_bundle, tiny_run, tmp_path_factory, request) -> dict:
     """Plain bases, and compact ones in every delta storage (each mode's golden bundle is exported in it): the
     golden vectors of the four modes, checked by the Java core in one JVM (`run_tests.sh --classes`), which
-    compiles the code they share once. The refusals that do not depend on the storage (signatures, limits,
-    grammar, graphs, JSON, the companion: `write_golden`'s reader_cases) are written and checked in fp32 only;
-    every mode keeps its semantic forgeries, whose tensors each storage holds otherwise.
-    Per mode: the bundle, golden.json, the Java side's folder and its part of
-    the output (its failures, then "golden ...: N passed, M failed")."""
+    compiles the code they share once. The refusals that do not depend on the storage (export/golden.py's
+    "reader_cases": the hostile graphs and tokenizers and the ExecuTorch companion among them) are written and
+    checked in fp32 only; every mode keeps its semantic forgeries, whose tensors each storage holds otherwise.
+    Per mode: the bundle, golden.json, the Java side's folder and its part of the output (its failures, then
+    "golden ...: N passed, M failed")."""
     from export.bundle import bundle_run
 
     classes = tmp_path_factory.mktemp("java_classes")
@@ -65,13 +65,12 @@ def java_checked(tiny_bundle, tiny_run, tmp_path_factory, request) -> dict:
     checked, pairs = {}, []
     for mode in MODES:
         work = tmp_path_factory.mktemp("golden")
-        path = tiny_bundle if mode == "fp32" else bundle_run(tiny_run, work / "compact.taper", mode=mode)
-        # Hostile graphs and tokenizers (the reliability suite's), and the ExecuTorch companion: once, they do
-        # not depend on the storage mode.
-        hostile = fuzz_bundle.hostile_members(path.read_bytes()) if mode == "fp32" else []
-        companion = request.getfixturevalue("tiny_companion") if mode == "fp32" and has_executorch() else None
+        reader_cases = mode == "fp32"
+        path = tiny_bundle if reader_cases else bundle_run(tiny_run, work / "compact.taper", mode=mode)
+        hostile = fuzz_bundle.hostile_members(path.read_bytes()) if reader_cases else []
+        companion = request.getfixturevalue("tiny_companion") if reader_cases and has_executorch() else None
         golden = write_golden(path, work / "golden", hostile_members=hostile, companion=companion,
-                              reader_cases=mode == "fp32")
+                              reader_cases=reader_cases)
         out = work / "java"
         out.mkdir()
         checked[mode] = {"bundle": path, "golden": golden, "out": out, "companion": companion}
@@ -87,7 +86,7 @@ def java_checked(tiny_bundle, tiny_run, tmp_path_factory, request) -> dict:
         checked[mode]["stdout"] = sections.get(str(checked[mode]["golden"]),
                                                result.stdout[-3000:] + result.stderr[-3000:])
     yield checked
-    for mode in MODES:   # damaged copies: 3.6 GB in fp32, 6 forgeries in each compact mode
+    for mode in MODES:   # damaged copies: 119 bundles, 4.0 GB in fp32; 6 forgeries, 0.2 GB in each compact mode
         shutil.rmtree(checked[mode]["golden"].parent, ignore_errors=True)
 
 

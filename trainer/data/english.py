@@ -297,8 +297,7 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
             around = [current[m] for m in dict.fromkeys(neighbours[c]) if current.get(m)]   # not those with none
             if around:   # how many neighbours it is like; then one of the name's most used senses; then how
                 used = wordnet.most_used(phrase)   # specific the kinds it shares with them are
-                liked = [(sum(wordnet.alike(s, n) for n in around), s in used,
-                          sum(d for n in around if (d := wordnet.shared_depth(s, n)) >= FIT_DEPTH)) for s in found]
+                liked = [_liking(s in used, [wordnet.shared_depth(s, n) for n in around]) for s in found]
                 chosen[c] = found[liked.index(max(liked))] if max(liked)[0] or not grouped[c] else None
     senses, how = dict(pinned), dict.fromkeys(pinned, "pinned")
     for c, (found, phrase, said) in asked.items():
@@ -311,6 +310,13 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
             rank = found.index(chosen[c])
             how[c] = said + ("" if rank == 0 else f", its sense {rank + 1}: WordNet's first is unlike its neighbours")
     return senses, how, notes
+
+
+def _liking(most_used: bool, shared_depths: list[int]) -> tuple[int, bool, int]:
+    """How a sense ranks against its neighbours' (`WordNet.shared_depth` with each): how many it is like
+    (`WordNet.alike`), whether it is one of its name's most used senses, the summed depth of what it shares."""
+    alike = [d for d in shared_depths if d >= FIT_DEPTH]
+    return len(alike), most_used, sum(alike)
 
 
 def _name_senses(wordnet: WordNet, class_id: str, words) -> tuple[list[str], str, str]:
