@@ -57,12 +57,15 @@ LICENSE = ("WordNet 3.0 (Princeton University): the WordNet licence, in the NOTI
 @dataclass(frozen=True)
 class Synset:
     """One noun sense: its id (n + offset, as Tiny ImageNet's), its names (lemmas, spaces for "_"), the ids of
-    its hypernyms, its gloss (the definition, without the quoted examples) and the ids of its hyponyms."""
+    its hypernyms, its gloss (the definition, without the quoted examples), the ids of its hyponyms and its
+    lexicographer file (WordNet's 26 noun categories, its "supersense": 5 noun.animal, 6 noun.artifact, 17
+    noun.object, natural objects; -1: not given)."""
     id: str
     names: tuple[str, ...]
     hypernyms: tuple[str, ...]
     gloss: str
     hyponyms: tuple[str, ...] = ()
+    lexfile: int = -1
 
 
 class WordNet:
@@ -142,8 +145,20 @@ class WordNet:
         return self._kinds[synset_id]
 
     def alike(self, a: str, b: str) -> bool:
-        """Whether two senses share a kind at least FIT_DEPTH deep: an animal, an artifact, food."""
-        return self.shared_depth(a, b) >= FIT_DEPTH
+        """Whether two senses are alike (`likeness`)."""
+        return self.likeness(a, b)[0]
+
+    def likeness(self, a: str, b: str) -> tuple[bool, int]:
+        """(whether two senses are alike, `shared_depth`): alike if they share a kind at least FIT_DEPTH deep (an
+        animal, an artifact, food) or are of one lexicographer file (`same_category`: a cliff and an alp, natural
+        objects, share only 'geological formation', 3 deep)."""
+        depth = self.shared_depth(a, b)
+        return depth >= FIT_DEPTH or self.same_category(a, b), depth
+
+    def same_category(self, a: str, b: str) -> bool:
+        """Whether two senses are of one lexicographer file, WordNet's own coarse category of a noun sense."""
+        category = self.synset(a).lexfile
+        return category >= 0 and category == self.synset(b).lexfile
 
     def shared_depth(self, a: str, b: str) -> int:
         """The depth of the deepest kind two senses share (0: only the root), how alike they are: a scorpion
@@ -239,7 +254,7 @@ def _read_synset(data: Path, synset_id: str) -> Synset:
     hypernyms = tuple(target for symbol, target in pointed if symbol in HYPERNYMS)
     hyponyms = tuple(target for symbol, target in pointed if symbol == HYPONYM)
     return Synset(synset_id, tuple(re.sub(r"\([a-z]+\)$", "", n) for n in names), hypernyms, parse_gloss(line),
-                  hyponyms)
+                  hyponyms, int(cols[1]) if cols[1].isdigit() else -1)
 
 
 @dataclass
@@ -272,8 +287,10 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
     the Canadian region, like none of them, so it gets none, and a note says to pin one (a class in no
     group keeps WordNet's first then).
 
-    Like: the two share a kind at least FIT_DEPTH deep (an animal, an artifact, food), not only "object" or
-    "matter". The neighbours' senses are their first ones, then, in a second pass, the ones chosen."""
+    Like (`WordNet.likeness`): the two share a kind at least FIT_DEPTH deep (an animal, an artifact, food), not
+    only "object" or "matter", or are of one lexicographer file: "cliff" among alps and seashores, natural objects
+    that share only 'geological formation' (3 deep), has the steep face of rock. The neighbours' senses are their
+    first ones, then, in a second pass, the ones chosen."""
     pinned, asked, notes = {}, {}, []
     for c, words in vocabulary.classes.items():
         if words.wordnet is False:
@@ -297,7 +314,7 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
             around = [current[m] for m in dict.fromkeys(neighbours[c]) if current.get(m)]   # not those with none
             if around:   # how many neighbours it is like; then one of the name's most used senses; then how
                 used = wordnet.most_used(phrase)   # specific the kinds it shares with them are
-                liked = [_liking(s in used, [wordnet.shared_depth(s, n) for n in around]) for s in found]
+                liked = [_liking(s in used, [wordnet.likeness(s, n) for n in around]) for s in found]
                 chosen[c] = found[liked.index(max(liked))] if max(liked)[0] or not grouped[c] else None
     senses, how = dict(pinned), dict.fromkeys(pinned, "pinned")
     for c, (found, phrase, said) in asked.items():
@@ -312,10 +329,10 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
     return senses, how, notes
 
 
-def _liking(most_used: bool, shared_depths: list[int]) -> tuple[int, bool, int]:
-    """How a sense ranks against its neighbours' (`WordNet.shared_depth` with each): how many it is like
-    (`WordNet.alike`), whether it is one of its name's most used senses, the summed depth of what it shares."""
-    alike = [d for d in shared_depths if d >= FIT_DEPTH]
+def _liking(most_used: bool, likeness: list[tuple[bool, int]]) -> tuple[int, bool, int]:
+    """How a sense ranks against its neighbours' (`WordNet.likeness` with each): how many it is like, whether it
+    is one of its name's most used senses, the summed depth of what it shares with those."""
+    alike = [depth for like, depth in likeness if like]
     return len(alike), most_used, sum(alike)
 
 
