@@ -66,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     work = work_folder(args.work)
     photos = own_photos(work)
-    upstream = upstream_run(work, epochs=UPSTREAM_STAGE1_EPOCHS, until="stage1", extra={"exclude_classes": ()},
-                            name=NAME)
+    upstream = upstream_run(work, epochs=UPSTREAM_STAGE1_EPOCHS, until="stage1", name=NAME, exclude=False)
     init_dir, init_s = own_run(work, "init-from-all", photos, {"stage1_init": str(upstream)}, until="stage1")
     scorer = Scorer(init_dir)
     result = {"upstream_classes": 200, "upstream_stage1_epochs": UPSTREAM_STAGE1_EPOCHS,

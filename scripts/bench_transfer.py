@@ -50,21 +50,23 @@ def own_class_ids() -> list[str]:
 
 
 def upstream_run(work: Path, data: Path = DATA, epochs: int = UPSTREAM_STAGE1_EPOCHS, until: str = "stage3",
-                 extra: dict | None = None, name: str | None = None) -> Path:
+                 extra: dict | None = None, name: str | None = None, exclude: bool = True) -> Path:
     """The upstream run directory (trained once: about 25 min here), its classes disjoint from the own photos':
     `work`/upstream, or `work`/upstream-e<epochs> for another stage-1 length (lab/upstream_epochs.py), or
-    `work`/<name> with `extra` config fields (lab/upstream_width.py: width 0.5)."""
+    `work`/<name> with `extra` config fields (lab/upstream_width.py: width 0.5). With `exclude` False it trains
+    on every class, the own photos' too (lab/upstream_ceiling.py: an upper bound, no fair start)."""
     from trainer.data.holdout import read_class_list
     from trainer.run import run
 
     run_dir = work / (name or ("upstream" if epochs == UPSTREAM_STAGE1_EPOCHS else f"upstream-e{epochs}"))
     if not (run_dir / until / "model.safetensors").is_file():
-        print(f"[transfer] python -m trainer run --preset demo --data {data} --exclude-classes "
-              f"scripts/own_data/source_classes.json --set stage1_epochs={epochs} --out {run_dir}"
+        print(f"[transfer] python -m trainer run --preset demo --data {data}"
+              + (" --exclude-classes scripts/own_data/source_classes.json" if exclude else "")
+              + f" --set stage1_epochs={epochs} --out {run_dir}"
               + "".join(f" --set {k}={v}" for k, v in (extra or {}).items())
               + (f" --until {until}" if until != "stage3" else ""), flush=True)
-        overrides = {"data": str(data), "exclude_classes": read_class_list(HERE / "source_classes.json"),
-                     "stage1_epochs": epochs, **(extra or {})}
+        overrides = {"data": str(data), "exclude_classes": read_class_list(HERE / "source_classes.json") if exclude
+                     else (), "stage1_epochs": epochs, **(extra or {})}
         run(run_dir, None if (run_dir / "config.json").exists() else "demo",
             {} if (run_dir / "config.json").exists() else overrides, until=until)
     return run_dir
