@@ -37,7 +37,7 @@ def seen_upstream(scorer, upstream: Path) -> dict:
 
     ctx = make_context(upstream, TrainConfig.load(upstream / "config.json"), progress=False)
     wnid_of = json.loads((HERE / "source_classes.json").read_text())["classes"]
-    columns = [list(ctx.data.wnids).index(wnid_of[name]) for name in scorer.names]
+    columns = [list(ctx.data.wnids).index(wnid_of[folder]) for folder in scorer.ctx.data.wnids]
     model = load_model(ctx.model_config, RunDir(upstream).reference_model())
     logits = Evaluator(scorer.ctx.data, ctx.model_config, scorer.ctx.preprocessing).logits(model.state_dict())
     return summary(scorer.static(np.asarray(logits)[:, columns]))
