@@ -85,9 +85,15 @@ def test_senses_of_one_lexicographer_file_are_alike_though_what_they_share_is_sh
     assert wordnet.shared_depth(senses["cliff"], senses["alp"]) < 4 and wordnet.same_category(senses["cliff"],
                                                                                                senses["alp"])
     assert not any("'cliff'" in n for n in notes)
-    # ... and a category is no licence for another kind of thing: the Canadian region among dogs stays unlike them
+    # ... and a category is no licence for another kind of thing: the Canadian region among dogs stays unlike them;
+    # the oak's wood, which WordNet files with the plants and its concordances tag most, shares only 'physical
+    # entity' with a rose: the oak among garden plants stays the tree
     v = vocabulary({"dogs": ["chihuahua", "poodle", "labrador"]})
     assert "labrador" not in choose_senses(v, wordnet)[0]
+    v = vocabulary({"garden": ["rose", "tulip", "daisy", "oak", "fern", "moss"]})
+    assert "tree" in wordnet.synset(choose_senses(v, wordnet)[0]["oak"]).gloss
+    wood = wordnet.senses("oak")[0]
+    assert wordnet.same_category(wood, wordnet.senses("rose")[0]) and not wordnet.alike(wood, wordnet.senses("rose")[0])
 
 
 @needs_wordnet

@@ -42,6 +42,9 @@ HYPONYM = "~"                # ... and of its hyponyms (not "~i": an instance, "
 MAX_DEPTH = 40               # WordNet's noun hierarchy is at most ~20 deep; more is a damaged file
 MAX_SENSES = 8               # the senses of a name compared with its neighbours (a lemma has at most ~30)
 FIT_DEPTH = 4                # a kind this deep is specific: artifact, food, organism (not object, whole, matter)
+# ... or this deep for two senses of one lexicographer file: 'geological formation' for a cliff and an alp, not
+# 'physical entity' (1), all that the oak's wood (noun.plant, as the tree) shares with a rose
+CATEGORY_DEPTH = 3
 KIND_LEVELS = 3              # a kind that holds one class names it within this many steps up: hat, snake, dish
 KIND_LEVELS_BELOW = 3        # a kind the bundle lacks is named below a concept within this many steps: dog -> beagle
 INFORMAL = "informal term"   # how WordNet glosses a hyponym that is another word for its hypernym ("pooch", "kitty")
@@ -150,10 +153,11 @@ class WordNet:
 
     def likeness(self, a: str, b: str) -> tuple[bool, int]:
         """(whether two senses are alike, `shared_depth`): alike if they share a kind at least FIT_DEPTH deep (an
-        animal, an artifact, food) or are of one lexicographer file (`same_category`: a cliff and an alp, natural
-        objects, share only 'geological formation', 3 deep)."""
+        animal, an artifact, food), or one CATEGORY_DEPTH deep and are of one lexicographer file (`same_category`:
+        a cliff and an alp, natural objects, share only 'geological formation', 3 deep; the oak's wood, filed
+        with the plants, shares only 'physical entity' with a rose)."""
         depth = self.shared_depth(a, b)
-        return depth >= FIT_DEPTH or self.same_category(a, b), depth
+        return depth >= FIT_DEPTH or depth >= CATEGORY_DEPTH and self.same_category(a, b), depth
 
     def same_category(self, a: str, b: str) -> bool:
         """Whether two senses are of one lexicographer file, WordNet's own coarse category of a noun sense."""
