@@ -292,9 +292,9 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
     group keeps WordNet's first then).
 
     Like (`WordNet.likeness`): the two share a kind at least FIT_DEPTH deep (an animal, an artifact, food), not
-    only "object" or "matter", or are of one lexicographer file: "cliff" among alps and seashores, natural objects
-    that share only 'geological formation' (3 deep), has the steep face of rock. The neighbours' senses are their
-    first ones, then, in a second pass, the ones chosen."""
+    only "object" or "matter", or one CATEGORY_DEPTH deep and are of one lexicographer file: "cliff" among alps and
+    seashores, natural objects that share only 'geological formation' (3 deep), has the steep face of rock. The
+    neighbours' senses are their first ones, then, in a second pass, the ones chosen."""
     pinned, asked, notes = {}, {}, []
     for c, words in vocabulary.classes.items():
         if words.wordnet is False:
