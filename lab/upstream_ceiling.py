@@ -17,19 +17,22 @@ width and length can give, against the target `scratch` + 15 (docs/results/trans
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from scripts import bench_transfer as transfer
+from scripts.cpu import describe
+from scripts.results import write_result
+
 NAME = "upstream-all"
 
 
-def seen_upstream(scorer, upstream: Path) -> dict:
-    """The upstream's network scored on the own val images through its own classifier's columns of the own classes."""
-    from scripts.bench_transfer import summary
+def seen_upstream(scorer, upstream: Path) -> tuple[dict, int]:
+    """The upstream's network scored on the own val images through its own classifier's columns of the own classes,
+    and how many classes it trained on."""
     from scripts.own_photos import HERE
     from trainer.config import TrainConfig
     from trainer.evaluate import Evaluator
@@ -40,45 +43,24 @@ def seen_upstream(scorer, upstream: Path) -> dict:
     columns = [list(ctx.data.wnids).index(wnid_of[folder]) for folder in scorer.ctx.data.wnids]
     model = load_model(ctx.model_config, RunDir(upstream).reference_model())
     logits = Evaluator(scorer.ctx.data, ctx.model_config, scorer.ctx.preprocessing).logits(model.state_dict())
-    return summary(scorer.static(np.asarray(logits)[:, columns]))
+    return transfer.summary(scorer.static(np.asarray(logits)[:, columns])), len(ctx.data.wnids)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.upstream_ceiling", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work", type=Path, default=None, help="the transfer work folder (default: the cache's)")
-    parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
-    args = parser.parse_args(argv)
-
-    from scripts.bench_transfer import (
-        UPSTREAM_STAGE1_EPOCHS,
-        Scorer,
-        own_photos,
-        own_run,
-        summary,
-        train_seconds,
-        upstream_run,
-        work_folder,
-    )
-    from scripts.cpu import describe
-    from scripts.results import write_result
-
+    args = transfer.lab_parser("python -m lab.upstream_ceiling", __doc__).parse_args(argv)
     start = time.perf_counter()
-    work = work_folder(args.work)
-    photos = own_photos(work)
-    upstream = upstream_run(work, epochs=UPSTREAM_STAGE1_EPOCHS, until="stage1", name=NAME, exclude=False)
-    init_dir, init_s = own_run(work, "init-from-all", photos, {"stage1_init": str(upstream)}, until="stage1")
-    scorer = Scorer(init_dir)
-    result = {"upstream_classes": 200, "upstream_stage1_epochs": UPSTREAM_STAGE1_EPOCHS,
-              "upstream_stage1_s": round(train_seconds(upstream, "stage1"), 1),
-              "seen_upstream": seen_upstream(scorer, upstream),
-              "init_from_seen": {**summary(scorer.network(init_dir)), "train_s": round(init_s, 1)},
+    work = transfer.work_folder(args.work)
+    upstream = transfer.upstream_run(work, until="stage1", name=NAME, exclude=False)
+    init_dir, init_s = transfer.own_run(work, "init-from-all", transfer.own_photos(work),
+                                        {"stage1_init": str(upstream)}, until="stage1")
+    scorer = transfer.Scorer(init_dir)
+    seen, classes = seen_upstream(scorer, upstream)
+    result = {"upstream_classes": classes, "upstream_stage1_epochs": transfer.UPSTREAM_STAGE1_EPOCHS,
+              "upstream_stage1_s": round(transfer.train_seconds(upstream, "stage1"), 1), "seen_upstream": seen,
+              "init_from_seen": {**transfer.summary(scorer.network(init_dir)), "train_s": round(init_s, 1)},
               "wall_s": round(time.perf_counter() - start, 1), "cpu": describe(),
               "command": "python -m lab.upstream_ceiling --out docs/results/transfer_ceiling.json"}
-    if args.out:
-        write_result(result, args.out)
-    else:
-        print(json.dumps(result, indent=1))
+    write_result(result, args.out)
     return 0
 
 

@@ -12,18 +12,14 @@ Compare with the benchmark's row "init from the upstream's stage-1 network" (16 
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
-from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.upstream_epochs", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    from scripts.bench_transfer import lab_parser
+
+    parser = lab_parser("python -m lab.upstream_epochs", __doc__)
     parser.add_argument("--epochs", type=int, default=32, help="the upstream's stage-1 epochs")
-    parser.add_argument("--work", type=Path, default=None, help="the transfer work folder (default: the cache's)")
-    parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
     args = parser.parse_args(argv)
 
     from scripts.bench_transfer import Scorer, own_photos, own_run, summary, train_seconds, upstream_run, work_folder
@@ -43,10 +39,7 @@ def main(argv: list[str] | None = None) -> int:
               "init": summary(row), "init_train_s": round(init_s, 1),
               "wall_s": round(time.perf_counter() - start, 1), "cpu": describe(),
               "command": f"python -m lab.upstream_epochs --epochs {args.epochs}"}
-    if args.out:
-        write_result(result, args.out)
-    else:
-        print(json.dumps(result, indent=1))
+    write_result(result, args.out)
     return 0
 
 

@@ -13,20 +13,16 @@ longer upstream make a better start?"), and the benchmark's from-scratch runs (d
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
-from pathlib import Path
 
 WIDTH = 0.5
 SCRATCH_EPOCHS = (32, 17)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.upstream_width", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work", type=Path, default=None, help="the transfer work folder (default: the cache's)")
-    parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON)")
+    from scripts.bench_transfer import lab_parser
+
+    parser = lab_parser("python -m lab.upstream_width", __doc__)
     args = parser.parse_args(argv)
 
     from scripts.bench_transfer import (
@@ -60,10 +56,7 @@ def main(argv: list[str] | None = None) -> int:
               "init_gain_over_scratch": round(rows["init"]["accuracy"] - rows[best]["accuracy"], 2),
               "wall_s": round(time.perf_counter() - start, 1), "cpu": describe(),
               "command": "python -m lab.upstream_width"}
-    if args.out:
-        write_result(result, args.out)
-    else:
-        print(json.dumps(result, indent=1))
+    write_result(result, args.out)
     return 0
 
 

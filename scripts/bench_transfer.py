@@ -72,6 +72,14 @@ def upstream_run(work: Path, data: Path = DATA, epochs: int = UPSTREAM_STAGE1_EP
     return run_dir
 
 
+def lab_parser(prog: str, doc: str) -> argparse.ArgumentParser:
+    """The arguments every transfer experiment of the lab takes (lab/upstream_*.py): --work and --out."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, default=None, help="the transfer work folder (default: the cache's)")
+    parser.add_argument("--out", type=Path, default=None, help="write the result here (JSON; default: print it)")
+    return parser
+
+
 def work_folder(work: Path | None = None) -> Path:
     """Where the transfer runs live: `work`, else the SDK cache's transfer/ (its runs are reused across commands)."""
     from sdk.media.cache import cache_root

@@ -15,9 +15,11 @@ from pathlib import Path
 from sdk.media.files import atomic_file
 
 
-def write_result(result: dict, path: Path, echo: bool = True) -> None:
+def write_result(result: dict, path: Path | None, echo: bool = True) -> None:
+    """`result` as JSON at `path` (None: nowhere, a run that was only to be read), printed too with `echo`."""
     text = json.dumps(result, indent=1) + "\n"
-    with atomic_file(path) as f:
-        f.write(text.encode())
-    if echo:
+    if path is not None:
+        with atomic_file(path) as f:
+            f.write(text.encode())
+    if echo or path is None:
         print(text, end="")
