@@ -10,7 +10,7 @@ beyond the three vocabularies the benchmark measures (docs/results/experiments.m
 from __future__ import annotations
 
 from trainer.data.english import WordNet, choose_senses
-from trainer.data.vocabulary import Vocabulary
+from trainer.data.vocabulary import Vocabulary, groups_text
 
 VOCABULARIES = {
     "landscapes": {"landscapes": ["canyon", "glacier", "dune", "geyser", "island", "meadow", "volcano", "waterfall",
@@ -32,10 +32,8 @@ VOCABULARIES = {
 
 
 def vocabulary(groups: dict[str, list[str]]) -> Vocabulary:
-    """A vocabulary.toml of these groups and nothing else, as a person writes one first."""
-    ids = sorted({c for members in groups.values() for c in members})
-    text = "".join(f'[groups."{g}"]\nmembers = {members!r}\n'.replace("'", '"') for g, members in groups.items())
-    return Vocabulary.from_text(text, ids)
+    """A vocabulary of these groups and nothing else, as a person writes one first."""
+    return Vocabulary.from_text(groups_text(groups), sorted({c for members in groups.values() for c in members}))
 
 
 def main() -> int:

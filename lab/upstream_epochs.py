@@ -16,13 +16,21 @@ import time
 
 
 def main(argv: list[str] | None = None) -> int:
-    from scripts.bench_transfer import lab_parser
+    from scripts.bench_transfer import (
+        Scorer,
+        lab_parser,
+        own_photos,
+        own_run,
+        summary,
+        train_seconds,
+        upstream_run,
+        work_folder,
+    )
 
     parser = lab_parser("python -m lab.upstream_epochs", __doc__)
     parser.add_argument("--epochs", type=int, default=32, help="the upstream's stage-1 epochs")
     args = parser.parse_args(argv)
 
-    from scripts.bench_transfer import Scorer, own_photos, own_run, summary, train_seconds, upstream_run, work_folder
     from scripts.cpu import describe
     from scripts.own_photos import DATA
     from scripts.results import write_result

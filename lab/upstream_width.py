@@ -20,14 +20,10 @@ SCRATCH_EPOCHS = (32, 17)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from scripts.bench_transfer import lab_parser
-
-    parser = lab_parser("python -m lab.upstream_width", __doc__)
-    args = parser.parse_args(argv)
-
     from scripts.bench_transfer import (
         UPSTREAM_STAGE1_EPOCHS,
         Scorer,
+        lab_parser,
         own_photos,
         own_run,
         summary,
@@ -35,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         upstream_run,
         work_folder,
     )
+
+    parser = lab_parser("python -m lab.upstream_width", __doc__)
+    args = parser.parse_args(argv)
+
     from scripts.cpu import describe
     from scripts.results import write_result
 

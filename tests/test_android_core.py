@@ -157,7 +157,6 @@ def _reader_cases(spec: dict, out: Path, companion) -> None:
                    or name.startswith("trailer") or name == "truncated_trailer")
 
 
-
 def _logits_cross_check(path: Path, golden: Path, out: Path, companion, spec: dict) -> None:
     """The Java core's weights and head rows, run in onnxruntime (and its programs in ExecuTorch), give the
     Python logits."""

@@ -7,7 +7,7 @@ import pytest
 
 from trainer.data.english import ID_PREFIX, WORDNET_DIR, WordNet, choose_senses, english_for
 from trainer.data.errors import DataError
-from trainer.data.vocabulary import Vocabulary
+from trainer.data.vocabulary import Vocabulary, groups_text
 
 needs_wordnet = pytest.mark.skipif(not (WORDNET_DIR / "data.noun").is_file() and not os.environ.get("CI"),
                                    reason="WordNet's noun files are not installed (make setup: wordnet-base)")
@@ -20,8 +20,7 @@ def wordnet() -> WordNet:
 
 def vocabulary(groups: dict[str, list[str]], extra: list[str] = (), body: str = "") -> Vocabulary:
     ids = sorted({c for members in groups.values() for c in members} | set(extra))
-    text = "".join(f'[groups."{g}"]\nmembers = {members!r}\n'.replace("'", '"') for g, members in groups.items())
-    return Vocabulary.from_text(text + body, ids)
+    return Vocabulary.from_text(groups_text(groups) + body, ids)
 
 
 @needs_wordnet

@@ -369,6 +369,16 @@ def _wordnet_line(value: str | bool | None) -> list[str]:
     return [] if value is None else ["wordnet = false" if value is False else f"wordnet = {_toml_string(value)}"]
 
 
+def groups_text(groups: dict[str, list[str]]) -> str:
+    """A vocabulary.toml of these groups and nothing else (no names, aliases or descriptions), as a person writes
+    one first.
+
+    >>> groups_text({"sea life": ["whale", "crab"]})
+    '[groups."sea life"]\\nmembers = ["whale", "crab"]\\n'
+    """
+    return "".join(f"[groups.{_toml_key(g)}]\nmembers = {_toml_list(members)}\n" for g, members in groups.items())
+
+
 def _toml_string(text: str) -> str:
     """A TOML basic string: JSON's escapes are TOML's (a vocabulary's text holds no control characters)."""
     return json.dumps(text, ensure_ascii=False)
