@@ -14,20 +14,11 @@ from __future__ import annotations
 
 import time
 
+from scripts import bench_transfer as transfer
+
 
 def main(argv: list[str] | None = None) -> int:
-    from scripts.bench_transfer import (
-        Scorer,
-        lab_parser,
-        own_photos,
-        own_run,
-        summary,
-        train_seconds,
-        upstream_run,
-        work_folder,
-    )
-
-    parser = lab_parser("python -m lab.upstream_epochs", __doc__)
+    parser = transfer.lab_parser("python -m lab.upstream_epochs", __doc__)
     parser.add_argument("--epochs", type=int, default=32, help="the upstream's stage-1 epochs")
     args = parser.parse_args(argv)
 
@@ -36,15 +27,15 @@ def main(argv: list[str] | None = None) -> int:
     from scripts.results import write_result
 
     start = time.perf_counter()
-    work = work_folder(args.work)
-    photos = own_photos(work)
-    upstream = upstream_run(work, DATA, args.epochs, until="stage1")
-    upstream_s = train_seconds(upstream, "stage1")
-    init_dir, init_s = own_run(work, f"init-from-e{args.epochs}", photos, {"stage1_init": str(upstream)},
-                               until="stage1")
-    row = Scorer(init_dir).network(init_dir)
+    work = transfer.work_folder(args.work)
+    photos = transfer.own_photos(work)
+    upstream = transfer.upstream_run(work, DATA, args.epochs, until="stage1")
+    upstream_s = transfer.train_seconds(upstream, "stage1")
+    init_dir, init_s = transfer.own_run(work, f"init-from-e{args.epochs}", photos, {"stage1_init": str(upstream)},
+                                        until="stage1")
+    row = transfer.Scorer(init_dir).network(init_dir)
     result = {"upstream_stage1_epochs": args.epochs, "upstream_stage1_s": round(upstream_s, 1),
-              "init": summary(row), "init_train_s": round(init_s, 1),
+              "init": transfer.summary(row), "init_train_s": round(init_s, 1),
               "wall_s": round(time.perf_counter() - start, 1), "cpu": describe(),
               "command": f"python -m lab.upstream_epochs --epochs {args.epochs}"}
     write_result(result, args.out)

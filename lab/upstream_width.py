@@ -15,42 +15,33 @@ from __future__ import annotations
 
 import time
 
+from scripts import bench_transfer as transfer
+
 WIDTH = 0.5
 SCRATCH_EPOCHS = (32, 17)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from scripts.bench_transfer import (
-        UPSTREAM_STAGE1_EPOCHS,
-        Scorer,
-        lab_parser,
-        own_photos,
-        own_run,
-        summary,
-        train_seconds,
-        upstream_run,
-        work_folder,
-    )
-
-    parser = lab_parser("python -m lab.upstream_width", __doc__)
+    parser = transfer.lab_parser("python -m lab.upstream_width", __doc__)
     args = parser.parse_args(argv)
 
     from scripts.cpu import describe
     from scripts.results import write_result
 
     start = time.perf_counter()
-    work = work_folder(args.work)
-    photos = own_photos(work)
-    up = upstream_run(work, epochs=UPSTREAM_STAGE1_EPOCHS, until="stage1", extra={"width": WIDTH}, name="upstream-w05")
-    up_s = train_seconds(up, "stage1")
-    runs = {"init": own_run(work, "init-w05", photos, {"stage1_init": str(up), "width": WIDTH}, until="stage1")}
+    work = transfer.work_folder(args.work)
+    photos = transfer.own_photos(work)
+    up = transfer.upstream_run(work, until="stage1", extra={"width": WIDTH}, name="upstream-w05")
+    up_s = transfer.train_seconds(up, "stage1")
+    runs = {"init": transfer.own_run(work, "init-w05", photos, {"stage1_init": str(up), "width": WIDTH},
+                                     until="stage1")}
     for epochs in SCRATCH_EPOCHS:
-        runs[f"scratch_{epochs}"] = own_run(work, f"scratch-w05-{epochs}", photos,
+        runs[f"scratch_{epochs}"] = transfer.own_run(work, f"scratch-w05-{epochs}", photos,
                                             {"stage1_epochs": epochs, "width": WIDTH}, until="stage1")
-    scorer = Scorer(runs["init"][0])
+    scorer = transfer.Scorer(runs["init"][0])
     rows = {}
     for name, (run_dir, seconds) in runs.items():
-        rows[name] = {**summary(scorer.network(run_dir)), "train_s": round(seconds, 1)}
+        rows[name] = {**transfer.summary(scorer.network(run_dir)), "train_s": round(seconds, 1)}
     best = max((f"scratch_{e}" for e in SCRATCH_EPOCHS), key=lambda k: rows[k]["accuracy"])
     result = {"width": WIDTH, "upstream_stage1_s": round(up_s, 1), **rows, "scratch_best": best,
               "init_gain_over_scratch": round(rows["init"]["accuracy"] - rows[best]["accuracy"], 2),
