@@ -80,6 +80,10 @@ def description_kinds(bundle) -> list[str]:
         lines.append(f"english (WordNet 3.0): senses for {english.get('classes')} of {len(bundle.classes)} classes; "
                      f"{len(derived)} concepts added (e.g. {', '.join(map(repr, derived[-4:]))}), "
                      f"{english.get('aliases')} synonyms, {english.get('descriptions')} descriptions from glosses")
+        everyday = [c.names[0] for c in bundle.concepts if c.id.startswith("collection/")]
+        if everyday:
+            lines.append(f"english: {len(everyday)} names of everyday collections that list the classes' senses "
+                         f"(e.g. {', '.join(map(repr, everyday[:3]))})")
         below = [(min(c.kinds, key=lambda k: (k != k.lower(), len(k), k)), c.names[0])   # "moth", not "Acherontia
                  for c in reversed(bundle.concepts) if c.kinds][:2]                      # atropos"; smallest first
         if below:
@@ -119,7 +123,7 @@ def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32
                "concepts": [c for c in hierarchy.concepts() if not c["id"].startswith(left_out)]}
     notices = ()
     if english and not words_are_wordnets(config.data, hierarchy.wnids):
-        classes, added = with_english(classes, ctx.data.folder, hierarchy.wnids)
+        classes, added = with_english(classes, ctx.data.folder, hierarchy.wnids, left_out)
         notices = (WORDNET_NOTICE.read_bytes(),) if added else ()
     evaluation = json.loads(run.eval.read_text()) if run.eval.exists() else {}
     architecture = Architecture(config.stem, config.width, ctx.data.num_classes, config.input_size)
@@ -156,13 +160,16 @@ def words_are_wordnets(data: str, class_ids: list[str]) -> bool:
     return data == "synthetic" or all(WNID.fullmatch(c) for c in class_ids)
 
 
-def with_english(classes: dict, data_folder: Path, class_ids: list[str]) -> tuple[dict, dict]:
+def with_english(classes: dict, data_folder: Path, class_ids: list[str], left_out: tuple[str, ...] = ()
+                 ) -> tuple[dict, dict]:
     """classes.json's rows with what WordNet knows of a vocabulary of one's own classes (trainer/data/english.py):
-    the synonyms of each class's sense as aliases, its gloss as the description its author did not write, and
-    the kinds above the senses as concepts keyed wordnet/. Returns the rows and what was added, for the
-    provenance ({} when nothing was: WordNet's files are not installed, which is printed)."""
+    the synonyms of each class's sense as aliases, its gloss as the description its author did not write, the
+    kinds above the senses as concepts keyed wordnet/, and the everyday collections that list the senses, keyed
+    collection/ (none whose key starts with one of `left_out`: `--no-collections`). Returns the rows and what was
+    added, for the provenance ({} when nothing was: WordNet's files are not installed, which is printed)."""
     from trainer.data.english import WordNet, english_for
     from trainer.data.errors import DataError
+    from trainer.data.everyday_collections import ID_PREFIX as COLLECTION_PREFIX
     from trainer.data.vocabulary import VOCABULARY_FILE, Vocabulary
 
     path = Path(data_folder) / VOCABULARY_FILE
@@ -181,13 +188,15 @@ def with_english(classes: dict, data_folder: Path, class_ids: list[str]) -> tupl
             row["description"] = english.descriptions[row["id"]]
         rows.append(row)
     taken = {c["id"] for c in classes["concepts"]}
-    concepts = classes["concepts"] + [c for c in english.concepts if c["id"] not in taken]
+    concepts = classes["concepts"] + [c for c in english.concepts
+                                      if c["id"] not in taken and not c["id"].startswith(left_out)]
     concepts.sort(key=lambda c: (-len(c["members"]), c["id"]))
     concepts, kinds, informal = with_kinds(concepts, rows, classes["supercategories"], english)
     pairs = list(zip(rows, classes["classes"], strict=True))
     added = {"source": "WordNet 3.0", "classes": len(english.senses), "concepts": len(concepts) - len(taken),
              "aliases": sum(len(new["aliases"]) - len(old["aliases"]) for new, old in pairs),
              "descriptions": sum(bool(new.get("description")) and not old.get("description") for new, old in pairs),
+             "collections": sum(c["id"].startswith(COLLECTION_PREFIX) for c in concepts),
              "kinds": kinds, "informal_names": informal, "notes": english.notes[:MAX_ENGLISH_NOTES]}
     return {**classes, "classes": rows, "concepts": concepts}, added
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from trainer.data.english import ID_PREFIX, WORDNET_DIR, WordNet, choose_senses, english_for
+from trainer.data.english import ID_PREFIX, WORDNET_DIR, WordNet, choose_senses, english_for, everyday_rows
 from trainer.data.errors import DataError
 from trainer.data.vocabulary import Vocabulary, groups_text
 
@@ -119,7 +119,9 @@ def test_the_kinds_above_the_classes_become_concepts_with_synonyms(wordnet):
     assert held["crustacean"] == {"american_lobster", "spiny_lobster"}   # the animals, not their flesh
     assert held["cooking utensil"] == {"frying_pan", "wok"}
     assert held["sea creature"] == {"jellyfish", "american_lobster", "spiny_lobster", "dugong"}   # the group's sense
-    assert all(c["id"].startswith(ID_PREFIX) and 2 <= len(c["members"]) < len(ids) for c in english.concepts)
+    assert all(c["id"].startswith((ID_PREFIX, "collection/")) and 2 <= len(c["members"]) < len(ids)
+               for c in english.concepts)
+    assert held["marine life"] == held["sea creature"]   # the everyday collection that is the author's sea animals
     assert "kitchen" not in english.group_senses and any("'kitchen'" in n for n in english.notes)   # a room
     assert "mountain lion" in english.aliases["cougar"] and "tabby cat" not in english.aliases["tabby_cat"]
     assert english.descriptions["wok"].startswith("pan with a convex bottom")
@@ -151,7 +153,12 @@ def test_the_exporter_adds_concepts_synonyms_and_glosses_marked_as_derived(tmp_p
     assert classes["concepts"][0] == rows["concepts"][0]                     # the author's words stay first
     derived = {n: c["members"] for c in classes["concepts"][1:] for n in c["names"]}
     assert derived["feline"] == [0, 1, 2] and derived["cooking utensil"] == [3, 4]
-    assert all(c["id"].startswith(ID_PREFIX) for c in classes["concepts"][1:])
+    everyday = {n: c["members"] for c in classes["concepts"] if c["id"].startswith("collection/") for n in c["names"]}
+    assert everyday["big cats"] == [0, 1] and everyday["cookware"] == [3, 4] and "cats" not in everyday
+    assert all(c["id"].startswith((ID_PREFIX, "collection/")) for c in classes["concepts"][1:])
+    assert added["collections"] == sum(c["id"].startswith("collection/") for c in classes["concepts"]) > 0
+    without, _ = with_english(rows, tmp_path, ids, ("collection/",))             # export --no-collections
+    assert not any(c["id"].startswith("collection/") for c in without["concepts"])
     by_id = {r["id"]: r for r in classes["classes"]}
     assert "mountain lion" in by_id["cougar"]["aliases"] and by_id["wok"]["description"] == "mine"
     assert by_id["frying_pan"]["description"].startswith("a pan used for frying")
@@ -245,3 +252,24 @@ def test_the_kinds_below_a_concept_that_no_class_is_go_to_its_most_specific_hold
     assert dogs["names"][0] == "dogs" and {"doggie", "doggy", "pooch"} <= set(dogs["names"]) and "pooch" not in holder
     assert added["informal_names"] == len(dogs["names"]) - 1 >= 3
     assert all(c["kinds"] == sorted(c["kinds"]) for c in classes["concepts"] if "kinds" in c)
+
+
+def test_an_everyday_collection_reaches_own_classes_by_their_senses_and_the_authors_words_win():
+    """trainer/data/everyday_collections.json lists Tiny ImageNet's WordNet ids; a vocabulary of one's own classes
+    gets a collection where it lists a class's sense, a kind above it or one right below it (`kinds`)."""
+    def rows(groups: dict[str, list[str]], kinds: dict[str, list[str]]) -> dict[str, list[str]]:
+        v = vocabulary(groups, extra=["penguin"])
+        kinds = {**kinds, "penguin": ["n02056570"]}
+        return {r["names"][0]: [list(v.classes)[i] for i in r["members"]] for r in everyday_rows(v, kinds)}
+
+    kitchen = {"frying_pan": ["n03400231"], "wok": ["n04596000", "n04596742"], "teapot": ["n99999999"]}
+    found = rows({"kitchen": ["frying_pan", "wok", "teapot"]}, kitchen)
+    assert found["cookware"] == ["frying_pan", "wok"] and found["kitchenware"] == ["frying_pan", "wok"]
+    assert "kitchen" not in found                            # no collection is named so: the author's group stays
+    # a collection sharing a name with the author's group, holding more than half of it and nothing else, is that
+    # group under its other names; one holding less keeps its own classes, and the author's name is not added again
+    monuments = {"arch": ["n04486054"], "obelisk": ["n03837869"]}
+    found = rows({"landmarks": ["arch", "obelisk", "bridge"]}, {**monuments, "bridge": ["n04366367"]})
+    assert found["monuments"] == ["arch", "bridge", "obelisk"] and "landmarks" not in found
+    found = rows({"landmarks": ["arch", "obelisk", "bridge", "viaduct", "tower"]}, monuments)
+    assert found["monuments"] == ["arch", "obelisk"] and "landmarks" not in found

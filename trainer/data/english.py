@@ -46,6 +46,9 @@ FIT_DEPTH = 4                # a kind this deep is specific: artifact, food, org
 # 'physical entity' (1), all that the oak's wood (noun.plant, as the tree) shares with a rose
 CATEGORY_DEPTH = 3
 KIND_LEVELS = 3              # a kind that holds one class names it within this many steps up: hat, snake, dish
+# a collection listing a kind right below a class's sense holds the class ("camel" for the Arabian camel); two
+# levels made bread a meal (meat loaf is a kind of loaf of bread)
+EVERYDAY_LEVELS_BELOW = 1
 KIND_LEVELS_BELOW = 3        # a kind the bundle lacks is named below a concept within this many steps: dog -> beagle
 INFORMAL = "informal term"   # how WordNet glosses a hyponym that is another word for its hypernym ("pooch", "kitty")
 # ... whose sense is this deep: animal, container, device, not organism or artifact (in a probe of the held-out
@@ -146,6 +149,14 @@ class WordNet:
         if synset_id not in self._kinds:
             self._kinds[synset_id] = frozenset((synset_id, *self.ancestors(synset_id)))
         return self._kinds[synset_id]
+
+    def below(self, synset_id: str, levels: int) -> list[str]:
+        """The kinds at most `levels` steps below a sense (its hyponyms, theirs, ...)."""
+        found, level = [], [synset_id]
+        for _ in range(levels):
+            level = [k for s in level for k in self.synset(s).hyponyms]
+            found += level
+        return found
 
     def alike(self, a: str, b: str) -> bool:
         """Whether two senses are alike (`likeness`)."""
@@ -387,6 +398,8 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
             concepts[sense] = members
     rows = [{"id": ID_PREFIX + kind, "names": _names(wordnet.synset(kind)), "members": sorted(set(members))}
             for kind, members in concepts.items()]
+    rows += everyday_rows(vocabulary, {c: [s, *wordnet.ancestors(s), *wordnet.below(s, EVERYDAY_LEVELS_BELOW)]
+                                       for c, s in senses.items()})
     rows.sort(key=lambda r: (-len(r["members"]), r["id"]))
     aliases, descriptions = {}, {}
     kind_of = {c for c in senses if how[c].startswith("kind of")}   # its sense is its last word's: "my red car"
@@ -403,6 +416,44 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
     below, informal = kinds_below(wordnet, set(senses.values()), set(held), holders,
                                   [(g, sense, n) for g, sense, n in groups if 2 <= n < len(ids)])
     return English(senses, how, group_senses, rows, aliases, descriptions, notes, below, informal)
+
+
+def everyday_rows(vocabulary, kinds: dict[str, list[str]]) -> list[dict]:
+    """The everyday collections (trainer/data/everyday_collections.py, the groups Tiny ImageNet's vocabulary gets)
+    of a vocabulary of one's own classes, as concept rows keyed `collection/`: a class is in one whose list holds
+    its sense, a kind above it or one just below it (`kinds`: class id -> those WordNet ids; "camel" for the listed
+    Arabian camel). The author's words win: a name the vocabulary uses is not added again, and a collection that
+    shares a name with one of its groups and holds more than half of that group's classes, and none outside it, is
+    that group under its other names ("marine life" takes the author's sea animals, the jellyfish too, whose sense
+    the collection does not list; "monuments" does not take the author's landmarks, bridges among them). The
+    class facets are not added: on the held-out vocabularies their many words took "apes" to the baboon and kept
+    "desert" from being told missing (docs/results/experiments.md, "The everyday collections for a vocabulary of
+    one's own classes").
+
+    >>> from trainer.data.vocabulary import Vocabulary
+    >>> v = Vocabulary.default(["pan", "wok", "cardigan"])
+    >>> kinds = {"pan": ["n03400231"], "wok": ["n04596742"], "cardigan": ["n02963159"]}
+    >>> [r["names"][:2] for r in everyday_rows(v, kinds)][:2]
+    [['kitchenware', 'kitchen utensils'], ['kitchen utensils', 'kitchenware']]
+    """
+    from .everyday_collections import collection_groups
+
+    ids = list(vocabulary.classes)
+    position = {c: i for i, c in enumerate(ids)}
+    authored = {w.lower(): key for key, words in vocabulary.groups.items() for w in (words.name, *words.aliases)}
+    taken = set(authored) | {w.lower() for words in vocabulary.classes.values() for w in (words.name, *words.aliases)}
+    taken |= {c.replace("_", " ").lower() for c in ids}
+    rows = []
+    for group in collection_groups([c for c in ids if c in kinds], kinds=kinds):
+        own = next((authored[n] for n in (group.name, *group.aliases) if n in authored), None)
+        held = vocabulary.members(own) if own is not None else ()
+        same = set(group.members) <= set(held) and 2 * len(group.members) > len(held)
+        members = sorted(position[c] for c in (held if same else group.members))
+        if group.name in taken or len(members) >= len(ids):
+            continue
+        rows.append({"id": group.id, "names": [group.name, *(a for a in group.aliases if a not in taken)],
+                     "members": members})
+    return rows
 
 
 def kinds_below(wordnet: WordNet, class_senses: set[str], above: set[str], concepts: dict[str, tuple[str, int]],

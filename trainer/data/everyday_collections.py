@@ -23,7 +23,7 @@ facets"). Their groups are keyed `facet/<name>`, the collections' `collection/<n
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from .glosses import WNID
@@ -51,15 +51,20 @@ def read_collections(path: Path = COLLECTIONS_FILE) -> list[dict]:
     return collections
 
 
-def collection_groups(class_ids: Sequence[str], path: Path = COLLECTIONS_FILE, prefix: str = ID_PREFIX
-                      ) -> list[GroupWords]:
+def collection_groups(class_ids: Sequence[str], path: Path = COLLECTIONS_FILE, prefix: str = ID_PREFIX,
+                      kinds: Mapping[str, Collection[str]] | None = None) -> list[GroupWords]:
     """One vocabulary group per name of every collection holding 2+ of `class_ids`, keyed `prefix + name`,
-    with this name first, the collection's other names as aliases and the members in class order."""
-    return _groups(read_collections(path), class_ids, prefix)
+    with this name first, the collection's other names as aliases and the members in class order (`kinds`:
+    as `everyday_groups` says)."""
+    return _groups(read_collections(path), class_ids, prefix, kinds)
 
 
-def everyday_groups(class_ids: Sequence[str]) -> list[GroupWords]:
-    """The collections' groups, then the class facets'; no name may be in both files.
+def everyday_groups(class_ids: Sequence[str], kinds: Mapping[str, Collection[str]] | None = None
+                    ) -> list[GroupWords]:
+    """The collections' groups, then the class facets'; no name may be in both files. `kinds`: per class, the
+    WordNet ids it is (its sense and the kinds above it: a vocabulary of one's own classes,
+    trainer/data/english.py), so that a class whose sense a collection lists, or a kind of one, is in it; by
+    default each class id is itself a WordNet id (Tiny ImageNet's).
 
     >>> [g.id for g in everyday_groups(["n02395406", "n02403003", "n01855672"])][:4]
     ['collection/farm animals', 'collection/livestock', 'collection/barnyard animals', 'collection/hoofed animals']
@@ -68,14 +73,18 @@ def everyday_groups(class_ids: Sequence[str]) -> list[GroupWords]:
     shared = {n for c in collections for n in c["names"]} & {n for c in facet_list for n in c["names"]}
     if shared:
         raise ValueError(f"names {sorted(shared)} are both a collection's and a facet's")
-    return _groups(collections, class_ids, ID_PREFIX) + _groups(facet_list, class_ids, FACET_PREFIX)
+    return (_groups(collections, class_ids, ID_PREFIX, kinds)
+            + _groups(facet_list, class_ids, FACET_PREFIX, kinds))
 
 
-def _groups(collections: list[dict], class_ids: Sequence[str], prefix: str) -> list[GroupWords]:
+def _groups(collections: list[dict], class_ids: Sequence[str], prefix: str,
+            kinds: Mapping[str, Collection[str]] | None = None) -> list[GroupWords]:
     present = set(class_ids)
+    kinds = kinds or {c: (c,) for c in class_ids}
     groups = []
     for collection in collections:
-        members = tuple(c for c in class_ids if c in set(collection["members"]))
+        listed = set(collection["members"])
+        members = tuple(c for c in class_ids if listed.intersection(kinds.get(c, ())))
         if len(members) < 2 or not present:
             continue
         for name in collection["names"]:
