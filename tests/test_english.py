@@ -7,6 +7,7 @@ import pytest
 
 from trainer.data.english import ID_PREFIX, WORDNET_DIR, WordNet, choose_senses, english_for, everyday_rows
 from trainer.data.errors import DataError
+from trainer.data.related_kinds import related_kinds
 from trainer.data.vocabulary import Vocabulary, groups_text
 
 needs_wordnet = pytest.mark.skipif(not (WORDNET_DIR / "data.noun").is_file() and not os.environ.get("CI"),
@@ -273,3 +274,21 @@ def test_an_everyday_collection_reaches_own_classes_by_their_senses_and_the_auth
     assert found["monuments"] == ["arch", "bridge", "obelisk"] and "landmarks" not in found
     found = rows({"landmarks": ["arch", "obelisk", "bridge", "viaduct", "tower"]}, monuments)
     assert found["monuments"] == ["arch", "obelisk"] and "landmarks" not in found
+
+
+@needs_wordnet
+def test_kinds_beyond_the_hypernyms_its_flesh_as_food_and_the_whole_it_is_a_member_of(wordnet):
+    """trainer/data/related_kinds.py: the lobsters' flesh is seafood; a freight car is a member of a train."""
+    names = {k: wordnet.synset(k).names[0] for k in related_kinds(wordnet, "n01983481")}
+    assert list(names.values()) == ["American lobster", "lobster", "shellfish", "seafood"]
+    assert [wordnet.synset(k).names[0] for k in related_kinds(wordnet, "n03393912")] == ["freight train", "train"]
+    for no_flesh in ("n02226429", "n01945685", "n01915811"):   # grasshopper (a cocktail), slug (a drink), coral (roe)
+        assert not any(wordnet.synset(k).lexfile == 13 for k in related_kinds(wordnet, no_flesh))
+    v = vocabulary({"sea": ["american_lobster", "spiny_lobster", "jellyfish"], "farm": ["goose", "duck"],
+                    "rail": ["bullet_train", "freight_car"], "food": ["meat_loaf"]})
+    english = english_for(v, wordnet)
+    ids = list(v.classes)
+    held = {n: sorted(ids[i] for i in c["members"]) for c in english.concepts for n in c["names"]}
+    assert held["seafood"] == held["shellfish"] == ["american_lobster", "spiny_lobster"]
+    assert held["poultry"] == ["duck", "goose"] and held["train"] == ["bullet_train", "freight_car"]
+    assert "meat" not in held                               # a word of "meat loaf": not the goose and the duck

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from trainer.data.errors import DataError
+from trainer.data.glosses import WORDNET_NOUNS
 from trainer.data.vocabulary import Vocabulary
 from trainer.data.wordnet import wordnet_vocabulary
 
@@ -120,7 +121,17 @@ def test_tiny_imagenet_converted_keeps_wordnets_names_distances_groups_and_conce
             holders.setdefault(a, []).append(i)
     expected_concepts = {a: (names[a], members) for a, members in holders.items() if 2 <= len(members) < len(ids)}
     concepts = {c["id"]: (c["names"], c["members"]) for c in h.concepts()
-                if not c["id"].startswith(("collection/", "facet/"))}
+                if not c["id"].startswith(("collection/", "facet/", "related/"))}
     assert len(expected_concepts) == 146
     assert {k: v for k, v in concepts.items() if k != "n04379243"} == expected_concepts
     assert concepts["n04379243"] == (["table"], [ids.index("n03179701"), ids.index("n03201208")])
+
+    # the kinds beyond the hypernyms (trainer/data/related_kinds.py), where WordNet's noun files are installed
+    related = {c["id"]: (c["names"], [ids[i] for i in c["members"]]) for c in h.concepts()
+               if c["id"].startswith("related/")}
+    if WORDNET_NOUNS.is_file():
+        lobsters, trains = ["n01983481", "n01984695"], ["n02917067", "n03393912"]   # and the freight car
+        assert related["related/n07776866"] == (["seafood"], lobsters)
+        assert related["related/n07783210"] == (["shellfish"], lobsters)
+        assert related["related/n04468005"] == (["train", "railroad train"], trains)
+        assert not any("meat" in names for names, _ in related.values())   # "meat loaf" is a class

@@ -37,10 +37,11 @@ from .sources import LabelledImages, open_source
 from .vocabulary import VOCABULARY_FILE, Vocabulary
 from .wordnet import CONCEPT_NAMES_FILE, HIERARCHY_FILE, SUPERCATEGORIES_FILE, wordnet_vocabulary
 
-CACHE_VERSION = 3  # 2: concept_names.tsv (names of the WordNet ancestors) kept beside the hierarchy;
+CACHE_VERSION = 4  # 2: concept_names.tsv (names of the WordNet ancestors) kept beside the hierarchy;
 #                   3: an ImageFolder's vocabulary.toml kept, its names read from it (or its folder names);
 #                   since, every source's vocabulary.toml (Tiny ImageNet's converted): a version-3 cache
-#                   holding WordNet's files instead reads the same, converted when opened
+#                   holding WordNet's files instead reads the same, converted when opened;
+#                   4: Tiny ImageNet's converted vocabulary has the related kinds' groups (wordnet.py)
 TINY_IMAGENET_SIZE = 64
 
 

@@ -38,6 +38,7 @@ SUFFIXES = (("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "
             ("ies", "y"), ("s", ""))
 CAMEL_CASE = re.compile(r"(?<=[a-z]{2})(?=[A-Z][a-z])")   # where "TeddyBear" splits (plain_words)
 HYPERNYMS = ("@", "@i")      # pointer symbols of a noun's hypernyms and instance hypernyms
+MEMBER_HOLONYM = "#m"         # ... and of the wholes it is a member of
 HYPONYM = "~"                # ... and of its hyponyms (not "~i": an instance, "Beijing", is no kind of thing)
 MAX_DEPTH = 40               # WordNet's noun hierarchy is at most ~20 deep; more is a damaged file
 MAX_SENSES = 8               # the senses of a name compared with its neighbours (a lemma has at most ~30)
@@ -72,6 +73,7 @@ class Synset:
     gloss: str
     hyponyms: tuple[str, ...] = ()
     lexfile: int = -1
+    members_of: tuple[str, ...] = ()   # its member holonyms: the wholes it is a member of (a railway car: train)
 
 
 class WordNet:
@@ -268,8 +270,9 @@ def _read_synset(data: Path, synset_id: str) -> Synset:
                if cols[at + 3 + 4 * i] == "n"]
     hypernyms = tuple(target for symbol, target in pointed if symbol in HYPERNYMS)
     hyponyms = tuple(target for symbol, target in pointed if symbol == HYPONYM)
+    members_of = tuple(target for symbol, target in pointed if symbol == MEMBER_HOLONYM)
     return Synset(synset_id, tuple(re.sub(r"\([a-z]+\)$", "", n) for n in names), hypernyms, parse_gloss(line),
-                  hyponyms, int(cols[1]) if cols[1].isdigit() else -1)
+                  hyponyms, int(cols[1]) if cols[1].isdigit() else -1, members_of)
 
 
 @dataclass
@@ -396,7 +399,11 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
         members = sorted(position[c] for c in vocabulary.members(g))
         if 2 <= len(members) < len(ids) and sense not in concepts:
             concepts[sense] = members
-    rows = [{"id": ID_PREFIX + kind, "names": _names(wordnet.synset(kind)), "members": sorted(set(members))}
+    names = {kind: _names(wordnet.synset(kind)) for kind in concepts}
+    for kind, members in _related(vocabulary, wordnet, senses, held).items():   # "seafood" for the lobsters
+        names.setdefault(kind, members[1])
+        concepts[kind] = members[0]
+    rows = [{"id": ID_PREFIX + kind, "names": names[kind], "members": sorted(set(members))}
             for kind, members in concepts.items()]
     rows += everyday_rows(vocabulary, {c: [s, *wordnet.ancestors(s), *wordnet.below(s, EVERYDAY_LEVELS_BELOW)]
                                        for c, s in senses.items()})
@@ -416,6 +423,30 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
     below, informal = kinds_below(wordnet, set(senses.values()), set(held), holders,
                                   [(g, sense, n) for g, sense, n in groups if 2 <= n < len(ids)])
     return English(senses, how, group_senses, rows, aliases, descriptions, notes, below, informal)
+
+
+def _related(vocabulary, wordnet: WordNet, senses: dict[str, str], held: dict[str, list[int]]
+             ) -> dict[str, tuple[list[int], list[str]]]:
+    """The kinds at least two classes are of by a relation beyond the hypernyms (trainer/data/related_kinds.py:
+    the lobsters' flesh is seafood; the freight car is a member of a train), each with its classes (with those
+    that are kinds of it, `held`) and its names, less those a class name has before its last word ("meat" of
+    "meat loaf"); a kind holding every class tells none apart."""
+    from .related_kinds import modifiers, related_kinds
+
+    ids = list(vocabulary.classes)
+    found: dict[str, set[int]] = {}
+    for i, c in enumerate(ids):
+        if c in senses:
+            for kind in related_kinds(wordnet, senses[c]):
+                found.setdefault(kind, set()).add(i)
+    used = modifiers(n for words in vocabulary.classes.values() for n in (words.name, *words.aliases))
+    out = {}
+    for kind, members in found.items():
+        members |= set(held.get(kind, ()))
+        names = [n for n in _names(wordnet.synset(kind)) if n.lower() not in used]
+        if 2 <= len(members) < len(ids) and names:
+            out[kind] = (sorted(members), names)
+    return out
 
 
 def everyday_rows(vocabulary, kinds: dict[str, list[str]]) -> list[dict]:
