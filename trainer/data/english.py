@@ -427,26 +427,18 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
 
 def _related(vocabulary, wordnet: WordNet, senses: dict[str, str], held: dict[str, list[int]]
              ) -> dict[str, tuple[list[int], list[str]]]:
-    """The kinds at least two classes are of by a relation beyond the hypernyms (trainer/data/related_kinds.py:
-    the lobsters' flesh is seafood; the freight car is a member of a train), each with its classes (with those
-    that are kinds of it, `held`) and its names, less those a class name has before its last word ("meat" of
-    "meat loaf"); a kind holding every class tells none apart."""
-    from .related_kinds import modifiers, related_kinds
+    """The kinds at least two classes, not all, are of by a relation beyond the hypernyms
+    (trainer/data/related_kinds.py: the lobsters' flesh is seafood; the freight car is a member of a train), each
+    with its classes (those that are kinds of it too, `held`) and its names."""
+    from .related_kinds import related_groups
 
     ids = list(vocabulary.classes)
-    found: dict[str, set[int]] = {}
-    for i, c in enumerate(ids):
-        if c in senses:
-            for kind in related_kinds(wordnet, senses[c]):
-                found.setdefault(kind, set()).add(i)
-    used = modifiers(n for words in vocabulary.classes.values() for n in (words.name, *words.aliases))
-    out = {}
-    for kind, members in found.items():
-        members |= set(held.get(kind, ()))
-        names = [n for n in _names(wordnet.synset(kind)) if n.lower() not in used]
-        if 2 <= len(members) < len(ids) and names:
-            out[kind] = (sorted(members), names)
-    return out
+    found = related_groups(wordnet, {c: senses[c] for c in ids if c in senses},
+                           lambda kind: [ids[i] for i in held.get(kind, ())],
+                           [n for words in vocabulary.classes.values() for n in (words.name, *words.aliases)])
+    position = {c: i for i, c in enumerate(ids)}
+    return {kind: ([position[c] for c in members], names) for kind, (members, names) in found.items()
+            if len(members) < len(ids)}
 
 
 def everyday_rows(vocabulary, kinds: dict[str, list[str]]) -> list[dict]:

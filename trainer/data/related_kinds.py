@@ -25,7 +25,7 @@ for one's own) leave those out. A name a class name ends in stays ("train": the 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -55,6 +55,25 @@ def related_kinds(wordnet: WordNet, sense: str) -> list[str]:
         for kind in (sense, *synset.hypernyms):
             found += wordnet.synset(kind).members_of
     return list(dict.fromkeys(found))
+
+
+def related_groups(wordnet: WordNet, senses: Mapping[str, str], kinds_of: Callable[[str], Iterable[str]],
+                   class_names: Iterable[str]) -> dict[str, tuple[list[str], list[str]]]:
+    """Each kind two classes or more are of by these relations -> (those classes, in `senses`' order, with the
+    classes that are kinds of it, `kinds_of(kind)`; its names, WordNet's less the words `class_names` have before
+    their last word). `senses`: class id -> its WordNet sense."""
+    found: dict[str, set[str]] = {}
+    for c, sense in senses.items():
+        for kind in related_kinds(wordnet, sense):
+            found.setdefault(kind, set()).add(c)
+    used = modifiers(class_names)
+    out = {}
+    for kind, members in found.items():
+        members |= set(kinds_of(kind))
+        names = [n for n in dict.fromkeys(wordnet.synset(kind).names) if n.lower() not in used]
+        if len(members) >= 2 and names:
+            out[kind] = ([c for c in senses if c in members], names)
+    return out
 
 
 def _mentions(gloss: str, name: str) -> bool:

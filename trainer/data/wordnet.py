@@ -75,7 +75,10 @@ def wordnet_vocabulary(class_ids: list[str], tsv: str | None = None, supercatego
         taken = {g.id for g in groups}
         groups += [g for g in everyday_groups(class_ids) if g.id not in taken]
     if tsv is not None and data_noun.is_file() and all(WNID.fullmatch(c) for c in class_ids):
-        groups += _related_groups(class_ids, rows, classes, data_noun)
+        try:
+            groups += _related_groups(class_ids, rows, classes, data_noun)
+        except DataError as e:   # WordNet's files damaged, or ids they lack: no related kinds, said
+            notes.append(f"no related kinds: {e}")
     vocabulary = Vocabulary(classes, {g.id: g for g in groups})
     vocabulary.check(where)
     vocabulary.notes[:0] = notes
@@ -86,26 +89,16 @@ def _related_groups(class_ids: list[str], rows: dict, classes: dict[str, ClassWo
                     ) -> list[GroupWords]:
     """A group, keyed `related/<id>`, for each kind two classes or more are of by a relation beyond the hypernyms
     (trainer/data/related_kinds.py: "seafood" for the lobsters, "train" for the freight car beside the bullet
-    train), holding also the classes that are kinds of it; its names are WordNet's, less those a class name has
-    before its last word (`modifiers`: "meat", of "meat loaf", would take the goose and the snail, not the meat
-    loaf). Written last, so that no class's path changes."""
+    train), holding also the classes that are kinds of it (`rows`' ancestors). Written last, so that no class's
+    path changes."""
     from .english import WordNet
-    from .related_kinds import modifiers, related_kinds
+    from .related_kinds import related_groups
 
-    wordnet = WordNet(data_noun.parent)
-    related: dict[str, list[str]] = {}
-    for c in class_ids:
-        for kind in related_kinds(wordnet, c):
-            related.setdefault(kind, []).append(c)
-    used = modifiers(n for words in classes.values() for n in (words.name, *words.aliases))
-    groups = []
-    for kind, members in related.items():
-        held = set(members) | {c for c in class_ids if kind in rows[c][2]}
-        names = [n for n in dict.fromkeys(wordnet.synset(kind).names) if n.lower() not in used]
-        if len(held) >= 2 and names:
-            groups.append(GroupWords(RELATED_PREFIX + kind, names[0], tuple(names[1:]),
-                                     tuple(c for c in class_ids if c in held)))
-    return groups
+    found = related_groups(WordNet(data_noun.parent), {c: c for c in class_ids},
+                           lambda kind: [c for c in class_ids if kind in rows[c][2]],
+                           [n for words in classes.values() for n in (words.name, *words.aliases)])
+    return [GroupWords(RELATED_PREFIX + kind, names[0], tuple(names[1:]), tuple(members))
+            for kind, (members, names) in found.items()]
 
 
 def parse_words(text: str, wanted: set[str]) -> dict[str, list[str]]:
