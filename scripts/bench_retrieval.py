@@ -44,6 +44,7 @@ from sdk.errors import DescriptionError
 from sdk.text.resolver import TaskOptions, TaskResolver
 from trainer.data.everyday_collections import FACET_PREFIX
 from trainer.data.everyday_collections import ID_PREFIX as COLLECTION_PREFIX
+from trainer.data.wordnet import RELATED_PREFIX
 
 HERE = Path(__file__).parent
 PHRASING_SETS = {"phrasings": HERE / "retrieval_phrasings.json",
@@ -160,6 +161,7 @@ def main() -> None:
                                  for i, g in enumerate(glosses)])), 3)
     result = {"bundle": args.bundle.name, "format_version": b.manifest.version, "concepts": len(b.concepts),
               "wordnet_concepts": len(wordnet), "facet_concepts": len(b.concepts) - len(no_facets),
+              "related_concepts": sum(c.id.startswith(RELATED_PREFIX) for c in b.concepts),
               "options": vars(options), **measure(bundle.resolver, bundle, glosses, options, rank1),
               "without_composition": measure(resolver_of(range(len(b.concepts)), compose=False), bundle, glosses,
                                              options, rank1),
@@ -184,7 +186,8 @@ def markdown(r: dict) -> str:
 
     lines = ["# Class retrieval from free-language descriptions", "", f"Command: `{r['command']}`", "",
              f"Bundle `{r['bundle']}` (format {r['format_version']}, {r['concepts']} concepts: "
-             f"{r['wordnet_concepts']} WordNet hypernyms, "
+             f"{r['wordnet_concepts']} from WordNet ({r.get('related_concepts', 0)} of them kinds beyond the "
+             "hypernyms, trainer/data/related_kinds.py), "
              f"{r['concepts'] - r['wordnet_concepts'] - r['facet_concepts']} names of everyday collections and "
              f"{r['facet_concepts']} names of class facets), resolved as `sdk.personalize` does (default "
              f"TaskOptions: {r['options']}). 'Without composition' switches off rule 3b of sdk/text/resolver/ (a "
