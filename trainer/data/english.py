@@ -12,7 +12,9 @@ not, "cats" -> cat), the one that is a kind of thing like the most other classes
 first (its most used) on a tie. A class name WordNet lacks ("red sports car") is read as a kind of its last
 word ("car"). A group's sense is the first of its name's that fits its classes (`_group_sense`):
 "kitchen" is a room or a cuisine, neither of which holds a frying pan, so it gets none (the notes say so).
-A kind that holds one class alone ("hat" for the only sombrero) names that class (`_kind_names`).
+A kind that holds one class alone ("hat" for the only sombrero) names that class (`_kind_names`). Beside the
+kinds above the senses: the kinds a class is of by other relations (`_related`, trainer/data/related_kinds.py:
+"seafood" for lobsters) and the everyday collections that list its sense (`everyday_rows`: "kitchenware").
 
 >>> wn = WordNet()                                       # doctest: +SKIP
 >>> wn.synset(wn.first_sense("bees")).names[:2], wn.synset(wn.first_sense("bees")).gloss[:22]   # doctest: +SKIP
