@@ -76,11 +76,13 @@ def description_kinds(bundle) -> list[str]:
         lines.append("descriptions: other names of a class (aliases) will not resolve: the data has none")
     english = bundle.manifest.provenance.get("english")
     if isinstance(english, dict):
-        derived = [c.names[0] for c in bundle.concepts if c.id.startswith("wordnet/")]   # largest first
+        derived = [c.names[0] for c in bundle.concepts if c.derived]   # largest first
         lines.append(f"english (WordNet 3.0): senses for {english.get('classes')} of {len(bundle.classes)} classes; "
                      f"{len(derived)} concepts added (e.g. {', '.join(map(repr, derived[-4:]))}), "
                      f"{english.get('aliases')} synonyms, {english.get('descriptions')} descriptions from glosses")
-        everyday = [c.names[0] for c in bundle.concepts if c.id.startswith("collection/")]
+        from trainer.data.everyday_collections import ID_PREFIX as COLLECTION_PREFIX
+
+        everyday = [c.names[0] for c in bundle.concepts if c.id.startswith(COLLECTION_PREFIX)]
         if everyday:
             lines.append(f"english: {len(everyday)} names of everyday collections that list the classes' senses "
                          f"(e.g. {', '.join(map(repr, everyday[:3]))})")

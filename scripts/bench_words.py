@@ -182,14 +182,14 @@ def main(argv: list[str] | None = None) -> int:
               # As before sdk.engines.rest: a one-class answer padded with its nearest class (precision 0.5 at most).
               "heldout_padded": score_summary(score_queries(bundle, HELDOUT, padded)),
               "english": bundle.bundle.manifest.provenance.get("english"),
-              "heldout_rows": {k: heldout[k]["rows"] for k in ("groups", "phrasings", "missing")}}
+              "heldout_rows": {k: heldout[k]["rows"] for k in SCORED}}
     second = sdk.load(bundle_run(trained(args.data, HELDOUT_B, work / "heldout-b-photos", work / "run-b"),
                                  work / "heldout-b.taper"))
     scores = score_queries(second, HELDOUT_B)
     result.update(heldout_b=score_summary(scores),
                   heldout_b_padded=score_summary(score_queries(second, HELDOUT_B, padded)),
                   heldout_b_english=second.bundle.manifest.provenance.get("english"),
-                  heldout_b_rows={k: scores[k]["rows"] for k in ("groups", "phrasings", "missing")})
+                  heldout_b_rows={k: scores[k]["rows"] for k in SCORED})
     worked_run = cache_root() / "own-photos" / "run-demo"
     if (worked_run / "eval.json").exists():
         before = bundle_run(worked_run, work / "worked-words-only.taper", english=False)

@@ -31,7 +31,10 @@ from pathlib import Path
 from sdk.format.bundle import DERIVED_CONCEPT_PREFIX
 
 from .errors import DataError
+from .everyday_collections import collection_groups
 from .glosses import WNID, WORDNET_NOUNS, parse_gloss
+from .related_kinds import related_groups
+from .vocabulary import name_key
 
 WORDNET_DIR = WORDNET_NOUNS.parent
 ID_PREFIX = DERIVED_CONCEPT_PREFIX   # the concepts it adds are keyed wordnet/<offset>: derived, not the author's
@@ -76,6 +79,14 @@ class Synset:
     hyponyms: tuple[str, ...] = ()
     lexfile: int = -1
     members_of: tuple[str, ...] = ()   # its member holonyms: the wholes it is a member of (a railway car: train)
+
+    @property
+    def unique_names(self) -> list[str]:
+        """Its names as a concept's: each lemma once, whatever its case (the first spelling kept)."""
+        seen: dict[str, str] = {}
+        for name in self.names:
+            seen.setdefault(name.lower(), name)
+        return list(seen.values())
 
 
 class WordNet:
@@ -205,6 +216,18 @@ def plain_words(name: str) -> str:
     """
     words = CAMEL_CASE.sub(" ", re.sub(r"\([^()]*\)", " ", name))
     return " ".join(re.sub(r"[^\w\s'.-]|_", " ", words).split()).strip(".-' ") or name
+
+
+def modifiers(classes) -> set[str]:
+    """The words (lower case, `plain_words`) the classes' names and aliases have before their last word: a related
+    kind that such a word names is not named so (trainer/data/related_kinds.py: "meat", of "meat loaf").
+
+    >>> from trainer.data.vocabulary import ClassWords
+    >>> sorted(modifiers([ClassWords("a", "meat loaf", ("MeatLoaf",)), ClassWords("b", "bullet train", ())]))
+    ['bullet', 'meat']
+    """
+    return {w for words in classes for name in (words.name, *words.aliases)
+            for w in plain_words(name).lower().split()[:-1]}
 
 
 def _read_index(path: Path) -> dict[str, tuple[str, ...]]:
@@ -401,13 +424,13 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
         members = sorted(position[c] for c in vocabulary.members(g))
         if 2 <= len(members) < len(ids) and sense not in concepts:
             concepts[sense] = members
-    names = {kind: _names(wordnet.synset(kind)) for kind in concepts}
-    for kind, members in _related(vocabulary, wordnet, senses, held).items():   # "seafood" for the lobsters
-        names.setdefault(kind, members[1])
-        concepts[kind] = members[0]
+    names = {kind: wordnet.synset(kind).unique_names for kind in concepts}
+    for kind, (members, kind_names) in _related(vocabulary, wordnet, senses, held).items():   # "seafood": lobsters
+        names.setdefault(kind, kind_names)
+        concepts[kind] = members
     rows = [{"id": ID_PREFIX + kind, "names": names[kind], "members": sorted(set(members))}
             for kind, members in concepts.items()]
-    rows += everyday_rows(vocabulary, {c: [s, *wordnet.ancestors(s), *wordnet.below(s, EVERYDAY_LEVELS_BELOW)]
+    rows += everyday_rows(vocabulary, {c: [*wordnet.kinds(s), *wordnet.below(s, EVERYDAY_LEVELS_BELOW)]
                                        for c, s in senses.items()})
     rows.sort(key=lambda r: (-len(r["members"]), r["id"]))
     aliases, descriptions = {}, {}
@@ -416,7 +439,7 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
     for c, sense in senses.items():
         words = vocabulary.classes[c]
         known = {w.lower() for w in (words.name, *words.aliases)}
-        own = [] if c in kind_of else _names(wordnet.synset(sense))
+        own = [] if c in kind_of else wordnet.synset(sense).unique_names
         aliases[c] = tuple(dict.fromkeys(n for n in own + kinds[c] if n.lower() not in known))
         if not words.description and c not in kind_of:
             descriptions[c] = wordnet.synset(sense).gloss[:1000]
@@ -432,12 +455,9 @@ def _related(vocabulary, wordnet: WordNet, senses: dict[str, str], held: dict[st
     """The kinds at least two classes, not all, are of by a relation beyond the hypernyms
     (trainer/data/related_kinds.py: the lobsters' flesh is seafood; the freight car is a member of a train), each
     with its classes (those that are kinds of it too, `held`) and its names."""
-    from .related_kinds import related_groups
-
     ids = list(vocabulary.classes)
     found = related_groups(wordnet, {c: senses[c] for c in ids if c in senses},
-                           lambda kind: [ids[i] for i in held.get(kind, ())],
-                           [n for words in vocabulary.classes.values() for n in (words.name, *words.aliases)])
+                           lambda kind: [ids[i] for i in held.get(kind, ())], modifiers(vocabulary.classes.values()))
     position = {c: i for i, c in enumerate(ids)}
     return {kind: ([position[c] for c in members], names) for kind, (members, names) in found.items()
             if len(members) < len(ids)}
@@ -461,13 +481,11 @@ def everyday_rows(vocabulary, kinds: dict[str, list[str]]) -> list[dict]:
     >>> [r["names"][:2] for r in everyday_rows(v, kinds)][:2]
     [['kitchenware', 'kitchen utensils'], ['kitchen utensils', 'kitchenware']]
     """
-    from .everyday_collections import collection_groups
-
     ids = list(vocabulary.classes)
     position = {c: i for i, c in enumerate(ids)}
-    authored = {w.lower(): key for key, words in vocabulary.groups.items() for w in (words.name, *words.aliases)}
-    taken = set(authored) | {w.lower() for words in vocabulary.classes.values() for w in (words.name, *words.aliases)}
-    taken |= {c.replace("_", " ").lower() for c in ids}
+    authored = {name_key(w): key for key, words in vocabulary.groups.items() for w in (words.name, *words.aliases)}
+    taken = set(authored) | {name_key(w) for words in vocabulary.classes.values() for w in (words.name, *words.aliases)}
+    taken |= {name_key(c.replace("_", " ")) for c in ids}
     rows = []
     for group in collection_groups([c for c in ids if c in kinds], kinds=kinds):
         own = next((authored[n] for n in (group.name, *group.aliases) if n in authored), None)
@@ -539,7 +557,7 @@ def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], kind_of: s
             for kind in level:
                 alone = held.get(kind) == [position[c]] and wordnet.depth(kind) >= FIT_DEPTH
                 if alone and (kind != sense or c in kind_of):
-                    names += _names(wordnet.synset(kind))
+                    names += wordnet.synset(kind).unique_names
             level = [h for k in level for h in wordnet.synset(k).hypernyms]
         found[c] = list(dict.fromkeys(names))
     taken = {w.lower() for g in vocabulary.groups.values() for w in (g.name, *g.aliases)}
@@ -575,10 +593,3 @@ def _group_sense(vocabulary, wordnet: WordNet, key: str, group, senses: dict[str
             return next((s for s in found if s in above or deepest in wordnet.synset(s).hypernyms), None)
     return None
 
-
-def _names(synset: Synset) -> list[str]:
-    """A concept's names: the synset's lemmas, each once whatever its case."""
-    seen: dict[str, str] = {}
-    for name in synset.names:
-        seen.setdefault(name.lower(), name)
-    return list(seen.values())

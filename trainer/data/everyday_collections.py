@@ -54,17 +54,14 @@ def read_collections(path: Path = COLLECTIONS_FILE) -> list[dict]:
 def collection_groups(class_ids: Sequence[str], path: Path = COLLECTIONS_FILE, prefix: str = ID_PREFIX,
                       kinds: Mapping[str, Collection[str]] | None = None) -> list[GroupWords]:
     """One vocabulary group per name of every collection holding 2+ of `class_ids`, keyed `prefix + name`,
-    with this name first, the collection's other names as aliases and the members in class order (`kinds`:
-    as `everyday_groups` says)."""
+    with this name first, the collection's other names as aliases and the members in class order. `kinds`: per
+    class, the WordNet ids it is (its sense, the kinds above it and right below it: a vocabulary of one's own
+    classes, trainer/data/english.py); by default each class id is itself a WordNet id (Tiny ImageNet's)."""
     return _groups(read_collections(path), class_ids, prefix, kinds)
 
 
-def everyday_groups(class_ids: Sequence[str], kinds: Mapping[str, Collection[str]] | None = None
-                    ) -> list[GroupWords]:
-    """The collections' groups, then the class facets'; no name may be in both files. `kinds`: per class, the
-    WordNet ids it is (its sense and the kinds above it: a vocabulary of one's own classes,
-    trainer/data/english.py), so that a class whose sense a collection lists, or a kind of one, is in it; by
-    default each class id is itself a WordNet id (Tiny ImageNet's).
+def everyday_groups(class_ids: Sequence[str]) -> list[GroupWords]:
+    """The collections' groups, then the class facets'; no name may be in both files.
 
     >>> [g.id for g in everyday_groups(["n02395406", "n02403003", "n01855672"])][:4]
     ['collection/farm animals', 'collection/livestock', 'collection/barnyard animals', 'collection/hoofed animals']
@@ -73,8 +70,7 @@ def everyday_groups(class_ids: Sequence[str], kinds: Mapping[str, Collection[str
     shared = {n for c in collections for n in c["names"]} & {n for c in facet_list for n in c["names"]}
     if shared:
         raise ValueError(f"names {sorted(shared)} are both a collection's and a facet's")
-    return (_groups(collections, class_ids, ID_PREFIX, kinds)
-            + _groups(facet_list, class_ids, FACET_PREFIX, kinds))
+    return _groups(collections, class_ids, ID_PREFIX) + _groups(facet_list, class_ids, FACET_PREFIX)
 
 
 def _groups(collections: list[dict], class_ids: Sequence[str], prefix: str,

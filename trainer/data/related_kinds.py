@@ -13,9 +13,9 @@ Two relations, each narrow enough that a probe of Tiny ImageNet's 200 classes fo
   of "train", beside the bullet train that is a kind of one. Animals are members of their genus and family
   (Latin names nobody types), so only artifacts.
 
-A name a class name has before its last word is no related kind's (`modifiers`: "meat", of "meat loaf": the goose
-is no answer to it); the callers (trainer/data/wordnet.py for Tiny ImageNet's vocabulary, trainer/data/english.py
-for one's own) leave those out. A name a class name ends in stays ("train": the bullet train is one).
+A name a class name has before its last word is no related kind's ("meat", of "meat loaf": the goose is no answer
+to it); the callers (trainer/data/wordnet.py for Tiny ImageNet's vocabulary, trainer/data/english.py for one's
+own) pass those words (`english.modifiers`). A name a class name ends in stays ("train": the bullet train is one).
 
 >>> wn = WordNet()                                                       # doctest: +SKIP
 >>> [wn.synset(k).names[0] for k in related_kinds(wn, "n01983481")]      # doctest: +SKIP
@@ -58,19 +58,18 @@ def related_kinds(wordnet: WordNet, sense: str) -> list[str]:
 
 
 def related_groups(wordnet: WordNet, senses: Mapping[str, str], kinds_of: Callable[[str], Iterable[str]],
-                   class_names: Iterable[str]) -> dict[str, tuple[list[str], list[str]]]:
+                   used: set[str]) -> dict[str, tuple[list[str], list[str]]]:
     """Each kind two classes or more are of by these relations -> (those classes, in `senses`' order, with the
-    classes that are kinds of it, `kinds_of(kind)`; its names, WordNet's less the words `class_names` have before
-    their last word). `senses`: class id -> its WordNet sense."""
+    classes that are kinds of it, `kinds_of(kind)`; its names, WordNet's less the words in `used`, those the class
+    names have before their last word: `english.modifiers`). `senses`: class id -> its WordNet sense."""
     found: dict[str, set[str]] = {}
     for c, sense in senses.items():
         for kind in related_kinds(wordnet, sense):
             found.setdefault(kind, set()).add(c)
-    used = modifiers(class_names)
     out = {}
     for kind, members in found.items():
         members |= set(kinds_of(kind))
-        names = [n for n in dict.fromkeys(wordnet.synset(kind).names) if n.lower() not in used]
+        names = [n for n in wordnet.synset(kind).unique_names if n.lower() not in used]
         if len(members) >= 2 and names:
             out[kind] = ([c for c in senses if c in members], names)
     return out
@@ -86,13 +85,3 @@ def _until(ancestors: list[str], stops: frozenset[str]) -> list[str]:
     """The ancestors (nearest first) before the first of `stops`."""
     return ancestors[:next((i for i, a in enumerate(ancestors) if a in stops), len(ancestors))]
 
-
-def modifiers(names: Iterable[str]) -> set[str]:
-    """The words (lower case) the names have before their last word.
-
-    >>> sorted(modifiers(["meat loaf", "bullet train", "goose"]))
-    ['bullet', 'meat']
-    """
-    from .english import plain_words
-
-    return {w for name in names for w in plain_words(name).lower().split()[:-1]}

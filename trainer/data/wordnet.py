@@ -29,9 +29,11 @@ import heapq
 import json
 from pathlib import Path
 
+from .english import WordNet, modifiers
 from .errors import DataError
 from .everyday_collections import everyday_groups
 from .glosses import WNID, WORDNET_NOUNS, read_glosses
+from .related_kinds import related_groups
 from .vocabulary import ClassWords, GroupWords, Vocabulary, name_key
 
 HIERARCHY_FILE, SUPERCATEGORIES_FILE, WORDS_FILE = "wordnet_hierarchy.tsv", "supercategories.json", "words.txt"
@@ -91,12 +93,8 @@ def _related_groups(class_ids: list[str], rows: dict, classes: dict[str, ClassWo
     (trainer/data/related_kinds.py: "seafood" for the lobsters, "train" for the freight car beside the bullet
     train), holding also the classes that are kinds of it (`rows`' ancestors). Written last, so that no class's
     path changes."""
-    from .english import WordNet
-    from .related_kinds import related_groups
-
     found = related_groups(WordNet(data_noun.parent), {c: c for c in class_ids},
-                           lambda kind: [c for c in class_ids if kind in rows[c][2]],
-                           [n for words in classes.values() for n in (words.name, *words.aliases)])
+                           lambda kind: [c for c in class_ids if kind in rows[c][2]], modifiers(classes.values()))
     return [GroupWords(RELATED_PREFIX + kind, names[0], tuple(names[1:]), tuple(members))
             for kind, (members, names) in found.items()]
 
