@@ -21,8 +21,9 @@ vocabulary nobody tuned on, beside the worked example. Writes docs/results/words
 3. The median time to resolve one of the held-out descriptions, and the bundle's size with English over
    the size without (`bundle_bytes_ratio`).
 3b. Whether the Java core resolves every query of the two held-out sets as Python does on their bundles (kinds,
-   informal names, descriptions): `java_agreement`, export/golden.py's vectors replayed by android_demo/core's
-   GoldenTest (skipped without a JDK).
+   informal names, descriptions), and every Tiny ImageNet retrieval phrasing (4.) on that bundle (its WordNet
+   concepts, the shipped compound lists): `java_agreement`, export/golden.py's vectors replayed by
+   android_demo/core's GoldenTest (skipped without a JDK).
 4. The Tiny ImageNet retrieval sets (scripts/bench_retrieval.py: the tuning set and held-out sets A-F) on a
    200-class bundle of the shared archive, resolved with the default TaskOptions (`missing="tell"`), beside
    each set's figure before issue 60 (BEFORE_ISSUE_60), and again with `min_classes=2` (`padded`): the figures
@@ -89,20 +90,24 @@ def resolve_ms(bundle, texts: list[str], repeats: int = 3) -> float:
     return round(statistics.median(times), 2)
 
 
-def java_agreement(sets: dict[str, tuple[Path, list[Path]]], work: Path) -> dict:
-    """Whether the Java core (android_demo/core) resolves every query of each set's queries.json as Python does on
-    its bundle of one's own classes (kinds, informal names, descriptions): export/golden.py's vectors with these
-    queries as its descriptions, each with the default options and with min_classes=2, replayed by GoldenTest
-    (which compares the classes, or that both refuse), every set in one JVM compiled once. `sets`: name ->
-    (bundle, query folders). A set agrees only if its summary line says 0 failed and the JVM exited 0."""
+def queries(sources: list[Path]) -> list[str]:
+    """The SCORED queries of each folder's queries.json, in order."""
+    return [t for source in sources for kind in SCORED
+            for t in json.loads((source / "queries.json").read_text()).get(kind, {})]
+
+
+def java_agreement(sets: dict[str, tuple[Path, list[str]]], work: Path) -> dict:
+    """Whether the Java core (android_demo/core) resolves every text of each set as Python does on its bundle:
+    export/golden.py's vectors with these texts as its descriptions, each with the default options and with
+    min_classes=2, replayed by GoldenTest (which compares the classes, or that both refuse), every set in one JVM
+    compiled once. `sets`: name -> (bundle, texts). A set agrees only if its summary line says 0 failed and the JVM
+    exited 0."""
     from export.golden import write_golden
 
     if shutil.which("javac") is None:
         return {"skipped": "no JDK (javac)"}
     args, counts = [], {}
-    for name, (bundle_path, sources) in sets.items():
-        texts = [t for source in sources for kind in SCORED
-                 for t in json.loads((source / "queries.json").read_text()).get(kind, {})]
+    for name, (bundle_path, texts) in sets.items():
         golden = work / f"java-{name}"
         shutil.rmtree(golden, ignore_errors=True)
         write_golden(bundle_path, golden, cases=(), refusals=False,
@@ -126,6 +131,13 @@ def java_agreement(sets: dict[str, tuple[Path, list[Path]]], work: Path) -> dict
     if run.returncode != 0 or missing:
         out["error"] = f"exit {run.returncode}; no summary for {missing}: {run.stderr[-500:]}"
     return out
+
+
+def retrieval_texts() -> list[str]:
+    """Every phrasing of the Tiny ImageNet retrieval sets (scripts/bench_retrieval.PHRASING_SETS), in order."""
+    from scripts.bench_retrieval import PHRASING_SETS
+
+    return [t for path in PHRASING_SETS.values() for t in json.loads(path.read_text()) if not t.startswith("_")]
 
 
 def tiny_imagenet(data: Path, work: Path) -> dict:
@@ -196,10 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         after = bundle_run(worked_run, work / "worked.taper")
         result["worked_example"] = score_summary(score_queries(sdk.load(after), HERE))
         result["worked_example_before"] = score_summary(score_queries(sdk.load(before), HERE))
-    # issue 72's "Java equals Python", on the two held-out bundles' queries (the golden set covers the rules)
-    result["java_agreement"] = java_agreement({"heldout": (bundle_path, [HELDOUT]),
-                                               "heldout_b": (work / "heldout-b.taper", [HELDOUT_B])}, work)
     result["tiny_imagenet"] = tiny_imagenet(args.data, work)
+    # issue 72's "Java equals Python", on the two held-out bundles' queries and the Tiny ImageNet bundle's retrieval
+    # phrasings (WordNet's concepts, the shipped compound lists with the real encoder; the golden set covers the rules)
+    result["java_agreement"] = java_agreement({"heldout": (bundle_path, queries([HELDOUT])),
+                                               "heldout_b": (work / "heldout-b.taper", queries([HELDOUT_B])),
+                                               "tiny_imagenet": (work / "tiny-imagenet.taper", retrieval_texts())},
+                                              work)
     result["resolve_ms_median"] = resolve_ms(bundle, [*spec["groups"], *spec["phrasings"], *spec["missing"]])
     result["bundle_bytes"] = bundle_path.stat().st_size
     result["bundle_bytes_ratio"] = round(bundle_path.stat().st_size / words_only.stat().st_size, 4)

@@ -1,0 +1,148 @@
+"""Issue 72, set B's "ballgames": would reading a closed compound as its two words be safe? (docs/results/
+experiments.md, "Closed compounds read as their two words"; the rule was tried in the resolver and both readers,
+then reverted: this is its measurement, kept in the lab.)
+
+The rule tried ("3e"): a one-word item that rule 4a tells missing, that the text encoder's vocabulary lacks, and
+whose form (itself or a singular) is on a list of WordNet 3.0's closed nouns that are a kind of their last part
+and name no thing a camera sees (`closed`: "ballgame", a kind of game) is read as its two words, keeping its
+ending ("ballgames" -> "ball games"), and the reading kept if it takes classes. Here it wraps the resolver's
+`_resolve_phrase` (the shipped resolver tried it after the spelling rule's spacing and before its edits; the
+difference: a listed word the spelling rule corrects stays corrected here).
+
+Two measurements on a bundle, each word resolved with the default options with and without the rule:
+`probe`, 59 one-word compounds a person might type that the encoder lacks, written before the rule existed;
+`sweep`, every listed word the encoder lacks. Rows that differ are listed.
+
+    python -m lab.closed_compounds --bundle ~/.cache/taper-sdk/words/tiny-imagenet.taper \\
+        --out docs/results/closed_compounds                  # needs Debian's wordnet-base; ~1 min here
+"""
+
+from __future__ import annotations
+
+import argparse
+from functools import cache
+from pathlib import Path
+
+from scripts.exocentric_compounds import PHYSICAL_ENTITY, WORDNET, read_nouns
+from scripts.results import write_result
+
+MIN_PART_CHARS = 3   # "ballgame" -> "ball game"
+PROBE = """ballgames housefly houseflies seabirds songbirds shorebirds warplanes racecars seashells rowboats
+footwear swimwear sportswear tableware headgear bluebirds blackbirds sailboats shellfish starfish firefly
+seahorse fireflies pineapple dragonflies ladybugs raincoats sunhats sweatshirts cookware kitchenware silverware
+flatware glassware bakeware outerwear nightwear menswear farmyard wildfowl waterfowl gamebirds bobcats housecats
+tomcats sheepdogs lapdogs watchdogs snowmobiles motorboats steamboats airships spaceships minivans streetcars
+handcarts pushcarts wheelbarrows saltwater""".split()
+COMMAND = ("python -m lab.closed_compounds --bundle ~/.cache/taper-sdk/words/tiny-imagenet.taper "
+           "--out docs/results/closed_compounds")
+
+
+def closed(wordnet: Path = WORDNET) -> dict[str, str]:
+    """The listed words -> their two words ("ballgame" -> "ball game"): nouns written in lower case in some synset,
+    of ASCII letters, none of whose senses is under 'physical entity', that split into a WordNet word (any part of
+    speech) and a noun, each of at least MIN_PART_CHARS letters, the noun's senses including one of the
+    compound's hypernyms (instance hypernyms too); the first such split by the length of the first word."""
+    hypernyms, senses, lower, _ = read_nouns(wordnet)
+    lemmas: set[str] = set()
+    for pos in ("noun", "verb", "adj", "adv"):
+        with open(wordnet / f"index.{pos}", encoding="utf-8") as f:
+            lemmas.update(line.split(" ", 1)[0] for line in f if not line.startswith("  "))
+
+    @cache
+    def ancestors(offset: str) -> frozenset[str]:
+        out: set[str] = set()
+        for parent in hypernyms[offset]:
+            out |= {parent, *ancestors(parent)}
+        return frozenset(out)
+
+    found = {}
+    for lemma, offsets in senses.items():
+        written = lemma.isascii() and lemma.isalpha() and lemma in lower
+        if not written or any(PHYSICAL_ENTITY in ancestors(o) for o in offsets):
+            continue
+        for cut in range(MIN_PART_CHARS, len(lemma) - MIN_PART_CHARS + 1):
+            first, last = lemma[:cut], lemma[cut:]
+            if first in lemmas and any(ancestors(o) & set(senses.get(last, ())) for o in offsets):
+                found[lemma] = f"{first} {last}"
+                break
+    return found
+
+
+def with_rule(resolver, listed: dict[str, str]):
+    """A copy of `resolver` that reads a listed word rule 4a tells missing as its two words, if they take classes."""
+    import copy
+
+    from sdk.errors import DescriptionError
+    from sdk.text.resolver.options import MISSING
+    from sdk.text.resolver.words import normalize_name, singular_forms
+
+    tried = copy.copy(resolver)
+    plain = resolver._resolve_phrase
+
+    def resolve_phrase(phrase, options, single, excluded=None):
+        indices, why, seconds = plain(phrase, options, single, excluded)
+        key = normalize_name(phrase)
+        form = next((f for f in (key, *singular_forms(key)) if f in listed), None)
+        if indices or not why.startswith(MISSING) or " " in key or form is None or resolver.is_word(key):
+            return indices, why, seconds
+        cut = listed[form].index(" ")
+        split = f"{key[:cut]} {key[cut:]}"
+        try:
+            found, how, more = plain(split, options, single, excluded)
+        except DescriptionError:
+            return indices, why, seconds
+        return (found, f"read as {split!r} (a compound, WordNet's): {how}", seconds + more) if found else (
+            indices, why, seconds)
+
+    tried._resolve_phrase = resolve_phrase
+    return tried
+
+
+def answer(resolver, names: list[str], text: str) -> dict:
+    """The classes a description takes (names) and how, or the refusal."""
+    from sdk.errors import DescriptionError
+
+    try:
+        task = resolver.resolve(text)
+        return {"classes": [names[i] for i in task.classes], "how": task.how}
+    except DescriptionError as e:
+        return {"classes": [], "how": [str(e)]}
+
+
+def compare(bundle, tried, words: list[str]) -> dict:
+    """Each word's answer without and with the rule, for the words whose answers differ; and how many there were."""
+    changed = {}
+    for word in words:
+        before, after = answer(bundle.resolver, bundle.classes, word), answer(tried, bundle.classes, word)
+        if before != after:
+            changed[word] = {"without": before, "with": after}
+    return {"words": len(words), "changed": len(changed), "rows": changed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sdk
+
+    parser = argparse.ArgumentParser(prog="python -m lab.closed_compounds", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bundle", type=Path, required=True)
+    parser.add_argument("--wordnet", type=Path, default=WORDNET)
+    parser.add_argument("--out", type=Path, default=None, help="write <OUT>.json")
+    args = parser.parse_args(argv)
+    bundle = sdk.load(args.bundle)
+    listed = closed(args.wordnet)
+    tried = with_rule(bundle.resolver, listed)
+    result = {"bundle": args.bundle.name, "listed": len(listed),
+              "probe": compare(bundle, tried, PROBE),
+              "sweep": compare(bundle, tried, [w for w in sorted(listed) if not bundle.embedder.is_word(w)]),
+              "command": COMMAND}
+    for name in ("probe", "sweep"):
+        part = result[name]
+        for word, row in part["rows"].items():
+            print(f"{name} {word}: {row['without']['classes'][:4]} -> {row['with']['classes'][:6]}")
+        print(f"{name}: {part['changed']} of {part['words']} changed")
+    if args.out:
+        write_result(result, args.out.with_suffix(".json"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
