@@ -63,6 +63,8 @@ def golden_for(bundle: Path | None, work: Path) -> Path:
 
 
 APK = ANDROID / "app" / "target" / "taper-demo.apk"
+# The core's Java resources app/apk.sh puts at the APK's root (D8 keeps only classes): the resolver's word lists
+CORE_RESOURCES = ("exocentric_compounds.txt", "english_words.txt.gz")
 DEXED = ("Lorg/taper/sdk/Personalizer;", "Lorg/taper/sdk/format/Bundle;", "Lorg/taper/demo/MainActivity;",
          "Lorg/taper/demo/OnnxEngine;", "Lai/onnxruntime/OrtSession;")
 
@@ -70,7 +72,8 @@ DEXED = ("Lorg/taper/sdk/Personalizer;", "Lorg/taper/sdk/format/Bundle;", "Lorg/
 def apk_checks(apk: Path = APK) -> dict:
     """What the tools say of the APK app/apk.sh made: aapt2 reads its manifest and launcher, it is zipaligned,
     its signature verifies for the minSdk its manifest declares, dexdump reads every class of its dex (the
-    core's, the app's and onnxruntime's Java classes among them), and whether it holds native libraries."""
+    core's, the app's and onnxruntime's Java classes among them), it holds the core's word lists at its root, and
+    whether it holds native libraries."""
     import zipfile
 
     def run(*cmd: str) -> subprocess.CompletedProcess:
@@ -97,6 +100,7 @@ def apk_checks(apk: Path = APK) -> dict:
             "core_and_app_dexed": dumped and all(f"Class descriptor  : '{c}'" in dump.stdout for c in DEXED),
             "dexer": "D8 (com.android.tools:r8, android_demo/pom.xml's r8.version), Java 17 class files, "
                      "min-api from app/build.gradle.kts",
+            "resolver_word_lists": set(CORE_RESOURCES) <= names,
             "native_libraries": any(n.startswith("lib/") for n in names), "aars_tried": AARS_TRIED,
             "run_on_a_device": False}
 

@@ -76,6 +76,6 @@ def test_the_app_compiles_and_its_onnx_engine_gives_the_python_logits(tiny_bundl
     # The APK app/apk.sh made in `mvn package` (resources, dex, zipalign, signature), read back by the tools.
     checks = apk_checks(ANDROID / "app" / "target" / "taper-demo.apk")
     assert all(checks[k] for k in ("aapt2_dump_badging", "launchable_activity", "zipaligned", "signed",
-                                   "dexdump", "core_and_app_dexed")), checks
+                                   "dexdump", "core_and_app_dexed", "resolver_word_lists")), checks
     assert not checks["native_libraries"] and checks["classes"] > 100   # no onnxruntime-android AAR here
 

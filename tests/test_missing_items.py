@@ -188,3 +188,20 @@ def test_the_shipped_compound_list_is_what_its_script_writes_from_wordnet(tmp_pa
         pytest.skip("needs Debian's wordnet-base to rebuild the list")
     script.main(["--out", str(tmp_path / FILE)])
     assert (tmp_path / FILE).read_text() == script.OUT.read_text()
+
+
+def test_the_shipped_english_words_are_what_their_script_writes_from_wordnet(tmp_path):
+    """Rule 3c's real words beyond the encoder's vocabulary: WordNet's one-word lemmas of 4 or more letters."""
+    import gzip
+
+    from scripts import english_words as script
+    from sdk.text.english_words import FILE, english_words
+
+    shipped = english_words()
+    assert {"seahorse", "sportswear", "steamboat", "spool", "louse"} <= shipped and len(shipped) > 70_000
+    assert not {"insetcs", "mosue", "steamboats", "sea"} & shipped   # typos; plurals; words under 4 letters
+    if not (script.WORDNET / "data.noun").is_file():
+        pytest.skip("needs Debian's wordnet-base to rebuild the list")
+    script.main(["--out", str(tmp_path / FILE)])
+    assert (tmp_path / FILE).read_bytes() == script.OUT.read_bytes()   # no time stamp: the same bytes
+    assert gzip.decompress(script.OUT.read_bytes()).decode().startswith("# WordNet 3.0's one-word lemmas")

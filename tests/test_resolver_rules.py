@@ -76,6 +76,20 @@ def test_rule_3c_reads_a_name_spaced_otherwise_even_from_real_words(names):
 
 
 
+def test_rule_3c_never_corrects_a_real_word_the_encoder_lacks_but_wordnet_has():
+    """"seahorse" was read as 'seashore': the encoder's vocabulary lacks it, WordNet does not
+    (sdk.text.english_words)."""
+    def resolver(english):
+        return TaskResolver(CLASSES, np.eye(6, dtype=np.float32), {}, lambda text: np.eye(6, dtype=np.float32)[5],
+                            CONCEPTS, np.zeros((3, 6), np.float32), english=lambda: english)
+
+    assert resolver(frozenset()).resolve("poodel, bee").how[0] == "'poodel': read as 'poodle' (spelling): class name"
+    for typed in ("poodel", "poodels"):   # the word or its singular on the list: told missing, not corrected
+        how = resolver(frozenset({"poodel"})).resolve(f"{typed}, bee").how[0]
+        assert how.startswith(f"'{typed}': not a name this bundle knows"), how
+    assert "seahorse" in TaskResolver(CLASSES, np.eye(6), {}, None).english()   # the shipped list by default
+
+
 def test_rule_3_says_when_a_group_name_comes_only_from_wordnet():
     derived = [Concept("wordnet/n02084071", ["dog", "domestic dog", "pets"], [0, 1]),
                Concept("wordnet/n02206856", ["bee"], [2, 3]), Concept("wordnet/n00015388", ["animals"], [0, 1, 2, 3])]

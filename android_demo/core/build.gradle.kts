@@ -11,8 +11,9 @@ java {
 sourceSets {
     main {
         java.setSrcDirs(listOf("src/main/java"))
-        // The resolver's compound list (Compounds.java) at the class path's root: sdk's file, the one copy.
+        // The resolver's word lists (Compounds.java, EnglishWords.java) at the class path's root: sdk's files,
+        // the one copy.
         resources.setSrcDirs(listOf("../../sdk/text"))
-        resources.include("exocentric_compounds.txt")
+        resources.include("exocentric_compounds.txt", "english_words.txt.gz")
     }
 }

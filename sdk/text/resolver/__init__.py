@@ -50,8 +50,10 @@ Rules, in order:
    containers" drinks) or before "animals", "things" or "creatures" ("small mammals": small animals and mammals;
    "large carnivores"). Only if both parts are understood and the result is a non-empty strict subset of Y, and
    never for a class name ("sea slug"); otherwise rules 4-5 read the phrase as before.
-3c. A phrase that names nothing, holds a word the text encoder's vocabulary does not (`is_word`: "horse"
-   is a word, not a typo of 'hose'), and is, or has a singular form that is, one edit from a name (two
+3c. A phrase that names nothing, holds a word that is not real (`TaskResolver._real`: the text encoder's
+   vocabulary has it, `is_word`: "horse" is a word, not a typo of 'hose'; or WordNet's one-word lemmas have it or
+   a singular of it, sdk/text/english_words.py: "seahorse" is no typo of 'seashore', "steamboats" none of 'sea
+   boat'), and is, or has a singular form that is, one edit from a name (two
    for one word of 8 or more characters; at least 4 characters) is read as that name, and the resolution
    says so: "insetcs" -> "insects", "retreivers" -> "retrievers" (`edit_distance`, `_spelling`). A phrase that
    is, or has a singular form that is, a name with its letters spaced otherwise is read as that name even

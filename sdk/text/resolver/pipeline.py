@@ -16,6 +16,7 @@ import numpy as np
 from sdk.errors import DescriptionError
 from sdk.format.bundle import ClassInfo, Concept
 from sdk.text.compounds import exocentric_compounds
+from sdk.text.english_words import english_words
 
 from .composition import composed, negated
 from .described import content_stems, described, describes_one
@@ -40,11 +41,12 @@ class TaskResolver:
                  supercategories: dict[str, list[int]], embed_phrase: Callable[[str], np.ndarray],
                  concepts: Sequence[Concept] = (), concept_embeddings: np.ndarray | None = None,
                  compose: bool = True, is_word: Callable[[str], bool] | None = None,
-                 exocentric: frozenset[str] | None = None):
+                 exocentric: frozenset[str] | None = None, english: Callable[[], frozenset[str]] | None = None):
         self.classes, self.embeddings, self.embed_phrase = classes, class_embeddings, embed_phrase
         # rule 4a: compounds that are no kind of their last word ("hot dog"); the shipped list by default
         self.exocentric = exocentric_compounds() if exocentric is None else exocentric
-        self.is_word = is_word or (lambda word: False)   # rule 3c: real words are not corrected
+        self.is_word = is_word or (lambda word: False)   # rule 3c: real words are not corrected: the encoder's,
+        self.english = english or english_words           # and WordNet's (read on first use)
         self.compose = compose  # rule 3b; False only to measure what it adds (scripts/bench_retrieval.py)
         self.concepts = list(concepts)
         self.concept_embeddings = (concept_embeddings if concept_embeddings is not None
@@ -142,7 +144,7 @@ class TaskResolver:
             return [], told_kind(self.classes, index, *kind), 0.0
         forms = (key, *singular_forms(key))
         fixed = next((f for f in (joined(index, k) for k in forms) if f is not None), None)   # rule 3c: spacing
-        if fixed is None and not all(map(self.is_word, key.split(" "))):                   # rule 3c: an edit
+        if fixed is None and not all(map(self._real, key.split(" "))):                     # rule 3c: an edit
             fixed = next((f for f in (spelling(index, k) for k in forms) if f is not None), None)
         if fixed is not None:
             indices, why, seconds = self._resolve_phrase(fixed, options, single, excluded)
@@ -242,6 +244,11 @@ class TaskResolver:
                     stems |= self.concept_stems[k]
             out.append(stems)
         return out
+
+    def _real(self, word: str) -> bool:
+        """Rule 3c: whether `word` is a real word, never corrected: the text encoder's vocabulary has it, or
+        WordNet's list has it or a singular of it ("steamboats"; sdk.text.english_words)."""
+        return self.is_word(word) or any(f in self.english() for f in (word, *singular_forms(word)))
 
     def _unknown(self, key: str) -> bool:
         """Rule 4a (sdk.text.resolver.missing.unknown), a method so that an experiment can replace it

@@ -1,6 +1,7 @@
 """Rule 3c: a phrase that names nothing and holds a word the text encoder's vocabulary does not is read as the
 name one edit away (two for one word of SPELLING_LONG_CHARS or more characters): "insetcs" -> "insects",
-"retreivers" -> "retrievers". Real words are never corrected ("horse" is no typo of 'hose'), nor short ones;
+"retreivers" -> "retrievers". Real words are never corrected ("horse" is no typo of 'hose', nor "seahorse", which
+the vocabulary lacks and WordNet has, of 'seashore'; the pipeline's `_real`), nor short ones;
 but a name written with its spaces elsewhere is read as that name, real words or not ("jelly fish").
 
 >>> spelling(names, "insetcs")                                              # doctest: +SKIP

@@ -10,6 +10,7 @@ import org.taper.sdk.fusion.Architecture;
 import org.taper.sdk.fusion.Fusion;
 import org.taper.sdk.fusion.Mixer;
 import org.taper.sdk.text.Compounds;
+import org.taper.sdk.text.EnglishWords;
 import org.taper.sdk.text.DescriptionException;
 import org.taper.sdk.text.TaskOptions;
 import org.taper.sdk.text.TaskResolver;
@@ -56,7 +57,8 @@ public final class Personalizer implements AutoCloseable {
         resolver = new TaskResolver(bundle.classIds, bundle.classNames, bundle.classAliases, bundle.classDescriptions,
                 bundle.classPaths, bundle.supercategories,
                 bundle.classEmbeddings, bundle.embedDim, this::embedPhrase, bundle.concepts, bundle.conceptEmbeddings,
-                tokenizer::isWord, Compounds.shipped());
+                tokenizer::isWord, Compounds.shipped(),
+                EnglishWords::shipped);
         mixer = new Mixer(bundle);
         fusion = new Fusion(bundle);
         backboneGraph = GraphCheck.checkBackbone(bundle.memberBytes("backbone.onnx"), bundle);

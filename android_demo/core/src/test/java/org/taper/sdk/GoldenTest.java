@@ -8,6 +8,7 @@ import org.taper.sdk.engines.Int8;
 import org.taper.sdk.text.TaskResolver;
 import org.taper.sdk.text.TaskOptions;
 import org.taper.sdk.text.Compounds;
+import org.taper.sdk.text.EnglishWords;
 import org.taper.sdk.text.DescriptionException;
 import org.taper.sdk.engines.XnnpackProgram;
 import org.taper.sdk.format.Bundle;
@@ -312,7 +313,7 @@ public final class GoldenTest {
         List<String> glosses = (List<String>) composed.get("glosses");
         check(glosses.size() == names.size(), "composed: one description per class");
         TaskResolver resolver = new TaskResolver(ids, names, aliases, glosses, paths, Map.of(), classRows, dim,
-                text -> { throw new NeedsEncoder(); }, concepts, conceptRows, word -> false, Compounds.shipped());
+                text -> { throw new NeedsEncoder(); }, concepts, conceptRows, word -> false, Compounds.shipped(), EnglishWords::shipped);
         checkDescribed(resolver, composed);
         for (Object o : (List<Object>) composed.get("descriptions")) {
             Map<String, Object> c = (Map<String, Object>) o;

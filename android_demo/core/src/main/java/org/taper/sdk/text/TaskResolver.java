@@ -124,8 +124,10 @@ public final class TaskResolver {
     /** Rule 3c (sdk.text.resolver.names.Names.closed): a name without its spaces -> the name (the first sorted). */
     private final Map<String, String> closed = new HashMap<>();
     private final Set<String> words = new java.util.HashSet<>();
-    /** Rule 3c: a word of the text encoder's vocabulary is real, never corrected (Tokenizer.isWord). */
+    /** Rule 3c: a word of the text encoder's vocabulary is real, never corrected (Tokenizer.isWord) ... */
     private final java.util.function.Predicate<String> isWord;
+    /** ... and so is one of WordNet's (EnglishWords.shipped(), read on first use). */
+    private final java.util.function.Supplier<Set<String>> englishWords;
     /** The group names made from a plural one ("puppy" for "puppies"): no modifier in rule 3b. */
     private final Set<String> singulars = new java.util.HashSet<>();
     private final Set<String> derived = new java.util.HashSet<>();   // group names only derived concepts give
@@ -148,12 +150,15 @@ public final class TaskResolver {
      * @param embedPhrase a description's unit embedding (the text encoder with the first prompt)
      * @param concepts the bundle's concepts (empty before format 5), with their embeddings [concepts, dim]
      * @param exocentric compounds that are no kind of their last word (Compounds.shipped())
+     * @param englishWords real words beyond the encoder's vocabulary, never corrected (EnglishWords::shipped)
      */
     public TaskResolver(List<String> ids, List<String> names, List<List<String>> aliases, List<String> descriptions,
                         List<List<String>> paths, Map<String, int[]> supercategories, FloatBuffer embeddings, int dim,
                         Function<String, float[]> embedPhrase, List<Concept> concepts, FloatBuffer conceptEmbeddings,
-                        java.util.function.Predicate<String> isWord, Set<String> exocentric) {
+                        java.util.function.Predicate<String> isWord, Set<String> exocentric,
+                        java.util.function.Supplier<Set<String>> englishWords) {
         this.isWord = isWord;
+        this.englishWords = englishWords;
         this.exocentric = exocentric;
         this.names = names;
         this.embeddings = embeddings;
@@ -713,7 +718,7 @@ public final class TaskResolver {
             return List.of();
         }
         boolean allWords = true;
-        for (String w : key.split(" ", -1)) allWords &= isWord.test(w);
+        for (String w : key.split(" ", -1)) allWords &= real(w);
         String fixed = joined(key);   // a name spaced otherwise, real words or not; then one edit away
         for (String form : singularForms(key)) if (fixed == null) fixed = joined(form);
         if (fixed == null && !allWords) {
@@ -755,6 +760,16 @@ public final class TaskResolver {
         how.add(String.format(Locale.ROOT, "%s: classes within %s of the best similarity (%s: %.2f, contrast %.2f)",
                 repr(phrase), options.margin, repr(names.get(best)), scores[best], standout));
         return described(key, top(scores, options, -1), single, how);
+    }
+
+    /** Rule 3c (sdk.text.resolver.TaskResolver._real): whether a word is real, never corrected: the encoder's
+     *  vocabulary has it, or WordNet's list has it or a singular of it ("steamboats"). */
+    private boolean real(String word) {
+        if (isWord.test(word)) return true;
+        Set<String> english = englishWords.get();
+        if (english.contains(word)) return true;
+        for (String f : singularForms(word)) if (english.contains(f)) return true;
+        return false;
     }
 
     /** Rule 4a: a one-word item that names nothing in the bundle, and what is taken instead of it. */
