@@ -20,11 +20,10 @@ Two measurements on a bundle, each word resolved with the default options with a
 from __future__ import annotations
 
 import argparse
-from functools import cache
 from pathlib import Path
 
-from scripts.exocentric_compounds import PHYSICAL_ENTITY, WORDNET, read_nouns
 from scripts.results import write_result
+from scripts.wordnet_files import PHYSICAL_ENTITY, WORDNET, ancestry, read_lemmas, read_nouns
 
 MIN_PART_CHARS = 3   # "ballgame" -> "ball game"
 PROBE = """ballgames housefly houseflies seabirds songbirds shorebirds warplanes racecars seashells rowboats
@@ -43,17 +42,7 @@ def closed(wordnet: Path = WORDNET) -> dict[str, str]:
     speech) and a noun, each of at least MIN_PART_CHARS letters, the noun's senses including one of the
     compound's hypernyms (instance hypernyms too); the first such split by the length of the first word."""
     hypernyms, senses, lower, _ = read_nouns(wordnet)
-    lemmas: set[str] = set()
-    for pos in ("noun", "verb", "adj", "adv"):
-        with open(wordnet / f"index.{pos}", encoding="utf-8") as f:
-            lemmas.update(line.split(" ", 1)[0] for line in f if not line.startswith("  "))
-
-    @cache
-    def ancestors(offset: str) -> frozenset[str]:
-        out: set[str] = set()
-        for parent in hypernyms[offset]:
-            out |= {parent, *ancestors(parent)}
-        return frozenset(out)
+    lemmas, ancestors = read_lemmas(wordnet), ancestry(hypernyms)
 
     found = {}
     for lemma, offsets in senses.items():

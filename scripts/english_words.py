@@ -16,46 +16,31 @@ Both readers load it (sdk/text/english_words.py; the Java core's EnglishWords.ja
 
 from __future__ import annotations
 
-import argparse
 import gzip
 from pathlib import Path
 
-from scripts.exocentric_compounds import WORDNET, read_nouns
+from scripts.wordnet_files import WORDNET, arguments, listing, read_lemmas, read_nouns
 
 OUT = Path(__file__).resolve().parents[1] / "sdk" / "text" / "english_words.txt.gz"
 MIN_CHARS = 4   # sdk.text.resolver.spelling.SPELLING_MIN_CHARS: shorter words are never corrected
-PARTS_OF_SPEECH = ("noun", "verb", "adj", "adv")
 
 
 def english_words(wordnet: Path = WORDNET) -> list[str]:
     """The listed words, sorted."""
-    words: set[str] = set()
-    for pos in PARTS_OF_SPEECH:
-        with open(wordnet / f"index.{pos}", encoding="utf-8") as f:
-            for line in f:
-                word = line.split(" ", 1)[0]
-                if not line.startswith("  ") and len(word) >= MIN_CHARS and word.isascii() and word.isalpha() \
-                        and word.islower():
-                    words.add(word)
-    return sorted(words)
+    return sorted(w for w in read_lemmas(wordnet)
+                  if len(w) >= MIN_CHARS and w.isascii() and w.isalpha() and w.islower())
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--wordnet", type=Path, default=WORDNET)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    if not (args.wordnet / "data.noun").is_file():
-        raise SystemExit(f"{args.wordnet}/data.noun not found (apt-get install wordnet-base)")
+    args = arguments(__doc__.split("\n\n")[0], OUT, argv)
     words, license_text = english_words(args.wordnet), read_nouns(args.wordnet)[3]
     header = ["WordNet 3.0's one-word lemmas (nouns, verbs, adjectives, adverbs) of 4 or more lower-case letters,",
               "one per line: real words, which rule 3c of sdk/text/resolver/ never corrects as typos. Written by",
               "`python -m scripts.english_words` (see that script); do not edit by hand. WordNet's license,",
-              "which asks for its notice on copies:", "", *license_text.splitlines()]
-    text = "".join(f"# {line}".rstrip() + "\n" for line in header) + "".join(w + "\n" for w in words)
+              "which asks for its notice on copies:"]
     tmp = args.out.with_name(args.out.name + ".tmp")
     with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
-        f.write(text.encode("utf-8"))
+        f.write(listing(header, license_text, words).encode("utf-8"))
     tmp.replace(args.out)
     print(f"wrote {len(words)} words to {args.out} ({args.out.stat().st_size} bytes)")
 

@@ -20,55 +20,17 @@ Both readers load the file (sdk/text/compounds.py; the Java core's Compounds.jav
 
 from __future__ import annotations
 
-import argparse
-from functools import cache
 from pathlib import Path
 
-WORDNET = Path("/usr/share/wordnet")
+from scripts.wordnet_files import PHYSICAL_ENTITY, WORDNET, ancestry, arguments, listing, read_nouns
+
 OUT = Path(__file__).resolve().parents[1] / "sdk" / "text" / "exocentric_compounds.txt"
-PHYSICAL_ENTITY = "00001930"   # WordNet 3.0's synset offset of 'physical entity'
-
-
-def read_nouns(wordnet: Path) -> tuple[dict[str, list[str]], dict[str, list[str]], set[str], str]:
-    """(synset offset -> its hypernym offsets, lemma -> its synset offsets, lemmas written in lower case
-    in some synset, WordNet's license text) from data.noun and index.noun."""
-    hypernyms: dict[str, list[str]] = {}
-    lower: set[str] = set()
-    license_lines = []
-    with open(wordnet / "data.noun", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.startswith("  "):
-                license_lines.append(line[2:].split(" ", 1)[1].rstrip() if " " in line[2:] else "")
-                continue
-            fields = line.split(" ")
-            count = int(fields[3], 16)
-            lower.update(w for w in (fields[4 + 2 * i].split("(")[0] for i in range(count)) if w == w.lower())
-            i = 4 + 2 * count
-            pointers = int(fields[i])
-            i += 1
-            hypernyms[fields[0]] = [fields[i + 4 * k + 1] for k in range(pointers)
-                                    if fields[i + 4 * k] in ("@", "@i") and fields[i + 4 * k + 2] == "n"]
-    senses: dict[str, list[str]] = {}
-    with open(wordnet / "index.noun", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("  "):
-                continue
-            fields = line.split()
-            pointer_count = int(fields[3])
-            senses[fields[0]] = fields[4 + pointer_count + 2:]
-    return hypernyms, senses, lower, "\n".join(license_lines).strip()
 
 
 def exocentric(wordnet: Path = WORDNET) -> tuple[list[str], str]:
     """The listed compounds ("hot dog", ...), sorted, and WordNet's license text."""
     hypernyms, senses, lower, license_text = read_nouns(wordnet)
-
-    @cache
-    def ancestors(offset: str) -> frozenset[str]:
-        out: set[str] = set()
-        for parent in hypernyms[offset]:
-            out |= {parent, *ancestors(parent)}
-        return frozenset(out)
+    ancestors = ancestry(hypernyms)
 
     def physical(offset: str) -> bool:
         return PHYSICAL_ENTITY in ancestors(offset)
@@ -85,21 +47,14 @@ def exocentric(wordnet: Path = WORDNET) -> tuple[list[str], str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--wordnet", type=Path, default=WORDNET)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    if not (args.wordnet / "data.noun").is_file():
-        raise SystemExit(f"{args.wordnet}/data.noun not found (apt-get install wordnet-base)")
+    args = arguments(__doc__.split("\n\n")[0], OUT, argv)
     compounds, license_text = exocentric(args.wordnet)
     header = ["Two-word nouns that are no kind of their last word ('hot dog' is no dog), one per line:",
               "rule 4a of sdk/text/resolver/ tells them missing rather than taking the last word's group.",
               "Written by `python -m scripts.exocentric_compounds` from WordNet 3.0 (see that script for",
-              "the criterion); do not edit by hand. WordNet's license, which asks for its notice on copies:", "",
-              *license_text.splitlines()]
-    text = "".join(f"# {line}".rstrip() + "\n" for line in header) + "".join(c + "\n" for c in compounds)
+              "the criterion); do not edit by hand. WordNet's license, which asks for its notice on copies:"]
     tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(listing(header, license_text, compounds), encoding="utf-8")
     tmp.replace(args.out)
     print(f"wrote {len(compounds)} compounds to {args.out}")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lab.closed_compounds import closed, with_rule
-from scripts.exocentric_compounds import WORDNET
+from scripts.wordnet_files import WORDNET
 from sdk.format.bundle import ClassInfo, Concept
 from sdk.text.resolver.pipeline import TaskResolver
 
