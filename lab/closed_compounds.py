@@ -98,13 +98,14 @@ def answer(resolver, names: list[str], text: str) -> dict:
         return {"classes": [], "how": [str(e)]}
 
 
-def compare(bundle, tried, words: list[str]) -> dict:
-    """Each word's answer without and with the rule, for the words whose answers differ; and how many there were."""
+def compare(classes: list[str], resolvers: dict, words: list[str]) -> dict:
+    """Each word's answer by each of two resolvers (label -> resolver), for the words whose answers differ; and how
+    many words there were and how many differ."""
     changed = {}
     for word in words:
-        before, after = answer(bundle.resolver, bundle.classes, word), answer(tried, bundle.classes, word)
-        if before != after:
-            changed[word] = {"without": before, "with": after}
+        answers = {label: answer(resolver, classes, word) for label, resolver in resolvers.items()}
+        if len({repr(a) for a in answers.values()}) > 1:
+            changed[word] = answers
     return {"words": len(words), "changed": len(changed), "rows": changed}
 
 
@@ -118,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     bundle = sdk.load(args.bundle)
     listed = closed(args.wordnet)
-    tried = with_rule(bundle.resolver, listed)
+    both = {"without": bundle.resolver, "with": with_rule(bundle.resolver, listed)}
     result = {"bundle": args.bundle.name, "listed": len(listed),
-              "probe": compare(bundle, tried, PROBE),
-              "sweep": compare(bundle, tried, [w for w in sorted(listed) if not bundle.embedder.is_word(w)]),
+              "probe": compare(bundle.classes, both, PROBE),
+              "sweep": compare(bundle.classes, both, [w for w in sorted(listed) if not bundle.embedder.is_word(w)]),
               "command": COMMAND}
     for name in ("probe", "sweep"):
         part = result[name]

@@ -9,15 +9,19 @@ words real, beside the text encoder's vocabulary, changes on a bundle. Three mea
   class names of 5 or more letters that is no name: how many the vocabulary has (never corrected, before or now),
   and how many of the rest are real by the gate and were corrected by the spelling rule without it (told missing
   now: the cost), with a sample of 40 (seed 1);
-- `probe`: the 59 words of lab/closed_compounds.PROBE resolved both ways, the rows that differ.
+- `probe`: the 59 words of lab/closed_compounds.PROBE resolved both ways, the rows that differ;
+- `missing`: the same for every missing name the project's sets hold (lab/missing_items.json and the `missing`
+  queries of the worked example and both held-out sets), which must stay told missing.
 
     python -m lab.real_words --bundle ~/.cache/taper-sdk/words/tiny-imagenet.taper --out docs/results/real_words
+    python -m lab.real_words --bundle ~/.cache/taper-sdk/words/heldout-b.taper --quick   # probe and missing only
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import random
 import string
 from pathlib import Path
@@ -25,6 +29,18 @@ from pathlib import Path
 from scripts.results import write_result
 
 COMMAND = "python -m lab.real_words --bundle ~/.cache/taper-sdk/words/tiny-imagenet.taper --out docs/results/real_words"
+MISSING_ITEMS = Path(__file__).parent / "missing_items.json"
+
+
+def missing_names() -> list[str]:
+    """Every missing name the project's query sets hold, in order, each once."""
+    from scripts.bench_words import HELDOUT, HELDOUT_B
+    from scripts.own_photos import HERE
+
+    names = json.loads(MISSING_ITEMS.read_text())["items"]
+    for source in (HERE, HELDOUT, HELDOUT_B):
+        names += list(json.loads((source / "queries.json").read_text())["missing"])
+    return list(dict.fromkeys(names))
 
 
 def corrected(resolver, words: list[str]) -> list[tuple[str, str]]:
@@ -66,10 +82,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.real_words", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundle", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=None, help="write <OUT>.json")
+    parser.add_argument("--quick", action="store_true", help="the probe and the missing names only (seconds)")
     args = parser.parse_args(argv)
     bundle = sdk.load(args.bundle)
     without = copy.copy(bundle.resolver)
     without.english = lambda: frozenset()
+    both = {"before": without, "now": bundle.resolver}   # "before": as the resolver was without the gate
+    result = {"bundle": args.bundle.name, "probe": compare(bundle.classes, both, PROBE),
+              "missing": compare(bundle.classes, both, missing_names()), "command": COMMAND}
+    print(f"probe: {result['probe']['changed']} of {result['probe']['words']} changed "
+          f"{list(result['probe']['rows'])}; missing names: {result['missing']['changed']} of "
+          f"{result['missing']['words']} changed")
+    if args.quick:
+        return 0
     is_word, english = bundle.embedder.is_word, english_words()
     outside = sorted(w for w in english if not is_word(w))
     hits = corrected(bundle.resolver, outside)
@@ -78,20 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     in_vocabulary = [t for t in typos if is_word(t[0])]
     outside_typos = sorted({e for e, _ in typos if not is_word(e)})
     real = corrected(bundle.resolver, [e for e in outside_typos if bundle.resolver._real(e)])
-    probe = compare(bundle, without, PROBE)   # "without" answers as the resolver before the gate
-    result = {"bundle": args.bundle.name, "english_words": len(english), "outside_vocabulary": len(outside),
-              "corrected": {"count": len(hits), "still_corrected": sum(not bundle.resolver._real(w) for w, _ in hits),
-                            "sample": random.Random(0).sample(hits, min(60, len(hits)))},
-              "typos": {"names": len(names), "edits": len(typos), "in_vocabulary": len(in_vocabulary),
-                        "outside_vocabulary": len(outside_typos), "real_and_corrected_before": len(real),
-                        "sample": random.Random(1).sample(real, min(40, len(real)))},
-              "probe": {"words": probe["words"], "changed": probe["changed"],
-                        "rows": {w: {"before": r["with"], "now": r["without"]} for w, r in probe["rows"].items()}},
-              "command": COMMAND}
+    result.update(english_words=len(english), outside_vocabulary=len(outside),
+                  corrected={"count": len(hits), "still_corrected": sum(not bundle.resolver._real(w) for w, _ in hits),
+                             "sample": random.Random(0).sample(hits, min(60, len(hits)))},
+                  typos={"names": len(names), "edits": len(typos), "in_vocabulary": len(in_vocabulary),
+                         "outside_vocabulary": len(outside_typos), "real_and_corrected_before": len(real),
+                         "sample": random.Random(1).sample(real, min(40, len(real)))})
     print(f"{len(hits)} of {len(outside)} WordNet words outside the vocabulary corrected without the gate, "
           f"{result['corrected']['still_corrected']} with it; typos: {len(typos)} edits, {len(in_vocabulary)} in the "
-          f"vocabulary, {len(real)} of the other {len(outside_typos)} real and corrected before; "
-          f"probe: {probe['changed']} of {probe['words']} changed")
+          f"vocabulary, {len(real)} of the other {len(outside_typos)} real and corrected before")
     if args.out:
         write_result(result, args.out.with_suffix(".json"))
     return 0

@@ -63,8 +63,8 @@ def golden_for(bundle: Path | None, work: Path) -> Path:
 
 
 APK = ANDROID / "app" / "target" / "taper-demo.apk"
-# The core's Java resources app/apk.sh puts at the APK's root (D8 keeps only classes): the resolver's word lists
-CORE_RESOURCES = ("exocentric_compounds.txt", "english_words.txt.gz")
+CORE_JARS = ANDROID / "core" / "target"   # taper-core-<version>.jar: its files other than classes app/apk.sh
+#                                            puts at the APK's root (D8 keeps only classes): the resolver's word lists
 DEXED = ("Lorg/taper/sdk/Personalizer;", "Lorg/taper/sdk/format/Bundle;", "Lorg/taper/demo/MainActivity;",
          "Lorg/taper/demo/OnnxEngine;", "Lai/onnxruntime/OrtSession;")
 
@@ -83,6 +83,10 @@ def apk_checks(apk: Path = APK) -> dict:
         return {"built": False}
     badging = run("aapt2", "dump", "badging", str(apk))
     min_sdk = re.search(r"^sdkVersion:'(\d+)'", badging.stdout, re.MULTILINE)
+    resources = []
+    for jar in CORE_JARS.glob("taper-core-*.jar"):
+        with zipfile.ZipFile(jar) as z:
+            resources += [n for n in z.namelist() if not n.endswith((".class", "/")) and not n.startswith("META-INF/")]
     with zipfile.ZipFile(apk) as z, tempfile.TemporaryDirectory() as tmp:
         names = set(z.namelist())
         dex = Path(tmp) / "classes.dex"
@@ -100,7 +104,7 @@ def apk_checks(apk: Path = APK) -> dict:
             "core_and_app_dexed": dumped and all(f"Class descriptor  : '{c}'" in dump.stdout for c in DEXED),
             "dexer": "D8 (com.android.tools:r8, android_demo/pom.xml's r8.version), Java 17 class files, "
                      "min-api from app/build.gradle.kts",
-            "resolver_word_lists": set(CORE_RESOURCES) <= names,
+            "resolver_word_lists": bool(resources) and set(resources) <= names, "core_resources": sorted(resources),
             "native_libraries": any(n.startswith("lib/") for n in names), "aars_tried": AARS_TRIED,
             "run_on_a_device": False}
 

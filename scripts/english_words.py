@@ -19,10 +19,11 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from scripts.wordnet_files import WORDNET, arguments, listing, read_lemmas, read_nouns
+from scripts.wordnet_files import WORDNET, arguments, listing, read_lemmas, read_license
+from sdk.text.resolver.spelling import SPELLING_MIN_CHARS
 
 OUT = Path(__file__).resolve().parents[1] / "sdk" / "text" / "english_words.txt.gz"
-MIN_CHARS = 4   # sdk.text.resolver.spelling.SPELLING_MIN_CHARS: shorter words are never corrected
+MIN_CHARS = SPELLING_MIN_CHARS   # shorter words rule 3c never corrects
 
 
 def english_words(wordnet: Path = WORDNET) -> list[str]:
@@ -33,7 +34,7 @@ def english_words(wordnet: Path = WORDNET) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     args = arguments(__doc__.split("\n\n")[0], OUT, argv)
-    words, license_text = english_words(args.wordnet), read_nouns(args.wordnet)[3]
+    words, license_text = english_words(args.wordnet), read_license(args.wordnet)
     header = ["WordNet 3.0's one-word lemmas (nouns, verbs, adjectives, adverbs) of 4 or more lower-case letters,",
               "one per line: real words, which rule 3c of sdk/text/resolver/ never corrects as typos. Written by",
               "`python -m scripts.english_words` (see that script); do not edit by hand. WordNet's license,",

@@ -21,11 +21,9 @@ def read_nouns(wordnet: Path) -> tuple[dict[str, list[str]], dict[str, list[str]
     in some synset, WordNet's license text) from data.noun and index.noun."""
     hypernyms: dict[str, list[str]] = {}
     lower: set[str] = set()
-    license_lines = []
     with open(wordnet / "data.noun", encoding="utf-8", errors="replace") as f:
         for line in f:
             if line.startswith("  "):
-                license_lines.append(line[2:].split(" ", 1)[1].rstrip() if " " in line[2:] else "")
                 continue
             fields = line.split(" ")
             count = int(fields[3], 16)
@@ -43,7 +41,18 @@ def read_nouns(wordnet: Path) -> tuple[dict[str, list[str]], dict[str, list[str]
             fields = line.split()
             pointer_count = int(fields[3])
             senses[fields[0]] = fields[4 + pointer_count + 2:]
-    return hypernyms, senses, lower, "\n".join(license_lines).strip()
+    return hypernyms, senses, lower, read_license(wordnet)
+
+
+def read_license(wordnet: Path) -> str:
+    """WordNet's license text: data.noun's header, its lines that start with two spaces and a line number."""
+    lines = []
+    with open(wordnet / "data.noun", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.startswith("  "):
+                break
+            lines.append(line[2:].split(" ", 1)[1].rstrip() if " " in line[2:] else "")
+    return "\n".join(lines).strip()
 
 
 def read_lemmas(wordnet: Path) -> set[str]:

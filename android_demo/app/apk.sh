@@ -15,7 +15,6 @@ inputs="$target/apk-inputs"
 work="$target/apk"
 # minSdk as the manifest aapt2 compiled carries it (resources.sh took it from build.gradle.kts: one owner)
 min_sdk=$(aapt2 dump badging "$target/resources.ap_" | sed -n "s/^sdkVersion:'\([0-9]*\)'$/\1/p")
-CORE_RESOURCES="exocentric_compounds.txt english_words.txt.gz"   # core/pom.xml's resources
 rm -rf "$work" "$target/taper-demo.apk"
 mkdir -p "$work/ort"
 # onnxruntime's Java classes only: its desktop natives (ai/onnxruntime/native/linux-x64) are no Android code.
@@ -26,10 +25,11 @@ java -cp "$inputs/r8.jar" com.android.tools.r8.D8 --release --min-api "$min_sdk"
 cp "$target/resources.ap_" "$work/unaligned.apk"
 (cd "$work" && unzip -q dex.zip classes.dex && zip -q unaligned.apk classes.dex)
 # The core's Java resources, the resolver's word lists (Compounds.java and EnglishWords.java read them from the
-# class path's root): D8 keeps only classes, so they go at the APK's root, where Android's class loader finds them.
+# class path's root): D8 keeps only classes, so every file of the core's jar but its classes and META-INF goes at
+# the APK's root, where Android's class loader finds it.
 mkdir "$work/core-resources"
-(cd "$work/core-resources" && unzip -q "$here"/../core/target/taper-core-*.jar $CORE_RESOURCES \
-  && zip -q ../unaligned.apk $CORE_RESOURCES)
+(cd "$work/core-resources" && unzip -q "$here"/../core/target/taper-core-*.jar -x '*.class' 'META-INF/*' \
+  && zip -q -r ../unaligned.apk .)
 zipalign -p -f 4 "$work/unaligned.apk" "$work/aligned.apk"
 keytool -genkeypair -keystore "$work/debug.keystore" -storepass android -keypass android -alias androiddebugkey \
   -keyalg RSA -keysize 2048 -validity 10000 -dname "CN=Android Debug,O=Android,C=US" >/dev/null 2>&1

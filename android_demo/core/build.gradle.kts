@@ -11,9 +11,9 @@ java {
 sourceSets {
     main {
         java.setSrcDirs(listOf("src/main/java"))
-        // The resolver's word lists (Compounds.java, EnglishWords.java) at the class path's root: sdk's files,
-        // the one copy.
+        // The resolver's word lists (Compounds.java, EnglishWords.java) at the class path's root: sdk/text's .txt
+        // and .txt.gz files, the one copy (pyproject.toml ships the same patterns).
         resources.setSrcDirs(listOf("../../sdk/text"))
-        resources.include("exocentric_compounds.txt", "english_words.txt.gz")
+        resources.include("*.txt", "*.txt.gz")
     }
 }

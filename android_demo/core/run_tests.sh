@@ -17,8 +17,8 @@ JAVA=(java -XX:+UseSerialGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvoc
       -XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=400000)
 compile() {
     javac -J-XX:TieredStopAtLevel=1 -J-XX:+UseSerialGC -Xlint:all,-serial -Werror -d "$1" $(find "$here/src" -name '*.java')
-    # the resolver's word lists (Compounds.java, EnglishWords.java), the one copy
-    cp "$here/../../sdk/text/exocentric_compounds.txt" "$here/../../sdk/text/english_words.txt.gz" "$1/"
+    # the resolver's word lists (Compounds.java, EnglishWords.java): sdk/text's .txt and .txt.gz files, the one copy
+    cp "$here"/../../sdk/text/*.txt "$here"/../../sdk/text/*.txt.gz "$1/"
 }
 if [ "${1:-}" = "--compile" ]; then
     compile "$2"
