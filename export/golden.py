@@ -171,6 +171,8 @@ COMPOSED_DESCRIPTIONS = (
     "predator", "predator mammals", "small animal mammals",
     # a class by an alias, alone (plural, spaced) and in a list: the class and its look-alikes, no encoder
     "honeybees", "honey bee", "honeybee, lion",
+    # ... past an article, as rule 4b reads a kind: alone, plural and in a list
+    "a honeybee", "the honeybees", "an elephant", "a lion, the honey bees",
     # rule 2b: left out (alone: every other class), never taken; "except mammals" and "non-mammals" above too
     "no mammals", "birds, not penguins", "birds and not penguins", "everything except insects", "all but insects",
     "without insects", "no mammals or birds", "not mammals, not birds", "mammals, not mammals",

@@ -38,6 +38,9 @@ def test_names_index_classes_groups_singulars_and_the_words_that_end_names(names
     assert names.group("pet") == ("pet", [0, 1]) and "pet" in names.singulars
     assert names.head("trains") == "train" and names.head("fast trains") is None
     assert names.class_name("beagles") == "beagle" and names.class_name("owls") == "owls"
+    # rule 1 past an article, as rule 4b reads a kind: "a honey bee" is the bee by its alias, "the beagles" the beagle
+    assert names.class_name("a honey bee") == "honey bee" and names.class_name("the beagles") == "beagle"
+    assert names.class_name("a owl") == "a owl" and names.class_name("an") == "an"
 
 
 def test_rule_2_cuts_lists_at_conjunctions_but_not_names_or_glosses(names):

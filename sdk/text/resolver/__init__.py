@@ -41,7 +41,9 @@ Rules, in order:
    kind of thing each of its classes is)". An exact class name, or any of its aliases, selects that class
    and its look-alikes: the classes whose name embeddings lie within `margin` of its own (the resolution
    names them; no text encoder is needed). Plurals are made singular first
-   (`singular_forms`: "butterflies" -> the butterfly group, "wolves" -> "wolf", "geese" -> "goose").
+   (`singular_forms`: "butterflies" -> the butterfly group, "wolves" -> "wolf", "geese" -> "goose"), and a class
+   name is read past an article, as rule 4b reads a kind ("a grizzly", an alias of the brown bear: before, the
+   text encoder read it and took six animals by a concept).
 3b. A phrase that is no name but is built from two groups (`TaskResolver._composed`): "non-X Y", "Y except X" (also
    "excluding", "but not", "other than", "without", "that are not") takes group Y's classes without those of X (a
    group, a modifier as below, or a class name: "non-insect invertebrates", "non-flying birds", "dogs except

@@ -93,9 +93,10 @@ class Names:
         return groups
 
     def class_name(self, key: str) -> str:
-        """Rule 1: the form of the normalised phrase (itself, or a singular: "geese" -> "goose") that names a
-        class, else the phrase."""
-        return next((c for c in (key, *singular_forms(key)) if c in self.by_name), key)
+        """Rule 1: the form of the normalised phrase (itself, or a singular: "geese" -> "goose"; past an article,
+        as rule 4b reads a kind: "a grizzly" -> "grizzly") that names a class, else the phrase."""
+        bare = without_article(key)
+        return next((c for c in (key, *singular_forms(key), bare, *singular_forms(bare)) if c in self.by_name), key)
 
     def group(self, key: str) -> tuple[str, list[int]] | None:
         """Rule 3: (the name found, the whole group) for the normalised phrase or its singular; None if it

@@ -33,7 +33,7 @@ EXCLUSION_WORDS = (*OPENING_EXCLUSIONS, "that are not", "that aren't", "which ar
 # encoder read "no birds" as near 'birds' as "birds", and took them (experiments.md, "What an item leaves out").
 NEGATIONS = ("not", "no", *OPENING_EXCLUSIONS)
 EVERYTHING = ("everything", "anything", "all", "things")   # "things that are not birds" too
-ARTICLES = ("a", "an", "the")   # rules 3b and 4b read a name past one: "a dog that is not a poodle", "a beagle"
+ARTICLES = ("a", "an", "the")   # rules 1, 3b and 4b read a name past one: "a grizzly", "a dog that is not a poodle"
 KIND_NOUNS = ("animals", "things", "creatures")
 # Rule 4a: a phrase ending in one of these describes (by meaning: rule 5) rather than names a missing item
 DESCRIBING_NOUNS = frozenset({*KIND_NOUNS, "stuff", "items", "objects"})

@@ -66,7 +66,7 @@ public final class TaskResolver {
     /** sdk.text.resolver.NEGATIONS and EVERYTHING, and composition.NEGATED_STARTS (rule 2b: what an item leaves out). */
     static final List<String> NEGATIONS = concat(List.of("not", "no"), OPENING_EXCLUSIONS);
     static final List<String> EVERYTHING = List.of("everything", "anything", "all", "things");
-    /** sdk.text.resolver.ARTICLES: rule 3b reads a name past one. */
+    /** sdk.text.resolver.ARTICLES: rules 1, 3b and 4b read a name past one. */
     static final List<String> ARTICLES = List.of("a", "an", "the");
     static final List<String> NEGATED_STARTS = negatedStarts();
 
@@ -682,6 +682,9 @@ public final class TaskResolver {
         }
         List<String> forms = new ArrayList<>(List.of(key));
         forms.addAll(singularForms(key));
+        String bare = withoutArticle(key);   // past an article, as rule 4b reads a kind: "a grizzly"
+        forms.add(bare);
+        forms.addAll(singularForms(bare));
         for (String candidate : forms) if (byName.containsKey(candidate)) { key = candidate; break; }  // "geese" -> "goose"
         if (byName.containsKey(key)) {  // rule 1, no embedding: in a list the class itself, alone its look-alikes too
             int self = byName.get(key);
