@@ -77,9 +77,13 @@ def description_kinds(bundle) -> list[str]:
     english = bundle.manifest.provenance.get("english")
     if isinstance(english, dict):
         derived = [c.names[0] for c in bundle.concepts if c.derived]   # largest first
-        lines.append(f"english (WordNet 3.0): senses for {english.get('classes')} of {len(bundle.classes)} classes; "
-                     f"{len(derived)} concepts added (e.g. {', '.join(map(repr, derived[-4:]))}), "
-                     f"{english.get('aliases')} synonyms, {english.get('descriptions')} descriptions from glosses")
+        if "classes" in english:   # a vocabulary of one's own (with_english); Tiny ImageNet's senses are its ids
+            lines.append(f"english (WordNet 3.0): senses for {english.get('classes')} of {len(bundle.classes)} "
+                         f"classes; {len(derived)} concepts added (e.g. {', '.join(map(repr, derived[-4:]))}), "
+                         f"{english.get('aliases')} synonyms, {english.get('descriptions')} descriptions from glosses")
+        if english.get("informal_names"):
+            lines.append(f"english: {english['informal_names']} of WordNet's informal terms for the concepts, names "
+                         "of theirs")
         from trainer.data.everyday_collections import ID_PREFIX as COLLECTION_PREFIX
 
         everyday = [c.names[0] for c in bundle.concepts if c.id.startswith(COLLECTION_PREFIX)]
@@ -126,6 +130,9 @@ def run_contents(run_dir: Path, variant: str = "taper", mode: Mode | str = "fp32
     notices = ()
     if english and not words_are_wordnets(config.data, hierarchy.wnids):
         classes, added = with_english(classes, ctx.data.folder, hierarchy.wnids, left_out)
+        notices = (WORDNET_NOTICE.read_bytes(),) if added else ()
+    elif english and config.data != "synthetic":   # Tiny ImageNet: its words are WordNet's; the kinds below them
+        classes, added = with_wordnet_kinds(classes)
         notices = (WORDNET_NOTICE.read_bytes(),) if added else ()
     evaluation = json.loads(run.eval.read_text()) if run.eval.exists() else {}
     architecture = Architecture(config.stem, config.width, ctx.data.num_classes, config.input_size)
@@ -193,7 +200,8 @@ def with_english(classes: dict, data_folder: Path, class_ids: list[str], left_ou
     concepts = classes["concepts"] + [c for c in english.concepts
                                       if c["id"] not in taken and not c["id"].startswith(left_out)]
     concepts.sort(key=lambda c: (-len(c["members"]), c["id"]))
-    concepts, kinds, informal = with_kinds(concepts, rows, classes["supercategories"], english)
+    concepts, kinds, informal = with_kinds(concepts, rows, classes["supercategories"], english.kinds_below,
+                                           english.informal)
     pairs = list(zip(rows, classes["classes"], strict=True))
     added = {"source": "WordNet 3.0", "classes": len(english.senses), "concepts": len(concepts) - len(taken),
              "aliases": sum(len(new["aliases"]) - len(old["aliases"]) for new, old in pairs),
@@ -203,7 +211,39 @@ def with_english(classes: dict, data_folder: Path, class_ids: list[str], left_ou
     return {**classes, "classes": rows, "concepts": concepts}, added
 
 
-def with_kinds(concepts: list[dict], rows: list[dict], supercategories: dict, english) -> tuple[list[dict], int, int]:
+def with_wordnet_kinds(classes: dict) -> tuple[dict, dict]:
+    """classes.json's rows of a bundle whose classes are WordNet's senses (Tiny ImageNet's, whose words came from
+    WordNet already) with the names of the kinds below each class as its aliases ("grizzly" for the brown bear,
+    trainer.data.english.kinds_of_classes), and the kinds below its concepts that no class is and WordNet's
+    informal names for them (`with_kinds`, trainer.data.english.wordnet_kinds): "beagle" is told missing as a kind
+    of 'hunting dog', and "doggy" names the dogs. Returns the rows and what was added ({} when WordNet's files
+    are not installed)."""
+    from sdk.text.resolver import normalize_name
+    from trainer.data.english import WordNet, kinds_of_classes, wordnet_kinds
+    from trainer.data.errors import DataError
+
+    try:
+        wordnet = WordNet()
+    except DataError as e:
+        print(f"english: none added: {e}")
+        return classes, {}
+    rows = classes["classes"]
+    written = {r["id"]: [r["name"], *r["aliases"]] for r in rows}
+    taken = {normalize_name(n) for names in written.values() for n in names}
+    taken |= {normalize_name(n) for c in classes["concepts"] for n in c["names"]}
+    taken |= set(map(normalize_name, classes["supercategories"]))
+    own = kinds_of_classes(wordnet, {r["id"]: r["id"] for r in rows}, written, taken)
+    rows = [{**r, "aliases": [*r["aliases"], *own[r["id"]]][:MAX_ALIASES]} for r in rows]
+    below, informal = wordnet_kinds(wordnet, [r["id"] for r in rows],
+                                    [(c["id"], len(c["members"])) for c in classes["concepts"]])
+    concepts, kinds, names = with_kinds(classes["concepts"], rows, classes["supercategories"], below, informal)
+    aliases = sum(len(new["aliases"]) - len(old["aliases"]) for new, old in zip(rows, classes["classes"], strict=True))
+    return ({**classes, "classes": rows, "concepts": concepts},
+            {"source": "WordNet 3.0", "kinds_of_classes": aliases, "kinds": kinds, "informal_names": names})
+
+
+def with_kinds(concepts: list[dict], rows: list[dict], supercategories: dict, kinds_below: dict[str, list[str]],
+               informal: dict[str, list[str]]) -> tuple[list[dict], int, int]:
     """The concept rows with WordNet's informal terms for them among their names ("doggy" for 'dog') and the
     names of the kinds below them that no class is (`kinds`, sorted), each name in the first of its holders
     (trainer.data.english.kinds_below) that is a row here, and how many names of each that is. A name the
@@ -224,11 +264,11 @@ def with_kinds(concepts: list[dict], rows: list[dict], supercategories: dict, en
                 out.setdefault(held, []).append(name)
         return out
 
-    names = placed(english.informal)
+    names = placed(informal)
     named = [{**c, "names": [*c["names"], *names[i]][:MAX_CONCEPT_NAMES]} if i in names else c
              for i, c in enumerate(concepts)]
     known |= {normalize_name(n) for more in names.values() for n in more}
-    below = placed(english.kinds_below)
+    below = placed(kinds_below)
     out = [{**c, "kinds": sorted(below[i])[:MAX_CONCEPT_KINDS]} if i in below else c for i, c in enumerate(named)]
     return (out, sum(len(c.get("kinds", ())) for c in out),
             sum(len(c["names"]) - len(o["names"]) for c, o in zip(out, concepts, strict=True)))
@@ -273,4 +313,4 @@ def bundle_run(run_dir: Path, out: Path, variant: str = "taper", mode: Mode | st
     manifest, members = run_contents(Path(run_dir), variant, mode, collections, facets, english)
     return write_bundle(out, manifest, members, key)
 __all__ = ["assemble", "bundle_run", "class_entry", "description_kinds", "dataset_name", "run_contents",
-           "with_english", "with_kinds", "words_are_wordnets", "write_bundle"]
+           "with_english", "with_kinds", "with_wordnet_kinds", "words_are_wordnets", "write_bundle"]

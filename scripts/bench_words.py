@@ -28,7 +28,9 @@ vocabulary nobody tuned on, beside the worked example. Writes docs/results/words
    200-class bundle of the shared archive, resolved with the default TaskOptions (`missing="tell"`), beside
    each set's figure before issue 60 (BEFORE_ISSUE_60), and again with `min_classes=2` (`padded`): the figures
    before issue 60 were measured so, a one-class answer padded to two. Only the bundle's words matter here, so its run
-   trains TINY_IMAGENET_WORDS: two images a class, one epoch a stage (86 s here, the decoded archive cached).
+   trains TINY_IMAGENET_WORDS: two images a class, one epoch a stage (86 s here, the decoded archive cached). The
+   bundle is exported with what WordNet adds to Tiny ImageNet's words (`english`: the kinds below its classes and
+   concepts, export.bundle.with_wordnet_kinds) and its size over one exported without (`bundle_bytes_ratio`).
 """
 
 from __future__ import annotations
@@ -153,10 +155,14 @@ def tiny_imagenet(data: Path, work: Path) -> dict:
     fresh = not (run_dir / "config.json").exists()
     run(run_dir, "demo" if fresh else None, {"data": str(data), **TINY_IMAGENET_WORDS} if fresh else {},
         progress=False)
-    bundle = sdk.load(bundle_run(run_dir, work / "tiny-imagenet.taper"))
+    path = bundle_run(run_dir, work / "tiny-imagenet.taper")
+    words_only = bundle_run(run_dir, work / "tiny-imagenet-words-only.taper", english=False)
+    bundle = sdk.load(path)
     measured, _, _ = phrasing_sets(bundle.resolver, bundle, TaskOptions())
     padded, _, _ = phrasing_sets(bundle.resolver, bundle, TaskOptions(min_classes=PADDED_MIN_CLASSES))
-    out = {"concepts": len(bundle.bundle.concepts), "options": vars(TaskOptions())}
+    out = {"concepts": len(bundle.bundle.concepts), "options": vars(TaskOptions()),
+           "english": bundle.bundle.manifest.provenance.get("english"),   # export.bundle.with_wordnet_kinds
+           "bundle_bytes_ratio": round(path.stat().st_size / words_only.stat().st_size, 4)}
     for key, now in measured.items():
         p, r = BEFORE_ISSUE_60[key]
         pad = padded[key]

@@ -292,3 +292,47 @@ def test_kinds_beyond_the_hypernyms_its_flesh_as_food_and_the_whole_it_is_a_memb
     assert held["seafood"] == held["shellfish"] == ["american_lobster", "spiny_lobster"]
     assert held["poultry"] == ["duck", "goose"] and held["train"] == ["bullet_train", "freight_car"]
     assert "meat" not in held                               # a word of "meat loaf": not the goose and the duck
+
+
+@needs_wordnet
+def test_a_kind_below_a_class_names_that_class(wordnet):
+    """A grizzly is a brown bear: the names of the kinds below a class's sense are its aliases (issue 72's kinds
+    below a class), where the kind is the name's one most used sense ("buffalo", the American bison, below the
+    bison; not "silverfish", as often the insect as the goldfish) and each word of the name is the class's or
+    such a name's ("grizzly bear", not "Kodiak bear": "kodiak" would become a word the bundle knows)."""
+    english = english_for(vocabulary({"animals": ["brown_bear", "bison", "goldfish", "lion", "wok"]}), wordnet)
+    assert {"grizzly", "grizzly bear"} <= set(english.aliases["brown_bear"])
+    assert "Kodiak bear" not in english.aliases["brown_bear"] and "Kodiak" not in english.aliases["brown_bear"]
+    assert "buffalo" in english.aliases["bison"] and "lioness" in english.aliases["lion"]
+    assert "silverfish" not in english.aliases["goldfish"]
+    # a name that is such a kind's is no kind the bundle lacks: "buffalo" is not told missing below 'bovid'
+    assert "buffalo" not in {k.lower() for k in english.kinds_below}
+    assert "aardvark" in {k.lower() for k in english.kinds_below}   # a kind of placental, as bears and lions are
+    # an informal term whose singular is another noun is no name of its concept: "threads" would make "thread"
+    # take the clothes (a group's name answers its singular too); "togs" has none
+    clothing = wordnet.index["threads"][0]
+    assert wordnet.singular_other("threads", clothing) and not wordnet.singular_other("togs", clothing)
+
+
+@needs_wordnet
+def test_tiny_imagenets_words_get_the_kinds_below_its_classes_and_concepts():
+    """A bundle whose class ids are WordNet's senses (Tiny ImageNet's) gets, at export, the kinds below its
+    classes as aliases and the kinds below its concepts and WordNet's informal names for them
+    (export.bundle.with_wordnet_kinds); what the bundle already answers to is left as it is."""
+    from export.bundle import class_entry, with_wordnet_kinds
+
+    ids = ["n02132136", "n02410509", "n02085620", "n02099601"]   # brown bear, bison, Chihuahua, golden retriever
+    names = ["brown bear, bruin", "bison", "Chihuahua", "golden retriever"]
+    rows = {"classes": [class_entry(c, n, [n]) for c, n in zip(ids, names, strict=True)], "supercategories": {},
+            "concepts": [{"id": "n02084071", "names": ["dog", "domestic dog"], "members": [2, 3]},
+                         {"id": "facet/small", "names": ["small animals"], "members": [2, 3]}]}
+    classes, added = with_wordnet_kinds(rows)
+    aliases = {r["id"]: r["aliases"] for r in classes["classes"]}
+    assert aliases["n02132136"][0] == "bruin" and "grizzly" in aliases["n02132136"]
+    assert "buffalo" in aliases["n02410509"]
+    dog, facet = classes["concepts"]
+    assert dog["names"][:2] == ["dog", "domestic dog"] and {"doggy", "pooch"} <= set(dog["names"])
+    assert "beagle" in dog["kinds"] and "Chihuahua" not in dog["kinds"] and "kinds" not in facet
+    assert added == {"source": "WordNet 3.0",
+                     "kinds_of_classes": sum(len(a) for a in aliases.values()) - 1,
+                     "kinds": len(dog["kinds"]), "informal_names": len(dog["names"]) - 2}

@@ -62,8 +62,9 @@ INFORMAL = "informal term"   # how WordNet glosses a hyponym that is another wor
 # 'humourist'; 1,530 below 'artifact')
 HOLDER_DEPTH = 6
 LICENSE = ("WordNet 3.0 (Princeton University): the WordNet licence, in the NOTICE member; the concepts keyed "
-           "wordnet/, the WordNet synonyms among the class aliases and the descriptions taken from its glosses "
-           "are derived from it (provenance.english counts them)")
+           "wordnet/, the WordNet synonyms among the class aliases, the descriptions taken from its glosses, the "
+           "kinds below the concepts and WordNet's informal names for them are derived from it "
+           "(provenance.english counts them)")
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,23 @@ class WordNet:
             if found:
                 return found, form
         return [], phrase
+
+    def held(self, lemma: str, class_senses: set[str], above: set[str], besides: str | None = None) -> bool:
+        """Whether some noun sense of the lemma (as written, not a singular of it), other than those at or below
+        `besides`, is a class's sense, a kind above one (`above`) or a kind below one: the name may mean what the
+        bundle has ("buffalo": the American bison, below the bison, as well as the Old World buffalo)."""
+        key = "_".join(lemma.lower().replace("-", " ").split())
+        return any(s in above or self.kinds(s) & class_senses for s in self.index.get(key, ())
+                   if besides is None or besides not in self.kinds(s))
+
+    def singular_other(self, lemma: str, synset_id: str) -> bool:
+        """Whether a singular the resolver makes of the lemma (sdk.text.resolver.words.singular_forms, which a
+        group's name also answers to) is a noun WordNet gives other senses: "threads", an informal term for
+        clothing, would make "thread" a name of the clothes; "togs" is kept ("tog" is no noun)."""
+        from sdk.text.resolver.words import singular_forms
+
+        key = "_".join(lemma.lower().replace("-", " ").split())
+        return any(synset_id not in self.index.get(form, (synset_id,)) for form in singular_forms(key))
 
     def most_used(self, lemma: str) -> set[str]:
         """The lemma's noun senses that semantic concordances tag most often (cntlist.rev): "shoe" the footwear
@@ -436,11 +454,16 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
     aliases, descriptions = {}, {}
     kind_of = {c for c in senses if how[c].startswith("kind of")}   # its sense is its last word's: "my red car"
     kinds = _kind_names(vocabulary, wordnet, senses, kind_of, held, position, rows)
+    written = {c: [c.replace("_", " "), w.name, *w.aliases] for c, w in vocabulary.classes.items()}
+    taken = {n.lower() for names in written.values() for n in names}
+    taken |= {w.lower() for g in vocabulary.groups.values() for w in (g.name, *g.aliases)}
+    taken |= {n.lower() for r in rows for n in r["names"]} | {n.lower() for c in kinds for n in kinds[c]}
+    below = kinds_of_classes(wordnet, {c: s for c, s in senses.items() if c not in kind_of}, written, taken)
     for c, sense in senses.items():
         words = vocabulary.classes[c]
         known = {w.lower() for w in (words.name, *words.aliases)}
         own = [] if c in kind_of else wordnet.synset(sense).unique_names
-        aliases[c] = tuple(dict.fromkeys(n for n in own + kinds[c] if n.lower() not in known))
+        aliases[c] = tuple(dict.fromkeys(n for n in own + kinds[c] + below.get(c, []) if n.lower() not in known))
         if not words.description and c not in kind_of:
             descriptions[c] = wordnet.synset(sense).gloss[:1000]
     holders = {kind: (ID_PREFIX + kind, len(set(members))) for kind, members in concepts.items()}
@@ -535,11 +558,71 @@ def kinds_below(wordnet: WordNet, class_senses: set[str], above: set[str], conce
                 for name in wordnet.synset(kind).names:
                     if kind not in wordnet.most_used(name):   # "shoe" is footwear, not the card shoe below 'container'
                         continue
+                    if wordnet.held(name, class_senses, above):   # "buffalo" is also the bison's American bison
+                        continue
+                    if other_word and wordnet.singular_other(name, kind):   # "threads": "thread" would take clothes
+                        continue
                     spelled.setdefault(name.lower(), name)
                     (informal if other_word else found).setdefault(name.lower(), {})[key] = (n, authored_last, depth,
                                                                                               key)
     return tuple({spelled[name]: sorted(by, key=by.__getitem__) for name, by in sorted(table.items())}
                  for table in (found, informal))
+
+
+def kinds_of_classes(wordnet: WordNet, senses: dict[str, str], own_names: dict[str, list[str]],
+                     taken: set[str]) -> dict[str, list[str]]:
+    """Per class, the names of the kinds below its sense, at most KIND_LEVELS_BELOW steps and above no other
+    class's sense: a grizzly is a brown bear, so "grizzly" names the bundle's brown bear, as an alias of it.
+
+    A name goes with such a kind only where the kind is its one most used sense (`WordNet.most_used`: "buffalo",
+    tagged as the American bison, below the bison, not as the Old World buffalo; not "silverfish", as often the
+    insect as the goldfish), where no other sense of it is a class's, a kind above one or below another class,
+    where it is none of `taken` (lower case: what the bundle's names already say) and where it names one class
+    only. A name of several words goes only if each of its words is a word of the class's names (`own_names`,
+    and the one-word names found): "grizzly bear" for the brown bear, not "Kodiak bear", whose "kodiak" would
+    then be a word the bundle knows, which the resolver reads by its nearest classes (sdk.text.resolver, rule
+    4a: it took a koala, a gas mask and a wok). Nearest kinds first, common (lower-case) names before proper ones.
+
+    >>> kinds_of_classes(WordNet(), {"b": "n02132136"}, {"b": ["brown bear"]}, set())["b"][:2]   # doctest: +SKIP
+    ['grizzly', 'grizzly bear']
+    """
+    class_senses = set(senses.values())
+    above = set().union(*(wordnet.kinds(s) for s in class_senses))
+    found: dict[str, list[str]] = {}
+    for c, sense in senses.items():
+        names, seen, level = [], {sense}, [sense]
+        for _ in range(KIND_LEVELS_BELOW):
+            level = [k for s in level for k in wordnet.synset(s).hyponyms if k not in seen and k not in class_senses]
+            seen.update(level)
+            ranked = sorted((n for k in level for n in wordnet.synset(k).unique_names
+                             if wordnet.most_used(n) == {k} and n.lower() not in taken), key=lambda n: n != n.lower())
+            names += [n for n in ranked if not wordnet.held(n, class_senses, above, besides=sense)]
+        found[c] = list(dict.fromkeys(names))
+    owners: dict[str, int] = {}
+    for names in found.values():
+        for name in {n.lower() for n in names}:
+            owners[name] = owners.get(name, 0) + 1
+    out = {}
+    for c, names in found.items():
+        alone = [n for n in names if owners[n.lower()] == 1]
+        words = {w for n in (*own_names.get(c, ()), *(n for n in alone if " " not in n)) for w in n.lower().split()}
+        out[c] = [n for n in alone if set(n.lower().split()) <= words]
+    return out
+
+
+def wordnet_kinds(wordnet: WordNet, class_senses: list[str], concepts: list[tuple[str, int]]
+                  ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """`kinds_below` for a bundle whose class ids are WordNet's senses (Tiny ImageNet's): the holders are its
+    concepts keyed by a sense (`concepts`: (concept id, number of classes); the everyday collections, facets and
+    related kinds, keyed otherwise, hold none), the kinds above the classes those of their senses.
+
+    >>> below, informal = wordnet_kinds(WordNet(), ["n02085620", "n02099601"], [("n02084071", 2)])  # doctest: +SKIP
+    >>> below["beagle"], informal["doggy"]                                                           # doctest: +SKIP
+    (['n02084071'], ['n02084071'])
+    """
+    above = set().union(*(wordnet.kinds(s) for s in class_senses))
+    holders = {c: (c, n) for c, n in concepts if WNID.fullmatch(c)}
+    return kinds_below(wordnet, set(class_senses), above, holders, [])
 
 
 def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], kind_of: set[str],
