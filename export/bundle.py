@@ -81,6 +81,9 @@ def description_kinds(bundle) -> list[str]:
             lines.append(f"english (WordNet 3.0): senses for {english.get('classes')} of {len(bundle.classes)} "
                          f"classes; {len(derived)} concepts added (e.g. {', '.join(map(repr, derived[-4:]))}), "
                          f"{english.get('aliases')} synonyms, {english.get('descriptions')} descriptions from glosses")
+        if english.get("kinds_of_classes"):
+            lines.append(f"english: {english['kinds_of_classes']} names of WordNet's kinds below the classes, as "
+                         "their aliases")
         if english.get("informal_names"):
             lines.append(f"english: {english['informal_names']} of WordNet's informal terms for the concepts, names "
                          "of theirs")
