@@ -50,8 +50,10 @@ Rules, in order:
    poodles"); "<modifier> Y" takes the classes of group Y that the modifier's group also holds, the modifier naming
    a group alone (not a singular made from a plural group name: 'drink' from 'drinks' does not make "drink
    containers" drinks) or before "animals", "things" or "creatures" ("small mammals": small animals and mammals;
-   "large carnivores"). Only if both parts are understood and the result is a non-empty strict subset of Y, and
-   never for a class name ("sea slug"); otherwise rules 4-5 read the phrase as before.
+   "large carnivores"). Only if both parts are understood and the result is a non-empty strict subset of Y, or,
+   failing any such reading, all of Y where the modifier's group holds all of it and more ("pet dogs": every dog
+   is a pet, so the dogs; the text encoder had taken the concept 'pet animals', cats and a goldfish too); never
+   for a class name ("sea slug"); otherwise rules 4-5 read the phrase as before.
 3c. A phrase that names nothing, holds a word that is not real (`TaskResolver._real`: the text encoder's
    vocabulary has it, `is_word`: "horse" is a word, not a typo of 'hose'; or WordNet's one-word lemmas have it or
    a singular of it, sdk/text/english_words.py: "seahorse" is no typo of 'seashore', "steamboats" none of 'sea

@@ -2,8 +2,9 @@
 "but not", "other than", "without", "that are not") take group Y's classes without those of X (a group, a modifier,
 or a class name: "non-insect invertebrates", "non-flying birds", "dogs except poodles"); "<modifier> Y" takes the
 classes of group Y that the modifier's group also holds ("small mammals"). Only a non-empty strict subset of Y
-counts; anything else is left to the later rules. Rule 2b (`negated`) shares its words: an item that opens with a
-negation leaves out what the rest names.
+counts, or, where no reading narrows, all of Y when the modifier's group holds it and more ("pet dogs": before,
+the text encoder took the concept 'pet animals', cats and a goldfish too); anything else is left to the later
+rules. Rule 2b (`negated`) shares its words: an item that opens with a negation leaves out what the rest names.
 
 >>> composed(names, "small mammals")                                        # doctest: +SKIP
 ([4, 9], "'small animals' within group 'mammals'", [])
@@ -29,6 +30,7 @@ def composed(names: Names, key: str) -> tuple[list[int], str, list[int]] | None:
     excluded = exclusion(names, words)
     if excluded is not None:
         return excluded
+    every = None   # a modifier whose group holds all of Y: Y ("pet dogs": every dog here is a pet), if none narrows
     for k in range(1, len(words)):  # the longest head first: "small household items" tries "household items"
         head, modifier_words = " ".join(words[k:]), " ".join(words[:k])
         group = names.group(head)
@@ -38,7 +40,9 @@ def composed(names: Names, key: str) -> tuple[list[int], str, list[int]] | None:
             kept = sorted(set(whole) & set(names.groups[named]))
             if 0 < len(kept) < len(set(whole)):
                 return kept[:MAX_GROUP_CLASSES], f"{named!r} within group {head!r}", []
-    return None
+            if kept and every is None and len(set(names.groups[named])) > len(kept):   # not Y itself ("insect insects")
+                every = kept[:MAX_GROUP_CLASSES], f"{named!r} within group {head!r}: all of it", []
+    return every
 
 
 def modifier(names: Names, words: str) -> str | None:

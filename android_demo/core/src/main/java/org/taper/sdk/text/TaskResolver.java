@@ -821,6 +821,8 @@ public final class TaskResolver {
         if (words.length < 2) return null;
         List<Integer> exclusion = exclusion(key, words, phrase, how, excluded);
         if (exclusion != null) return exclusion;
+        TreeSet<Integer> every = null;   // a modifier whose group holds all of Y: Y ("pet dogs"), if none narrows
+        String everyHow = null;
         for (int k = 1; k < words.length; k++) {  // the longest head first
             String head = String.join(" ", Arrays.asList(words).subList(k, words.length));
             String mod = String.join(" ", Arrays.asList(words).subList(0, k));
@@ -833,8 +835,14 @@ public final class TaskResolver {
                 how.add(repr(phrase) + ": " + repr(named) + " within group " + repr(head));
                 return cap(kept);
             }
+            if (!kept.isEmpty() && every == null && new TreeSet<>(groups.get(named)).size() > kept.size()) {   // not Y itself
+                every = kept;
+                everyHow = repr(phrase) + ": " + repr(named) + " within group " + repr(head) + ": all of it";
+            }
         }
-        return null;
+        if (every == null) return null;
+        how.add(everyHow);
+        return cap(every);
     }
 
     /** Rule 3b's "non-X Y" and "Y except X": Y's classes without X's, or null. */
