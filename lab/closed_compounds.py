@@ -15,6 +15,8 @@ Two measurements on a bundle, each word resolved with the default options with a
 
     python -m lab.closed_compounds --bundle ~/.cache/taper-sdk/words/tiny-imagenet.taper \\
         --out docs/results/closed_compounds                  # needs Debian's wordnet-base; ~1 min here
+    python -m lab.closed_compounds --bundle ~/.cache/taper-sdk/words/tiny-imagenet.taper --list spaced \\
+        --out docs/results/closed_compounds_spaced           # the second list (`spaced`)
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ tomcats sheepdogs lapdogs watchdogs snowmobiles motorboats steamboats airships s
 handcarts pushcarts wheelbarrows saltwater""".split()
 COMMAND = ("python -m lab.closed_compounds --bundle ~/.cache/taper-sdk/words/tiny-imagenet.taper "
            "--out docs/results/closed_compounds")
+SPACED_COMMAND = ("python -m lab.closed_compounds --bundle ~/.cache/taper-sdk/words/tiny-imagenet.taper --list spaced "
+                  "--out docs/results/closed_compounds_spaced")
 
 
 def closed(wordnet: Path = WORDNET) -> dict[str, str]:
@@ -54,6 +58,24 @@ def closed(wordnet: Path = WORDNET) -> dict[str, str]:
             if first in lemmas and any(ancestors(o) & set(senses.get(last, ())) for o in offsets):
                 found[lemma] = f"{first} {last}"
                 break
+    return found
+
+
+def spaced(wordnet: Path = WORDNET) -> dict[str, str]:
+    """A second list (`--list spaced`, thirty-fourth session): the one-word nouns of ASCII letters whose own synset
+    also holds them written as two words, WordNet's spaced synonym ("ballgame" and "ball game" are one sense; so are
+    "postcard" and "post card") -> those two words. No test of kind or of what a camera sees: WordNet's word alone."""
+    _, senses, _, _ = read_nouns(wordnet)
+    by_synset: dict[str, set[str]] = {}
+    for lemma, offsets in senses.items():
+        for offset in offsets:
+            by_synset.setdefault(offset, set()).add(lemma)
+    found = {}
+    for lemmas in by_synset.values():
+        for lemma in lemmas:
+            two = [m for m in lemmas if m.count("_") == 1 and m.replace("_", "") == lemma]
+            if lemma.isascii() and lemma.isalpha() and two:
+                found[lemma] = two[0].replace("_", " ")
     return found
 
 
@@ -116,14 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bundle", type=Path, required=True)
     parser.add_argument("--wordnet", type=Path, default=WORDNET)
     parser.add_argument("--out", type=Path, default=None, help="write <OUT>.json")
+    parser.add_argument("--list", choices=("closed", "spaced"), default="closed",
+                        help="closed: the rule as tried (default); spaced: WordNet's spaced synonyms (`spaced`)")
     args = parser.parse_args(argv)
     bundle = sdk.load(args.bundle)
-    listed = closed(args.wordnet)
+    listed = (closed if args.list == "closed" else spaced)(args.wordnet)
     both = {"without": bundle.resolver, "with": with_rule(bundle.resolver, listed)}
-    result = {"bundle": args.bundle.name, "listed": len(listed),
+    result = {"bundle": args.bundle.name, "list": args.list, "listed": len(listed),
               "probe": compare(bundle.classes, both, PROBE),
               "sweep": compare(bundle.classes, both, [w for w in sorted(listed) if not bundle.embedder.is_word(w)]),
-              "command": COMMAND}
+              "command": COMMAND if args.list == "closed" else SPACED_COMMAND}
     for name in ("probe", "sweep"):
         part = result[name]
         for word, row in part["rows"].items():

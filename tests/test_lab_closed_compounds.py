@@ -5,7 +5,7 @@ WordNet list keeps compounds that name no thing."""
 import numpy as np
 import pytest
 
-from lab.closed_compounds import closed, with_rule
+from lab.closed_compounds import closed, spaced, with_rule
 from scripts.wordnet_files import WORDNET
 from sdk.format.bundle import ClassInfo, Concept
 from sdk.text.resolver.pipeline import TaskResolver
@@ -33,3 +33,11 @@ def test_the_list_keeps_compounds_that_name_no_thing():
     listed = closed()
     assert listed["ballgame"] == "ball game" and listed["housecleaning"] == "house cleaning"
     assert not {"songbird", "raincoat", "starfish", "firefly"} & set(listed)
+
+
+def test_the_second_list_is_wordnets_spaced_synonyms():
+    if not (WORDNET / "data.noun").is_file():
+        pytest.skip("needs Debian's wordnet-base")
+    listed = spaced()
+    assert listed["ballgame"] == "ball game" and listed["postcard"] == "post card"
+    assert "songbird" not in listed and all(" " not in word for word in listed)   # WordNet has no "song bird"
