@@ -155,12 +155,16 @@ class WordNet:
         """The lemma's noun senses that semantic concordances tag most often (cntlist.rev): "shoe" the footwear
         (27 tags), not the dealer's card shoe (0); "tiger" both the person and the feline (1 each); every sense
         when none is tagged, or the file is absent."""
+        counts = self.tag_counts(lemma)
+        return {s for s, c in counts.items() if c == max(counts.values())}
+
+    def tag_counts(self, lemma: str) -> dict[str, int]:
+        """The lemma's noun senses -> how often semantic concordances tag it in each (cntlist.rev; 0 without it)."""
         if self._counts is None:
             self._counts = _read_counts(self.folder / "cntlist.rev")
         key = "_".join(lemma.lower().replace("-", " ").split())
         senses = self.index.get(key, ())
-        counts = [self._counts.get(key, {}).get(rank, 0) for rank in range(1, len(senses) + 1)]
-        return {s for s, c in zip(senses, counts, strict=True) if c == max(counts)}
+        return {s: self._counts.get(key, {}).get(rank, 0) for rank, s in enumerate(senses, 1)}
 
     def first_sense(self, phrase: str) -> str | None:
         senses = self.senses(phrase)
@@ -581,7 +585,9 @@ def kinds_of_classes(wordnet: WordNet, senses: dict[str, str], own_names: dict[s
     only. A name of several words goes only if each of its words is a word of the class's names (`own_names`,
     and the one-word names found): "grizzly bear" for the brown bear, not "Kodiak bear", whose "kodiak" would
     then be a word the bundle knows, which the resolver reads by its nearest classes (sdk.text.resolver, rule
-    4a: it took a koala, a gas mask and a wok). Nearest kinds first, common (lower-case) names before proper ones.
+    4a: it took a koala, a gas mask and a wok). The names concordances tag most first (a class holds at most
+    sdk.format.bundle.MAX_ALIASES aliases: "eagle" and "owl" before "archaeopteryx" for a bundle's "bird"), then
+    the nearest kinds, then common (lower-case) names before proper ones.
 
     >>> kinds_of_classes(WordNet(), {"b": "n02132136"}, {"b": ["brown bear"]}, set())["b"][:2]   # doctest: +SKIP
     ['grizzly', 'grizzly bear']
@@ -591,13 +597,15 @@ def kinds_of_classes(wordnet: WordNet, senses: dict[str, str], own_names: dict[s
     found: dict[str, list[str]] = {}
     for c, sense in senses.items():
         names, seen, level = [], {sense}, [sense]
-        for _ in range(KIND_LEVELS_BELOW):
+        for steps in range(KIND_LEVELS_BELOW):
             level = [k for s in level for k in wordnet.synset(s).hyponyms if k not in seen and k not in class_senses]
             seen.update(level)
-            ranked = sorted((n for k in level for n in wordnet.synset(k).unique_names
-                             if wordnet.most_used(n) == {k} and n.lower() not in taken), key=lambda n: n != n.lower())
-            names += [n for n in ranked if not wordnet.held(n, class_senses, above, besides=sense)]
-        found[c] = list(dict.fromkeys(names))
+            names += [(steps, n, k) for k in level for n in wordnet.synset(k).unique_names
+                      if wordnet.most_used(n) == {k} and n.lower() not in taken
+                      and not wordnet.held(n, class_senses, above, besides=sense)]
+        # the aliases a class may hold are few (sdk.format.bundle.MAX_ALIASES): the most used names first
+        names.sort(key=lambda r: (-wordnet.tag_counts(r[1])[r[2]], r[0], r[1] != r[1].lower()))
+        found[c] = list(dict.fromkeys(n for _, n, _ in names))
     owners: dict[str, int] = {}
     for names in found.values():
         for name in {n.lower() for n in names}:
