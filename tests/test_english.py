@@ -305,6 +305,12 @@ def test_a_kind_below_a_class_names_that_class(wordnet):
     assert "Kodiak bear" not in english.aliases["brown_bear"] and "Kodiak" not in english.aliases["brown_bear"]
     assert "buffalo" in english.aliases["bison"] and "lioness" in english.aliases["lion"]
     assert "silverfish" not in english.aliases["goldfish"]
+    # a general class has more such names than aliases (MAX_ALIASES): the most used come first
+    from sdk.format.bundle import MAX_ALIASES
+
+    general = english_for(vocabulary({"animals": ["bird", "dog", "horse"]}), wordnet)
+    assert len(general.aliases["bird"]) > MAX_ALIASES
+    assert {"owl", "pigeon", "eagle"} <= set(general.aliases["bird"][:MAX_ALIASES])
     # a name that is such a kind's is no kind the bundle lacks: "buffalo" is not told missing below 'bovid'
     assert "buffalo" not in {k.lower() for k in english.kinds_below}
     assert "aardvark" in {k.lower() for k in english.kinds_below}   # a kind of placental, as bears and lions are
