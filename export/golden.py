@@ -173,6 +173,9 @@ COMPOSED_DESCRIPTIONS = (
     "honeybees", "honey bee", "honeybee, lion",
     # ... past an article, as rule 4b reads a kind: alone, plural and in a list
     "a honeybee", "the honeybees", "an elephant", "a lion, the honey bees",
+    # rule 2: a list of names each past its article is cut, though articles make a gloss; a group past one (rule 3)
+    "a mammal or a bird", "the insects", "a lion and a goose", "the mammals and the birds", "an insect or a crab",
+    "a mouse with a tail and a bee", "a lion and a striped insect",
     # rule 2b: left out (alone: every other class), never taken; "except mammals" and "non-mammals" above too
     "no mammals", "birds, not penguins", "birds and not penguins", "everything except insects", "all but insects",
     "without insects", "no mammals or birds", "not mammals, not birds", "mammals, not mammals",

@@ -47,6 +47,10 @@ def test_rule_2_cuts_lists_at_conjunctions_but_not_names_or_glosses(names):
     assert names.conjuncts("dogs and bugs") == ["dogs", "bugs"]
     assert names.conjuncts("a dog with a bee and a ladybug") == ["a dog with a bee and a ladybug"]
     assert names.conjuncts("beagle") == ["beagle"]
+    # articles make a gloss, unless each part is a name past its article: then it is a list ("a cat or a dog")
+    assert names.conjuncts("a dog or a bug") == ["a dog", "a bug"]
+    assert names.conjuncts("the beagles and the honey bee") == ["the beagles", "the honey bee"]
+    assert names.conjuncts("a dog and a fast bee") == ["a dog and a fast bee"]
 
 
 def test_rule_3b_composes_two_groups_only_into_a_strict_subset(names):

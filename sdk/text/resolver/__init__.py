@@ -19,10 +19,12 @@ Rules, in order:
    union is taken; so is an item joined by the words "and", "or" or "&" ("cars and trucks"), unless the
    whole item is a name (rule 3 or a class name: "devices and instruments" is one group) or reads as a
    gloss, holding an article, a preposition or a relative word (GLOSS_WORDS: "a drinking glass with a
-   base and stem" is one phrase, not "a drinking glass with a base" and "stem"). A comma part that describes the
-   item before it rejoins it (`Names.items`): the item opens with "a" or "an" and the part, no name itself, with a
-   preposition or relative word (APPOSITIVE_OPENERS) or a participle ("a dog, used by the police", where the cut
-   gave 'a dog' and the vehicles of 'used by the police'); "X, without Y" stays an exclusion (rule 2b).
+   base and stem" is one phrase, not "a drinking glass with a base" and "stem"), unless each part is a name
+   past its article ("a cat or a dog" is two items; as one gloss it had taken the cats alone). A comma part
+   that describes the item before it rejoins it (`Names.items`): the item opens with "a" or "an" and the part, no
+   name itself, with a preposition or relative word (APPOSITIVE_OPENERS) or a participle ("a dog, used by the
+   police", where the cut gave 'a dog' and the vehicles of 'used by the police'); "X, without Y" stays an
+   exclusion (rule 2b).
 2b. An item, or a part of one, that opens with a negation ("not", "no", "without", "except", "excluding", "but not",
    "other than"; "everything", "anything", "all" or "things" before one of those, "but" or "that are not"; one word
    "non-X") leaves out the classes its rest names by rules 3-5 (a class named there is left out alone, without its
@@ -32,10 +34,10 @@ Rules, in order:
    nothing left, or only negations that leave out nothing the bundle has ("no sharks"). Unless the whole item is a
    name ("no entry sign"). Before it, the text encoder read "no birds" as near 'birds' as "birds", and took exactly
    the classes the user had excluded.
-3. A string naming a group selects every class under it (at most MAX_GROUP_CLASSES): a super-category
-   ("insects"), else any name of a concept (bundles of format 5: every WordNet hypernym of the classes
-   with all its synonyms, "clothing", "wear", "veggie", "household appliance", and the exporter's
-   everyday collections and class facets, "farm animals", "livestock"), else a node of the
+3. A string naming a group (itself, else past an article: "the insects") selects every class under it (at most
+   MAX_GROUP_CLASSES): a super-category ("insects"), else any name of a concept (bundles of format 5: every
+   WordNet hypernym of the classes with all its synonyms, "clothing", "wear", "veggie", "household appliance",
+   and the exporter's everyday collections and class facets, "farm animals", "livestock"), else a node of the
    classes' hierarchy paths ("dog"). A name that only concepts the exporter derived from WordNet give
    (keyed `wordnet/`, a bundle of one's own classes) is said to be so: "group 'feline' (from WordNet: a
    kind of thing each of its classes is)". An exact class name, or any of its aliases, selects that class

@@ -149,10 +149,10 @@ class Names:
         return opener and normalize_name(item).split(" ")[0] in ("a", "an") and not self.named(key)
 
     def conjuncts(self, item: str) -> list[str]:
-        """Rule 2: the item's parts between the words "and", "or" and "&"; [item] if it is a name, a gloss or
-        has none."""
+        """Rule 2: the item's parts between the words "and", "or" and "&"; [item] if it is a name, a gloss (unless
+        each part is a name past its article: "a cat or a dog" is two items) or has none."""
         key = normalize_name(item)
-        if self.named(key) or any(word in GLOSS_WORDS for word in key.split(" ")):
+        if self.named(key):
             return [item]
         parts, words = [], []
         for word in key.split(" ") + ["and"]:
@@ -162,4 +162,7 @@ class Names:
                 words = []
             else:
                 words.append(word)
+        if any(word in GLOSS_WORDS for word in key.split(" ")) and not all(   # a gloss, unless each part is a name
+                self.named(without_article(part)) for part in parts):        # past its article: "a cat or a dog"
+            return [item]
         return parts if len(parts) > 1 else [item]

@@ -651,11 +651,13 @@ public final class TaskResolver {
         return false;
     }
 
-    /** The item's parts between the words "and", "or" and "&"; the item itself if it is a name, a gloss or has none. */
+    /** The item's parts between the words "and", "or" and "&"; the item itself if it is a name, a gloss (unless each
+     *  part is a name past its article: "a cat or a dog") or has none. */
     private List<String> conjuncts(String item) {
         String key = norm(item);
         if (named(key)) return List.of(item);
-        for (String word : key.split(" ", -1)) if (GLOSS_WORDS.contains(word)) return List.of(item);
+        boolean gloss = false;
+        for (String word : key.split(" ", -1)) if (GLOSS_WORDS.contains(word)) gloss = true;
         List<String> parts = new ArrayList<>(), words = new ArrayList<>();
         List<String> all = new ArrayList<>(Arrays.asList(key.split(" ", -1)));
         all.add("and");
@@ -667,6 +669,7 @@ public final class TaskResolver {
                 words.add(word);
             }
         }
+        if (gloss) for (String part : parts) if (!named(withoutArticle(part))) return List.of(item);
         return parts.size() > 1 ? parts : List.of(item);
     }
 
@@ -675,6 +678,7 @@ public final class TaskResolver {
                                         Set<Integer> excluded) {
         String key = norm(phrase);
         Map.Entry<String, List<Integer>> named = group(key);
+        if (named == null) named = group(withoutArticle(key));   // rule 3 past an article: "a cat"
         if (named != null) {
             List<Integer> members = named.getValue();
             how.add(repr(phrase) + ": group " + repr(named.getKey()) + (derived.contains(named.getKey()) ? " (" + DERIVED + ")" : ""));
