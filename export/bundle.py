@@ -221,7 +221,6 @@ def with_wordnet_kinds(classes: dict) -> tuple[dict, dict]:
     informal names for them (`with_kinds`, trainer.data.english.wordnet_kinds): "beagle" is told missing as a kind
     of 'hunting dog', and "doggy" names the dogs. Returns the rows and what was added ({} when WordNet's files
     are not installed)."""
-    from sdk.text.resolver import normalize_name
     from trainer.data.english import WordNet, kinds_of_classes, wordnet_kinds
     from trainer.data.errors import DataError
 
@@ -232,9 +231,7 @@ def with_wordnet_kinds(classes: dict) -> tuple[dict, dict]:
         return classes, {}
     rows = classes["classes"]
     written = {r["id"]: [r["name"], *r["aliases"]] for r in rows}
-    taken = {normalize_name(n) for names in written.values() for n in names}
-    taken |= {normalize_name(n) for c in classes["concepts"] for n in c["names"]}
-    taken |= set(map(normalize_name, classes["supercategories"]))
+    taken = answered_names(rows, classes["concepts"], classes["supercategories"])
     own = kinds_of_classes(wordnet, {r["id"]: r["id"] for r in rows}, written, taken)
     rows = [{**r, "aliases": [*r["aliases"], *own[r["id"]]][:MAX_ALIASES]} for r in rows]
     below, informal = wordnet_kinds(wordnet, [r["id"] for r in rows],
@@ -243,6 +240,15 @@ def with_wordnet_kinds(classes: dict) -> tuple[dict, dict]:
     aliases = sum(len(new["aliases"]) - len(old["aliases"]) for new, old in zip(rows, classes["classes"], strict=True))
     return ({**classes, "classes": rows, "concepts": concepts},
             {"source": "WordNet 3.0", "kinds_of_classes": aliases, "kinds": kinds, "informal_names": names})
+
+
+def answered_names(rows: list[dict], concepts: list[dict], supercategories) -> set[str]:
+    """Every name (normalised, sdk.text.resolver.normalize_name) classes.json's rows answer to: each class's id, name
+    and aliases, each concept's and super-category's name. What WordNet adds must be none of them."""
+    from sdk.text.resolver import normalize_name
+
+    known = {normalize_name(n) for r in rows for n in (r["id"], r["name"], *r["aliases"])}
+    return known | {normalize_name(n) for c in concepts for n in c["names"]} | set(map(normalize_name, supercategories))
 
 
 def with_kinds(concepts: list[dict], rows: list[dict], supercategories: dict, kinds_below: dict[str, list[str]],
@@ -255,8 +261,7 @@ def with_kinds(concepts: list[dict], rows: list[dict], supercategories: dict, ki
     from sdk.format.bundle import MAX_CONCEPT_KINDS, MAX_CONCEPT_NAMES
     from sdk.text.resolver import normalize_name
 
-    known = {normalize_name(n) for r in rows for n in (r["id"], r["name"], *r["aliases"])}
-    known |= {normalize_name(n) for c in concepts for n in c["names"]} | set(map(normalize_name, supercategories))
+    known = answered_names(rows, concepts, supercategories)
     index = {c["id"]: i for i, c in enumerate(concepts)}
 
     def placed(table: dict[str, list[str]]) -> dict[int, list[str]]:

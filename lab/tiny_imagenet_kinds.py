@@ -32,7 +32,7 @@ SAMPLE = 40   # rows of each expected kind of change kept in the result (seed 0)
 def kind_of_change(after: dict) -> str:
     """Which of the module docstring's kinds a changed answer (`answer`'s dict, with the bundle) is."""
     how = after["how"][0]
-    if after["classes"] and how.endswith("': class name") or "class name," in how:
+    if after["classes"] and (how.endswith("': class name") or "class name," in how):
         return "alias"
     if after["classes"] and "': group '" in how:
         return "informal"

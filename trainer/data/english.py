@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from sdk.format.bundle import DERIVED_CONCEPT_PREFIX
+from sdk.text.resolver.words import singular_forms
 
 from .errors import DataError
 from .everyday_collections import collection_groups
@@ -65,6 +66,11 @@ LICENSE = ("WordNet 3.0 (Princeton University): the WordNet licence, in the NOTI
            "wordnet/, the WordNet synonyms among the class aliases, the descriptions taken from its glosses, the "
            "kinds below the concepts and WordNet's informal names for them are derived from it "
            "(provenance.english counts them)")
+
+
+def lemma_key(phrase: str) -> str:
+    """How WordNet's index files write a phrase: lower case, words joined by "_" ("Sea-Animals" -> "sea_animals")."""
+    return "_".join(phrase.lower().replace("-", " ").split())
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ class WordNet:
     def senses(self, phrase: str, every_form: bool = False) -> list[str]:
         """The noun senses of a phrase, most used first: itself, else its singular ("geese" -> goose); with
         `every_form`, those of itself then of its singulars ("primates": the order, then the animal)."""
-        key = "_".join(phrase.lower().replace("-", " ").split())
+        key = lemma_key(phrase)
         forms = [f for f in (key, *self.singulars(key)) if f in self.index]
         if every_form:
             return list(dict.fromkeys(s for f in forms for s in self.index[f]))
@@ -138,7 +144,7 @@ class WordNet:
         """Whether some noun sense of the lemma (as written, not a singular of it), other than those at or below
         `besides`, is a class's sense, a kind above one (`above`) or a kind below one: the name may mean what the
         bundle has ("buffalo": the American bison, below the bison, as well as the Old World buffalo)."""
-        key = "_".join(lemma.lower().replace("-", " ").split())
+        key = lemma_key(lemma)
         return any(s in above or self.kinds(s) & class_senses for s in self.index.get(key, ())
                    if besides is None or besides not in self.kinds(s))
 
@@ -146,9 +152,7 @@ class WordNet:
         """Whether a singular the resolver makes of the lemma (sdk.text.resolver.words.singular_forms, which a
         group's name also answers to) is a noun WordNet gives other senses: "threads", an informal term for
         clothing, would make "thread" a name of the clothes; "togs" is kept ("tog" is no noun)."""
-        from sdk.text.resolver.words import singular_forms
-
-        key = "_".join(lemma.lower().replace("-", " ").split())
+        key = lemma_key(lemma)
         return any(synset_id not in self.index.get(form, (synset_id,)) for form in singular_forms(key))
 
     def most_used(self, lemma: str) -> set[str]:
@@ -162,7 +166,7 @@ class WordNet:
         """The lemma's noun senses -> how often semantic concordances tag it in each (cntlist.rev; 0 without it)."""
         if self._counts is None:
             self._counts = _read_counts(self.folder / "cntlist.rev")
-        key = "_".join(lemma.lower().replace("-", " ").split())
+        key = lemma_key(lemma)
         senses = self.index.get(key, ())
         return {s: self._counts.get(key, {}).get(rank, 0) for rank, s in enumerate(senses, 1)}
 
@@ -459,9 +463,8 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
     kind_of = {c for c in senses if how[c].startswith("kind of")}   # its sense is its last word's: "my red car"
     kinds = _kind_names(vocabulary, wordnet, senses, kind_of, held, position, rows)
     written = {c: [c.replace("_", " "), w.name, *w.aliases] for c, w in vocabulary.classes.items()}
-    taken = {n.lower() for names in written.values() for n in names}
-    taken |= {w.lower() for g in vocabulary.groups.values() for w in (g.name, *g.aliases)}
-    taken |= {n.lower() for r in rows for n in r["names"]} | {n.lower() for c in kinds for n in kinds[c]}
+    taken = _group_names(vocabulary, rows) | {n.lower() for names in (*written.values(), *kinds.values())
+                                              for n in names}
     below = kinds_of_classes(wordnet, {c: s for c, s in senses.items() if c not in kind_of}, written, taken)
     for c, sense in senses.items():
         words = vocabulary.classes[c]
@@ -651,14 +654,19 @@ def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], kind_of: s
                     names += wordnet.synset(kind).unique_names
             level = [h for k in level for h in wordnet.synset(k).hypernyms]
         found[c] = list(dict.fromkeys(names))
-    taken = {w.lower() for g in vocabulary.groups.values() for w in (g.name, *g.aliases)}
-    taken |= {n.lower() for r in rows for n in r["names"]}
+    taken = _group_names(vocabulary, rows)
     owners: dict[str, set[str]] = {}
     for c, words in vocabulary.classes.items():
         for w in (c.replace("_", " "), words.name, *words.aliases, *found.get(c, ())):
             owners.setdefault(w.lower(), set()).add(c)
     return {c: [n for n in names if n.lower() not in taken and owners[n.lower()] == {c}]
             for c, names in found.items()}
+
+
+def _group_names(vocabulary, rows: list[dict]) -> set[str]:
+    """The names (lower case) of the vocabulary's groups and of the concept rows: no WordNet name of a class's."""
+    return {w.lower() for g in vocabulary.groups.values() for w in (g.name, *g.aliases)} | {
+        n.lower() for r in rows for n in r["names"]}
 
 
 def _group_sense(vocabulary, wordnet: WordNet, key: str, group, senses: dict[str, str]) -> str | None:

@@ -95,13 +95,19 @@ class Names:
     def class_name(self, key: str) -> str:
         """Rule 1: the form of the normalised phrase (itself, or a singular: "geese" -> "goose"; past an article,
         as rule 4b reads a kind: "a grizzly" -> "grizzly") that names a class, else the phrase."""
+        return next((c for c in self._forms(key) if c in self.by_name), key)
+
+    @staticmethod
+    def _forms(key: str) -> tuple[str, ...]:
+        """The forms rules 1 and 3 look a normalised phrase up by: itself and its singulars, then the same past an
+        article, as rule 4b reads a kind."""
         bare = without_article(key)
-        return next((c for c in (key, *singular_forms(key), bare, *singular_forms(bare)) if c in self.by_name), key)
+        return (key, *singular_forms(key), *((bare, *singular_forms(bare)) if bare != key else ()))
 
     def group(self, key: str) -> tuple[str, list[int]] | None:
-        """Rule 3: (the name found, the whole group) for the normalised phrase or its singular; None if it
-        names no group."""
-        return next(((f, self.groups[f]) for f in (key, *singular_forms(key)) if f in self.groups), None)
+        """Rule 3: (the name found, the whole group) for the normalised phrase or its singular, past an article too
+        ("the insects"; as `class_name`); None if it names no group."""
+        return next(((f, self.groups[f]) for f in self._forms(key) if f in self.groups), None)
 
     def head(self, key: str) -> str | None:
         """Rule 3d: the word (or its singular) that ends class names, for a one-word phrase; None otherwise."""

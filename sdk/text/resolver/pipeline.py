@@ -25,7 +25,7 @@ from .names import Names
 from .options import DERIVED, MAX_CLASS_LIST, MAX_DESCRIPTION_CHARS, MAX_GROUP_CLASSES, MISSING, Task, TaskOptions
 from .similarity import concept_match, contrast, pad, top
 from .spelling import joined, spelling
-from .words import check_text, normalize_name, singular_forms, unit_mean, without_article
+from .words import check_text, normalize_name, singular_forms, unit_mean
 
 
 class TaskResolver:
@@ -122,7 +122,7 @@ class TaskResolver:
         classes a composition excludes ("birds except penguins") are added to `excluded`."""
         index = self.index
         key = normalize_name(phrase)
-        group = index.group(key) or index.group(without_article(key))            # rule 3: a group ("a cat")
+        group = index.group(key)                                                  # rule 3: a group
         if group is not None:
             kind = f" ({DERIVED})" if group[0] in index.derived else ""
             return group[1][:MAX_GROUP_CLASSES], f"group {group[0]!r}{kind}", 0.0

@@ -678,18 +678,12 @@ public final class TaskResolver {
                                         Set<Integer> excluded) {
         String key = norm(phrase);
         Map.Entry<String, List<Integer>> named = group(key);
-        if (named == null) named = group(withoutArticle(key));   // rule 3 past an article: "a cat"
         if (named != null) {
             List<Integer> members = named.getValue();
             how.add(repr(phrase) + ": group " + repr(named.getKey()) + (derived.contains(named.getKey()) ? " (" + DERIVED + ")" : ""));
             return members.subList(0, Math.min(MAX_GROUP_CLASSES, members.size()));
         }
-        List<String> forms = new ArrayList<>(List.of(key));
-        forms.addAll(singularForms(key));
-        String bare = withoutArticle(key);   // past an article, as rule 4b reads a kind: "a grizzly"
-        forms.add(bare);
-        forms.addAll(singularForms(bare));
-        for (String candidate : forms) if (byName.containsKey(candidate)) { key = candidate; break; }  // "geese" -> "goose"
+        for (String candidate : forms(key)) if (byName.containsKey(candidate)) { key = candidate; break; }  // "geese" -> "goose"
         if (byName.containsKey(key)) {  // rule 1, no embedding: in a list the class itself, alone its look-alikes too
             int self = byName.get(key);
             if (!single) {
@@ -802,10 +796,21 @@ public final class TaskResolver {
 
     /** Rule 3: the name found and the whole group, for the normalised phrase or its singular; null if none. */
     private Map.Entry<String, List<Integer>> group(String key) {
+        for (String f : forms(key)) if (groups.containsKey(f)) return Map.entry(f, groups.get(f));
+        return null;
+    }
+
+    /** The forms rules 1 and 3 look a phrase up by (sdk.text.resolver.names.Names._forms): itself and its singulars,
+     *  then the same past an article, as rule 4b reads a kind ("a grizzly", "the insects"). */
+    private static List<String> forms(String key) {
         List<String> forms = new ArrayList<>(List.of(key));
         forms.addAll(singularForms(key));
-        for (String f : forms) if (groups.containsKey(f)) return Map.entry(f, groups.get(f));
-        return null;
+        String bare = withoutArticle(key);
+        if (!bare.equals(key)) {
+            forms.add(bare);
+            forms.addAll(singularForms(bare));
+        }
+        return forms;
     }
 
     /** The group name a modifier stands for: itself, else itself before a kind noun; null if none. Not a singular
