@@ -146,10 +146,12 @@ COMPOSED_CONCEPTS: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...] = (
     (("mammal",), (0, 1, 2, 3, 4)), (("small animals", "little animals"), (0, 1, 4, 5, 6, 7)),
     (("large animals",), (2, 3)), (("carnivore", "predators"), (3, 4)), (("insect",), (5, 6)),
     (("invertebrate",), (5, 6, 7, 8, 11)), (("flying animals",), (5, 9)), (("bird",), (9, 10)),
-    (("slug",), (7, 11)), (("sea",), (8, 11)))
+    (("slug",), (7, 11)), (("sea",), (8, 11)),
+    # the author's group, and a derived one that gives its alias and its name's singular: the author's words win
+    (("crawlers", "critter"), (5, 6, 7)), (("critter", "crawler", "minibeast"), (5, 6)))
 # Concepts keyed as the exporter keys those it derives from WordNet (sdk.format.bundle.DERIVED_CONCEPT_PREFIX): a
 # resolution through a name only they give says so ("insects", "birds"; "mammals" is the author's).
-COMPOSED_DERIVED = {4: "wordnet/n02159955", 7: "wordnet/n01503061"}
+COMPOSED_DERIVED = {4: "wordnet/n02159955", 7: "wordnet/n01503061", 11: "wordnet/n00015388"}
 # A class's other name (issue 72): typed alone it answers as the class's own name does, by name, no encoder.
 COMPOSED_ALIASES = {5: ("honeybee",)}
 COMPOSED_IDS = tuple(COMPOSED_DERIVED.get(i, f"c{i}") for i in range(len(COMPOSED_CONCEPTS)))
@@ -196,7 +198,10 @@ COMPOSED_DESCRIPTIONS = (
     "work animal", "work animals", "a work animal",   # a phrase ending in "animals" describes (rule 4a's words)
     # rule 3c: real words are never corrected, WordNet's (sdk.text.english_words) as the encoder's: each of these is
     # one edit from a name ('mouse', 'weasel', 'goose', 'invertebrates', 'lion') and needs the encoder
-    "louse", "easels", "noose, lion", "vertebrates", "loon")
+    "louse", "easels", "noose, lion", "vertebrates", "loon",
+    # rule 3: the author's names before WordNet's in either number ("critter", the author's alias, and "crawler", the
+    # singular of the author's "crawlers", both given by a derived concept too); a name only WordNet's give
+    "critter", "critters", "crawler", "a crawler", "crawlers", "minibeasts")
 # Rule 6 (issue 72): the table's classes with descriptions, the candidates rules 4 or 5 might take for a described kind,
 # and texts cut into words as both readers must (TaskResolver.narrowed and sdk.text.resolver.described.content_stems)
 COMPOSED_GLOSSES = {

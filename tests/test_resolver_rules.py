@@ -109,6 +109,19 @@ def test_rule_3_says_when_a_group_name_comes_only_from_wordnet():
     assert index.derived == {"domestic dog", "bee"}    # "domestic dogs" finds it through its singular
     assert index.group("domestic dogs")[0] == "domestic dog" and not Names(CLASSES, {}, CONCEPTS).derived
 
+
+def test_rule_3_takes_the_authors_group_before_wordnets_in_either_number():
+    # The worked example's bug: "dog", an alias its author gave 'dogs', took WordNet's 'dog' (without the labrador),
+    # and "vehicle", the singular of the author's "vehicles", WordNet's 'vehicle' (without the school bus).
+    authored = [Concept("dogs", ["dogs", "dog"], [0, 1]), Concept("vehicles", ["vehicles"], [4, 5])]
+    derived = [Concept("wordnet/n02084071", ["dog", "domestic dog"], [0]),
+               Concept("wordnet/n04524313", ["vehicle", "conveyance"], [4])]
+    index = Names([*CLASSES[:4], *(ClassInfo(c.id, c.name, [c.name]) for c in CLASSES[4:])], {},
+                  [*derived, *authored])
+    assert index.group("dog") == ("dog", [0, 1]) and index.group("vehicle") == ("vehicle", [4, 5])
+    assert index.group("vehicles") == ("vehicles", [4, 5]) and index.group("domestic dog") == ("domestic dog", [0])
+    assert index.derived == {"domestic dog", "conveyance"} and "vehicle" in index.singulars
+
 def test_rule_4a_tells_what_the_bundle_lacks(names):
     assert unknown(names, frozenset(), "owl") and not unknown(names, frozenset(), "beagle")
     assert unknown(names, frozenset(), "polar bear") and not unknown(names, frozenset(), "my pets")

@@ -64,22 +64,27 @@ class Names:
                 self.kinds.setdefault(normalize_name(name), i)
 
     def _groups(self, classes: list[ClassInfo], supercategories: dict[str, list[int]]) -> dict[str, list[int]]:
-        """Name -> classes, for rule 3: super-categories over concepts' primary names over their other
-        names over hierarchy path nodes. Concepts sharing a name are merged ("vessel": container and boat)."""
+        """Name -> classes, for rule 3: super-categories over the author's concepts (primary names over their other
+        names) over WordNet-derived concepts (likewise) over hierarchy path nodes. Concepts sharing a name are merged
+        ("vessel": container and boat). A derived concept takes no name the author's give in either number: on the
+        worked example "dog", an alias its author gave 'dogs', had taken WordNet's 'dog', which lacks the labrador,
+        and "vehicle" WordNet's 'vehicle', which lacks the school bus (a bus is public transport there), while
+        "dogs" and "vehicles" took the author's groups (the singulars are added after, in `__init__`)."""
         groups: dict[str, list[int]] = {}
-        for synonyms in (False, True):
-            named: dict[str, set[int]] = {}
-            authored: set[str] = set()   # names at least one concept the author wrote gives
-            for concept in self.concepts:
-                for name in concept.names[1:] if synonyms else concept.names[:1]:
-                    named.setdefault(normalize_name(name), set()).update(concept.members)
-                    if not concept.derived:
-                        authored.add(normalize_name(name))
-            for name, members in named.items():
-                if name not in groups:
-                    groups[name] = sorted(members)
-                    if name not in authored:
-                        self.derived.add(name)
+        authored_singulars: set[str] = set()   # the singulars of the author's names, once those are all in
+        for derived in (False, True):
+            for synonyms in (False, True):
+                named: dict[str, set[int]] = {}
+                for concept in self.concepts:
+                    if concept.derived == derived:
+                        for name in concept.names[1:] if synonyms else concept.names[:1]:
+                            named.setdefault(normalize_name(name), set()).update(concept.members)
+                for name, members in named.items():
+                    if name not in groups and not (derived and name in authored_singulars):
+                        groups[name] = sorted(members)
+                        if derived:
+                            self.derived.add(name)
+            authored_singulars = {form for name in groups for form in singular_forms(name)}
         nodes: dict[str, list[int]] = {}
         for i, c in enumerate(classes):  # inner nodes of the hierarchy ("dog", "insect", ...)
             for node in c.path[:-1]:

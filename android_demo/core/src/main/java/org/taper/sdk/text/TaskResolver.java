@@ -171,22 +171,27 @@ public final class TaskResolver {
             keys.addAll(aliases.get(i));
             for (String key : keys) byName.putIfAbsent(norm(key), i);
         }
-        for (boolean synonyms : new boolean[]{false, true}) {  // primary names first; concepts sharing a name merge
-            Map<String, TreeSet<Integer>> named = new LinkedHashMap<>();
-            Set<String> authored = new java.util.HashSet<>();   // names at least one concept the author wrote gives
-            for (Concept concept : concepts) {
-                List<String> these = synonyms ? concept.names().subList(1, concept.names().size()) : concept.names().subList(0, 1);
-                for (String name : these) {
-                    TreeSet<Integer> members = named.computeIfAbsent(norm(name), k -> new TreeSet<>());
-                    for (int c : concept.members()) members.add(c);
-                    if (!concept.derived()) authored.add(norm(name));
+        // The author's concepts before WordNet-derived ones, primary names first; concepts sharing a name merge; a
+        // derived concept takes no name the author's give in either number ("dog" for the author's 'dogs').
+        Set<String> authoredSingulars = new java.util.HashSet<>();
+        for (boolean fromWordNet : new boolean[]{false, true}) {
+            for (boolean synonyms : new boolean[]{false, true}) {
+                Map<String, TreeSet<Integer>> named = new LinkedHashMap<>();
+                for (Concept concept : concepts) {
+                    if (concept.derived() != fromWordNet) continue;
+                    List<String> these = synonyms ? concept.names().subList(1, concept.names().size()) : concept.names().subList(0, 1);
+                    for (String name : these) {
+                        TreeSet<Integer> members = named.computeIfAbsent(norm(name), k -> new TreeSet<>());
+                        for (int c : concept.members()) members.add(c);
+                    }
+                }
+                for (Map.Entry<String, TreeSet<Integer>> e : named.entrySet()) {
+                    if (groups.containsKey(e.getKey()) || (fromWordNet && authoredSingulars.contains(e.getKey()))) continue;
+                    groups.put(e.getKey(), new ArrayList<>(e.getValue()));
+                    if (fromWordNet) derived.add(e.getKey());
                 }
             }
-            for (Map.Entry<String, TreeSet<Integer>> e : named.entrySet()) {
-                if (groups.containsKey(e.getKey())) continue;
-                groups.put(e.getKey(), new ArrayList<>(e.getValue()));
-                if (!authored.contains(e.getKey())) derived.add(e.getKey());
-            }
+            for (String name : groups.keySet()) authoredSingulars.addAll(singularForms(name));
         }
         Map<String, List<Integer>> nodes = new LinkedHashMap<>();
         for (int i = 0; i < paths.size(); i++) {
