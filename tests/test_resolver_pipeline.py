@@ -9,7 +9,8 @@ no mammals, and both now say so as something left out, no longer as a phrase it 
 cases, issue 72, which the tiny bundle answers as before: it lists no kinds; its rule 6 cases, issue 72, whose
 described kinds the tiny bundle narrows by its class and concept names). Changed since, on purpose: rule 3 reads a
 group past an article (issue 72, thirty-fourth session), so "a round shape, without red" finds 'round shape' by
-name, no longer by the text encoder (the same classes)."""
+name, no longer by the text encoder (the same classes). Rule 3's author-first cases (thirty-fifth session) are
+tiny-bundle misses: it has no such names."""
 
 import json
 from pathlib import Path
