@@ -2,6 +2,7 @@
 chooses each class's and group's sense, and the exporter adds the kinds above them as concepts."""
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -90,6 +91,12 @@ def test_senses_of_one_lexicographer_file_are_alike_though_what_they_share_is_sh
     # entity' with a rose: the oak among garden plants stays the tree
     v = vocabulary({"dogs": ["chihuahua", "poodle", "labrador"]})
     assert "labrador" not in choose_senses(v, wordnet)[0]
+    # ... unless an alias says which dog: the worked example's "labrador retriever" (it had got no sense, so no
+    # description and no place under WordNet's 'dog')
+    v.classes["labrador"] = replace(v.classes["labrador"], aliases=("labrador retriever", "lab"))
+    senses, how, notes = choose_senses(v, wordnet)
+    assert "retriever" in wordnet.synset(senses["labrador"]).names[0] and not any("'labrador'" in n for n in notes)
+    assert how["labrador"] == "name 'labrador retriever'; no sense of 'labrador' is like them"
     v = vocabulary({"garden": ["rose", "tulip", "daisy", "oak", "fern", "moss"]})
     assert "tree" in wordnet.synset(choose_senses(v, wordnet)[0]["oak"]).gloss
     wood = wordnet.senses("oak")[0]

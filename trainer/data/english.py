@@ -353,8 +353,8 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
     organisms, like a spider; no sense is tagged); "tractor" among cars the farm tractor WordNet's tags favour,
     though the truck's cab shares the more specific 'motor vehicle' with them;
     "american lobster" among jellyfish and corals the animal, not its flesh; "labrador" among dogs has only
-    the Canadian region, like none of them, so it gets none, and a note says to pin one (a class in no
-    group keeps WordNet's first then).
+    the Canadian region, like none of them, so its alias "labrador retriever" gives the dog; without such an alias
+    it gets none, and a note says to pin one (a class in no group keeps its name's best then; `_sense_like`).
 
     Like (`WordNet.likeness`): the two share a kind at least FIT_DEPTH deep (an animal, an artifact, food), not
     only "object" or "matter", or one CATEGORY_DEPTH deep and are of one lexicographer file: "cliff" among alps and
@@ -368,25 +368,25 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
             wordnet.synset(words.wordnet)   # a pin that is no sense is the author's mistake: DataError
             pinned[c] = words.wordnet
             continue
-        found, phrase, said = _name_senses(wordnet, c, words)
-        if found:
-            asked[c] = (found, phrase, said)
+        candidates = _name_senses(wordnet, c, words)
+        if candidates:
+            asked[c] = candidates
         else:
             notes.append(f"class {c!r}: no English noun in WordNet for {words.name!r}")
     members = {g: vocabulary.members(g) for g in vocabulary.groups}
     grouped = {c: [m for held in members.values() if c in held for m in held if m != c] for c in asked}
     neighbours = {c: grouped[c] or [m for m in vocabulary.classes if m != c] for c in asked}
-    chosen = {**{c: found[0] for c, (found, _, _) in asked.items()}, **pinned}
+    chosen = {**{c: candidates[0][0][0] for c, candidates in asked.items()}, **pinned}
+    source = dict.fromkeys(asked, 0)   # which of a class's phrases gave its sense
     for _ in range(2):
         current = dict(chosen)
-        for c, (found, phrase, _) in asked.items():
+        for c, candidates in asked.items():
             around = [current[m] for m in dict.fromkeys(neighbours[c]) if current.get(m)]   # not those with none
-            if around:   # how many neighbours it is like; then one of the name's most used senses; then how
-                used = wordnet.most_used(phrase)   # specific the kinds it shares with them are
-                liked = [_liking(s in used, [wordnet.likeness(s, n) for n in around]) for s in found]
-                chosen[c] = found[liked.index(max(liked))] if max(liked)[0] or not grouped[c] else None
+            if around:
+                chosen[c], source[c] = _sense_like(wordnet, candidates, around, bool(grouped[c]))
     senses, how = dict(pinned), dict.fromkeys(pinned, "pinned")
-    for c, (found, phrase, said) in asked.items():
+    for c, candidates in asked.items():
+        found, phrase, said = candidates[source[c]]
         if chosen[c] is None:
             notes.append(f"class {c!r}: no WordNet sense of {phrase!r} is a kind of thing like the "
                          f"other classes of its groups (the first: {wordnet.synset(found[0]).gloss[:60]!r}); none "
@@ -395,7 +395,28 @@ def choose_senses(vocabulary, wordnet: WordNet) -> tuple[dict[str, str], dict[st
             senses[c] = chosen[c]
             rank = found.index(chosen[c])
             how[c] = said + ("" if rank == 0 else f", its sense {rank + 1}: WordNet's first is unlike its neighbours")
+            if source[c]:
+                how[c] += f"; no sense of {candidates[0][1]!r} is like them"
     return senses, how, notes
+
+
+def _sense_like(wordnet: WordNet, candidates: list[tuple[list[str], str, str]], around: list[str],
+                grouped: bool) -> tuple[str | None, int]:
+    """The sense a class gets among its neighbours' senses `around`, and which of its phrases gave it: of the first
+    phrase (its name, else an alias, else its id) with a sense like at least one neighbour, the sense like the most
+    of them, then one of the phrase's most used senses, then the one whose shared kinds are the most specific. None
+    if no phrase has one and the class is in a group ("labrador" among dogs is only the Canadian region, but its
+    alias "labrador retriever" is the dog); a class in no group keeps its name's best."""
+    best = None
+    for i, (found, phrase, _) in enumerate(candidates):
+        used = wordnet.most_used(phrase)
+        liked = [_liking(s in used, [wordnet.likeness(s, n) for n in around]) for s in found]
+        top = max(liked)
+        if top[0]:
+            return found[liked.index(top)], i
+        if best is None:
+            best = found[liked.index(top)]
+    return (None if grouped else best), 0
 
 
 def _liking(most_used: bool, likeness: list[tuple[bool, int]]) -> tuple[int, bool, int]:
@@ -405,18 +426,22 @@ def _liking(most_used: bool, likeness: list[tuple[bool, int]]) -> tuple[int, boo
     return len(alike), most_used, sum(alike)
 
 
-def _name_senses(wordnet: WordNet, class_id: str, words) -> tuple[list[str], str, str]:
-    """A class's candidate senses, the phrase that gave them (its name, an alias or its id, else its last
-    word) and how to say so."""
+def _name_senses(wordnet: WordNet, class_id: str, words) -> list[tuple[list[str], str, str]]:
+    """A class's candidate senses by phrase, in the order they are tried: for each of its name, aliases and id that
+    WordNet has, its senses, the spelling that gave them and how to say so; failing all, those of its name's last
+    word (a kind of it); [] if none."""
+    out, seen = [], set()
     for phrase in (words.name, *words.aliases, class_id.replace("_", " ")):
         found, form = wordnet.name_senses(phrase)
-        if found:
-            return found[:MAX_SENSES], form, f"name {form!r}"
+        if found and tuple(found) not in seen:
+            seen.add(tuple(found))
+            out.append((found[:MAX_SENSES], form, f"name {form!r}"))
+    if out:
+        return out
     plain = plain_words(words.name)
     head = plain.split()[-1]
-    if head != plain:
-        return wordnet.senses(head)[:MAX_SENSES], head, f"kind of {head!r}"
-    return [], head, ""
+    found = wordnet.senses(head)[:MAX_SENSES] if head != plain else []
+    return [(found, head, f"kind of {head!r}")] if found else []
 
 
 def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
