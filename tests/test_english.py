@@ -260,6 +260,14 @@ def test_the_kinds_below_a_concept_that_no_class_is_go_to_its_most_specific_hold
     assert dogs["names"][0] == "dogs" and {"doggie", "doggy", "pooch"} <= set(dogs["names"]) and "pooch" not in holder
     assert added["informal_names"] == len(dogs["names"]) - 1 >= 3
     assert all(c["kinds"] == sorted(c["kinds"]) for c in classes["concepts"] if "kinds" in c)
+    # ... so is a general term ("clothes": "clothing in general"), but not "dress", most used for the frock, nor
+    # "threads", the plural of "thread" by WordNet's morphology; "clothes" is none of "cloth" (WordNet: "clothe")
+    garments = ["bikini", "kimono", "sock", "poncho", "wok", "frying_pan"]
+    rows = {"classes": [class_entry(c, c, [c], "") for c in garments], "supercategories": {}, "concepts": []}
+    (tmp_path / "vocabulary.toml").write_text("")
+    classes, _ = with_english(rows, tmp_path, garments)
+    clothing = next(c for c in classes["concepts"] if "clothing" in c["names"])
+    assert {"clothes", "apparel", "togs"} <= set(clothing["names"]) and not {"dress", "threads"} & set(clothing["names"])
 
 
 def test_an_everyday_collection_reaches_own_classes_by_their_senses_and_the_authors_words_win():

@@ -58,6 +58,7 @@ KIND_LEVELS = 3              # a kind that holds one class names it within this 
 EVERYDAY_LEVELS_BELOW = 1
 KIND_LEVELS_BELOW = 3        # a kind the bundle lacks is named below a concept within this many steps: dog -> beagle
 INFORMAL = "informal term"   # how WordNet glosses a hyponym that is another word for its hypernym ("pooch", "kitty")
+GENERAL = " in general"      # ... or "<its hypernym's name> in general" ('apparel, clothes': "clothing in general")
 # ... whose sense is this deep: animal, container, device, not organism or artifact (in a probe of the held-out
 # vocabulary, before the most-used-sense filter, 2,788 names went below 'organism', mostly people: 'manslayer',
 # 'humourist'; 1,530 below 'artifact')
@@ -150,10 +151,13 @@ class WordNet:
 
     def singular_other(self, lemma: str, synset_id: str) -> bool:
         """Whether a singular the resolver makes of the lemma (sdk.text.resolver.words.singular_forms, which a
-        group's name also answers to) is a noun WordNet gives other senses: "threads", an informal term for
-        clothing, would make "thread" a name of the clothes; "togs" is kept ("tog" is no noun)."""
+        group's name also answers to), that is one by WordNet's morphology too (its exception list and suffix rules,
+        `singulars`), is a noun WordNet gives other senses: "threads", an informal term for clothing, is the plural
+        of "thread", which would take the clothes; "togs" is kept ("tog" is no noun), and so is "clothes": WordNet
+        makes it "clothe", no noun, not "cloth" (the cost: the resolver's reading "cloth" answers the clothing too)."""
         key = lemma_key(lemma)
-        return any(synset_id not in self.index.get(form, (synset_id,)) for form in singular_forms(key))
+        forms = set(singular_forms(key)) & set(self.singulars(key))
+        return any(synset_id not in self.index.get(form, (synset_id,)) for form in forms)
 
     def most_used(self, lemma: str) -> set[str]:
         """The lemma's noun senses that semantic concordances tag most often (cntlist.rev): "shoe" the footwear
@@ -567,8 +571,9 @@ def kinds_below(wordnet: WordNet, class_senses: set[str], above: set[str], conce
     below 'container'; "tiger" is an audacious person and a feline, tagged once each, and only the feline lies
     below a concept here). The resolver tells such a name missing and names its group: "beagle" -> a kind of
     'hunting dog'. A hyponym right below a concept's sense whose gloss begins INFORMAL ("pooch, doggie, doggy:
-    informal terms for dogs"; 31 synsets in WordNet 3.0) is no kind of it but another word for it: its names go
-    to the second dict, to be the concept's names ("doggies" -> the dogs).
+    informal terms for dogs"; 31 synsets in WordNet 3.0) or "<the concept> in general" ("clothes": "clothing in
+    general"; `_other_word`) is no kind of it but another word for it: its names go to the second dict, to be the
+    concept's names ("doggies" -> the dogs), but for a plural of another noun (`WordNet.singular_other`).
 
     `concepts`: sense -> (concept id, number of classes); `groups`: (group key, its sense, number of classes)."""
     holders = [(n, 1, -wordnet.depth(sense), key, sense) for sense, (key, n) in concepts.items()]
@@ -586,7 +591,7 @@ def kinds_below(wordnet: WordNet, class_senses: set[str], above: set[str], conce
             for kind in level:
                 if kind in above or wordnet.kinds(kind) & class_senses:
                     continue
-                other_word = steps == 1 and wordnet.synset(kind).gloss.startswith(INFORMAL)
+                other_word = steps == 1 and _other_word(wordnet.synset(kind).gloss, wordnet.synset(sense).names)
                 for name in wordnet.synset(kind).names:
                     if kind not in wordnet.most_used(name):   # "shoe" is footwear, not the card shoe below 'container'
                         continue
@@ -599,6 +604,18 @@ def kinds_below(wordnet: WordNet, class_senses: set[str], above: set[str], conce
                                                                                               key)
     return tuple({spelled[name]: sorted(by, key=by.__getitem__) for name, by in sorted(table.items())}
                  for table in (found, informal))
+
+
+def _other_word(gloss: str, above: tuple[str, ...]) -> bool:
+    """Whether a hyponym's gloss says it is another word for its hypernym (named `above`), not a kind of it: an
+    informal term ("pooch, doggie, doggy: informal terms for dogs"), or the hypernym "in general" ('apparel, clothes':
+    "clothing in general"; 3 synsets in WordNet 3.0, 'folk' and 'populace' the others).
+
+    >>> _other_word("clothing in general; \"she was refined in her choice of apparel\"", ("clothing", "vesture"))
+    True
+    """
+    return gloss.startswith(INFORMAL) or any(gloss.lower().startswith(n.replace("_", " ").lower() + GENERAL)
+                                             for n in above)
 
 
 def kinds_of_classes(wordnet: WordNet, senses: dict[str, str], own_names: dict[str, list[str]],
