@@ -137,6 +137,8 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     # Rule 2 (issue 72): a comma part that describes the item before it ("a X, with ..."; a participle) rejoins it
     ("a round shape, with a red rim", {}), ("a round shape, coloured red", {"min_classes": 1}),
     ("red disc, with blue ring", {}), ("a round shape, without red", {}), ("a red shape, rings", {}),
+    # Rule 4a past an article (issue 72): "a tuesday" is "tuesday", told missing, not read by meaning
+    ("a tuesday", {}), ("red disc, an owl", {}), ("a compact disc", {}), ("an owl", {"missing": "nearest"}),
 )
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).

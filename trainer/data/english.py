@@ -57,6 +57,10 @@ KIND_LEVELS = 3              # a kind that holds one class names it within this 
 # levels made bread a meal (meat loaf is a kind of loaf of bread)
 EVERYDAY_LEVELS_BELOW = 1
 KIND_LEVELS_BELOW = 3        # a kind the bundle lacks is named below a concept within this many steps: dog -> beagle
+# WordNet's lexicographer files of things a camera sees: animal, artifact, food, natural object, plant. A kind's name
+# that one of these calls another kind of thing is no alias of a class ("drone": the male bee, and an aircraft)
+SEEN_THINGS = frozenset({5, 6, 13, 17, 20})
+ANIMAL_AND_FLESH = frozenset({5, 13})   # ... but an animal's name names its meat too ("buffalo", "lamb"): one thing
 INFORMAL = "informal term"   # how WordNet glosses a hyponym that is another word for its hypernym ("pooch", "kitty")
 GENERAL = " in general"      # ... or "<its hypernym's name> in general" ('apparel, clothes': "clothing in general")
 # ... whose sense is this deep: animal, container, device, not organism or artifact (in a probe of the held-out
@@ -158,6 +162,15 @@ class WordNet:
         key = lemma_key(lemma)
         forms = set(singular_forms(key)) & set(self.singulars(key))
         return any(synset_id not in self.index.get(form, (synset_id,)) for form in forms)
+
+    def seen_otherwise(self, lemma: str, synset_id: str) -> bool:
+        """Whether another noun sense of the lemma is a thing a camera sees (SEEN_THINGS) of another lexicographer
+        file than `synset_id`'s: "drone" is the male bee (noun.animal) and a pilotless aircraft (noun.artifact);
+        "locust" the insect and a tree; not "buffalo" (the bison, its meat, the water buffalo, an animal too, and a
+        city)."""
+        own = self.synset(synset_id).lexfile
+        others = [self.synset(s).lexfile for s in self.index.get(lemma_key(lemma), ()) if s != synset_id]
+        return any(other in SEEN_THINGS and other != own and {own, other} != ANIMAL_AND_FLESH for other in others)
 
     def most_used(self, lemma: str) -> set[str]:
         """The lemma's noun senses that semantic concordances tag most often (cntlist.rev): "shoe" the footwear
@@ -626,6 +639,8 @@ def kinds_of_classes(wordnet: WordNet, senses: dict[str, str], own_names: dict[s
     A name goes with such a kind only where the kind is its one most used sense (`WordNet.most_used`: "buffalo",
     tagged as the American bison, below the bison, not as the Old World buffalo; not "silverfish", as often the
     insect as the goldfish), where no other sense of it is a class's, a kind above one or below another class,
+    where no other sense is another kind of thing a camera sees (`WordNet.seen_otherwise`: not "drone", also an
+    aircraft, though its concordances tag the male bee most),
     where it is none of `taken` (lower case: what the bundle's names already say) and where it names one class
     only. A name of several words goes only if each of its words is a word of the class's names (`own_names`,
     and the one-word names found): "grizzly bear" for the brown bear, not "Kodiak bear", whose "kodiak" would
@@ -647,7 +662,8 @@ def kinds_of_classes(wordnet: WordNet, senses: dict[str, str], own_names: dict[s
             seen.update(level)
             names += [(steps, n, k) for k in level for n in wordnet.synset(k).unique_names
                       if wordnet.most_used(n) == {k} and n.lower() not in taken
-                      and not wordnet.held(n, class_senses, above, besides=sense)]
+                      and not wordnet.held(n, class_senses, above, besides=sense)
+                      and not wordnet.seen_otherwise(n, k)]
         # the aliases a class may hold are few (sdk.format.bundle.MAX_ALIASES): the most used names first
         names.sort(key=lambda r: (-wordnet.tag_counts(r[1])[r[2]], r[0], r[1] != r[1].lower()))
         found[c] = list(dict.fromkeys(n for _, n, _ in names))

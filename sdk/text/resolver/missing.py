@@ -21,7 +21,7 @@ from sdk.format.bundle import ClassInfo
 from .names import Names
 from .options import MAX_GROUP_CLASSES, MISSING, TaskOptions
 from .similarity import top
-from .words import DESCRIBING_NOUNS, DESCRIBING_WORDS, normalize_name, singular_forms
+from .words import DESCRIBING_NOUNS, DESCRIBING_WORDS, normalize_name, singular_forms, without_article
 
 CLOSEST_NAMES = 3        # rule 4a names this many closest classes for a missing item
 # ... and says how to have it anyway: few-shot enrollment (sdk.personalize's `examples`, sdk/fewshot.py)
@@ -32,7 +32,11 @@ def unknown(names: Names, exocentric: frozenset[str], key: str) -> bool:
     """Whether the normalised phrase names nothing here: one word that is no name nor a word of one (nor is
     its singular), or a few words (no DESCRIBING_WORDS word, not ending in a DESCRIBING_NOUNS one: "my
     pets", "seaside creatures" describe) none of which, nor its singular, is a word of any name ("polar
-    bear", "coffee mug"), or a compound that is no kind of its last word."""
+    bear", "coffee mug"), or a compound that is no kind of its last word; past an article as without it ("a
+    drone" is "drone": by the text encoder it had taken a banana, a bee and a chihuahua on the worked example)."""
+    bare = without_article(key)
+    if bare != key:
+        return unknown(names, exocentric, bare)
     words = key.split(" ")
     if len(words) == 1:   # "blue" on a bundle of "blue disc", "blue ring": a word its names use, not missing
         return key not in names.by_name and key not in names.groups and not any(
@@ -44,8 +48,10 @@ def unknown(names: Names, exocentric: frozenset[str], key: str) -> bool:
 
 
 def exocentric_form(exocentric: frozenset[str], key: str) -> str | None:
-    """The form of `key` (itself or a singular: "hot dogs") that is a compound no kind of its last word, or None."""
-    return next((f for f in (key, *singular_forms(key)) if f in exocentric), None)
+    """The form of `key` (itself or a singular: "hot dogs"; past an article: "a hot dog") that is a compound no kind
+    of its last word, or None."""
+    bare = without_article(key)
+    return next((f for f in (bare, *singular_forms(bare)) if f in exocentric), None)
 
 
 def told(classes: list[ClassInfo], scores: np.ndarray, compound: str | None = None) -> str:

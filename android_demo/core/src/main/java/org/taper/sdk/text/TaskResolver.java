@@ -344,6 +344,8 @@ public final class TaskResolver {
 
     /** Rule 4a (sdk.text.resolver.TaskResolver._unknown): whether the normalised phrase names nothing here. */
     private boolean unknown(String key) {
+        String bare = withoutArticle(key);   // past an article as without it: "a drone" is "drone"
+        if (!bare.equals(key)) return unknown(bare);
         String[] parts = key.split(" ", -1);
         if (parts.length == 1) {  // a word the names use ("blue" among "blue disc") is not missing
             if (byName.containsKey(key) || groups.containsKey(key) || words.contains(key)) return false;
@@ -364,8 +366,9 @@ public final class TaskResolver {
     /** Rule 4a (sdk.text.resolver.TaskResolver._exocentric): the form of the key (itself or a singular: "hot dogs") that is a
      * compound no kind of its last word, or null. */
     private String exocentric(String key) {
-        if (exocentric.contains(key)) return key;
-        for (String f : singularForms(key)) if (exocentric.contains(f)) return f;
+        String bare = withoutArticle(key);   // "a hot dog" too
+        if (exocentric.contains(bare)) return bare;
+        for (String f : singularForms(bare)) if (exocentric.contains(f)) return f;
         return null;
     }
 
