@@ -6,7 +6,15 @@ from dataclasses import replace
 
 import pytest
 
-from trainer.data.english import ID_PREFIX, WORDNET_DIR, WordNet, choose_senses, english_for, everyday_rows
+from trainer.data.english import (
+    ID_PREFIX,
+    WORDNET_DIR,
+    WordNet,
+    choose_senses,
+    english_for,
+    everyday_rows,
+    kinds_of_classes,
+)
 from trainer.data.errors import DataError
 from trainer.data.related_kinds import related_kinds
 from trainer.data.vocabulary import Vocabulary, groups_text
@@ -327,6 +335,12 @@ def test_a_kind_below_a_class_names_that_class(wordnet):
     general = english_for(vocabulary({"animals": ["bird", "dog", "horse"]}), wordnet)
     assert len(general.aliases["bird"]) > MAX_ALIASES
     assert {"owl", "pigeon", "eagle"} <= set(general.aliases["bird"][:MAX_ALIASES])
+    # a name that also names another kind of thing a camera sees is no alias: "drone" (the male bee, an aircraft),
+    # "locust" (the insect, a tree); "buffalo" stays (its meat and the water buffalo are no other kind of thing)
+    kinds = kinds_of_classes(wordnet, {c: wordnet.senses(c)[0] for c in ("bee", "grasshopper", "bison")},
+                             {c: [c] for c in ("bee", "grasshopper", "bison")}, set())
+    assert "honeybee" in kinds["bee"] and "drone" not in kinds["bee"] and "locust" not in kinds["grasshopper"]
+    assert "buffalo" in kinds["bison"] and wordnet.seen_otherwise("drone", wordnet.most_used("drone").pop())
     # a name that is such a kind's is no kind the bundle lacks: "buffalo" is not told missing below 'bovid'
     assert "buffalo" not in {k.lower() for k in english.kinds_below}
     assert "aardvark" in {k.lower() for k in english.kinds_below}   # a kind of placental, as bears and lions are
