@@ -11,7 +11,7 @@ described kinds the tiny bundle narrows by its class and concept names). Changed
 group past an article (issue 72, thirty-fourth session), so "a round shape, without red" finds 'round shape' by
 name, no longer by the text encoder (the same classes). Rule 3's author-first cases (thirty-fifth session) are
 tiny-bundle misses: it has no such names. Changed since, on purpose: rule 4a reads past an article (thirty-fifth
-session), so nine refusals of a phrase past an article that no name holds ("a giraffe", "the insects", "a lion, the
+session), so eight refusals of one word past an article that no name holds ("a giraffe", "the insects", "a lion, the
 honey bees") say it is missing, where they said that nothing stands out (refused both times)."""
 
 import json

@@ -68,8 +68,9 @@ Rules, in order:
    classes so named: kinds of it, and the resolution says that the word itself is no class (MISSING).
    (Group names answer their singular too: "puppy" for "puppies".)
    Rule 3d is tried before 3c.
-4a. An item that names nothing in the bundle is a missing item (itself or past an article: "a drone", which the
-   text encoder had read as a banana, a bee and a chihuahua on the worked example): one word that is no name and no
+4a. An item that names nothing in the bundle is a missing item (one word or a compound below also past an article:
+   "a drone", which the text encoder had read as a banana, a bee and a chihuahua on the worked example; "a hot
+   dog"; other words past an article describe, "a steep rock face"): one word that is no name and no
    word of a name ("owl", "laptop"; "blue" among "blue disc" and "blue ring" is not), or a few words none of
    which is a word of any name ("polar bear", "coffee mug"), or a two-word noun that is no kind of its
    last word ("hot dog" is no dog, "teddy bear" no bear: sdk/text/compounds.py's list, from WordNet; the text

@@ -32,10 +32,11 @@ def unknown(names: Names, exocentric: frozenset[str], key: str) -> bool:
     """Whether the normalised phrase names nothing here: one word that is no name nor a word of one (nor is
     its singular), or a few words (no DESCRIBING_WORDS word, not ending in a DESCRIBING_NOUNS one: "my
     pets", "seaside creatures" describe) none of which, nor its singular, is a word of any name ("polar
-    bear", "coffee mug"), or a compound that is no kind of its last word; past an article as without it ("a
-    drone" is "drone": by the text encoder it had taken a banana, a bee and a chihuahua on the worked example)."""
+    bear", "coffee mug"), or a compound that is no kind of its last word. One word or such a compound past an
+    article is read without it ("a drone" is "drone": by the text encoder it had taken a banana, a bee and a
+    chihuahua on the worked example; "a hot dog"); other words past one describe ("a steep rock face", by meaning)."""
     bare = without_article(key)
-    if bare != key:
+    if bare != key and (" " not in bare or exocentric_form(exocentric, bare) is not None):
         return unknown(names, exocentric, bare)
     words = key.split(" ")
     if len(words) == 1:   # "blue" on a bundle of "blue disc", "blue ring": a word its names use, not missing

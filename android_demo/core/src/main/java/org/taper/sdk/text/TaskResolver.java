@@ -344,8 +344,8 @@ public final class TaskResolver {
 
     /** Rule 4a (sdk.text.resolver.TaskResolver._unknown): whether the normalised phrase names nothing here. */
     private boolean unknown(String key) {
-        String bare = withoutArticle(key);   // past an article as without it: "a drone" is "drone"
-        if (!bare.equals(key)) return unknown(bare);
+        String bare = withoutArticle(key);   // one word or a compound past an article: "a drone", "a hot dog"
+        if (!bare.equals(key) && (bare.indexOf(' ') < 0 || exocentric(bare) != null)) return unknown(bare);
         String[] parts = key.split(" ", -1);
         if (parts.length == 1) {  // a word the names use ("blue" among "blue disc") is not missing
             if (byName.containsKey(key) || groups.containsKey(key) || words.contains(key)) return false;
