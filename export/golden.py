@@ -139,6 +139,8 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("red disc, with blue ring", {}), ("a round shape, without red", {}), ("a red shape, rings", {}),
     # Rule 4a past an article (issue 72): "a tuesday" is "tuesday", told missing, not read by meaning
     ("a tuesday", {}), ("red disc, an owl", {}), ("a compact disc", {}), ("an owl", {"missing": "nearest"}),
+    # Rule 2's marks (issue 72): "Rings!!" is "rings"; ";" cuts as ","; "/" and "&" cut unspaced
+    ("Rings!!", {}), ('"red disc"', {}), ("rings; textures", {}), ("red disc/blue ring", {}), ("discs&rings", {}),
 )
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).
@@ -203,7 +205,10 @@ COMPOSED_DESCRIPTIONS = (
     "louse", "easels", "noose, lion", "vertebrates", "loon",
     # rule 3: the author's names before WordNet's in either number ("critter", the author's alias, and "crawler", the
     # singular of the author's "crawlers", both given by a derived concept too); a name only WordNet's give
-    "critter", "critters", "crawler", "a crawler", "crawlers", "minibeasts")
+    "critter", "critters", "crawler", "a crawler", "crawlers", "minibeasts",
+    # rule 2: a semicolon cuts as a comma; "/" and "&" cut unspaced; closing marks and quotes are no part of an item
+    "mammals!!", "birds/insects", "mammals; birds", '"penguin"?', "lion&goose", "birds?, not penguins", "...",
+    "\u201cinsects\u201d\u2026")
 # Rule 6 (issue 72): the table's classes with descriptions, the candidates rules 4 or 5 might take for a described kind,
 # and texts cut into words as both readers must (TaskResolver.narrowed and sdk.text.resolver.described.content_stems)
 COMPOSED_GLOSSES = {

@@ -15,6 +15,7 @@ from sdk.text.resolver.names import Names
 from sdk.text.resolver.pipeline import TaskResolver
 from sdk.text.resolver.similarity import concept_match, contrast, pad, top
 from sdk.text.resolver.spelling import joined, spelling
+from sdk.text.resolver.words import unmarked
 
 CLASSES = [ClassInfo("n1", "beagle", ["animal", "dog", "beagle"]),
            ClassInfo("n2", "poodle", ["animal", "dog", "poodle"]),
@@ -121,6 +122,14 @@ def test_rule_3_takes_the_authors_group_before_wordnets_in_either_number():
     assert index.group("dog") == ("dog", [0, 1]) and index.group("vehicle") == ("vehicle", [4, 5])
     assert index.group("vehicles") == ("vehicles", [4, 5]) and index.group("domestic dog") == ("domestic dog", [0])
     assert index.derived == {"domestic dog", "conveyance"} and "vehicle" in index.singulars
+
+def test_rule_2_cuts_at_semicolons_and_unspaced_slashes_and_drops_closing_marks(names):
+    assert names.items('"Bugs"!!; poodle?') == ["Bugs", "poodle"] and names.items("...") == ["..."]
+    assert names.conjuncts("beagle/bee") == ["beagle", "bee"] and names.conjuncts("bee&ladybug") == ["bee", "ladybug"]
+    assert unmarked("\u201cpets\u201d\u2026") == "pets" and unmarked("St. Bernard.") == "St. Bernard"
+    named = Names([*CLASSES, ClassInfo("n7", "yes!", ["yes!"])], {}, CONCEPTS)
+    assert named.items("yes!") == ["yes!"]   # a name as typed keeps its marks
+
 
 def test_rule_4a_tells_what_the_bundle_lacks(names):
     assert unknown(names, frozenset(), "owl") and not unknown(names, frozenset(), "beagle")

@@ -19,9 +19,12 @@ from .words import (
     CONJUNCTIONS,
     DESCRIBING_NOUNS,
     GLOSS_WORDS,
+    GLUED_CONJUNCTIONS,
+    ITEM_SEPARATORS,
     PARTICIPLE_ENDINGS,
     normalize_name,
     singular_forms,
+    unmarked,
     without_article,
 )
 
@@ -137,13 +140,19 @@ class Names:
         item opens with "a" or "an", and the part, no name of its own, with a preposition or relative word
         (APPOSITIVE_OPENERS) or a participle ("a dog, used by the police"; "a beetle, with black spots").
 
+        A semicolon cuts as a comma does, and an item's closing marks and surrounding quotes are no part of it
+        ("Dogs!!"; `unmarked`), unless it is a name as typed.
+
         >>> Names([], {}, []).items("a dog, used by the police, cats, without fleas")
         ['a dog, used by the police', 'cats', 'without fleas']
+        >>> Names([], {}, []).items('"Dogs"!!; cats?')
+        ['Dogs', 'cats']
         """
-        if "," not in text:
-            return [text]
+        cut = ITEM_SEPARATORS.split(text)
+        if len(cut) == 1:
+            return [self._unmarked(text)]
         items: list[str] = []
-        for part in (p.strip() for p in text.split(",")):
+        for part in (self._unmarked(p.strip()) for p in cut):
             if not part:
                 continue
             if items and self._describes(items[-1], part):
@@ -151,6 +160,9 @@ class Names:
             else:
                 items.append(part)
         return items
+
+    def _unmarked(self, item: str) -> str:
+        return item if self.named(normalize_name(item)) else unmarked(item)
 
     def _describes(self, item: str, part: str) -> bool:
         key = normalize_name(part)
@@ -165,6 +177,9 @@ class Names:
         key = normalize_name(item)
         if self.named(key):
             return [item]
+        for mark in GLUED_CONJUNCTIONS:   # "lemons/oranges"
+            key = key.replace(mark, f" {mark} ")
+        key = normalize_name(key)
         parts, words = [], []
         for word in key.split(" ") + ["and"]:
             if word in CONJUNCTIONS:

@@ -10,7 +10,11 @@ import numpy as np
 
 from sdk.errors import DescriptionError
 
-CONJUNCTIONS = frozenset({"and", "or", "&"})
+CONJUNCTIONS = frozenset({"and", "or", "&", "/"})
+GLUED_CONJUNCTIONS = ("&", "/")   # rule 2 cuts at these unspaced too: "lemons/oranges"
+ITEM_SEPARATORS = re.compile(r"[,;]")   # rule 2: an item ends at a comma or a semicolon ("cars; trucks")
+END_MARKS = "!?.\u2026"   # rule 2: the marks that close an item say nothing of what it names ("Dogs!!", "cats?")
+QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019"}   # ... nor the quotes around it
 # Rule 2: words that make an item a gloss, which is not cut at its conjunctions (issue 50: "a drinking glass
 # with a base and stem" was cut at "and", and 'stem' took the concept 'plant part').
 GLOSS_WORDS = frozenset({"a", "an", "the", "with", "without", "of", "for", "in", "on", "at", "to", "from", "by",
@@ -126,6 +130,18 @@ def unit_mean(rows) -> np.ndarray:
     """The normalised mean of embedding rows, float32: a task's embedding from its classes' (as in training)."""
     mean = np.mean(rows, axis=0)
     return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+
+
+def unmarked(item: str) -> str:
+    """Rule 2: the item without the marks that close it (END_MARKS) and the quotes around it; itself if nothing is left.
+
+    >>> unmarked('"Dogs"!!'), unmarked("cats?"), unmarked("..."), unmarked("St. Bernard.")
+    ('Dogs', 'cats', '...', 'St. Bernard')
+    """
+    text = item.rstrip(END_MARKS).strip()
+    if len(text) >= 2 and QUOTES.get(text[0]) == text[-1]:
+        text = text[1:-1].rstrip(END_MARKS).strip()
+    return text or item
 
 
 def normalize_name(text: str) -> str:

@@ -35,7 +35,12 @@ public final class TaskResolver {
     /** sdk.text.resolver.CONCEPT_MARGIN, SUPERSET_RATIO and CONJUNCTIONS. */
     static final double CONCEPT_MARGIN = 0.03;
     static final int SUPERSET_RATIO = 2;
-    static final Set<String> CONJUNCTIONS = Set.of("and", "or", "&");
+    static final Set<String> CONJUNCTIONS = Set.of("and", "or", "&", "/");
+    /** sdk.text.resolver.words: GLUED_CONJUNCTIONS, END_MARKS and QUOTES (rule 2). */
+    static final List<String> GLUED_CONJUNCTIONS = List.of("&", "/");
+    static final String END_MARKS = "!?.\u2026";
+    static final Map<Integer, Integer> QUOTES = Map.of((int) '"', (int) '"', (int) '\'', (int) '\'', 0x201C, 0x201D,
+                                                       0x2018, 0x2019);
     /** sdk.text.resolver.GLOSS_WORDS: an item holding one is a gloss, not cut at its conjunctions. */
     static final Set<String> GLOSS_WORDS = Set.of("a", "an", "the", "with", "without", "of", "for", "in", "on", "at",
             "to", "from", "by", "that", "which", "who", "whose", "having");
@@ -508,12 +513,13 @@ public final class TaskResolver {
      */
     private List<String> items(String text) {
         List<String> items = new ArrayList<>();
-        if (!text.contains(",")) {
-            items.add(text);
+        String[] cut = text.split("[,;]", -1);
+        if (cut.length == 1) {
+            items.add(unmarkedItem(text));
             return items;
         }
-        for (String p : text.split(",", -1)) {
-            String part = strip(p);
+        for (String p : cut) {
+            String part = unmarkedItem(strip(p));
             if (part.isEmpty()) continue;
             if (!items.isEmpty() && describes(items.get(items.size() - 1), part))
                 items.set(items.size() - 1, items.get(items.size() - 1) + ", " + part);
@@ -521,6 +527,26 @@ public final class TaskResolver {
                 items.add(part);
         }
         return items;
+    }
+
+    private String unmarkedItem(String item) {
+        return named(norm(item)) ? item : unmarked(item);
+    }
+
+    /** sdk.text.resolver.words.unmarked: the item without its closing marks and surrounding quotes; itself if nothing
+     *  is left. */
+    static String unmarked(String item) {
+        String text = strip(rstripMarks(item));
+        int[] cps = text.codePoints().toArray();
+        if (cps.length >= 2 && QUOTES.containsKey(cps[0]) && QUOTES.get(cps[0]) == cps[cps.length - 1])
+            text = strip(rstripMarks(new String(cps, 1, cps.length - 2)));
+        return text.isEmpty() ? item : text;
+    }
+
+    private static String rstripMarks(String s) {
+        int end = s.length();
+        while (end > 0 && END_MARKS.indexOf(s.charAt(end - 1)) >= 0) end--;
+        return s.substring(0, end);
     }
 
     private boolean describes(String item, String part) {
@@ -664,6 +690,8 @@ public final class TaskResolver {
     private List<String> conjuncts(String item) {
         String key = norm(item);
         if (named(key)) return List.of(item);
+        for (String mark : GLUED_CONJUNCTIONS) key = key.replace(mark, " " + mark + " ");   // "lemons/oranges"
+        key = norm(key);
         boolean gloss = false;
         for (String word : key.split(" ", -1)) if (GLOSS_WORDS.contains(word)) gloss = true;
         List<String> parts = new ArrayList<>(), words = new ArrayList<>();
