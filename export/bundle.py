@@ -257,22 +257,27 @@ def with_kinds(concepts: list[dict], rows: list[dict], supercategories: dict, ki
     names of the kinds below them that no class is (`kinds`, sorted), each name in the first of its holders
     (trainer.data.english.kinds_below) that is a row here, and how many names of each that is. A name the
     bundle already answers to (a class's id, name or alias, a concept's or super-category's name) is left out:
-    the resolver reads those first."""
+    the resolver reads those first. So is an informal name of several words one of which is no word of those:
+    "wearing apparel" would make "wearing" a word the bundle knows, which the resolver reads by its nearest classes
+    (rule 4a: it took the bikini, a chest and a sock)."""
     from sdk.format.bundle import MAX_CONCEPT_KINDS, MAX_CONCEPT_NAMES
     from sdk.text.resolver import normalize_name
 
     known = answered_names(rows, concepts, supercategories)
+    words = {w for name in known for w in name.split(" ")}
     index = {c["id"]: i for i, c in enumerate(concepts)}
 
-    def placed(table: dict[str, list[str]]) -> dict[int, list[str]]:
+    def placed(table: dict[str, list[str]], known_words: bool = False) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
         for name, holders in table.items():
             held = next((index[h] for h in holders if h in index), None)
-            if held is not None and normalize_name(name) not in known:
+            key = normalize_name(name)
+            if held is not None and key not in known and not (known_words and " " in key
+                                                              and not set(key.split(" ")) <= words):
                 out.setdefault(held, []).append(name)
         return out
 
-    names = placed(informal)
+    names = placed(informal, known_words=True)
     named = [{**c, "names": [*c["names"], *names[i]][:MAX_CONCEPT_NAMES]} if i in names else c
              for i, c in enumerate(concepts)]
     known |= {normalize_name(n) for more in names.values() for n in more}

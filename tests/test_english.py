@@ -277,6 +277,7 @@ def test_the_kinds_below_a_concept_that_no_class_is_go_to_its_most_specific_hold
     clothing = next(c for c in classes["concepts"] if "clothing" in c["names"])
     names = set(clothing["names"])
     assert {"clothes", "apparel", "togs"} <= names and not {"dress", "threads"} & names
+    assert "wearing apparel" not in names   # "wearing" would become a word the bundle knows (rule 4a reads it)
 
 
 def test_an_everyday_collection_reaches_own_classes_by_their_senses_and_the_authors_words_win():
