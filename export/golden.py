@@ -141,6 +141,7 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("a tuesday", {}), ("red disc, an owl", {}), ("a compact disc", {}), ("an owl", {"missing": "nearest"}),
     # Rule 2's marks (issue 72): "Rings!!" is "rings"; ";" cuts as ","; "/" and "&" cut unspaced
     ("Rings!!", {}), ('"red disc"', {}), ("rings; textures", {}), ("red disc/blue ring", {}), ("discs&rings", {}),
+    ("rings (not blue ring)", {"min_classes": 4}), ("round shapes (no discs)", {}),
 )
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).
@@ -208,7 +209,10 @@ COMPOSED_DESCRIPTIONS = (
     "critter", "critters", "crawler", "a crawler", "crawlers", "minibeasts",
     # rule 2: a semicolon cuts as a comma; "/" and "&" cut unspaced; closing marks and quotes are no part of an item
     "mammals!!", "birds/insects", "mammals; birds", '"penguin"?', "lion&goose", "birds?, not penguins", "...",
-    "\u201cinsects\u201d\u2026")
+    "\u201cinsects\u201d\u2026",
+    # ... and a parenthesis that opens with a negation leaves out what it names; any other stays in its item
+    "mammals (no lion)", "birds (except penguins)", "invertebrates (not ants or bees)", "mammals (small ones)",
+    "(no birds)", "mammals ( without  elephant )")
 # Rule 6 (issue 72): the table's classes with descriptions, the candidates rules 4 or 5 might take for a described kind,
 # and texts cut into words as both readers must (TaskResolver.narrowed and sdk.text.resolver.described.content_stems)
 COMPOSED_GLOSSES = {

@@ -127,6 +127,7 @@ def test_rule_2_cuts_at_semicolons_and_unspaced_slashes_and_drops_closing_marks(
     assert names.items('"Bugs"!!; poodle?') == ["Bugs", "poodle"] and names.items("...") == ["..."]
     assert names.conjuncts("beagle/bee") == ["beagle", "bee"] and names.conjuncts("bee&ladybug") == ["bee", "ladybug"]
     assert unmarked("\u201cpets\u201d\u2026") == "pets" and unmarked("St. Bernard.") == "St. Bernard"
+    assert names.items("bugs (no bee), pets (small ones)") == ["bugs", "no bee", "pets (small ones)"]
     named = Names([*CLASSES, ClassInfo("n7", "yes!", ["yes!"])], {}, CONCEPTS)
     assert named.items("yes!") == ["yes!"]   # a name as typed keeps its marks
 

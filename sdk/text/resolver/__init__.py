@@ -17,7 +17,8 @@ Rules, in order:
    else DescriptionError listing the unknown names.
 2. A string with commas or semicolons ("bicycle, pedestrian, tree") is resolved item by item with rules 3-5 and
    the union is taken (an item's closing marks and surrounding quotes are no part of it: "Dogs!!" is "dogs"; before,
-   it was told missing); so is an item joined by the words "and", "or", "&" or "/" (the last two unspaced too:
+   it was told missing; a parenthesis that opens with a negation is cut off as a comma part: "insects (no bees)");
+   so is an item joined by the words "and", "or", "&" or "/" (the last two unspaced too:
    "lemons/oranges") ("cars and trucks"), unless the
    whole item is a name (rule 3 or a class name: "devices and instruments" is one group) or reads as a
    gloss, holding an article, a preposition or a relative word (GLOSS_WORDS: "a drinking glass with a

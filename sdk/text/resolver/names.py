@@ -23,6 +23,7 @@ from .words import (
     ITEM_SEPARATORS,
     PARTICIPLE_ENDINGS,
     normalize_name,
+    opened_exclusions,
     singular_forms,
     unmarked,
     without_article,
@@ -140,15 +141,16 @@ class Names:
         item opens with "a" or "an", and the part, no name of its own, with a preposition or relative word
         (APPOSITIVE_OPENERS) or a participle ("a dog, used by the police"; "a beetle, with black spots").
 
-        A semicolon cuts as a comma does, and an item's closing marks and surrounding quotes are no part of it
-        ("Dogs!!"; `unmarked`), unless it is a name as typed.
+        A semicolon cuts as a comma does, and so does a parenthesis that opens with a negation ("insects (no
+        bees)"; `opened_exclusions`); an item's closing marks and surrounding quotes are no part of it ("Dogs!!";
+        `unmarked`), unless it is a name as typed.
 
         >>> Names([], {}, []).items("a dog, used by the police, cats, without fleas")
         ['a dog, used by the police', 'cats', 'without fleas']
         >>> Names([], {}, []).items('"Dogs"!!; cats?')
         ['Dogs', 'cats']
         """
-        cut = ITEM_SEPARATORS.split(text)
+        cut = ITEM_SEPARATORS.split(opened_exclusions(text))
         if len(cut) == 1:
             return [self._unmarked(text)]
         items: list[str] = []

@@ -14,6 +14,7 @@ CONJUNCTIONS = frozenset({"and", "or", "&", "/"})
 GLUED_CONJUNCTIONS = ("&", "/")   # rule 2 cuts at these unspaced too: "lemons/oranges"
 ITEM_SEPARATORS = re.compile(r"[,;]")   # rule 2: an item ends at a comma or a semicolon ("cars; trucks")
 END_MARKS = "!?.\u2026"   # rule 2: the marks that close an item say nothing of what it names ("Dogs!!", "cats?")
+PARENTHESIS = re.compile(r"\(([^()]*)\)")   # rule 2: "insects (no bees)" (`opened_exclusions`)
 QUOTES = {'"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019"}   # ... nor the quotes around it
 # Rule 2: words that make an item a gloss, which is not cut at its conjunctions (issue 50: "a drinking glass
 # with a base and stem" was cut at "and", and 'stem' took the concept 'plant part').
@@ -130,6 +131,20 @@ def unit_mean(rows) -> np.ndarray:
     """The normalised mean of embedding rows, float32: a task's embedding from its classes' (as in training)."""
     mean = np.mean(rows, axis=0)
     return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+
+
+def opened_exclusions(text: str) -> str:
+    """Rule 2: a parenthesis that opens with a negation (NEGATIONS) cut off as a comma part is, so that rule 2b leaves
+    out what it names (the text encoder took "insects (no bees)" whole, and the bee with it); any other parenthesis
+    stays in its item.
+
+    >>> opened_exclusions("insects (no bees), dogs (small ones)")
+    'insects , no bees, dogs (small ones)'
+    """
+    def cut(found: re.Match) -> str:
+        inner = normalize_name(found.group(1))
+        return f", {found.group(1)}" if any(inner.startswith(f"{n} ") for n in NEGATIONS) else found.group(0)
+    return PARENTHESIS.sub(cut, text)
 
 
 def unmarked(item: str) -> str:

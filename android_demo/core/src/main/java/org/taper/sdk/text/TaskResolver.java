@@ -513,7 +513,7 @@ public final class TaskResolver {
      */
     private List<String> items(String text) {
         List<String> items = new ArrayList<>();
-        String[] cut = text.split("[,;]", -1);
+        String[] cut = openedExclusions(text).split("[,;]", -1);
         if (cut.length == 1) {
             items.add(unmarkedItem(text));
             return items;
@@ -527,6 +527,24 @@ public final class TaskResolver {
                 items.add(part);
         }
         return items;
+    }
+
+    private static final java.util.regex.Pattern PARENTHESIS = java.util.regex.Pattern.compile("\\(([^()]*)\\)");
+
+    /** sdk.text.resolver.words.opened_exclusions: a parenthesis that opens with a negation cut off as a comma part
+     *  ("insects (no bees)"); any other stays. */
+    static String openedExclusions(String text) {
+        java.util.regex.Matcher found = PARENTHESIS.matcher(text);
+        StringBuilder out = new StringBuilder();
+        while (found.find()) {
+            String inner = norm(found.group(1));
+            boolean negation = false;
+            for (String n : NEGATIONS) negation |= inner.startsWith(n + " ");
+            found.appendReplacement(out, java.util.regex.Matcher.quoteReplacement(
+                    negation ? ", " + found.group(1) : found.group(0)));
+        }
+        found.appendTail(out);
+        return out.toString();
     }
 
     private String unmarkedItem(String item) {
