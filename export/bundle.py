@@ -267,17 +267,19 @@ def with_kinds(concepts: list[dict], rows: list[dict], supercategories: dict, ki
     words = {w for name in known for w in name.split(" ")}
     index = {c["id"]: i for i, c in enumerate(concepts)}
 
-    def placed(table: dict[str, list[str]], known_words: bool = False) -> dict[int, list[str]]:
+    def placed(table: dict[str, list[str]]) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
         for name, holders in table.items():
             held = next((index[h] for h in holders if h in index), None)
-            key = normalize_name(name)
-            if held is not None and key not in known and not (known_words and " " in key
-                                                              and not set(key.split(" ")) <= words):
+            if held is not None and normalize_name(name) not in known:
                 out.setdefault(held, []).append(name)
         return out
 
-    names = placed(informal, known_words=True)
+    def new_words(name: str) -> bool:   # of several words, one the bundle does not know: "wearing apparel"
+        key = normalize_name(name)
+        return " " in key and not set(key.split(" ")) <= words
+
+    names = placed({n: h for n, h in informal.items() if not new_words(n)})
     named = [{**c, "names": [*c["names"], *names[i]][:MAX_CONCEPT_NAMES]} if i in names else c
              for i, c in enumerate(concepts)]
     known |= {normalize_name(n) for more in names.values() for n in more}

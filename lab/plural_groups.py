@@ -26,6 +26,18 @@ COMMAND = ("python -m lab.plural_groups --bundle ~/.cache/taper-sdk/words/tiny-i
            "--out docs/results/plural_groups")
 
 
+def pairs(groups: dict[str, list[int]], concept_names: set[str]) -> list[tuple[str, str]]:
+    """The (name, singular form) pairs, both concept names, whose groups hold different classes.
+
+    >>> pairs({"timers": [1, 2], "timer": [2, 3], "cats": [4]}, {"timers", "timer", "cats"})
+    [('timers', 'timer')]
+    """
+    from sdk.text.resolver.words import singular_forms
+
+    return [(name, form) for name in groups if name in concept_names for form in singular_forms(name)
+            if form != name and form in groups and form in concept_names and set(groups[name]) != set(groups[form])]
+
+
 def merged(groups: dict[str, list[int]], concept_names: set[str], mode: str) -> dict[str, list[int]]:
     """`groups` with each concept name and its singular forms that are concept names answering their union.
 
@@ -34,20 +46,17 @@ def merged(groups: dict[str, list[int]], concept_names: set[str], mode: str) -> 
     >>> merged({"crafts": [1], "craft": [2]}, {"crafts", "craft"}, "overlap")
     {'crafts': [1], 'craft': [2]}
     """
-    from sdk.text.resolver.words import singular_forms
-
     out = dict(groups)
-    for plural in [n for n in out if n in concept_names]:
-        for form in singular_forms(plural):
-            if form != plural and form in out and form in concept_names:
-                a, b = set(out[plural]), set(out[form])
-                if a != b and (a & b or mode == "any"):
-                    out[plural] = out[form] = sorted(a | b)
+    for plural, form in pairs(groups, concept_names):
+        a, b = set(out[plural]), set(out[form])
+        if a != b and (a & b or mode == "any"):
+            out[plural] = out[form] = sorted(a | b)
     return out
 
 
 def measure(bundle_path: Path, mode: str) -> dict:
-    """Each retrieval set's precision, recall and rows with the rule in `mode` (a fresh resolver each time)."""
+    """Each retrieval set's precision, recall and rows with the rule in `mode` (a fresh resolver each time), and
+    under "pairs" the bundle's (name, singular) pairs that hold different classes -> whether they share one."""
     import sdk
     from scripts.bench_retrieval import phrasing_sets
     from sdk.text.resolver import TaskOptions
@@ -56,10 +65,13 @@ def measure(bundle_path: Path, mode: str) -> dict:
 
     shipped = Names._groups
 
+    found_pairs: dict[tuple[str, str], bool] = {}   # each pair -> whether its two groups share a class
+
     def groups(self, classes, supercategories):
         found = shipped(self, classes, supercategories)
-        return found if mode == "off" else merged(
-            found, {normalize_name(n) for c in self.concepts for n in c.names}, mode)
+        names = {normalize_name(n) for c in self.concepts for n in c.names}
+        found_pairs.update({(a, b): bool(set(found[a]) & set(found[b])) for a, b in pairs(found, names)})
+        return found if mode == "off" else merged(found, names, mode)
 
     Names._groups = groups
     try:
@@ -67,7 +79,7 @@ def measure(bundle_path: Path, mode: str) -> dict:
         sets, _, _ = phrasing_sets(bundle.resolver, bundle, TaskOptions())
     finally:
         Names._groups = shipped
-    return sets
+    return {**sets, "pairs": found_pairs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="results path without suffix (.json written)")
     args = parser.parse_args(argv)
     runs = {mode: measure(args.bundle, mode) for mode in MODES}
-    result = {"command": COMMAND, "bundle": args.bundle.name, "sets": {}, "changed": {}}
+    found = runs["off"].pop("pairs")
+    for mode in MODES[1:]:
+        runs[mode].pop("pairs")
+    result = {"command": COMMAND, "bundle": args.bundle.name, "pairs": len(found),
+              "pairs_sharing_a_class": sum(found.values()), "sets": {}, "changed": {}}
     for key, rows in runs["off"].items():
         result["sets"][key] = {mode: {"precision": runs[mode][key]["precision"], "recall": runs[mode][key]["recall"]}
                                for mode in MODES}

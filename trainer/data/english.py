@@ -627,8 +627,7 @@ def _other_word(gloss: str, above: tuple[str, ...]) -> bool:
     >>> _other_word("clothing in general; \"she was refined in her choice of apparel\"", ("clothing", "vesture"))
     True
     """
-    return gloss.startswith(INFORMAL) or any(gloss.lower().startswith(n.replace("_", " ").lower() + GENERAL)
-                                             for n in above)
+    return gloss.startswith(INFORMAL) or any(gloss.lower().startswith(n.lower() + GENERAL) for n in above)
 
 
 def kinds_of_classes(wordnet: WordNet, senses: dict[str, str], own_names: dict[str, list[str]],

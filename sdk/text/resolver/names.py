@@ -77,6 +77,8 @@ class Names:
         groups: dict[str, list[int]] = {}
         authored_singulars: set[str] = set()   # the singulars of the author's names, once those are all in
         for derived in (False, True):
+            if derived:
+                authored_singulars = {form for name in groups for form in singular_forms(name)}
             for synonyms in (False, True):
                 named: dict[str, set[int]] = {}
                 for concept in self.concepts:
@@ -84,11 +86,10 @@ class Names:
                         for name in concept.names[1:] if synonyms else concept.names[:1]:
                             named.setdefault(normalize_name(name), set()).update(concept.members)
                 for name, members in named.items():
-                    if name not in groups and not (derived and name in authored_singulars):
+                    if name not in groups and name not in authored_singulars:
                         groups[name] = sorted(members)
                         if derived:
                             self.derived.add(name)
-            authored_singulars = {form for name in groups for form in singular_forms(name)}
         nodes: dict[str, list[int]] = {}
         for i, c in enumerate(classes):  # inner nodes of the hierarchy ("dog", "insect", ...)
             for node in c.path[:-1]:

@@ -180,6 +180,7 @@ public final class TaskResolver {
         // derived concept takes no name the author's give in either number ("dog" for the author's 'dogs').
         Set<String> authoredSingulars = new java.util.HashSet<>();
         for (boolean fromWordNet : new boolean[]{false, true}) {
+            if (fromWordNet) for (String name : groups.keySet()) authoredSingulars.addAll(singularForms(name));
             for (boolean synonyms : new boolean[]{false, true}) {
                 Map<String, TreeSet<Integer>> named = new LinkedHashMap<>();
                 for (Concept concept : concepts) {
@@ -191,12 +192,11 @@ public final class TaskResolver {
                     }
                 }
                 for (Map.Entry<String, TreeSet<Integer>> e : named.entrySet()) {
-                    if (groups.containsKey(e.getKey()) || (fromWordNet && authoredSingulars.contains(e.getKey()))) continue;
+                    if (groups.containsKey(e.getKey()) || authoredSingulars.contains(e.getKey())) continue;
                     groups.put(e.getKey(), new ArrayList<>(e.getValue()));
                     if (fromWordNet) derived.add(e.getKey());
                 }
             }
-            for (String name : groups.keySet()) authoredSingulars.addAll(singularForms(name));
         }
         Map<String, List<Integer>> nodes = new LinkedHashMap<>();
         for (int i = 0; i < paths.size(); i++) {
