@@ -373,3 +373,16 @@ def test_tiny_imagenets_words_get_the_kinds_below_its_classes_and_concepts():
     assert added == {"source": "WordNet 3.0",
                      "kinds_of_classes": sum(len(a) for a in aliases.values()) - 1,
                      "kinds": len(dog["kinds"]), "informal_names": len(dog["names"]) - 2}
+
+
+@needs_wordnet
+def test_an_alias_is_a_name_in_ordinary_use_for_the_classs_sense(wordnet):
+    """A synonym, or a holding kind's name, goes only where the sense is one the name is most used for: the cougar
+    keeps "puma" and "mountain lion", not "painter" (the artist, 15 tags); a kitchen's plate, given WordNet's most
+    tagged sense (home plate), does not answer "bag" or "home"."""
+    assert wordnet.in_use_for("puma", "n02125311") and not wordnet.in_use_for("painter", "n02125311")
+    v = vocabulary({"cats": ["lion", "cougar", "tabby_cat"],
+                    "kitchen": ["frying_pan", "wok", "teapot", "water_jug", "wooden_spoon", "plate"]})
+    aliases = english_for(v, wordnet).aliases
+    assert {"puma", "mountain lion"} <= set(aliases["cougar"]) and "painter" not in aliases["cougar"]
+    assert not {"home", "bag", "base"} & set(aliases["plate"]) and "home plate" in aliases["plate"]

@@ -172,6 +172,11 @@ class WordNet:
         others = [self.synset(s).lexfile for s in self.index.get(lemma_key(lemma), ()) if s != synset_id]
         return any(other in SEEN_THINGS and other != own and {own, other} != ANIMAL_AND_FLESH for other in others)
 
+    def in_use_for(self, name: str, synset_id: str) -> bool:
+        """Whether `synset_id` is one of the senses the name is most used for (`most_used`), as an alias must be: the
+        cougar's synonym "painter" is mostly the artist (15 tags, the cougar 0), a plate's "home" where one lives."""
+        return synset_id in self.most_used(name)
+
     def most_used(self, lemma: str) -> set[str]:
         """The lemma's noun senses that semantic concordances tag most often (cntlist.rev): "shoe" the footwear
         (27 tags), not the dealer's card shoe (0); "tiger" both the person and the feline (1 each); every sense
@@ -511,7 +516,7 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
     for c, sense in senses.items():
         words = vocabulary.classes[c]
         known = {w.lower() for w in (words.name, *words.aliases)}
-        own = [] if c in kind_of else wordnet.synset(sense).unique_names
+        own = [] if c in kind_of else [n for n in wordnet.synset(sense).unique_names if wordnet.in_use_for(n, sense)]
         aliases[c] = tuple(dict.fromkeys(n for n in own + kinds[c] + below.get(c, []) if n.lower() not in known))
         if not words.description and c not in kind_of:
             descriptions[c] = wordnet.synset(sense).gloss[:1000]
@@ -708,7 +713,7 @@ def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], kind_of: s
             for kind in level:
                 alone = held.get(kind) == [position[c]] and wordnet.depth(kind) >= FIT_DEPTH
                 if alone and (kind != sense or c in kind_of):
-                    names += wordnet.synset(kind).unique_names
+                    names += [n for n in wordnet.synset(kind).unique_names if wordnet.in_use_for(n, kind)]
             level = [h for k in level for h in wordnet.synset(k).hypernyms]
         found[c] = list(dict.fromkeys(names))
     taken = _group_names(vocabulary, rows)
