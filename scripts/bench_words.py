@@ -54,7 +54,7 @@ PADDED_MIN_CLASSES = 2   # a one-class answer padded with its nearest class: the
 HELDOUT_B = Path(__file__).resolve().parent / "heldout_b_data"   # the second, written in the twenty-seventh session
 JAVA_TESTS = Path(__file__).resolve().parents[1] / "android_demo" / "core" / "run_tests.sh"
 # the query kinds scored and replayed by the Java core
-SCORED = ("groups", "phrasings", "descriptions", "descriptions_fresh", "missing")
+SCORED = ("groups", "phrasings", "descriptions", "descriptions_fresh", "descriptions_parts", "missing")
 TRAIN_EPOCHS = 2
 COMMAND = "python -m scripts.bench_words --results docs/results/words"
 TINY_IMAGENET_WORDS = {"train_images_per_class": 2, "stage1_epochs": 1, "stage2_epochs": 1, "stage3_epochs": 1}
