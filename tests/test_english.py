@@ -386,3 +386,17 @@ def test_an_alias_is_a_name_in_ordinary_use_for_the_classs_sense(wordnet):
     aliases = english_for(v, wordnet).aliases
     assert {"puma", "mountain lion"} <= set(aliases["cougar"]) and "painter" not in aliases["cougar"]
     assert not {"home", "bag", "base"} & set(aliases["plate"]) and "home plate" in aliases["plate"]
+
+
+@needs_wordnet
+def test_a_derived_description_names_the_parts_rule_6_reads(wordnet):
+    """The elephant's gloss names no trunk; WordNet's parts of an elephant do, one kind up from the African
+    elephant, and rule 6 (sdk.text.resolver.described) then reads "a beast with a trunk" as it."""
+    from sdk.text.resolver.described import content_stems, described
+
+    v = vocabulary({"animals": ["african_elephant", "koala", "scorpion", "camel"]})
+    descriptions = english_for(v, wordnet).descriptions
+    assert descriptions["african_elephant"].endswith("; with tusk, proboscis, trunk")
+    ids = list(v.classes)
+    stems = [set(content_stems(f"{c.replace('_', ' ')} {descriptions[c]}")) for c in ids]
+    assert described("a beast with a trunk", list(range(len(ids))), stems)[0] == [ids.index("african_elephant")]

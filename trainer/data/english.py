@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from sdk.format.bundle import DERIVED_CONCEPT_PREFIX
+from sdk.format.bundle import DERIVED_CONCEPT_PREFIX, MAX_NAME_CHARS
 from sdk.text.resolver.words import singular_forms
 
 from .errors import DataError
@@ -46,6 +46,9 @@ CAMEL_CASE = re.compile(r"(?<=[a-z]{2})(?=[A-Z][a-z])")   # where "TeddyBear" sp
 HYPERNYMS = ("@", "@i")      # pointer symbols of a noun's hypernyms and instance hypernyms
 MEMBER_HOLONYM = "#m"         # ... and of the wholes it is a member of
 HYPONYM = "~"                # ... and of its hyponyms (not "~i": an instance, "Beijing", is no kind of thing)
+PART_MERONYM = "%p"          # ... and of its parts (an elephant's proboscis, "trunk", and its tusk)
+PART_LEVELS = 1              # a class's parts: its sense's and those of the kinds right above it (two levels up gave
+                             # every insect its wings: experiments.md, "Rule 6 with the names of a class's parts")
 MAX_DEPTH = 40               # WordNet's noun hierarchy is at most ~20 deep; more is a damaged file
 MAX_SENSES = 8               # the senses of a name compared with its neighbours (a lemma has at most ~30)
 FIT_DEPTH = 4                # a kind this deep is specific: artifact, food, organism (not object, whole, matter)
@@ -91,6 +94,7 @@ class Synset:
     hyponyms: tuple[str, ...] = ()
     lexfile: int = -1
     members_of: tuple[str, ...] = ()   # its member holonyms: the wholes it is a member of (a railway car: train)
+    parts: tuple[str, ...] = ()        # its part meronyms
 
     @property
     def unique_names(self) -> list[str]:
@@ -171,6 +175,20 @@ class WordNet:
         own = self.synset(synset_id).lexfile
         others = [self.synset(s).lexfile for s in self.index.get(lemma_key(lemma), ()) if s != synset_id]
         return any(other in SEEN_THINGS and other != own and {own, other} != ANIMAL_AND_FLESH for other in others)
+
+    def part_names(self, synset_id: str) -> list[str]:
+        """The names of the parts of a sense and of the kinds PART_LEVELS above it, each once: an African
+        elephant's are an elephant's, "tusk", "proboscis", "trunk", "thick skin"."""
+        kinds, level = [synset_id], [synset_id]
+        for _ in range(PART_LEVELS):
+            level = [h for k in level for h in self.synset(k).hypernyms]
+            kinds += level
+        names: dict[str, str] = {}
+        for kind in dict.fromkeys(kinds):
+            for part in self.synset(kind).parts:
+                for name in self.synset(part).unique_names:
+                    names.setdefault(name.lower(), name)
+        return list(names.values())
 
     def in_use_for(self, name: str, synset_id: str) -> bool:
         """Whether `synset_id` is one of the senses the name is most used for (`most_used`), as an alias must be: the
@@ -344,8 +362,9 @@ def _read_synset(data: Path, synset_id: str) -> Synset:
     hypernyms = tuple(target for symbol, target in pointed if symbol in HYPERNYMS)
     hyponyms = tuple(target for symbol, target in pointed if symbol == HYPONYM)
     members_of = tuple(target for symbol, target in pointed if symbol == MEMBER_HOLONYM)
+    parts = tuple(target for symbol, target in pointed if symbol == PART_MERONYM)
     return Synset(synset_id, tuple(re.sub(r"\([a-z]+\)$", "", n) for n in names), hypernyms, parse_gloss(line),
-                  hyponyms, int(cols[1]) if cols[1].isdigit() else -1, members_of)
+                  hyponyms, int(cols[1]) if cols[1].isdigit() else -1, members_of, parts)
 
 
 @dataclass
@@ -519,12 +538,26 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
         own = [] if c in kind_of else [n for n in wordnet.synset(sense).unique_names if wordnet.in_use_for(n, sense)]
         aliases[c] = tuple(dict.fromkeys(n for n in own + kinds[c] + below.get(c, []) if n.lower() not in known))
         if not words.description and c not in kind_of:
-            descriptions[c] = wordnet.synset(sense).gloss[:1000]
+            descriptions[c] = described(wordnet, sense)
     holders = {kind: (ID_PREFIX + kind, len(set(members))) for kind, members in concepts.items()}
     groups = [(g, sense, len(vocabulary.members(g))) for g, sense in group_senses.items()]
     below, informal = kinds_below(wordnet, set(senses.values()), set(held), holders,
                                   [(g, sense, n) for g, sense, n in groups if 2 <= n < len(ids)])
     return English(senses, how, group_senses, rows, aliases, descriptions, notes, below, informal)
+
+
+def described(wordnet: WordNet, sense: str) -> str:
+    """The description a class of `sense` gets when its author wrote none: the gloss, and the names of its parts
+    after "with" (`WordNet.part_names`), so that rule 6 of sdk.text.resolver reads "a huge animal with a long trunk"
+    as the elephant, whose gloss names no trunk (experiments.md, "Rule 6 with the names of a class's parts").
+
+    >>> described(WordNet(), "n02504458")[-40:]                                           # doctest: +SKIP
+    'tusks; with tusk, proboscis, trunk, thick skin'
+    """
+    synset = wordnet.synset(sense)
+    parts = wordnet.part_names(sense)
+    text = synset.gloss + (f"; with {', '.join(parts)}" if parts else "")
+    return text[:MAX_NAME_CHARS]   # the readers' bound on a description
 
 
 def _related(vocabulary, wordnet: WordNet, senses: dict[str, str], held: dict[str, list[int]]
