@@ -19,7 +19,6 @@ from pathlib import Path
 from scripts.results import write_result
 
 COMMAND = "python -m lab.concept_glosses --out docs/results/concept_glosses"
-OWN_SETS = {"heldout": "scripts/heldout_data", "heldout-b": "scripts/heldout_b_data", "worked": "scripts/own_data"}
 SENSE = re.compile(r"n\d{8}")
 
 
@@ -41,11 +40,7 @@ def with_glosses(concept_ids: list[str], concept_stems: list[set[str]], gloss) -
 
 def measure(glosses: bool) -> dict:
     """The scored sets' precision and recall, with or without the concepts' glosses in rule 6."""
-    import sdk
-    from scripts.bench_retrieval import phrasing_sets
-    from scripts.own_photos import score_queries
-    from sdk.media.cache import cache_root
-    from sdk.text.resolver import TaskOptions
+    from lab.word_sets import only, scored_with
     from sdk.text.resolver.pipeline import TaskResolver
     from trainer.data.english import WordNet
     from trainer.data.errors import DataError
@@ -62,23 +57,9 @@ def measure(glosses: bool) -> dict:
 
     def init(self, *args, **kwargs):
         shipped(self, *args, **kwargs)
-        if glosses:
-            self.concept_stems = with_glosses([c.id for c in self.concepts], self.concept_stems, gloss)
+        self.concept_stems = with_glosses([c.id for c in self.concepts], self.concept_stems, gloss)
 
-    work = cache_root() / "words"
-    out = {}
-    TaskResolver.__init__ = init
-    try:
-        for name, source in OWN_SETS.items():
-            scores = score_queries(sdk.load(work / f"{name}.taper"), Path(source))
-            out[name] = {k: {"precision": v["precision"], "recall": v["recall"]} for k, v in scores.items()
-                         if isinstance(v, dict) and "precision" in v}
-        bundle = sdk.load(work / "tiny-imagenet.taper")
-        sets, _, _ = phrasing_sets(bundle.resolver, bundle, TaskOptions())
-        out["tiny-imagenet"] = {k: {"precision": v["precision"], "recall": v["recall"]} for k, v in sets.items()}
-    finally:
-        TaskResolver.__init__ = shipped
-    return out
+    return only(scored_with(TaskResolver, "__init__", init if glosses else None))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,6 @@ from pathlib import Path
 from scripts.results import write_result
 
 COMMAND = "python -m lab.described_wider --out docs/results/described_wider"
-OWN_SETS = {"heldout": "scripts/heldout_data", "heldout-b": "scripts/heldout_b_data", "worked": "scripts/own_data"}
 WIDTHS = (3, 5, 8)
 
 
@@ -50,64 +49,29 @@ def widened(wide: int):
             return indices, why, seconds
         return found[0], f"{why.split(';')[0]}, and the {wide} nearest; {found[1]}", seconds
 
-    return shipped, resolve_phrase
+    return resolve_phrase
 
 
 def measure(wide: int | None) -> dict:
-    """The scored sets' figures and answers, with rule 6 among the `wide` nearest (None: as shipped)."""
-    import sdk
-    from scripts.bench_retrieval import phrasing_sets
-    from scripts.own_photos import score_queries
-    from sdk.media.cache import cache_root
-    from sdk.text.resolver import TaskOptions
+    """The scored sets' figures and answers (lab.word_sets), with rule 6 among the `wide` nearest (None: as
+    shipped)."""
+    from lab.word_sets import scored_with
     from sdk.text.resolver.pipeline import TaskResolver
 
-    work = cache_root() / "words"
-    out: dict = {}
-    shipped = TaskResolver._resolve_phrase
-    if wide is not None:
-        TaskResolver._resolve_phrase = widened(wide)[1]
-    try:
-        for name, source in OWN_SETS.items():
-            scores = score_queries(sdk.load(work / f"{name}.taper"), Path(source))
-            out[name] = {k: ({"precision": v["precision"], "recall": v["recall"], "n": v["n"],
-                              "chosen": {q: r["chosen"] for q, r in v["rows"].items()}} if "precision" in v else
-                             {"told": v["told"], "unrelated": v["unrelated"], "n": v["n"]})
-                         for k, v in scores.items() if isinstance(v, dict) and ("precision" in v or "told" in v)}
-        bundle = sdk.load(work / "tiny-imagenet.taper")
-        sets, _, _ = phrasing_sets(bundle.resolver, bundle, TaskOptions())
-        out["tiny-imagenet"] = {k: {"precision": v["precision"], "recall": v["recall"]} for k, v in sets.items()}
-    finally:
-        TaskResolver._resolve_phrase = shipped
-    return out
-
-
-def changes(before: dict, after: dict) -> dict:
-    """The own-data queries whose classes the wrapper changed: {set/kind/query: [before, after]}."""
-    out = {}
-    for name, kinds in before.items():
-        for kind, figures in kinds.items():
-            for query, chosen in figures.get("chosen", {}).items():
-                new = after[name][kind]["chosen"][query]
-                if new != chosen:
-                    out[f"{name}/{kind}/{query}"] = [chosen, new]
-    return out
-
-
-def figures(measured: dict) -> dict:
-    return {name: {kind: {k: v for k, v in f.items() if k != "chosen"} for kind, f in kinds.items()}
-            for name, kinds in measured.items()}
+    return scored_with(TaskResolver, "_resolve_phrase", None if wide is None else widened(wide))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="results path without suffix (.json written)")
     args = parser.parse_args(argv)
+    from lab.word_sets import changed_answers, without_answers
+
     base = measure(None)
-    result = {"shipped": figures(base)}
+    result = {"shipped": without_answers(base)}
     for wide in WIDTHS:
         after = measure(wide)
-        result[f"wide_{wide}"] = {"figures": figures(after), "changed": changes(base, after)}
+        result[f"wide_{wide}"] = {"figures": without_answers(after), "changed": changed_answers(base, after)}
     result["command"] = COMMAND
     write_result(result, None if args.out is None else args.out.with_suffix(".json"))
     return 0

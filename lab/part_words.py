@@ -9,7 +9,11 @@ Each class of the cached bundles of `python -m scripts.bench_words` gets its sen
 the parts of that sense and of its hypernyms up to PART_LEVELS steps above join its rule 6 words. The project's
 scored sets are resolved with and without.
 
-    python -m lab.part_words --out docs/results/part_words     # needs wordnet-base; ~1 min here
+    python -m lab.part_words --out docs/results/part_words     # needs wordnet-base; ~15 s here
+
+One level ships since (trainer.data.english.described puts the parts' names in a derived description), so on
+bundles exported after that the wrapper adds what they already hold and changes nothing; its result files
+(part_words.json, part_words_two_levels.json) record the runs before.
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ import json
 from pathlib import Path
 
 from scripts.results import write_result
+from trainer.data.glosses import WNID
 
 COMMAND = "python -m lab.part_words --out docs/results/part_words"
-OWN_SETS = {"heldout": "scripts/heldout_data", "heldout-b": "scripts/heldout_b_data", "worked": "scripts/own_data"}
 PART_LEVELS = 1   # the kind right above the sense; two levels gave every insect its wings (experiments.md)
 PART_MERONYM = "%p"
 
@@ -60,59 +64,40 @@ def own_senses(source: Path, wordnet) -> dict[str, str]:
 
 
 def measure(with_parts: bool) -> dict:
-    import sdk
-    from scripts.bench_retrieval import phrasing_sets
-    from scripts.own_photos import score_queries
-    from sdk.media.cache import cache_root
-    from sdk.text.resolver import TaskOptions
+    """The scored sets' figures and answers (lab.word_sets), with or without the parts' names in rule 6."""
+    from lab.word_sets import OWN_SETS, scored_with
     from sdk.text.resolver.described import content_stems
     from sdk.text.resolver.pipeline import TaskResolver
     from trainer.data.english import WORDNET_DIR, WordNet
 
     wordnet = WordNet()
     parts = part_meronyms(WORDNET_DIR / "data.noun")
-    work = cache_root() / "words"
-    out: dict = {}
-    shipped = TaskResolver.__init__
     senses: dict[str, str] = {}
+    for source in OWN_SETS.values():   # folder names: no two sets share one
+        found = own_senses(Path(source), wordnet)
+        assert not set(found) & set(senses), "two sets share a class id"
+        senses.update(found)
+    shipped = TaskResolver.__init__
 
     def init(self, *args, **kwargs):
         shipped(self, *args, **kwargs)
-        if with_parts:
-            for i, c in enumerate(self.classes):
-                sense = senses.get(c.id)
-                if sense:
-                    self.own_stems[i] |= set(content_stems(" ".join(part_names(wordnet, parts, sense))))
+        for i, c in enumerate(self.classes):
+            sense = senses.get(c.id, c.id if WNID.fullmatch(c.id) else None)   # Tiny ImageNet's ids are senses
+            if sense:
+                self.own_stems[i] |= set(content_stems(" ".join(part_names(wordnet, parts, sense))))
 
-    TaskResolver.__init__ = init
-    try:
-        for name, source in OWN_SETS.items():
-            senses = own_senses(Path(source), wordnet)
-            scores = score_queries(sdk.load(work / f"{name}.taper"), Path(source))
-            out[name] = {k: {"precision": v["precision"], "recall": v["recall"],
-                             "chosen": {q: r["chosen"] for q, r in v["rows"].items()}}
-                         for k, v in scores.items() if isinstance(v, dict) and "precision" in v}
-            out[name]["missing"] = {k: scores["missing"][k] for k in ("told", "unrelated")}
-        bundle = sdk.load(work / "tiny-imagenet.taper")
-        senses = {c.id: c.id for c in bundle.bundle.classes}
-        bundle = sdk.load(work / "tiny-imagenet.taper")   # a fresh resolver, built with the senses above
-        sets, _, _ = phrasing_sets(bundle.resolver, bundle, TaskOptions())
-        out["tiny-imagenet"] = {k: {"precision": v["precision"], "recall": v["recall"]} for k, v in sets.items()}
-    finally:
-        TaskResolver.__init__ = shipped
-    return out
+    return scored_with(TaskResolver, "__init__", init if with_parts else None)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="results path without suffix (.json written)")
     args = parser.parse_args(argv)
+    from lab.word_sets import changed_answers, without_answers
+
     before, after = measure(False), measure(True)
-    changed = {f"{n}/{k}/{q}": [c, after[n][k]["chosen"][q]] for n, kinds in before.items()
-               for k, f in kinds.items() for q, c in f.get("chosen", {}).items() if after[n][k]["chosen"][q] != c}
-    strip = lambda m: {n: {k: {x: y for x, y in f.items() if x != "chosen"} for k, f in kinds.items()}  # noqa: E731
-                       for n, kinds in m.items()}
-    write_result({"without": strip(before), "with": strip(after), "changed": changed, "levels": PART_LEVELS,
+    write_result({"without": without_answers(before), "with": without_answers(after),
+                  "changed": changed_answers(before, after), "levels": PART_LEVELS,
                   "command": COMMAND}, None if args.out is None else args.out.with_suffix(".json"))
     return 0
 
