@@ -16,7 +16,8 @@ vocabulary nobody tuned on, beside the worked example. Writes docs/results/words
    The second held-out set (scripts/heldout_b_data: 41 classes of other families, eight group names, 99
    queries, written in the twenty-seventh session before it was first built) is built, trained and scored the
    same way (`heldout_b`, with English only; `heldout_b_padded` as before sdk.engines.rest). Both sets'
-   `descriptions_fresh` (24 each, added in the thirty-sixth session) are the descriptions written after rule 6.
+   `descriptions_fresh` (24 each) and `descriptions_parts` (10 each, and 8 of the worked example's), added in the
+   thirty-sixth session, are descriptions written after rule 6.
 2. The worked example's run (`make own-photos`, if built) is exported the same two ways and scored on its
    own queries beside it.
 3. The median time to resolve one of the held-out descriptions, and the bundle's size with English over
@@ -46,15 +47,14 @@ import time
 from pathlib import Path
 
 from scripts.cpu import describe
-from scripts.own_photos import DATA, HERE, build_folder, score_queries, score_summary
+from scripts.own_photos import DATA, HERE, SCORED_KINDS, build_folder, score_queries, score_summary
 from scripts.results import write_result
 
 HELDOUT = Path(__file__).resolve().parent / "heldout_data"
 PADDED_MIN_CLASSES = 2   # a one-class answer padded with its nearest class: the default before sdk.engines.rest
 HELDOUT_B = Path(__file__).resolve().parent / "heldout_b_data"   # the second, written in the twenty-seventh session
 JAVA_TESTS = Path(__file__).resolve().parents[1] / "android_demo" / "core" / "run_tests.sh"
-# the query kinds scored and replayed by the Java core
-SCORED = ("groups", "phrasings", "descriptions", "descriptions_fresh", "descriptions_parts", "missing")
+SCORED = (*SCORED_KINDS, "missing")   # the query kinds scored and replayed by the Java core
 TRAIN_EPOCHS = 2
 COMMAND = "python -m scripts.bench_words --results docs/results/words"
 TINY_IMAGENET_WORDS = {"train_images_per_class": 2, "stage1_epochs": 1, "stage2_epochs": 1, "stage3_epochs": 1}

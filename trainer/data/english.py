@@ -176,11 +176,11 @@ class WordNet:
         others = [self.synset(s).lexfile for s in self.index.get(lemma_key(lemma), ()) if s != synset_id]
         return any(other in SEEN_THINGS and other != own and {own, other} != ANIMAL_AND_FLESH for other in others)
 
-    def part_names(self, synset_id: str) -> list[str]:
-        """The names of the parts of a sense and of the kinds PART_LEVELS above it, each once: an African
-        elephant's are an elephant's, "tusk", "proboscis", "trunk", "thick skin"."""
+    def part_names(self, synset_id: str, levels: int = PART_LEVELS) -> list[str]:
+        """The names of the parts of a sense and of the kinds `levels` above it, each once: an African elephant has
+        none of its own, an elephant "tusk", "proboscis", "trunk"; two levels up a pachyderm adds "thick skin"."""
         kinds, level = [synset_id], [synset_id]
-        for _ in range(PART_LEVELS):
+        for _ in range(levels):
             level = [h for k in level for h in self.synset(k).hypernyms]
             kinds += level
         names: dict[str, str] = {}
@@ -538,7 +538,7 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
         own = [] if c in kind_of else [n for n in wordnet.synset(sense).unique_names if wordnet.in_use_for(n, sense)]
         aliases[c] = tuple(dict.fromkeys(n for n in own + kinds[c] + below.get(c, []) if n.lower() not in known))
         if not words.description and c not in kind_of:
-            descriptions[c] = described(wordnet, sense)
+            descriptions[c] = derived_description(wordnet, sense)
     holders = {kind: (ID_PREFIX + kind, len(set(members))) for kind, members in concepts.items()}
     groups = [(g, sense, len(vocabulary.members(g))) for g, sense in group_senses.items()]
     below, informal = kinds_below(wordnet, set(senses.values()), set(held), holders,
@@ -546,13 +546,13 @@ def english_for(vocabulary, wordnet: WordNet | None = None) -> English:
     return English(senses, how, group_senses, rows, aliases, descriptions, notes, below, informal)
 
 
-def described(wordnet: WordNet, sense: str) -> str:
+def derived_description(wordnet: WordNet, sense: str) -> str:
     """The description a class of `sense` gets when its author wrote none: the gloss, and the names of its parts
     after "with" (`WordNet.part_names`), so that rule 6 of sdk.text.resolver reads "a huge animal with a long trunk"
     as the elephant, whose gloss names no trunk (experiments.md, "Rule 6 with the names of a class's parts").
 
-    >>> described(WordNet(), "n02504458")[-40:]                                           # doctest: +SKIP
-    'tusks; with tusk, proboscis, trunk, thick skin'
+    >>> derived_description(WordNet(), "n02504458")[-40:]                                 # doctest: +SKIP
+    'ivory tusks; with tusk, proboscis, trunk'
     """
     synset = wordnet.synset(sense)
     parts = wordnet.part_names(sense)
@@ -644,7 +644,7 @@ def kinds_below(wordnet: WordNet, class_senses: set[str], above: set[str], conce
                     continue
                 other_word = steps == 1 and _other_word(wordnet.synset(kind).gloss, wordnet.synset(sense).names)
                 for name in wordnet.synset(kind).names:
-                    if kind not in wordnet.most_used(name):   # "shoe" is footwear, not the card shoe below 'container'
+                    if not wordnet.in_use_for(name, kind):   # "shoe" is footwear, not the card shoe below 'container'
                         continue
                     if wordnet.held(name, class_senses, above):   # "buffalo" is also the bison's American bison
                         continue
