@@ -17,7 +17,8 @@ vocabulary nobody tuned on, beside the worked example. Writes docs/results/words
    queries, written in the twenty-seventh session before it was first built) is built, trained and scored the
    same way (`heldout_b`, with English only; `heldout_b_padded` as before sdk.engines.rest). Both sets'
    `descriptions_fresh` (24 each) and `descriptions_parts` (10 each, and 8 of the worked example's), added in the
-   thirty-sixth session, are descriptions written after rule 6.
+   thirty-sixth session, and `descriptions_negated` (10 each, 8; thirty-seventh session: "a bird that cannot fly")
+   are descriptions written after rule 6.
 2. The worked example's run (`make own-photos`, if built) is exported the same two ways and scored on its
    own queries beside it.
 3. The median time to resolve one of the held-out descriptions, and the bundle's size with English over

@@ -81,7 +81,8 @@ def precision_recall(chosen: set[str], expected: set[str]) -> tuple[float, float
 
 
 # The query lists scored by precision and recall of the classes taken ("descriptions" only where a set has them).
-SCORED_KINDS = ("groups", "phrasings", "descriptions", "descriptions_fresh", "descriptions_parts")
+SCORED_KINDS = ("groups", "phrasings", "descriptions", "descriptions_fresh", "descriptions_parts",
+                "descriptions_negated")
 
 
 def score_queries(bundle, source: Path = HERE, options: TaskOptions | None = None) -> dict:
