@@ -80,7 +80,7 @@ from sdk.format.tokenizer_check import check_tokenizer_json
 from sdk.fusion.folding import BACKBONE_FILE
 from sdk.media.images import to_uint8_batch
 from sdk.text.resolver import TaskOptions, TaskResolver
-from sdk.text.resolver.described import content_stems
+from sdk.text.resolver.described import content_stems, negation
 
 WORDS = ("moth", "butterfly", "Golden", "retriever", "kitchen", "appliances", "sea", "creatures", "farm", "animals",
          "things", "to", "wear", "cars", "and", "trucks", "a", "the", "of", "photo")
@@ -142,6 +142,9 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     # Rule 2's marks (issue 72): "Rings!!" is "rings"; ";" cuts as ","; "/" and "&" cut unspaced
     ("Rings!!", {}), ('"red disc"', {}), ("rings; textures", {}), ("red disc/blue ring", {}), ("discs&rings", {}),
     ("rings (not blue ring)", {"min_classes": 4}), ("round shapes (no discs)", {}),
+    # Rule 6b (issue 72): what a described kind is not: its rest read alone, then the classes lacking the negated words
+    ("a red shape that is not round", {"min_classes": 1}), ("a round shape without a blue rim", {}),
+    ("an owl that cannot fly", {}),
 )
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).
@@ -165,6 +168,7 @@ COMPOSED_IDS = tuple(COMPOSED_DERIVED.get(i, f"c{i}") for i in range(len(COMPOSE
 # in a describing noun and is read by meaning.
 COMPOSED_KINDS = {0: ("giraffe", "fruit bat", "Guinea pig", "work animal"), 4: ("wasp", "honeybee"), 7: ("parrot",)}
 COMPOSED_DESCRIPTIONS = (
+    "an insect that does not make honey", "a mammal that is not large", "a bird that is not a penguin",   # rule 6b
     "small mammals", "little mammals", "large carnivores", "small flying animals", "sea invertebrates",
     "small mammals, birds", "non-insect invertebrates", "invertebrates except insects",
     "invertebrates excluding insects", "invertebrates but not insects", "invertebrates other than insects",
@@ -232,6 +236,16 @@ DESCRIBED_CASES: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("a large animal", (0, 2, 3)), ("a small mammal or a large insect", (0, 1, 2, 5, 6)), ("a crab", (8, 11)),
     ("a sea animal", (7, 8, 11)), ("a jack-o'-lantern", (12, 0)), ("an insect or bird", (5, 9, 10)),
     ("a swamp dweller", (7, 11)))   # "swamp" begins "swampy": MIN_PREFIX letters exactly
+# Rule 6b (issue 72): (rest, negated, candidates) narrowed as TaskResolver._unlike narrows, and phrases cut by
+# sdk.text.resolver.described.negation into the rest and the negated part (or not cut)
+NEGATED_CASES: tuple[tuple[str, str, tuple[int, ...]], ...] = (
+    ("", "make honey", (5, 6)), ("a small animal", "large", (0, 1, 2, 3, 4)), ("", "a mane", (0, 3)),
+    ("a slug", "sea", (7, 11)), ("", "fly", (9, 10)), ("an animal", "flightless", (9, 10)))
+NEGATION_TEXTS = ("a bird that cannot fly and lives in antarctica", "a lobster with no pincers", "a big cat",
+                  "a dog that isn't small", "a no entry sign", "a cat without", "a thing that is not a",
+                  "an ape that is not orange or brown", "a ball that is not round but is used in rugby",
+                  "a cat without stripes, spots", "not a bird", "a bird which has never flown", "an insect with no",
+                  "a cat that does not have long fur", "a hat with no brim that is red")
 DESCRIBED_TEXTS = ("A Dog-Like face", "jack-o'-lantern", "naïve café—crème", "ÀNTARCTIC antarctica", "---", "x-y-z",
                    "glides gliding glided GLIDES", "the of and a with", "Straße İstanbul", "e-mail co-op", "", "ab",
                    "UPPER lower MiXeD", "tab\there new\nline", "🐶dogs🐱cats", "long-- -armed", "-lead trail-",
@@ -785,10 +799,15 @@ def composed_resolutions() -> dict:
         found = resolver.narrowed(key, list(candidates))
         described.append({"key": key, "candidates": list(candidates),
                           **({} if found is None else {"kept": found[0], "said": found[1]})})
+    for key, negated_words, candidates in NEGATED_CASES:
+        found = resolver.narrowed(key, list(candidates), negated_words)
+        described.append({"key": key, "negated": negated_words, "candidates": list(candidates),
+                          **({} if found is None else {"kept": found[0], "said": found[1]})})
     return {"classes": list(COMPOSED_CLASSES),
             "aliases": [list(COMPOSED_ALIASES.get(i, ())) for i in range(len(COMPOSED_CLASSES))],
             "glosses": [COMPOSED_GLOSSES.get(i, "") for i in range(len(COMPOSED_CLASSES))],
             "described": described, "words": [{"text": t, "stems": content_stems(t)} for t in DESCRIBED_TEXTS],
+            "negations": [{"text": t, "split": negation(t)} for t in NEGATION_TEXTS],
             "concepts": [[list(a), list(b), cid, list(COMPOSED_KINDS.get(i, ()))]
                          for i, (cid, (a, b)) in enumerate(zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True))],
             "descriptions": rows}

@@ -94,3 +94,31 @@ def test_a_comma_part_that_describes_the_item_before_it_rejoins_it():
     assert len(resolver().resolve("cats, with a mane", OPTIONS).how) == 2     # no article: a list of two items
     assert resolver().index.items("a cat, without a mane") == ["a cat", "without a mane"]   # an exclusion (2b)
     assert resolver().index.items("a cat, bee") == ["a cat", "bee"]
+
+
+def test_a_negation_cuts_a_described_kind_into_its_rest_and_what_it_is_not():
+    from sdk.text.resolver.described import negation
+
+    assert negation("a bird that cannot fly and lives in antarctica") == ("a bird that lives in antarctica", "fly")
+    assert negation("a lobster with no pincers") == ("a lobster", "pincers")
+    assert negation("a dog that isn't small") == ("a dog", "small")
+    assert negation("an ape that is not orange or brown") == ("an ape", "orange or brown")
+    assert negation("a big cat") is None and negation("not a bird") is None
+    assert negation("a no entry sign") is None                        # a negation among the first two words names
+    assert negation("a cat without") is None and negation("a thing that is not a") is None   # nothing negated
+
+
+def test_a_negated_word_counts_for_the_classes_that_lack_it():
+    assert described("", [5, 6], [{"mane", "lion"}, {"cougar"}], negated="a mane") == ([6], ["mane"])
+    assert described("a big cat", [5, 6, 7], [{"big"}, {"big", "mane"}, {"small"}], negated="mane") == (
+        [5], ["big", "mane"])
+    assert described("", [5, 6], [{"mane"}, {"mane"}], negated="mane") is None   # all have it: no evidence
+
+
+def test_a_described_kind_that_says_what_it_is_not_keeps_the_classes_lacking_it():
+    task = resolver().resolve("a big cat without a shaggy mane", OPTIONS)
+    assert [CLASSES[i].name for i in task.classes] == ["cougar"]      # before rule 6b: the lion, by "mane"
+    assert task.how == ["'a big cat without a shaggy mane': read as 'a big cat', not 'a shaggy mane': group 'big "
+                        "cat'; described: kept 'cougar' of those 2, whose words lack 'shaggy', 'mane'"]
+    task = resolver().resolve("a cat that is not striped", OPTIONS)   # the rest by meaning: the concept 'cat'
+    assert [CLASSES[i].name for i in task.classes] == ["persian cat", "lion", "cougar"]

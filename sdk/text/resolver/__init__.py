@@ -9,7 +9,7 @@ A pipeline that reads in order (`pipeline.TaskResolver._resolve_phrase`), one mo
 - `spelling`: rule 3c, near-typos;
 - `missing`: rules 3d and 4a, items the bundle lacks;
 - `similarity`: rules 4 and 5 and padding, free text by its meaning;
-- `described`: rule 6, a described kind narrowed by the words it shares with its classes;
+- `described`: rules 6 and 6b, a described kind narrowed by the words it shares with its classes (and lacks);
 - `pipeline`: `TaskResolver`, the rules in order.
 
 Rules, in order:
@@ -126,6 +126,16 @@ Rules, in order:
    often as rightly and was withdrawn (lab/described_kinds.py); this one, on 46 descriptions written for it and
    scored once: precision 0.31 -> 0.40, recall 0.87 -> 0.85 with padding (docs/results/experiments.md, "Words
    people use, part 3 again").
+6b. Such a phrase that holds a negation after its first two words ("a bird that cannot fly and lives in antarctica",
+   "a lobster with no pincers"; `negation`: "not", "no", "without", "never", "cannot", "isn't"..., the negated part
+   ending at "and", "but", "that", "which", "who" or "with") is read as its rest ("a bird that lives in antarctica")
+   by rules 1-6, and of what that takes, the classes whose words lack the negated ones are kept (a negated word
+   counts for the candidates that lack it as a shared word counts for those that have it): "described: kept 'king
+   penguin' of those 4, whose words lack 'fly'". Nothing is taken that the rest did not take. Where the rest takes
+   nothing ("a swimsuit" on a bundle without that word), the whole phrase is read by rules 4-6 as before, rule 6
+   counting the negated words against the classes that have them. Before, a negated word counted as a shared one
+   ("a big cat without a mane" kept the lion) and the text encoder went to the thing negated ("a bear that is not a
+   panda": the red panda); docs/results/experiments.md, "What a described thing is not".
 Descriptions with control, invisible or unassigned characters, unpaired surrogates, empty lists and
 options of the wrong type or range raise DescriptionError (`check_text`, `TaskOptions`).
 A task has at least `min_classes` classes (nearest classes by text similarity are added if needed, and

@@ -10,8 +10,15 @@ is evidence for each of them, weighted 1 / (how many it matches): "mane" (only t
 them apart nothing changes. Words only, no text encoder: the embedding-scored rule measured before it narrowed as
 often wrongly as rightly (docs/results/experiments.md, "Words people use, part 3").
 
+A negation inside such a phrase ("a bird that cannot fly") says what the kind is not or lacks (rule 6b): `negation`
+cuts the phrase into the rest, which the resolver reads as a phrase of its own ("a bird"), and the negated words,
+which then count for the candidates whose words lack them. Before, a negated word counted as a shared one ("a big
+cat without a mane" kept the lion; docs/results/experiments.md, "What a described thing is not").
+
 >>> described("a big cat with a mane", [3, 5, 7], [{"tabbi", "cat"}, {"persian", "cat"}, {"lion", "mane"}])
 ([7], ['mane'])
+>>> described("", [3, 7], [{"cougar"}, {"lion", "mane"}], negated="a mane")
+([3], ['mane'])
 """
 
 from __future__ import annotations
@@ -26,6 +33,15 @@ MIN_PREFIX = 5      # "antarctic" matches "antarctica": one stem begins the othe
 MIN_WORDS = 3       # "a tiny dog": an article and at least two more words describe one kind of thing
 OPENING = ("a", "an")
 TIE = 1e-9
+# Rule 6b: a negation inside a described kind, after its first NEGATION_FROM words ("a bird that cannot fly"), with
+# the words that lead into it ("that does not", "with no"); the negated part ends at a NEGATION_ENDS word
+NEGATIONS = frozenset({"not", "no", "without", "never", "cannot", "isn't", "aren't", "doesn't", "don't", "can't",
+                       "hasn't", "haven't", "won't", "didn't", "wasn't", "weren't"})
+NEGATION_FROM = 2
+NEGATION_LEADS = frozenset({"is", "are", "was", "were", "be", "does", "do", "did", "has", "have", "had", "can",
+                            "could", "will", "would", "with"})
+NEGATION_ENDS = frozenset({"and", "but", "that", "which", "who", "with"})   # "not orange or brown": one part
+RELATIVES = frozenset({"that", "which", "who"})
 
 
 def describes_one(key: str) -> bool:
@@ -89,14 +105,47 @@ def matches(a: str, b: str) -> bool:
     return len(short) >= MIN_PREFIX and long.startswith(short)
 
 
-def described(key: str, candidates: Sequence[int],
-              class_stems: Sequence[set[str]]) -> tuple[list[int], list[str]] | None:
+def negation(key: str) -> tuple[str, str] | None:
+    """(the rest, the negated part) of a normalised phrase that describes one kind of thing and says, after its
+    first NEGATION_FROM words, what it is not or lacks; None if it says no such thing. The negated part runs from
+    the negation to a NEGATION_ENDS word or the end ("or" is none: "not orange or brown" negates both); the rest
+    is the phrase without it (and without the "and" or "but" that ends it, or a relative word left at the end).
+
+    >>> negation("a bird that cannot fly and lives in antarctica")
+    ('a bird that lives in antarctica', 'fly')
+    >>> negation("a lobster with no pincers"), negation("a big cat")
+    (('a lobster', 'pincers'), None)
+    """
+    if not describes_one(key):
+        return None
+    words = key.split(" ")
+    at = next((i for i in range(NEGATION_FROM, len(words)) if words[i] in NEGATIONS), None)
+    if at is None:
+        return None
+    start = at
+    while start > NEGATION_FROM and words[start - 1] in NEGATION_LEADS:
+        start -= 1
+    end = next((j for j in range(at + 1, len(words)) if words[j] in NEGATION_ENDS), len(words))
+    after = words[end + 1:] if end < len(words) and words[end] in ("and", "but") else words[end:]
+    rest = words[:start]
+    if not after:
+        while rest and rest[-1] in RELATIVES:
+            rest.pop()
+    negated = " ".join(words[at + 1:end])
+    if len(rest) < 2 or not content_stems(negated):
+        return None
+    return " ".join(rest + after), negated
+
+
+def described(key: str, candidates: Sequence[int], class_stems: Sequence[set[str]],
+              negated: str = "") -> tuple[list[int], list[str]] | None:
     """(the candidates kept, the phrase words that decided) if the phrase's words tell some candidates from the
-    rest, else None. `class_stems[i]` holds candidate i's word stems (in the order of `candidates`)."""
+    rest, else None. `class_stems[i]` holds candidate i's word stems (in the order of `candidates`). A word of
+    `negated` (rule 6b) counts for the candidates that lack it, as a word of `key` counts for those that have it."""
     evidence = [0.0] * len(candidates)
     deciding: list[str] = []
-    for word in content_stems(key):
-        hits = [i for i, stems in enumerate(class_stems) if any(matches(word, s) for s in stems)]
+    for word, against in [(w, False) for w in content_stems(key)] + [(w, True) for w in content_stems(negated)]:
+        hits = [i for i, stems in enumerate(class_stems) if any(matches(word, s) for s in stems) != against]
         if not hits or len(hits) == len(candidates):
             continue
         deciding.append(word)
@@ -108,5 +157,7 @@ def described(key: str, candidates: Sequence[int],
     kept = [c for c, e in zip(candidates, evidence, strict=True) if e >= best - TIE]
     if len(kept) == len(candidates):
         return None
-    return kept, [w for w in deciding if any(e >= best - TIE and any(matches(w, s) for s in stems)
-                                             for e, stems in zip(evidence, class_stems, strict=True))]
+    negated_stems = set(content_stems(negated))
+    return kept, [w for w in deciding if any(
+        e >= best - TIE and any(matches(w, s) for s in stems) != (w in negated_stems)
+        for e, stems in zip(evidence, class_stems, strict=True))]

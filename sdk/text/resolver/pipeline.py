@@ -19,7 +19,7 @@ from sdk.text.compounds import exocentric_compounds
 from sdk.text.english_words import english_words
 
 from .composition import composed, negated
-from .described import content_stems, described, describes_one
+from .described import content_stems, described, describes_one, negation
 from .missing import exocentric_form, nearest_instead, told, told_kind, unknown
 from .names import Names
 from .options import DERIVED, MAX_CLASS_LIST, MAX_DESCRIPTION_CHARS, MAX_GROUP_CLASSES, MISSING, Task, TaskOptions
@@ -149,6 +149,10 @@ class TaskResolver:
         if fixed is not None:
             indices, why, seconds = self._resolve_phrase(fixed, options, single, excluded)
             return indices, f"read as {fixed!r} (spelling): {why}", seconds
+        unlike = negation(key) if single else None                                # rule 6b: what it is not
+        found = None if unlike is None else self._unlike(*unlike, options, excluded)
+        if found is not None:
+            return found
         start = time.perf_counter()                                               # rule 4: the text's meaning
         embedding = self.embed_phrase(phrase)
         seconds = time.perf_counter() - start
@@ -217,20 +221,43 @@ class TaskResolver:
 
     def _described(self, key: str, candidates: list[int], why: str, single: bool) -> tuple[list[int], str]:
         """Rule 6 on the classes rule 4 or 5 took (`why`) for a phrase alone that describes one kind of thing."""
-        found = self.narrowed(key, candidates) if single and describes_one(key) else None
+        if not (single and describes_one(key)):
+            return candidates, why
+        rest, negated = negation(key) or (key, "")   # rule 6b: negated words count against the classes having them
+        found = self.narrowed(rest, candidates, negated)
         return (candidates, why) if found is None else (found[0], f"{why}; {found[1]}")
 
-    def narrowed(self, key: str, candidates: list[int]) -> tuple[list[int], str] | None:
+    def _unlike(self, rest: str, negated: str, options: TaskOptions,
+                excluded: set[int] | None) -> tuple[list[int], str, float] | None:
+        """Rule 6b: a described kind that says what it is not ("a bird that cannot fly"): the rest of the phrase
+        read as a phrase of its own ("a bird", rules 1-6), then, of what it takes, the classes whose words lack the
+        negated ones; nothing is taken that the rest did not take. None where the rest takes nothing (a word the
+        bundle lacks, "a swimsuit"): then the whole phrase is read by its meaning, as before, and rule 6 counts
+        the negated words against the classes that have them (`_described`)."""
+        try:
+            indices, why, seconds = self._resolve_phrase(rest, options, True, excluded)
+        except DescriptionError:
+            return None
+        if not indices:
+            return None
+        said = f"read as {rest!r}, not {negated!r}: {why}"
+        found = self.narrowed("", list(indices), negated)
+        return (list(indices), said, seconds) if found is None else (found[0], f"{said}; {found[1]}", seconds)
+
+    def narrowed(self, key: str, candidates: list[int], negated: str = "") -> tuple[list[int], str] | None:
         """Rule 6 (sdk.text.resolver.described): of `candidates`, those whose words say what the normalised phrase
-        `key` says, and how that is said; None if no word tells some from the rest (the Java mirror's golden test
-        checks it on export.golden's hand-made table)."""
-        found = described(key, candidates, self._class_stems(candidates)) if len(candidates) >= 2 else None
+        `key` says (and lack what `negated` says, rule 6b), and how that is said; None if no word tells some from
+        the rest (the Java mirror's golden test checks it on export.golden's hand-made table)."""
+        found = described(key, candidates, self._class_stems(candidates), negated) if len(candidates) >= 2 else None
         if found is None:
             return None
         kept, words = found
         names = ", ".join(repr(self.classes[i].name) for i in kept)
-        return kept, (f"described: kept {names} of those {len(candidates)}, whose words share "
-                      f"{', '.join(map(repr, words))} with it")
+        lacked = set(content_stems(negated))
+        shared, lacking = [w for w in words if w not in lacked], [w for w in words if w in lacked]
+        return kept, (f"described: kept {names} of those {len(candidates)}, whose words "
+                      + " and ".join([*([f"share {', '.join(map(repr, shared))} with it"] if shared else []),
+                                      *([f"lack {', '.join(map(repr, lacking))}"] if lacking else [])]))
 
     def _class_stems(self, candidates: list[int]) -> list[set[str]]:
         """Each candidate's word stems (rule 6): its own, and the names of the concepts that hold it but not every

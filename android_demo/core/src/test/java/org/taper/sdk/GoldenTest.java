@@ -347,7 +347,8 @@ public final class GoldenTest {
             String key = (String) c.get("key");
             List<Integer> candidates = new ArrayList<>();
             for (Object i : (List<Object>) c.get("candidates")) candidates.add(((Number) i).intValue());
-            TaskResolver.Narrowed got = resolver.narrowed(key, candidates);
+            String negated = (String) c.getOrDefault("negated", "");   // rule 6b
+            TaskResolver.Narrowed got = resolver.narrowed(key, candidates, negated);
             if (!c.containsKey("kept")) {
                 check(got == null, "described " + escape(key) + ": Python kept all, Java " + got);
                 continue;
@@ -356,6 +357,15 @@ public final class GoldenTest {
             for (Object i : (List<Object>) c.get("kept")) want.add(((Number) i).intValue());
             check(got != null && got.kept().equals(want) && got.said().equals(c.get("said")), "described " + escape(key)
                     + ": Java " + got + ", Python " + want + " " + c.get("said"));
+        }
+        List<Object> negations = (List<Object>) composed.get("negations");
+        check(negations != null && !negations.isEmpty(), "composed: no rule 6b cuts");
+        for (Object o : negations) {   // rule 6b: the same cut into the rest and the negated part, or none
+            Map<String, Object> c = (Map<String, Object>) o;
+            String[] got = org.taper.sdk.text.Described.negation((String) c.get("text"));
+            Object want = c.get("split");
+            check(want == null ? got == null : got != null && List.of(got).equals(want), "negation "
+                    + escape((String) c.get("text")) + ": Java " + (got == null ? null : List.of(got)) + ", Python " + want);
         }
         for (Object o : (List<Object>) composed.get("words")) {
             Map<String, Object> c = (Map<String, Object>) o;

@@ -18,6 +18,14 @@ public final class Described {
     static final int MIN_STEM = 3, MIN_PREFIX = 5, MIN_WORDS = 3;
     static final Set<String> OPENING = Set.of("a", "an");
     static final double TIE = 1e-9;
+    /** Rule 6b: sdk.text.resolver.described's NEGATIONS, NEGATION_FROM, NEGATION_LEADS, NEGATION_ENDS, RELATIVES. */
+    static final Set<String> NEGATIONS = Set.of("not", "no", "without", "never", "cannot", "isn't", "aren't",
+            "doesn't", "don't", "can't", "hasn't", "haven't", "won't", "didn't", "wasn't", "weren't");
+    static final int NEGATION_FROM = 2;
+    static final Set<String> NEGATION_LEADS = Set.of("is", "are", "was", "were", "be", "does", "do", "did", "has", "have",
+            "had", "can", "could", "will", "would", "with");
+    static final Set<String> NEGATION_ENDS = Set.of("and", "but", "that", "which", "who", "with");
+    static final Set<String> RELATIVES = Set.of("that", "which", "who");
     /** sdk.text.resolver.STOP_WORDS: GLOSS_WORDS and the words that say nothing of what a class is. */
     static final Set<String> STOP_WORDS = stopWords();
 
@@ -92,13 +100,48 @@ public final class Described {
         return false;
     }
 
+    /**
+     * Rule 6b: {the rest, the negated part} of a normalised phrase that describes one kind of thing and says what it
+     * is not or lacks, or null (Python's negation()).
+     */
+    public static String[] negation(String key) {
+        if (!describesOne(key)) return null;
+        String[] words = key.split(" ", -1);
+        int at = -1;
+        for (int i = NEGATION_FROM; i < words.length && at < 0; i++) if (NEGATIONS.contains(words[i])) at = i;
+        if (at < 0) return null;
+        int start = at;
+        while (start > NEGATION_FROM && NEGATION_LEADS.contains(words[start - 1])) start--;
+        int end = words.length;
+        for (int j = at + 1; j < words.length && end == words.length; j++) if (NEGATION_ENDS.contains(words[j])) end = j;
+        int from = end < words.length && (words[end].equals("and") || words[end].equals("but")) ? end + 1 : end;
+        List<String> rest = new ArrayList<>(List.of(words).subList(0, start));
+        List<String> after = List.of(words).subList(from, words.length);
+        if (after.isEmpty()) while (!rest.isEmpty() && RELATIVES.contains(rest.get(rest.size() - 1))) rest.remove(rest.size() - 1);
+        String negated = String.join(" ", List.of(words).subList(at + 1, end));
+        if (rest.size() < 2 || contentStems(negated).isEmpty()) return null;
+        rest.addAll(after);
+        return new String[] {String.join(" ", rest), negated};
+    }
+
     /** The positions kept (in candidate order) and the words that decided, or null (Python's described()). */
     static Result described(String key, List<Set<String>> classStems) {
+        return described(key, "", classStems);
+    }
+
+    /** The same, where a word of {@code negated} (rule 6b) counts for the candidates that lack it. */
+    static Result described(String key, String negated, List<Set<String>> classStems) {
         double[] evidence = new double[classStems.size()];
         List<String> deciding = new ArrayList<>();
-        for (String word : contentStems(key)) {
+        List<String> against = contentStems(negated);
+        List<String> words = new ArrayList<>(contentStems(key));
+        words.addAll(against);
+        int positive = words.size() - against.size();
+        for (int w = 0; w < words.size(); w++) {
+            String word = words.get(w);
+            boolean lacking = w >= positive;
             List<Integer> hits = new ArrayList<>();
-            for (int i = 0; i < classStems.size(); i++) if (matchesAny(word, classStems.get(i))) hits.add(i);
+            for (int i = 0; i < classStems.size(); i++) if (matchesAny(word, classStems.get(i)) != lacking) hits.add(i);
             if (hits.isEmpty() || hits.size() == classStems.size()) continue;
             deciding.add(word);
             for (int i : hits) evidence[i] += 1.0 / hits.size();
@@ -109,10 +152,10 @@ public final class Described {
         List<Integer> kept = new ArrayList<>();
         for (int i = 0; i < evidence.length; i++) if (evidence[i] >= best - TIE) kept.add(i);
         if (kept.size() == evidence.length) return null;
-        List<String> words = new ArrayList<>();
+        List<String> said = new ArrayList<>();
         for (String w : deciding)
-            for (int i : kept) if (matchesAny(w, classStems.get(i))) { words.add(w); break; }
-        return new Result(kept, words);
+            for (int i : kept) if (matchesAny(w, classStems.get(i)) != against.contains(w)) { said.add(w); break; }
+        return new Result(kept, said);
     }
 
     /** Positions into the candidates, and the phrase's words that decided. */

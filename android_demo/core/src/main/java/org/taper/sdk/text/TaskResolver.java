@@ -264,6 +264,11 @@ public final class TaskResolver {
      * TaskResolver.narrowed; public for the golden test).
      */
     public Narrowed narrowed(String key, List<Integer> candidates) {
+        return narrowed(key, candidates, "");
+    }
+
+    /** The same, the candidates lacking what {@code negated} says too (rule 6b; Python's narrowed(key, c, negated)). */
+    public Narrowed narrowed(String key, List<Integer> candidates, String negated) {
         if (candidates.size() < 2) return null;
         Set<Integer> every = new HashSet<>(candidates);
         List<Set<String>> stems = new ArrayList<>();
@@ -272,22 +277,51 @@ public final class TaskResolver {
             for (int k : holders.get(c)) if (!conceptMembers.get(k).containsAll(every)) these.addAll(conceptStems.get(k));
             stems.add(these);
         }
-        Described.Result found = Described.described(key, stems);
+        Described.Result found = Described.described(key, negated, stems);
         if (found == null) return null;
         List<Integer> kept = new ArrayList<>();
-        List<String> shown = new ArrayList<>(), words = new ArrayList<>();
+        List<String> shown = new ArrayList<>(), shared = new ArrayList<>(), lacking = new ArrayList<>();
         for (int position : found.positions()) {
             kept.add(candidates.get(position));
             shown.add(repr(names.get(candidates.get(position))));
         }
-        for (String w : found.words()) words.add(repr(w));
+        List<String> lacked = Described.contentStems(negated);
+        for (String w : found.words()) (lacked.contains(w) ? lacking : shared).add(repr(w));
+        List<String> parts = new ArrayList<>();
+        if (!shared.isEmpty()) parts.add("share " + String.join(", ", shared) + " with it");
+        if (!lacking.isEmpty()) parts.add("lack " + String.join(", ", lacking));
         return new Narrowed(kept, "described: kept " + String.join(", ", shown) + " of those " + candidates.size()
-                + ", whose words share " + String.join(", ", words) + " with it");
+                + ", whose words " + String.join(" and ", parts));
+    }
+
+    /**
+     * Rule 6b (Python's TaskResolver._unlike): the rest of a phrase that says what it is not, read as a phrase of its
+     * own, then narrowed to the classes lacking the negated words; null where the rest takes nothing.
+     */
+    private List<Integer> unlike(String phrase, String rest, String negated, TaskOptions options, List<String> how,
+                                 double[] encodeMs, Set<Integer> excluded) {
+        List<String> inner = new ArrayList<>();
+        List<Integer> found;
+        double[] spent = new double[1];
+        try {
+            found = resolvePhrase(rest, options, true, inner, spent, excluded);
+        } catch (DescriptionException e) {
+            return null;
+        }
+        if (found.isEmpty()) return null;
+        encodeMs[0] += spent[0];
+        String said = repr(phrase) + ": read as " + repr(rest) + ", not " + repr(negated) + ": "
+                + inner.get(0).substring(repr(rest).length() + 2);
+        Narrowed narrowed = narrowed("", found, negated);
+        how.add(narrowed == null ? said : said + "; " + narrowed.said());
+        return narrowed == null ? found : narrowed.kept();
     }
 
     /** Rule 6 on what rule 4 or 5 took for a phrase alone (the resolution's last line says which rule): narrowed. */
     private List<Integer> described(String key, List<Integer> candidates, boolean single, List<String> how) {
-        Narrowed found = single && Described.describesOne(key) ? narrowed(key, candidates) : null;
+        if (!(single && Described.describesOne(key))) return candidates;
+        String[] unlike = Described.negation(key);   // rule 6b: negated words count against the classes having them
+        Narrowed found = unlike == null ? narrowed(key, candidates) : narrowed(unlike[0], candidates, unlike[1]);
         if (found == null) return candidates;
         how.set(how.size() - 1, how.get(how.size() - 1) + "; " + found.said());
         return found.kept();
@@ -787,6 +821,9 @@ public final class TaskResolver {
             how.add(repr(phrase) + ": read as " + repr(fixed) + " (spelling): " + why);
             return found;
         }
+        String[] negation = single ? Described.negation(key) : null;   // rule 6b: what it is not
+        List<Integer> unlike = negation == null ? null : unlike(phrase, negation[0], negation[1], options, how, encodeMs, excluded);
+        if (unlike != null) return unlike;
         long start = System.nanoTime();
         float[] embedding = embedPhrase.apply(phrase);
         encodeMs[0] += (System.nanoTime() - start) / 1e6;
