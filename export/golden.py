@@ -144,7 +144,8 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("rings (not blue ring)", {"min_classes": 4}), ("round shapes (no discs)", {}),
     # Rule 6b (issue 72): what a described kind is not: its rest read alone, then the classes lacking the negated words
     ("a red shape that is not round", {"min_classes": 1}), ("a round shape without a blue rim", {}),
-    ("an owl that cannot fly", {}),
+    ("an owl that cannot fly", {}), ("a shape with a blue rim that is not a blue ring", {}),
+    ("a pattern with stripes that is not green stripes", {"min_classes": 4}),
 )
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).
@@ -169,6 +170,7 @@ COMPOSED_IDS = tuple(COMPOSED_DERIVED.get(i, f"c{i}") for i in range(len(COMPOSE
 COMPOSED_KINDS = {0: ("giraffe", "fruit bat", "Guinea pig", "work animal"), 4: ("wasp", "honeybee"), 7: ("parrot",)}
 COMPOSED_DESCRIPTIONS = (
     "an insect that does not make honey", "a mammal that is not large", "a bird that is not a penguin",   # rule 6b
+    "a small animal that is not a mouse", "a small animal that is not an insect", "an insect that is not an insect",
     "small mammals", "little mammals", "large carnivores", "small flying animals", "sea invertebrates",
     "small mammals, birds", "non-insect invertebrates", "invertebrates except insects",
     "invertebrates excluding insects", "invertebrates but not insects", "invertebrates other than insects",

@@ -6,6 +6,7 @@ and concept on its own axis), so that the candidates are known."""
 import numpy as np
 import pytest
 
+from sdk.errors import DescriptionError
 from sdk.format.bundle import ClassInfo, Concept
 from sdk.text.resolver import TaskOptions, TaskResolver
 from sdk.text.resolver.described import content_stems, described, describes_one, letter_words, matches, stem
@@ -122,3 +123,13 @@ def test_a_described_kind_that_says_what_it_is_not_keeps_the_classes_lacking_it(
                         "cat'; described: kept 'cougar' of those 2, whose words lack 'shaggy', 'mane'"]
     task = resolver().resolve("a cat that is not striped", OPTIONS)   # the rest by meaning: the concept 'cat'
     assert [CLASSES[i].name for i in task.classes] == ["persian cat", "lion", "cougar"]
+
+
+def test_what_a_negated_name_takes_is_left_out_and_never_padded_back():
+    task = resolver().resolve("a large feline that is not a lion", TaskOptions(min_classes=2))
+    assert 3 in task.classes and 2 not in task.classes and len(task.classes) == 2   # the cougar, padded: not the lion
+    assert task.how[0] == ("'a large feline that is not a lion': read as 'a large feline', not 'a lion': concept 'cat' "
+                           "(similarity 0.85 >= best class 0.53); described: kept 'lion', 'cougar' of those 4, whose "
+                           "words share 'large', 'feline' with it; left out what 'a lion' names")
+    with pytest.raises(DescriptionError, match="nothing is left"):
+        resolver().resolve("a large feline that is not a cat", OPTIONS)

@@ -400,3 +400,17 @@ def test_a_derived_description_names_the_parts_rule_6_reads(wordnet):
     ids = list(v.classes)
     stems = [set(content_stems(f"{c.replace('_', ' ')} {descriptions[c]}")) for c in ids]
     assert described("a beast with a trunk", list(range(len(ids))), stems)[0] == [ids.index("african_elephant")]
+
+
+@needs_wordnet
+def test_no_class_takes_the_singular_of_a_group_name_as_its_alias(wordnet):
+    # "big cat", the kind above the lion alone among these, would answer "a big cat" with the lion; the singular of the
+    # everyday collection "big cats" (the cougar and the lion) answers it instead
+    from sdk.text.resolver.words import singular_forms
+
+    v = vocabulary({"cats": ["lion", "cougar", "tabby_cat"], "birds": ["goose", "albatross"]})
+    english = english_for(v, wordnet)
+    groups = {n.lower() for c in english.concepts for n in c["names"]} | {"cats", "birds"}
+    singulars = {f for g in groups for f in singular_forms(g)}
+    assert "big cats" in groups and "big cat" not in english.aliases["lion"]
+    assert not {a.lower() for aliases in english.aliases.values() for a in aliases} & singulars

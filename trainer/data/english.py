@@ -750,6 +750,9 @@ def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], kind_of: s
             level = [h for k in level for h in wordnet.synset(k).hypernyms]
         found[c] = list(dict.fromkeys(names))
     taken = _group_names(vocabulary, rows)
+    # ... nor the singular of one, which the resolver reads as that group: "big cat", the kind above the lion alone,
+    # stays the collection "big cats" (the cougar and the lion), as "a big cat that is not a lion" needs
+    taken |= {f for name in taken for f in singular_forms(name)}
     owners: dict[str, set[str]] = {}
     for c, words in vocabulary.classes.items():
         for w in (c.replace("_", " "), words.name, *words.aliases, *found.get(c, ())):

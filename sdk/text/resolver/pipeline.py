@@ -241,8 +241,24 @@ class TaskResolver:
         if not indices:
             return None
         said = f"read as {rest!r}, not {negated!r}: {why}"
+        named = self._negated_names(negated)   # "not a panda": what a name takes is left out, never padded back
+        if named is not None:
+            if excluded is not None:
+                excluded.update(named)
+            kept = [i for i in indices if i not in named]
+            return kept, f"{said}; left out what {negated!r} names" + ("" if kept else ": nothing is left"), seconds
         found = self.narrowed("", list(indices), negated)
         return (list(indices), said, seconds) if found is None else (found[0], f"{said}; {found[1]}", seconds)
+
+    def _negated_names(self, text: str) -> set[int] | None:
+        """Rule 6b: the classes a negated part takes if it is a name here (a group or a class, past an article:
+        "a panda"), else None."""
+        key = normalize_name(text)
+        group = self.index.group(key)   # both lookups read past an article
+        if group is not None:
+            return set(group[1])
+        key = self.index.class_name(key)
+        return {self.by_name[key]} if key in self.by_name else None
 
     def narrowed(self, key: str, candidates: list[int], negated: str = "") -> tuple[list[int], str] | None:
         """Rule 6 (sdk.text.resolver.described): of `candidates`, those whose words say what the normalised phrase

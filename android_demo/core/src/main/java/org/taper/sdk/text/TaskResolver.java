@@ -255,6 +255,15 @@ public final class TaskResolver {
         }
     }
 
+    /** Rule 6b: the classes a negated part takes if it is a name here (a group or a class), else null (Python's _negated_names). */
+    private Set<Integer> negatedNames(String text) {
+        String key = norm(text);
+        Map.Entry<String, List<Integer>> found = group(key);
+        if (found != null) return new HashSet<>(found.getValue());
+        for (String f : forms(key)) if (byName.containsKey(f)) return Set.of(byName.get(f));
+        return null;
+    }
+
     /** Rule 6's answer: the candidates kept, and how the resolution says so. */
     public record Narrowed(List<Integer> kept, String said) {}
 
@@ -312,6 +321,14 @@ public final class TaskResolver {
         encodeMs[0] += spent[0];
         String said = repr(phrase) + ": read as " + repr(rest) + ", not " + repr(negated) + ": "
                 + inner.get(0).substring(repr(rest).length() + 2);
+        Set<Integer> named = negatedNames(negated);   // what a name takes is left out, never padded back
+        if (named != null) {
+            if (excluded != null) excluded.addAll(named);
+            List<Integer> kept = new ArrayList<>();
+            for (int i : found) if (!named.contains(i)) kept.add(i);
+            how.add(said + "; left out what " + repr(negated) + " names" + (kept.isEmpty() ? ": nothing is left" : ""));
+            return kept;
+        }
         Narrowed narrowed = narrowed("", found, negated);
         how.add(narrowed == null ? said : said + "; " + narrowed.said());
         return narrowed == null ? found : narrowed.kept();
