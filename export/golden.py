@@ -146,6 +146,7 @@ DESCRIPTIONS: tuple[tuple[str | list[str], dict], ...] = (
     ("a red shape that is not round", {"min_classes": 1}), ("a round shape without a blue rim", {}),
     ("an owl that cannot fly", {}), ("a shape with a blue rim that is not a blue ring", {}),
     ("a pattern with stripes that is not green stripes", {"min_classes": 4}),
+    ("a shape with a blue rim that is not a blue rnig", {}), ("a thing that is not a ring", {}),
 )
 # Rule 3b (sdk/text/resolver/) on a class and concept table whose groups cross, as Tiny ImageNet's facets and
 # WordNet groups do (tests/test_composed_phrases.py reads the same table).
@@ -171,6 +172,7 @@ COMPOSED_KINDS = {0: ("giraffe", "fruit bat", "Guinea pig", "work animal"), 4: (
 COMPOSED_DESCRIPTIONS = (
     "an insect that does not make honey", "a mammal that is not large", "a bird that is not a penguin",   # rule 6b
     "a small animal that is not a mouse", "a small animal that is not an insect", "an insect that is not an insect",
+    "something that is not an insect", "a thing that is not a bird",
     "small mammals", "little mammals", "large carnivores", "small flying animals", "sea invertebrates",
     "small mammals, birds", "non-insect invertebrates", "invertebrates except insects",
     "invertebrates excluding insects", "invertebrates but not insects", "invertebrates other than insects",

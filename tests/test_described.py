@@ -133,3 +133,10 @@ def test_what_a_negated_name_takes_is_left_out_and_never_padded_back():
                            "words share 'large', 'feline' with it; left out what 'a lion' names")
     with pytest.raises(DescriptionError, match="nothing is left"):
         resolver().resolve("a large feline that is not a cat", OPTIONS)
+
+
+def test_a_negated_name_is_read_through_a_typo_and_a_thing_that_is_not_takes_the_rest():
+    task = resolver().resolve("a large feline that is not a loin", OPTIONS)
+    assert [CLASSES[i].name for i in task.classes] == ["cougar"]
+    task = resolver().resolve("a thing that is not a bee", OPTIONS)   # rule 2b, as "things that are not bees"
+    assert sorted(task.classes) == [0, 1, 2, 3] and task.how[-1] == "every other class: 4 of 5"

@@ -29,10 +29,11 @@ Rules, in order:
    police", where the cut gave 'a dog' and the vehicles of 'used by the police'); "X, without Y" stays an
    exclusion (rule 2b).
 2b. An item, or a part of one, that opens with a negation ("not", "no", "without", "except", "excluding", "but not",
-   "other than"; "everything", "anything", "all" or "things" before one of those, "but" or "that are not"; one word
-   "non-X") leaves out the classes its rest names by rules 3-5 (a class named there is left out alone, without its
-   look-alikes): "birds, not penguins", "birds and not penguins"; one that opens an item covers all its parts ("no
-   birds or fish"). A description of nothing else takes every other class ("no birds", "everything except cats"), at
+   "other than"; "everything", "anything", "all", "things", "something" or "a thing" before one of those, "but" or
+   "that are not"; one word "non-X") leaves out the classes its rest names by rules 3-5 (a class named there is left
+   out alone, without its look-alikes): "birds, not penguins", "birds and not penguins"; one that opens an item
+   covers all its parts ("no birds or fish"). A description of nothing else takes every other class ("no birds",
+   "everything except cats"), at
    most MAX_GROUP_CLASSES of them; padding (below) never brings back a class left out. Refused, with the reading:
    nothing left, or only negations that leave out nothing the bundle has ("no sharks"). Unless the whole item is a
    name ("no entry sign"). Before it, the text encoder read "no birds" as near 'birds' as "birds", and took exactly

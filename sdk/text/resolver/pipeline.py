@@ -25,7 +25,7 @@ from .names import Names
 from .options import DERIVED, MAX_CLASS_LIST, MAX_DESCRIPTION_CHARS, MAX_GROUP_CLASSES, MISSING, Task, TaskOptions
 from .similarity import concept_match, contrast, pad, top
 from .spelling import joined, spelling
-from .words import check_text, normalize_name, singular_forms, unit_mean
+from .words import check_text, normalize_name, singular_forms, unit_mean, without_article
 
 
 class TaskResolver:
@@ -254,7 +254,17 @@ class TaskResolver:
         """Rule 6b: the classes a negated part takes if it is a name here (a group or a class, past an article:
         "a panda"), else None."""
         key = normalize_name(text)
-        group = self.index.group(key)   # both lookups read past an article
+        found = self._name_takes(key)
+        if found is not None or all(map(self._real, key.split(" "))):
+            return found
+        bare = without_article(key)   # a typo: "not a chihuaha"
+        forms = (bare, *singular_forms(bare))
+        fixed = next((f for f in (spelling(self.index, k) for k in forms) if f is not None), None)
+        return None if fixed is None else self._name_takes(fixed)
+
+    def _name_takes(self, key: str) -> set[int] | None:
+        """The classes a group or class name takes (both lookups read past an article), or None if `key` names none."""
+        group = self.index.group(key)
         if group is not None:
             return set(group[1])
         key = self.index.class_name(key)

@@ -37,7 +37,7 @@ EXCLUSION_WORDS = (*OPENING_EXCLUSIONS, "that are not", "that aren't", "which ar
 # but insects"); a description of nothing else takes every other class ("no birds"). Without the rule, the text
 # encoder read "no birds" as near 'birds' as "birds", and took them (experiments.md, "What an item leaves out").
 NEGATIONS = ("not", "no", *OPENING_EXCLUSIONS)
-EVERYTHING = ("everything", "anything", "all", "things")   # "things that are not birds" too
+EVERYTHING = ("everything", "anything", "all", "things", "something", "a thing")   # "a thing that is not food" too
 ARTICLES = ("a", "an", "the")   # rules 1, 3b and 4b read a name past one: "a grizzly", "a dog that is not a poodle"
 KIND_NOUNS = ("animals", "things", "creatures")
 # Rule 4a: a phrase ending in one of these describes (by meaning: rule 5) rather than names a missing item

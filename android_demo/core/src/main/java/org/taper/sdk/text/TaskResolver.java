@@ -70,7 +70,7 @@ public final class TaskResolver {
     static final List<String> KIND_NOUNS = List.of("animals", "things", "creatures");
     /** sdk.text.resolver.NEGATIONS and EVERYTHING, and composition.NEGATED_STARTS (rule 2b: what an item leaves out). */
     static final List<String> NEGATIONS = concat(List.of("not", "no"), OPENING_EXCLUSIONS);
-    static final List<String> EVERYTHING = List.of("everything", "anything", "all", "things");
+    static final List<String> EVERYTHING = List.of("everything", "anything", "all", "things", "something", "a thing");
     /** sdk.text.resolver.ARTICLES: rules 1, 3b and 4b read a name past one. */
     static final List<String> ARTICLES = List.of("a", "an", "the");
     static final List<String> NEGATED_STARTS = negatedStarts();
@@ -258,6 +258,17 @@ public final class TaskResolver {
     /** Rule 6b: the classes a negated part takes if it is a name here (a group or a class), else null (Python's _negated_names). */
     private Set<Integer> negatedNames(String text) {
         String key = norm(text);
+        Set<Integer> found = nameTakes(key);
+        boolean allWords = true;
+        for (String w : key.split(" ", -1)) allWords &= real(w);
+        if (found != null || allWords) return found;
+        String bare = withoutArticle(key), fixed = spelling(bare);   // a typo: "not a chihuaha"
+        for (String form : singularForms(bare)) if (fixed == null) fixed = spelling(form);
+        return fixed == null ? null : nameTakes(fixed);
+    }
+
+    /** The classes a group or class name takes (past an article too), or null if the key names none. */
+    private Set<Integer> nameTakes(String key) {
         Map.Entry<String, List<Integer>> found = group(key);
         if (found != null) return new HashSet<>(found.getValue());
         for (String f : forms(key)) if (byName.containsKey(f)) return Set.of(byName.get(f));
