@@ -80,7 +80,7 @@ from sdk.format.tokenizer_check import check_tokenizer_json
 from sdk.fusion.folding import BACKBONE_FILE
 from sdk.media.images import to_uint8_batch
 from sdk.text.resolver import TaskOptions, TaskResolver
-from sdk.text.resolver.described import content_stems, negation
+from sdk.text.resolver.described import affirmed, content_stems, negation
 
 WORDS = ("moth", "butterfly", "Golden", "retriever", "kitchen", "appliances", "sea", "creatures", "farm", "animals",
          "things", "to", "wear", "cars", "and", "trucks", "a", "the", "of", "photo")
@@ -250,6 +250,10 @@ NEGATION_TEXTS = ("a bird that cannot fly and lives in antarctica", "a lobster w
                   "an ape that is not orange or brown", "a ball that is not round but is used in rugby",
                   "a cat without stripes, spots", "not a bird", "a bird which has never flown", "an insect with no",
                   "a cat that does not have long fur", "a hat with no brim that is red")
+AFFIRMED_TEXTS = ("large crustacean having a spiny carapace but lacking the large pincers of true lobsters; edible",
+                  "slender-bodied non-stinging insect; Non-Toxic", "no external shell", "a(b)c,d;e:f.g", "  ", "",
+                  "not highly venomous but hairy", "cannot fly with wings", "LACKING teeth, NOT eyes", "nonstop non-",
+                  "tab\tsep\u00a0nbsp without x", "İnot x", "without\u2003em space", "lacks\nlines\rand more")
 DESCRIBED_TEXTS = ("A Dog-Like face", "jack-o'-lantern", "naïve café—crème", "ÀNTARCTIC antarctica", "---", "x-y-z",
                    "glides gliding glided GLIDES", "the of and a with", "Straße İstanbul", "e-mail co-op", "", "ab",
                    "UPPER lower MiXeD", "tab\there new\nline", "🐶dogs🐱cats", "long-- -armed", "-lead trail-",
@@ -812,6 +816,7 @@ def composed_resolutions() -> dict:
             "glosses": [COMPOSED_GLOSSES.get(i, "") for i in range(len(COMPOSED_CLASSES))],
             "described": described, "words": [{"text": t, "stems": content_stems(t)} for t in DESCRIBED_TEXTS],
             "negations": [{"text": t, "split": negation(t)} for t in NEGATION_TEXTS],
+            "affirmed": [{"text": t, "kept": affirmed(t)} for t in AFFIRMED_TEXTS],
             "concepts": [[list(a), list(b), cid, list(COMPOSED_KINDS.get(i, ()))]
                          for i, (cid, (a, b)) in enumerate(zip(COMPOSED_IDS, COMPOSED_CONCEPTS, strict=True))],
             "descriptions": rows}

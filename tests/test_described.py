@@ -140,3 +140,17 @@ def test_a_negated_name_is_read_through_a_typo_and_a_thing_that_is_not_takes_the
     assert [CLASSES[i].name for i in task.classes] == ["cougar"]
     task = resolver().resolve("a thing that is not a bee", OPTIONS)   # rule 2b, as "things that are not bees"
     assert sorted(task.classes) == [0, 1, 2, 3] and task.how[-1] == "every other class: 4 of 5"
+
+
+def test_a_class_has_no_word_its_description_says_it_lacks():
+    from sdk.text.resolver.described import affirmed
+
+    assert affirmed("crustacean having a spiny carapace but lacking the large pincers; edible") == (
+        "crustacean having a spiny carapace but edible")
+    assert affirmed("slender-bodied non-stinging insect") == "slender-bodied insect"
+    assert affirmed("not highly venomous but hairy") == "but hairy" and affirmed("") == ""
+    classes = [ClassInfo("n0", "american lobster", ["lobster"], [], "lobster with big pincers"),
+               ClassInfo("n1", "spiny lobster", ["lobster"], [], "lobster lacking the large pincers"),
+               *CLASSES[2:]]
+    found = resolver(classes).narrowed("a lobster with pincers", [0, 1])
+    assert found is not None and found[0] == [0]                      # before: both had 'pincer', a tie: no change

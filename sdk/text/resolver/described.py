@@ -23,6 +23,7 @@ cat without a mane" kept the lion; docs/results/experiments.md, "What a describe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .words import STOP_WORDS
@@ -42,6 +43,11 @@ NEGATION_LEADS = frozenset({"is", "are", "was", "were", "be", "does", "do", "did
                             "could", "will", "would", "with"})
 NEGATION_ENDS = frozenset({"and", "but", "that", "which", "who", "with"})   # "not orange or brown": one part
 RELATIVES = frozenset({"that", "which", "who"})
+# ... and a class's own description says what it lacks with these (`affirmed`), in clauses cut at CLAUSE_MARKS
+LACKING = frozenset({"not", "no", "without", "never", "cannot", "lacking", "lacks", "lack"})
+CLAUSE_MARKS = re.compile(r"[,;:.()]")
+NON_WORD = re.compile(r"(?<![A-Za-z])[Nn][Oo][Nn]-[A-Za-z]+")
+ASCII_SPACE = re.compile(r"[ \t\n\r\f\x0b]+")
 
 
 def describes_one(key: str) -> bool:
@@ -103,6 +109,30 @@ def matches(a: str, b: str) -> bool:
         return True
     short, long = (a, b) if len(a) <= len(b) else (b, a)
     return len(short) >= MIN_PREFIX and long.startswith(short)
+
+
+def affirmed(description: str) -> str:
+    """A class's description without what it says the class is not or lacks, for rule 6's words: each "non-X"
+    left out, and within each clause (cut at CLAUSE_MARKS) the words from one of LACKING to a NEGATION_ENDS word or
+    the clause's end. ASCII whitespace only, so that the Java mirror cuts every text the same way.
+
+    >>> affirmed("marine crustacean having a spiny carapace but lacking the large pincers; edible")
+    'marine crustacean having a spiny carapace but edible'
+    >>> affirmed("slender-bodied non-stinging insect")
+    'slender-bodied insect'
+    """
+    kept: list[str] = []
+    for clause in CLAUSE_MARKS.split(NON_WORD.sub(" ", description)):
+        negated = False
+        for word in ASCII_SPACE.split(clause):
+            lower = word.lower() if word.isascii() else ""   # ASCII case only, as the Java mirror folds it
+            if lower in LACKING:
+                negated = True
+            elif lower in NEGATION_ENDS:
+                negated = False
+            if word and not negated:
+                kept.append(word)
+    return " ".join(kept)
 
 
 def negation(key: str) -> tuple[str, str] | None:

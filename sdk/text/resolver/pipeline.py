@@ -19,7 +19,7 @@ from sdk.text.compounds import exocentric_compounds
 from sdk.text.english_words import english_words
 
 from .composition import composed, negated
-from .described import content_stems, described, describes_one, negation
+from .described import affirmed, content_stems, described, describes_one, negation
 from .missing import exocentric_form, nearest_instead, told, told_kind, unknown
 from .names import Names
 from .options import DERIVED, MAX_CLASS_LIST, MAX_DESCRIPTION_CHARS, MAX_GROUP_CLASSES, MISSING, Task, TaskOptions
@@ -54,7 +54,7 @@ class TaskResolver:
         self.concept_sizes = np.array([len(c.members) for c in self.concepts], np.int64)
         self.index = Names(classes, supercategories, self.concepts)   # rules 1-3: every name it answers to
         # rule 6: each class's own word stems, and the concepts that hold it (their names' stems)
-        self.own_stems = [set(content_stems(" ".join([c.name, *c.aliases, c.description]))) for c in classes]
+        self.own_stems = [set(content_stems(" ".join([c.name, *c.aliases, affirmed(c.description)]))) for c in classes]
         self.concept_stems = [set(content_stems(" ".join(c.names))) for c in self.concepts]
         self.concept_members = [frozenset(c.members) for c in self.concepts]
         self.holders: list[list[int]] = [[] for _ in classes]

@@ -367,6 +367,12 @@ public final class GoldenTest {
             check(want == null ? got == null : got != null && List.of(got).equals(want), "negation "
                     + escape((String) c.get("text")) + ": Java " + (got == null ? null : List.of(got)) + ", Python " + want);
         }
+        for (Object o : (List<Object>) composed.get("affirmed")) {   // a class's description without what it lacks
+            Map<String, Object> c = (Map<String, Object>) o;
+            String got = org.taper.sdk.text.Described.affirmed((String) c.get("text"));
+            check(got.equals(c.get("kept")), "affirmed " + escape((String) c.get("text")) + ": Java " + escape(got)
+                    + ", Python " + escape((String) c.get("kept")));
+        }
         for (Object o : (List<Object>) composed.get("words")) {
             Map<String, Object> c = (Map<String, Object>) o;
             List<String> got = org.taper.sdk.text.Described.contentStems((String) c.get("text"));

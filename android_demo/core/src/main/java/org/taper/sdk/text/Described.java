@@ -26,6 +26,27 @@ public final class Described {
             "had", "can", "could", "will", "would", "with");
     static final Set<String> NEGATION_ENDS = Set.of("and", "but", "that", "which", "who", "with");
     static final Set<String> RELATIVES = Set.of("that", "which", "who");
+    /** sdk.text.resolver.described's LACKING, CLAUSE_MARKS, NON_WORD and ASCII_SPACE (a class's own description). */
+    static final Set<String> LACKING = Set.of("not", "no", "without", "never", "cannot", "lacking", "lacks", "lack");
+    static final java.util.regex.Pattern CLAUSE_MARKS = java.util.regex.Pattern.compile("[,;:.()]");
+    static final java.util.regex.Pattern NON_WORD = java.util.regex.Pattern.compile("(?<![A-Za-z])[Nn][Oo][Nn]-[A-Za-z]+");
+    static final java.util.regex.Pattern ASCII_SPACE = java.util.regex.Pattern.compile("[ \\t\\n\\r\\f\\x0b]+");
+
+    /** A class's description without what it says the class is not or lacks (Python's affirmed()). */
+    public static String affirmed(String description) {
+        List<String> kept = new ArrayList<>();
+        for (String clause : CLAUSE_MARKS.split(NON_WORD.matcher(description).replaceAll(" "), -1)) {
+            boolean negated = false;
+            for (String word : ASCII_SPACE.split(clause, -1)) {
+                boolean ascii = word.chars().allMatch(ch -> ch < 128);
+                String lower = ascii ? word.toLowerCase(java.util.Locale.ROOT) : "";
+                if (LACKING.contains(lower)) negated = true;
+                else if (NEGATION_ENDS.contains(lower)) negated = false;
+                if (!word.isEmpty() && !negated) kept.add(word);
+            }
+        }
+        return String.join(" ", kept);
+    }
     /** sdk.text.resolver.STOP_WORDS: GLOSS_WORDS and the words that say nothing of what a class is. */
     static final Set<String> STOP_WORDS = stopWords();
 

@@ -240,7 +240,7 @@ public final class TaskResolver {
         for (int i = 0; i < names.size(); i++) {
             List<String> texts = new ArrayList<>(List.of(names.get(i)));
             texts.addAll(aliases.get(i));
-            texts.add(descriptions.get(i));
+            texts.add(Described.affirmed(descriptions.get(i)));   // not what it says the class lacks
             ownStems.add(new HashSet<>(Described.contentStems(String.join(" ", texts))));
             holders.add(new ArrayList<>());
         }
