@@ -118,15 +118,15 @@ Rules, in order:
    50 Open Images category names of set F, scored once, at 0.83/0.90 (0.83/0.90 without it).
 6. A phrase alone (not one item of a list) that describes one kind of thing, "a" or "an" and at least two more words
    ("a big cat with a mane"), for which rule 4 or 5 took two or more classes, keeps those whose own words share the
-   most of the phrase's (`described`): a class's words are its names, aliases and description (a vocabulary's, or its
-   WordNet sense's gloss) and the names of the concepts that hold it but not every candidate; a phrase word (no stop
-   word, STOP_WORDS) counts for the candidates it matches (stems equal, or one begins the other and is five letters
-   at least: "antarctic", "antarctica"), 1 / their number each, and is no evidence if it matches all or none. The
-   best are kept if they are fewer than all, and the resolution names the words that decided ("described: kept
-   'lion' of those 5, whose words share 'mane' with it"). An embedding-scored rule tried first narrowed wrongly as
-   often as rightly and was withdrawn (lab/described_kinds.py); this one, on 46 descriptions written for it and
-   scored once: precision 0.31 -> 0.40, recall 0.87 -> 0.85 with padding (docs/results/experiments.md, "Words
-   people use, part 3 again").
+   most of the phrase's (`described`): a class's words are its names, aliases and description (less what it says the
+   class lacks, `affirmed`; a vocabulary's, or its WordNet sense's gloss) and the names of the concepts that hold it
+   but not every candidate; a phrase word (no stop word, STOP_WORDS) counts for the candidates it matches (stems
+   equal, or one begins the other and is five letters at least: "antarctic", "antarctica"), 1 / their number each,
+   and is no evidence if it matches all or none. The best are kept if they are fewer than all, and the resolution
+   names the words that decided ("described: kept 'lion' of those 5, whose words share 'mane' with it"). An
+   embedding-scored rule tried first narrowed wrongly as often as rightly and was withdrawn (lab/described_kinds.py);
+   this one, on 46 descriptions written for it and scored once: precision 0.31 -> 0.40, recall 0.87 -> 0.85 with
+   padding (docs/results/experiments.md, "Words people use, part 3 again").
 6b. Such a phrase that holds a negation after its first two words ("a bird that cannot fly and lives in antarctica",
    "a lobster with no pincers"; `negation`: "not", "no", "without", "never", "cannot", "isn't"..., the negated part
    ending at "and", "but", "that", "which", "who" or "with") is read as its rest ("a bird that lives in antarctica")
