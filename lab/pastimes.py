@@ -64,17 +64,14 @@ def answers(bundle, words: list[str]) -> dict[str, list[str]]:
 def changed(bundles: dict, words: list[str], rule, rows: bool = True) -> dict:
     """Per bundle: how many words take other classes with `rule` as `TaskResolver._unknown` and, with `rows`,
     those words' classes without -> with."""
+    from lab.word_sets import patched
     from sdk.text.resolver import TaskResolver
 
-    shipped = TaskResolver._unknown
     out = {}
     for name, bundle in bundles.items():
         before = answers(bundle, words)
-        TaskResolver._unknown = rule
-        try:
+        with patched(TaskResolver, "_unknown", rule):
             after = answers(bundle, words)
-        finally:
-            TaskResolver._unknown = shipped
         differ = {w: {"without": before[w], "with": after[w]} for w in words if before[w] != after[w]}
         out[name] = {"words": len(words), "changed": len(differ), **({"rows": differ} if rows else {})}
     return out

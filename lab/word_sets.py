@@ -9,6 +9,7 @@ resolver as it stands (or as the caller has patched it) when called.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 OWN_SETS = {"heldout": "scripts/heldout_data", "heldout-b": "scripts/heldout_b_data", "worked": "scripts/own_data"}
@@ -56,12 +57,19 @@ def changed_answers(before: dict, after: dict) -> dict:
             for query, chosen in figures.get("chosen", {}).items() if after[name][kind]["chosen"][query] != chosen}
 
 
-def scored_with(owner: type, attribute: str, replacement) -> dict:
-    """`scored_sets()` with `owner.attribute` replaced while it runs (None: as shipped), restored after."""
+@contextmanager
+def patched(owner: type, attribute: str, replacement):
+    """`owner.attribute` replaced while the block runs (None: left as shipped), restored after."""
     shipped = getattr(owner, attribute)
     if replacement is not None:
         setattr(owner, attribute, replacement)
     try:
-        return scored_sets()
+        yield
     finally:
         setattr(owner, attribute, shipped)
+
+
+def scored_with(owner: type, attribute: str, replacement) -> dict:
+    """`scored_sets()` with `owner.attribute` replaced while it runs (None: as shipped), restored after."""
+    with patched(owner, attribute, replacement):
+        return scored_sets()

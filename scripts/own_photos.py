@@ -85,11 +85,33 @@ SCORED_KINDS = ("groups", "phrasings", "descriptions", "descriptions_fresh", "de
                 "descriptions_negated")
 
 
+def resolved(bundle, text: str, options: TaskOptions | None = None) -> tuple[set[str], list[str], str | None]:
+    """The class ids a description takes on `bundle` (sdk.load's), how, and the refusal's text if it was refused."""
+    from sdk.errors import DescriptionError
+
+    try:
+        task = bundle.resolver.resolve(text, options)
+        return {bundle.bundle.classes[i].id for i in task.classes}, task.how, None
+    except DescriptionError as e:
+        return set(), [], str(e)
+
+
+def scored_rows(bundle, queries: dict[str, list[str]], expand=set, options: TaskOptions | None = None) -> dict:
+    """Each query's precision and recall against the class ids `expand(expected)` names, the ids taken and how; and
+    the means over the queries."""
+    rows = {}
+    for text, expected in queries.items():
+        chosen, how, error = resolved(bundle, text, options)
+        p, r = precision_recall(chosen, expand(expected))
+        rows[text] = {"precision": round(p, 3), "recall": round(r, 3), "chosen": sorted(chosen), "how": how or [error]}
+    return {"precision": round(float(np.mean([v["precision"] for v in rows.values()])), 3),
+            "recall": round(float(np.mean([v["recall"] for v in rows.values()])), 3), "n": len(rows), "rows": rows}
+
+
 def score_queries(bundle, source: Path = HERE, options: TaskOptions | None = None) -> dict:
     """Groups, phrasings, descriptions (where the set has them) and missing names of `source`'s queries.json
     (scripts/own_data/ by default) on `bundle` (sdk.load's), resolved with `options` (a TaskOptions; None:
     the resolver's defaults, as `sdk.personalize` resolves)."""
-    from sdk.errors import DescriptionError
     from sdk.text.resolver import MISSING
 
     spec = json.loads((source / "queries.json").read_text())
@@ -99,30 +121,13 @@ def score_queries(bundle, source: Path = HERE, options: TaskOptions | None = Non
     def expand(names: list[str]) -> set[str]:
         return {c for n in names for c in (sets[n] if n in sets else [n])}
 
-    def resolve(text: str) -> tuple[set[str], list[str], str | None]:
-        try:
-            task = bundle.resolver.resolve(text, options)
-            return {ids[i] for i in task.classes}, task.how, None
-        except DescriptionError as e:
-            return set(), [], str(e)
-
-    out: dict = {}
-    for kind in (k for k in SCORED_KINDS if k in spec):
-        rows = {}
-        for text, expected in spec[kind].items():
-            chosen, how, error = resolve(text)
-            p, r = precision_recall(chosen, expand(expected))
-            rows[text] = {"precision": round(p, 3), "recall": round(r, 3), "chosen": sorted(chosen),
-                          "how": how or [error]}
-        out[kind] = {"precision": round(float(np.mean([v["precision"] for v in rows.values()])), 3),
-                     "recall": round(float(np.mean([v["recall"] for v in rows.values()])), 3), "n": len(rows),
-                     "rows": rows}
+    out: dict = {kind: scored_rows(bundle, spec[kind], expand, options) for kind in SCORED_KINDS if kind in spec}
     # the vocabulary's groups, by key (ClassHierarchy.concepts' ids): not by primary name, which a WordNet concept
     # may share ('furniture') and, later in the list, overwrite with other classes
     groups = {g.id: {ids[i] for i in g.members} for g in bundle.bundle.concepts if not g.derived}
     rows = {}
     for name, allowed_groups in spec["missing"].items():
-        chosen, how, error = resolve(name)
+        chosen, how, error = resolved(bundle, name, options)
         allowed = set().union(*(groups.get(g, set()) for g in allowed_groups)) if allowed_groups else set()
         text = error or " ".join(how)
         named = named_group(bundle, text)

@@ -750,9 +750,6 @@ def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], kind_of: s
             level = [h for k in level for h in wordnet.synset(k).hypernyms]
         found[c] = list(dict.fromkeys(names))
     taken = _group_names(vocabulary, rows)
-    # ... nor the singular of one, which the resolver reads as that group: "big cat", the kind above the lion alone,
-    # stays the collection "big cats" (the cougar and the lion), as "a big cat that is not a lion" needs
-    taken |= {f for name in taken for f in singular_forms(name)}
     owners: dict[str, set[str]] = {}
     for c, words in vocabulary.classes.items():
         for w in (c.replace("_", " "), words.name, *words.aliases, *found.get(c, ())):
@@ -762,9 +759,12 @@ def _kind_names(vocabulary, wordnet: WordNet, senses: dict[str, str], kind_of: s
 
 
 def _group_names(vocabulary, rows: list[dict]) -> set[str]:
-    """The names (lower case) of the vocabulary's groups and of the concept rows: no WordNet name of a class's."""
-    return {w.lower() for g in vocabulary.groups.values() for w in (g.name, *g.aliases)} | {
+    """The names (lower case) of the vocabulary's groups and of the concept rows, and their singulars, which the
+    resolver reads as those groups: no WordNet name of a class's ("big cat", the kind above the lion alone, stays
+    the collection "big cats", the cougar and the lion, as "a big cat that is not a lion" needs)."""
+    names = {w.lower() for g in vocabulary.groups.values() for w in (g.name, *g.aliases)} | {
         n.lower() for r in rows for n in r["names"]}
+    return names | {form for name in names for form in singular_forms(name)}
 
 
 def _group_sense(vocabulary, wordnet: WordNet, key: str, group, senses: dict[str, str]) -> str | None:

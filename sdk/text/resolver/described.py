@@ -34,10 +34,11 @@ MIN_PREFIX = 5      # "antarctic" matches "antarctica": one stem begins the othe
 MIN_WORDS = 3       # "a tiny dog": an article and at least two more words describe one kind of thing
 OPENING = ("a", "an")
 TIE = 1e-9
-# Rule 6b: a negation inside a described kind, after its first NEGATION_FROM words ("a bird that cannot fly"), with
-# the words that lead into it ("that does not", "with no"); the negated part ends at a NEGATION_ENDS word
-NEGATIONS = frozenset({"not", "no", "without", "never", "cannot", "isn't", "aren't", "doesn't", "don't", "can't",
-                       "hasn't", "haven't", "won't", "didn't", "wasn't", "weren't"})
+# Rule 6b: a negation inside a described kind, after its first NEGATION_FROM words ("a bird that cannot fly"; not
+# words.NEGATIONS, rule 2b's, which open an item), with the words that lead into it ("that does not", "with no"); the
+# negated part ends at a NEGATION_ENDS word
+INNER_NEGATIONS = frozenset({"not", "no", "without", "never", "cannot", "isn't", "aren't", "doesn't", "don't",
+                             "can't", "hasn't", "haven't", "won't", "didn't", "wasn't", "weren't"})
 NEGATION_FROM = 2
 NEGATION_LEADS = frozenset({"is", "are", "was", "were", "be", "does", "do", "did", "has", "have", "had", "can",
                             "could", "will", "would", "with"})
@@ -149,7 +150,7 @@ def negation(key: str) -> tuple[str, str] | None:
     if not describes_one(key):
         return None
     words = key.split(" ")
-    at = next((i for i in range(NEGATION_FROM, len(words)) if words[i] in NEGATIONS), None)
+    at = next((i for i in range(NEGATION_FROM, len(words)) if words[i] in INNER_NEGATIONS), None)
     if at is None:
         return None
     start = at
@@ -174,7 +175,8 @@ def described(key: str, candidates: Sequence[int], class_stems: Sequence[set[str
     `negated` (rule 6b) counts for the candidates that lack it, as a word of `key` counts for those that have it."""
     evidence = [0.0] * len(candidates)
     deciding: list[str] = []
-    for word, against in [(w, False) for w in content_stems(key)] + [(w, True) for w in content_stems(negated)]:
+    lacked = content_stems(negated)
+    for word, against in [(w, False) for w in content_stems(key)] + [(w, True) for w in lacked]:
         hits = [i for i, stems in enumerate(class_stems) if any(matches(word, s) for s in stems) != against]
         if not hits or len(hits) == len(candidates):
             continue
@@ -187,7 +189,6 @@ def described(key: str, candidates: Sequence[int], class_stems: Sequence[set[str
     kept = [c for c, e in zip(candidates, evidence, strict=True) if e >= best - TIE]
     if len(kept) == len(candidates):
         return None
-    negated_stems = set(content_stems(negated))
     return kept, [w for w in deciding if any(
-        e >= best - TIE and any(matches(w, s) for s in stems) != (w in negated_stems)
+        e >= best - TIE and any(matches(w, s) for s in stems) != (w in lacked)
         for e, stems in zip(evidence, class_stems, strict=True))]

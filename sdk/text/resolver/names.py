@@ -133,6 +133,15 @@ class Names:
             return None
         return next(((f, self.kinds[f]) for f in (bare, *singular_forms(bare)) if f in self.kinds), None)
 
+    def classes_named(self, key: str) -> set[int] | None:
+        """The classes a group or a class name takes, for the normalised phrase or a form of it (`_forms`: its
+        singular, past an article: "a panda"); None if it names none (rule 6b's negated names)."""
+        group = self.group(key)
+        if group is not None:
+            return set(group[1])
+        name = self.class_name(key)
+        return {self.by_name[name]} if name in self.by_name else None
+
     def named(self, key: str) -> bool:
         """Whether the normalised phrase (or its singular) is a group or a class name (rule 3)."""
         return any(f in self.groups or f in self.by_name for f in (key, *singular_forms(key)))

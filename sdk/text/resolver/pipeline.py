@@ -144,8 +144,8 @@ class TaskResolver:
             return [], told_kind(self.classes, index, *kind), 0.0
         forms = (key, *singular_forms(key))
         fixed = next((f for f in (joined(index, k) for k in forms) if f is not None), None)   # rule 3c: spacing
-        if fixed is None and not all(map(self._real, key.split(" "))):                     # rule 3c: an edit
-            fixed = next((f for f in (spelling(index, k) for k in forms) if f is not None), None)
+        if fixed is None and not self._all_real(key):                                      # rule 3c: an edit
+            fixed = self._spelled(forms)
         if fixed is not None:
             indices, why, seconds = self._resolve_phrase(fixed, options, single, excluded)
             return indices, f"read as {fixed!r} (spelling): {why}", seconds
@@ -247,28 +247,19 @@ class TaskResolver:
                 excluded.update(named)
             kept = [i for i in indices if i not in named]
             return kept, f"{said}; left out what {negated!r} names" + ("" if kept else ": nothing is left"), seconds
-        found = self.narrowed("", list(indices), negated)
-        return (list(indices), said, seconds) if found is None else (found[0], f"{said}; {found[1]}", seconds)
+        found = self.narrowed("", indices, negated)
+        return (indices, said, seconds) if found is None else (found[0], f"{said}; {found[1]}", seconds)
 
     def _negated_names(self, text: str) -> set[int] | None:
         """Rule 6b: the classes a negated part takes if it is a name here (a group or a class, past an article:
         "a panda"), else None."""
         key = normalize_name(text)
-        found = self._name_takes(key)
-        if found is not None or all(map(self._real, key.split(" "))):
+        found = self.index.classes_named(key)
+        if found is not None or self._all_real(key):
             return found
-        bare = without_article(key)   # a typo: "not a chihuaha"
-        forms = (bare, *singular_forms(bare))
-        fixed = next((f for f in (spelling(self.index, k) for k in forms) if f is not None), None)
-        return None if fixed is None else self._name_takes(fixed)
-
-    def _name_takes(self, key: str) -> set[int] | None:
-        """The classes a group or class name takes (both lookups read past an article), or None if `key` names none."""
-        group = self.index.group(key)
-        if group is not None:
-            return set(group[1])
-        key = self.index.class_name(key)
-        return {self.by_name[key]} if key in self.by_name else None
+        bare = without_article(key)   # a typo, as rule 3c reads one: "not a chihuaha"
+        fixed = self._spelled((bare, *singular_forms(bare)))
+        return None if fixed is None else self.index.classes_named(fixed)
 
     def narrowed(self, key: str, candidates: list[int], negated: str = "") -> tuple[list[int], str] | None:
         """Rule 6 (sdk.text.resolver.described): of `candidates`, those whose words say what the normalised phrase
@@ -302,6 +293,14 @@ class TaskResolver:
         """Rule 3c: whether `word` is a real word, never corrected: the text encoder's vocabulary has it, or
         WordNet's list has it or a singular of it ("steamboats"; sdk.text.english_words)."""
         return self.is_word(word) or any(f in self.english() for f in (word, *singular_forms(word)))
+
+    def _all_real(self, key: str) -> bool:
+        """Rule 3c: whether every word of the normalised phrase is real (`_real`), so that none is corrected."""
+        return all(map(self._real, key.split(" ")))
+
+    def _spelled(self, forms: Sequence[str]) -> str | None:
+        """Rule 3c's edit: the name one edit (or two) from the first of `forms` that is near one, or None."""
+        return next((f for f in (spelling(self.index, k) for k in forms) if f is not None), None)
 
     def _unknown(self, key: str) -> bool:
         """Rule 4a (sdk.text.resolver.missing.unknown), a method so that an experiment can replace it

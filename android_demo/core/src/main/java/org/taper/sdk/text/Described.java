@@ -18,8 +18,8 @@ public final class Described {
     static final int MIN_STEM = 3, MIN_PREFIX = 5, MIN_WORDS = 3;
     static final Set<String> OPENING = Set.of("a", "an");
     static final double TIE = 1e-9;
-    /** Rule 6b: sdk.text.resolver.described's NEGATIONS, NEGATION_FROM, NEGATION_LEADS, NEGATION_ENDS, RELATIVES. */
-    static final Set<String> NEGATIONS = Set.of("not", "no", "without", "never", "cannot", "isn't", "aren't",
+    /** Rule 6b: sdk.text.resolver.described's INNER_NEGATIONS, NEGATION_FROM, NEGATION_LEADS, NEGATION_ENDS, RELATIVES. */
+    static final Set<String> INNER_NEGATIONS = Set.of("not", "no", "without", "never", "cannot", "isn't", "aren't",
             "doesn't", "don't", "can't", "hasn't", "haven't", "won't", "didn't", "wasn't", "weren't");
     static final int NEGATION_FROM = 2;
     static final Set<String> NEGATION_LEADS = Set.of("is", "are", "was", "were", "be", "does", "do", "did", "has", "have",
@@ -129,7 +129,7 @@ public final class Described {
         if (!describesOne(key)) return null;
         String[] words = key.split(" ", -1);
         int at = -1;
-        for (int i = NEGATION_FROM; i < words.length && at < 0; i++) if (NEGATIONS.contains(words[i])) at = i;
+        for (int i = NEGATION_FROM; i < words.length && at < 0; i++) if (INNER_NEGATIONS.contains(words[i])) at = i;
         if (at < 0) return null;
         int start = at;
         while (start > NEGATION_FROM && NEGATION_LEADS.contains(words[start - 1])) start--;
@@ -145,12 +145,10 @@ public final class Described {
         return new String[] {String.join(" ", rest), negated};
     }
 
-    /** The positions kept (in candidate order) and the words that decided, or null (Python's described()). */
-    static Result described(String key, List<Set<String>> classStems) {
-        return described(key, "", classStems);
-    }
-
-    /** The same, where a word of {@code negated} (rule 6b) counts for the candidates that lack it. */
+    /**
+     * The positions kept (in candidate order) and the words that decided, or null (Python's described()); a word of
+     * {@code negated} (rule 6b) counts for the candidates that lack it.
+     */
     static Result described(String key, String negated, List<Set<String>> classStems) {
         double[] evidence = new double[classStems.size()];
         List<String> deciding = new ArrayList<>();

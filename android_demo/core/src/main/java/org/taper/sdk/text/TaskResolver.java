@@ -258,17 +258,28 @@ public final class TaskResolver {
     /** Rule 6b: the classes a negated part takes if it is a name here (a group or a class), else null (Python's _negated_names). */
     private Set<Integer> negatedNames(String text) {
         String key = norm(text);
-        Set<Integer> found = nameTakes(key);
-        boolean allWords = true;
-        for (String w : key.split(" ", -1)) allWords &= real(w);
-        if (found != null || allWords) return found;
-        String bare = withoutArticle(key), fixed = spelling(bare);   // a typo: "not a chihuaha"
-        for (String form : singularForms(bare)) if (fixed == null) fixed = spelling(form);
-        return fixed == null ? null : nameTakes(fixed);
+        Set<Integer> found = classesNamed(key);
+        if (found != null || allReal(key)) return found;
+        String fixed = spelled(withoutArticle(key));   // a typo, as rule 3c reads one: "not a chihuaha"
+        return fixed == null ? null : classesNamed(fixed);
     }
 
-    /** The classes a group or class name takes (past an article too), or null if the key names none. */
-    private Set<Integer> nameTakes(String key) {
+    /** Rule 3c (Python's TaskResolver._all_real): whether every word of the key is real, so that none is corrected. */
+    private boolean allReal(String key) {
+        for (String w : key.split(" ", -1)) if (!real(w)) return false;
+        return true;
+    }
+
+    /** Rule 3c's edit (Python's TaskResolver._spelled): the name near the key, else near one of its singulars; null. */
+    private String spelled(String key) {
+        String fixed = spelling(key);
+        for (String form : singularForms(key)) if (fixed == null) fixed = spelling(form);
+        return fixed;
+    }
+
+    /** The classes a group or class name takes (past an article too), or null if the key names none (Python's
+     *  Names.classes_named). */
+    private Set<Integer> classesNamed(String key) {
         Map.Entry<String, List<Integer>> found = group(key);
         if (found != null) return new HashSet<>(found.getValue());
         for (String f : forms(key)) if (byName.containsKey(f)) return Set.of(byName.get(f));
@@ -280,14 +291,9 @@ public final class TaskResolver {
 
     /**
      * Rule 6 (Described): of the candidates rules 4 or 5 took, those whose words say what the normalised phrase
-     * {@code key} says, and how that is said; null if no word tells some from the rest (Python's
-     * TaskResolver.narrowed; public for the golden test).
+     * {@code key} says and lack what {@code negated} says (rule 6b; "" for none), and how that is said; null if no
+     * word tells some from the rest (Python's TaskResolver.narrowed; public for the golden test).
      */
-    public Narrowed narrowed(String key, List<Integer> candidates) {
-        return narrowed(key, candidates, "");
-    }
-
-    /** The same, the candidates lacking what {@code negated} says too (rule 6b; Python's narrowed(key, c, negated)). */
     public Narrowed narrowed(String key, List<Integer> candidates, String negated) {
         if (candidates.size() < 2) return null;
         Set<Integer> every = new HashSet<>(candidates);
@@ -349,7 +355,7 @@ public final class TaskResolver {
     private List<Integer> described(String key, List<Integer> candidates, boolean single, List<String> how) {
         if (!(single && Described.describesOne(key))) return candidates;
         String[] unlike = Described.negation(key);   // rule 6b: negated words count against the classes having them
-        Narrowed found = unlike == null ? narrowed(key, candidates) : narrowed(unlike[0], candidates, unlike[1]);
+        Narrowed found = unlike == null ? narrowed(key, candidates, "") : narrowed(unlike[0], candidates, unlike[1]);
         if (found == null) return candidates;
         how.set(how.size() - 1, how.get(how.size() - 1) + "; " + found.said());
         return found.kept();
@@ -834,14 +840,9 @@ public final class TaskResolver {
             how.add(repr(phrase) + ": " + toldKind(kind.getKey(), kind.getValue()));
             return List.of();
         }
-        boolean allWords = true;
-        for (String w : key.split(" ", -1)) allWords &= real(w);
         String fixed = joined(key);   // a name spaced otherwise, real words or not; then one edit away
         for (String form : singularForms(key)) if (fixed == null) fixed = joined(form);
-        if (fixed == null && !allWords) {
-            fixed = spelling(key);
-            for (String form : singularForms(key)) if (fixed == null) fixed = spelling(form);
-        }
+        if (fixed == null && !allReal(key)) fixed = spelled(key);
         if (fixed != null) {
             List<String> inner = new ArrayList<>();
             List<Integer> found = resolvePhrase(fixed, options, single, inner, encodeMs, excluded);
