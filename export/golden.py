@@ -220,7 +220,16 @@ COMPOSED_DESCRIPTIONS = (
     "\u201cinsects\u201d\u2026",
     # ... and a parenthesis that opens with a negation leaves out what it names; any other stays in its item
     "mammals (no lion)", "birds (except penguins)", "invertebrates (not ants or bees)", "mammals (small ones)",
-    "(no birds)", "mammals ( without  elephant )")
+    "(no birds)", "mammals ( without  elephant )",
+    # rule 3b in more words: longer exclusion words, a quantifier read past, "but" after one, and a kept part that is
+    # no group read as a phrase of its own (then what the rest names is left out, or narrows by words)
+    "invertebrates except for insects", "mammals apart from lions", "birds aside from penguins",
+    "invertebrates besides insects", "mammals minus elephants", "all invertebrates except the insects",
+    "every mammal but the lion", "any bird but penguins", "all the mammals except a lion", "mammals but lions",
+    "small mammals except mice", "small animals except for insects", "little animals minus the bees",
+    "small mammals except purple", "flying animals without wings", "sea slugs except slugs", "mammals except mammals",
+    "lion except lions", "birds, small mammals except mice", "except for insects", "apart from birds",
+    "all but except insects", "every", "every but", "mammals minus", "small mammals besides insetcs")
 # Rule 6 (issue 72): the table's classes with descriptions, the candidates rules 4 or 5 might take for a described kind,
 # and texts cut into words as both readers must (TaskResolver.narrowed and sdk.text.resolver.described.content_stems)
 COMPOSED_GLOSSES = {

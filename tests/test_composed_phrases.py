@@ -5,6 +5,7 @@ import pytest
 
 from export.golden import COMPOSED_CLASSES as NAMES
 from export.golden import COMPOSED_CONCEPTS, composed_resolver
+from sdk.errors import DescriptionError
 from sdk.text.resolver import TaskOptions, TaskResolver
 
 
@@ -54,7 +55,7 @@ def test_an_exclusion_drops_a_group_a_modifier_or_a_class():
     "non-bird mammals",        # nothing dropped
     "mammals except",          # nothing after the exclusion word ("except mammals" leaves them out: rule 2b)
     "non- mammals",            # "non-" alone
-    "invertebrates except purple",
+    "mammals but lions",       # "but" excludes only after a quantifier ("every mammal but the lion")
     "predator mammals",        # 'predator' answers the group 'predators' but is no modifier ("drink containers"
     "small animal mammals",    # hold drinks: issue 60)
 ])
@@ -64,6 +65,36 @@ def test_phrases_that_do_not_compose_are_read_as_before(text):
     assert encoded == [text]                                                # it went to the text encoder
     without = resolver(compose=False).resolve(text, TaskOptions(min_classes=1))
     assert with_rule.classes.tolist() == without.classes.tolist() and with_rule.how == without.how
+
+
+def test_more_exclusion_words_and_a_quantifier_before_them():
+    """Each of these had taken the class it leaves out on Tiny ImageNet ("dogs except for chihuahuas", "every dog but
+    the chihuahua": experiments.md, "What a phrase leaves out, in more words")."""
+    r = resolver()
+    for text in ("invertebrates except for insects", "invertebrates apart from insects",
+                 "invertebrates aside from insects", "invertebrates besides insects", "invertebrates minus insects",
+                 "all invertebrates except the insects", "every invertebrate but the insects",
+                 "all the invertebrates except insects", "any invertebrate but insects"):
+        assert names(r, text) == {"snail", "crab", "sea slug"}, text
+    assert names(r, "every mammal but the lion") == {"mouse", "hamster", "elephant", "weasel"}
+
+
+def test_a_kept_part_that_is_no_group_is_read_as_a_phrase_then_what_follows_is_left_out():
+    encoded: list[str] = []
+    r = resolver(encoded=encoded)
+    task = r.resolve("small mammals except mice", TaskOptions(min_classes=1))
+    assert {NAMES[i] for i in task.classes} == {"hamster", "weasel"} and encoded == []
+    assert task.how == ["'small mammals except mice': read as 'small mammals', not 'mice': 'small animals' within "
+                        "group 'mammals'; left out what 'mice' names"]
+    # left out, never padded back, as rule 2b and 6b leave out
+    assert "mouse" not in names(r, "small mammals except mice") and "mouse" not in {
+        NAMES[i] for i in r.resolve("small mammals except mice", TaskOptions(min_classes=3)).classes}
+    # a part after that names nothing narrows by words, as rule 6b's does; here no word tells: the whole kept part
+    assert names(r, "invertebrates except purple") == {"bee", "ant", "snail", "crab", "sea slug"}
+    for text in ("sea slugs except slugs", "mammals except mammals"):   # refused: what is left out is all of it
+        with pytest.raises(DescriptionError, match="nothing is left"):
+            r.resolve(text, TaskOptions(min_classes=1))
+    assert names(r, "lion except elephants") == names(r, "lion")            # a class alone keeps its look-alikes
 
 
 def test_a_modifier_that_holds_the_whole_head_takes_it_by_name():

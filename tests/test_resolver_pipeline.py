@@ -12,7 +12,9 @@ group past an article (issue 72, thirty-fourth session), so "a round shape, with
 name, no longer by the text encoder (the same classes). Rule 3's author-first cases (thirty-fifth session) are
 tiny-bundle misses: it has no such names. Changed since, on purpose: rule 4a reads past an article (thirty-fifth
 session), so eight refusals of one word past an article that no name holds ("a giraffe", "the insects", "a lion, the
-honey bees") say it is missing, where they said that nothing stands out (refused both times)."""
+honey bees") say it is missing, where they said that nothing stands out (refused both times). Changed since, on
+purpose: rule 3b reads a kept part it cannot take whole as a phrase of its own (thirty-eighth session), so "textures
+except shapes", which leaves nothing of the textures out, takes the textures, where the encoder had refused it."""
 
 import json
 from pathlib import Path

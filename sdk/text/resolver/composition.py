@@ -14,7 +14,17 @@ from __future__ import annotations
 
 from .names import Names
 from .options import MAX_GROUP_CLASSES
-from .words import EVERYTHING, EXCLUSION_PREFIX, EXCLUSION_WORDS, KIND_NOUNS, NEGATIONS, singular_forms, without_article
+from .words import (
+    EVERYTHING,
+    EXCLUSION_PREFIX,
+    EXCLUSION_WORDS,
+    KIND_NOUNS,
+    NEGATIONS,
+    QUANTIFIED_EXCLUSION,
+    QUANTIFIERS,
+    singular_forms,
+    without_article,
+)
 
 # Rule 2b's openings, longest first among those that share a start ("all but not" before "all but")
 NEGATED_STARTS = (*NEGATIONS, *(f"{e} {m}" for e in EVERYTHING for m in (*EXCLUSION_WORDS, "but")))
@@ -60,11 +70,10 @@ def exclusion(names: Names, words: list[str]) -> tuple[list[int], str, list[int]
     if words[0].startswith(EXCLUSION_PREFIX) and len(words[0]) > len(EXCLUSION_PREFIX):
         kept_name, dropped_name = " ".join(words[1:]), words[0][len(EXCLUSION_PREFIX):]
     else:
-        marker = next((w for w in EXCLUSION_WORDS if f" {w} " in f" {key} "), None)
-        if marker is None:
+        cut = exclusion_cut(key)
+        if cut is None:
             return None
-        kept_name, _, dropped_name = f" {key} ".partition(f" {marker} ")
-        kept_name, dropped_name = without_article(kept_name.strip()), without_article(dropped_name.strip())
+        kept_name, dropped_name = cut
     group = names.group(kept_name) if kept_name else None
     dropped_classes = dropped(names, dropped_name) if dropped_name else None
     if group is None or dropped_classes is None:
@@ -74,6 +83,34 @@ def exclusion(names: Names, words: list[str]) -> tuple[list[int], str, list[int]
     if not 0 < len(kept) < len(set(whole)):
         return None
     return kept[:MAX_GROUP_CLASSES], f"group {kept_name!r} without {dropped_name!r}", sorted(set(dropped_classes))
+
+
+def exclusion_cut(key: str) -> tuple[str, str] | None:
+    """Rule 3b: (what is kept, what is left out) of a normalised phrase "Y <exclusion word> X", each past an article,
+    and the kept part past a quantifier too; "but" is an exclusion word after a quantifier. None without an exclusion
+    word or where either part is empty. The pipeline reads a kept part that is no group as a phrase of its own
+    (`TaskResolver._unlike`).
+
+    >>> exclusion_cut("all the dogs except for poodles"), exclusion_cut("every dog but the chihuahua")
+    (('dogs', 'poodles'), ('dog', 'chihuahua'))
+    >>> exclusion_cut("dogs but cats"), exclusion_cut("except cats")
+    (None, None)
+    """
+    padded = f" {key} "
+    marker = next((w for w in EXCLUSION_WORDS if f" {w} " in padded), None)
+    if marker is None and key.split(" ", 1)[0] in QUANTIFIERS and f" {QUANTIFIED_EXCLUSION} " in padded:
+        marker = QUANTIFIED_EXCLUSION
+    if marker is None:
+        return None
+    kept, _, left_out = padded.partition(f" {marker} ")
+    kept, left_out = without_article(without_quantifier(kept.strip())), without_article(left_out.strip())
+    return (kept, left_out) if kept and left_out else None
+
+
+def without_quantifier(name: str) -> str:
+    """The name without one of QUANTIFIERS before it ("all the dogs" -> "the dogs"), as `without_article`."""
+    first, _, rest = name.partition(" ")
+    return rest if first in QUANTIFIERS and rest else name
 
 
 def dropped(names: Names, name: str) -> list[int] | None:

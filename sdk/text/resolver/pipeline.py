@@ -18,7 +18,7 @@ from sdk.format.bundle import ClassInfo, Concept
 from sdk.text.compounds import exocentric_compounds
 from sdk.text.english_words import english_words
 
-from .composition import composed, negated
+from .composition import composed, exclusion_cut, negated
 from .described import affirmed, content_stems, described, describes_one, negation
 from .missing import exocentric_form, nearest_instead, told, told_kind, unknown
 from .names import Names
@@ -135,6 +135,10 @@ class TaskResolver:
             if excluded is not None:
                 excluded.update(found[2])
             return found[0], found[1], 0.0
+        cut = exclusion_cut(key) if self.compose and not (single and negation(key)) else None   # 3b, Y no group
+        found = None if cut is None else self._unlike(*cut, options, excluded, single)
+        if found is not None:
+            return found
         head = index.head(key)                                                    # rule 3d: kinds of a word
         if head is not None:
             members = sorted(index.heads[head])[:MAX_GROUP_CLASSES]
@@ -227,15 +231,16 @@ class TaskResolver:
         found = self.narrowed(rest, candidates, negated)
         return (candidates, why) if found is None else (found[0], f"{why}; {found[1]}")
 
-    def _unlike(self, rest: str, negated: str, options: TaskOptions,
-                excluded: set[int] | None) -> tuple[list[int], str, float] | None:
+    def _unlike(self, rest: str, negated: str, options: TaskOptions, excluded: set[int] | None,
+                single: bool = True) -> tuple[list[int], str, float] | None:
         """Rule 6b: a described kind that says what it is not ("a bird that cannot fly"): the rest of the phrase
         read as a phrase of its own ("a bird", rules 1-6), then, of what it takes, the classes whose words lack the
         negated ones; nothing is taken that the rest did not take. None where the rest takes nothing (a word the
         bundle lacks, "a swimsuit"): then the whole phrase is read by its meaning, as before, and rule 6 counts
-        the negated words against the classes that have them (`_described`)."""
+        the negated words against the classes that have them (`_described`). Rule 3b's exclusions whose kept part
+        is no group ("small dogs except chihuahuas") are read the same way."""
         try:
-            indices, why, seconds = self._resolve_phrase(rest, options, True, excluded)
+            indices, why, seconds = self._resolve_phrase(rest, options, single, excluded)
         except DescriptionError:
             return None
         if not indices:

@@ -29,9 +29,16 @@ PARTICIPLE_ENDINGS = {"ed": 4, "ing": 5}
 # Rule 3b. The kind nouns are those the exporter's class facets are named with ("small animals", "wooden
 # things", "slimy creatures"), so a bare modifier ("small", "wooden") finds its facet.
 EXCLUSION_PREFIX = "non-"
-OPENING_EXCLUSIONS = ("except", "excluding", "but not", "other than", "without")   # may open an item too (rule 2b)
-EXCLUSION_WORDS = (*OPENING_EXCLUSIONS, "that are not", "that aren't", "which are not", "which aren't", "that is not",
-                   "that isn't", "which is not", "which isn't")
+# Each list is searched in order, so a word that begins a longer one comes after it ("except for" before "except").
+OPENING_EXCLUSIONS = ("except for", "except", "excluding", "but not", "other than", "apart from", "aside from",
+                      "without")   # may open an item too (rule 2b)
+EXCLUSION_WORDS = (*OPENING_EXCLUSIONS, "besides", "minus", "that are not", "that aren't", "which are not",
+                   "which aren't", "that is not", "that isn't", "which is not", "which isn't")
+# Rule 3b reads the part before an exclusion past one of these as past an article ("all dogs except the chihuahua"),
+# and after one "but" excludes too ("every dog but the chihuahua"; experiments.md, "What a phrase leaves out, in more
+# words": each of these had taken the Chihuahua alone)
+QUANTIFIERS = ("all", "every", "any")
+QUANTIFIED_EXCLUSION = "but"
 # Rule 2b: an item or part that begins with one of these leaves out what the rest of it names ("birds, not
 # penguins"), and so does one of EVERYTHING before an exclusion word or "but" ("everything except cats", "all
 # but insects"); a description of nothing else takes every other class ("no birds"). Without the rule, the text

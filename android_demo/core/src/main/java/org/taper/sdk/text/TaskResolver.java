@@ -64,9 +64,13 @@ public final class TaskResolver {
     static final int CLOSEST_NAMES = 3, SPELLING_MIN_CHARS = 4, SPELLING_LONG_CHARS = 8;
     /** sdk.text.resolver.EXCLUSION_PREFIX, EXCLUSION_WORDS and KIND_NOUNS (the composition rule 3b). */
     static final String EXCLUSION_PREFIX = "non-";
-    static final List<String> OPENING_EXCLUSIONS = List.of("except", "excluding", "but not", "other than", "without");
-    static final List<String> EXCLUSION_WORDS = concat(OPENING_EXCLUSIONS, List.of("that are not", "that aren't",
-            "which are not", "which aren't", "that is not", "that isn't", "which is not", "which isn't"));
+    static final List<String> OPENING_EXCLUSIONS = List.of("except for", "except", "excluding", "but not", "other than",
+            "apart from", "aside from", "without");
+    static final List<String> EXCLUSION_WORDS = concat(OPENING_EXCLUSIONS, List.of("besides", "minus", "that are not",
+            "that aren't", "which are not", "which aren't", "that is not", "that isn't", "which is not", "which isn't"));
+    /** sdk.text.resolver.QUANTIFIERS and QUANTIFIED_EXCLUSION: read past before an exclusion; "but" after one. */
+    static final List<String> QUANTIFIERS = List.of("all", "every", "any");
+    static final String QUANTIFIED_EXCLUSION = "but";
     static final List<String> KIND_NOUNS = List.of("animals", "things", "creatures");
     /** sdk.text.resolver.NEGATIONS and EVERYTHING, and composition.NEGATED_STARTS (rule 2b: what an item leaves out). */
     static final List<String> NEGATIONS = concat(List.of("not", "no"), OPENING_EXCLUSIONS);
@@ -324,13 +328,13 @@ public final class TaskResolver {
      * Rule 6b (Python's TaskResolver._unlike): the rest of a phrase that says what it is not, read as a phrase of its
      * own, then narrowed to the classes lacking the negated words; null where the rest takes nothing.
      */
-    private List<Integer> unlike(String phrase, String rest, String negated, TaskOptions options, List<String> how,
-                                 double[] encodeMs, Set<Integer> excluded) {
+    private List<Integer> unlike(String phrase, String rest, String negated, TaskOptions options, boolean single,
+                                 List<String> how, double[] encodeMs, Set<Integer> excluded) {
         List<String> inner = new ArrayList<>();
         List<Integer> found;
         double[] spent = new double[1];
         try {
-            found = resolvePhrase(rest, options, true, inner, spent, excluded);
+            found = resolvePhrase(rest, options, single, inner, spent, excluded);
         } catch (DescriptionException e) {
             return null;
         }
@@ -823,6 +827,9 @@ public final class TaskResolver {
         }
         List<Integer> composed = composed(key, phrase, how, excluded);
         if (composed != null) return composed;
+        String[] cut = single && Described.negation(key) != null ? null : exclusionCut(key);   // 3b, Y no group
+        List<Integer> except = cut == null ? null : unlike(phrase, cut[0], cut[1], options, single, how, encodeMs, excluded);
+        if (except != null) return except;
         if (!key.contains(" ")) {
             List<String> headForms = new ArrayList<>(List.of(key));
             headForms.addAll(singularForms(key));
@@ -851,7 +858,7 @@ public final class TaskResolver {
             return found;
         }
         String[] negation = single ? Described.negation(key) : null;   // rule 6b: what it is not
-        List<Integer> unlike = negation == null ? null : unlike(phrase, negation[0], negation[1], options, how, encodeMs, excluded);
+        List<Integer> unlike = negation == null ? null : unlike(phrase, negation[0], negation[1], options, true, how, encodeMs, excluded);
         if (unlike != null) return unlike;
         long start = System.nanoTime();
         float[] embedding = embedPhrase.apply(phrase);
@@ -981,12 +988,10 @@ public final class TaskResolver {
             keptName = String.join(" ", Arrays.asList(words).subList(1, words.length));
             droppedName = words[0].substring(EXCLUSION_PREFIX.length());
         } else {
-            String padded = " " + key + " ", marker = null;
-            for (String w : EXCLUSION_WORDS) if (padded.contains(" " + w + " ")) { marker = w; break; }
-            if (marker == null) return null;
-            int at = padded.indexOf(" " + marker + " ");
-            keptName = withoutArticle(strip(padded.substring(0, at)));
-            droppedName = withoutArticle(strip(padded.substring(at + marker.length() + 2)));
+            String[] cut = exclusionCut(key);
+            if (cut == null) return null;
+            keptName = cut[0];
+            droppedName = cut[1];
         }
         Map.Entry<String, List<Integer>> group = keptName.isEmpty() ? null : group(keptName);
         List<Integer> dropped = droppedName.isEmpty() ? null : dropped(droppedName);
@@ -997,6 +1002,31 @@ public final class TaskResolver {
         how.add(repr(phrase) + ": group " + repr(keptName) + " without " + repr(droppedName));
         excluded.addAll(dropped);
         return cap(kept);
+    }
+
+    /**
+     * Rule 3b (sdk.text.resolver.composition.exclusion_cut): {kept, left out} of "Y &lt;exclusion word&gt; X", each past
+     * an article and the kept part past a quantifier too ("but" excludes after one); null without one or where either
+     * part is empty.
+     */
+    static String[] exclusionCut(String key) {
+        String padded = " " + key + " ", marker = null;
+        for (String w : EXCLUSION_WORDS) if (padded.contains(" " + w + " ")) { marker = w; break; }
+        int space = key.indexOf(' ');
+        if (marker == null && QUANTIFIERS.contains(space < 0 ? key : key.substring(0, space))
+                && padded.contains(" " + QUANTIFIED_EXCLUSION + " ")) marker = QUANTIFIED_EXCLUSION;
+        if (marker == null) return null;
+        int at = padded.indexOf(" " + marker + " ");
+        String kept = withoutArticle(withoutQuantifier(strip(padded.substring(0, at))));
+        String leftOut = withoutArticle(strip(padded.substring(at + marker.length() + 2)));
+        return kept.isEmpty() || leftOut.isEmpty() ? null : new String[] {kept, leftOut};
+    }
+
+    /** The name without one of QUANTIFIERS before it (composition.without_quantifier), as withoutArticle. */
+    private static String withoutQuantifier(String name) {
+        int space = name.indexOf(' ');
+        return space > 0 && space < name.length() - 1 && QUANTIFIERS.contains(name.substring(0, space))
+                ? name.substring(space + 1) : name;
     }
 
     /** The name without an article before it (sdk.text.resolver.words.without_article; rules 3b and 4b). */
