@@ -97,6 +97,20 @@ def test_a_kept_part_that_is_no_group_is_read_as_a_phrase_then_what_follows_is_l
     assert names(r, "lion except elephants") == names(r, "lion")            # a class alone keeps its look-alikes
 
 
+def test_after_an_exclusion_a_part_naming_only_what_it_keeps_is_left_out_too():
+    """Rule 2c: "all vehicles except cars and buses" had taken the buses (rule 2 cuts at "and" first)."""
+    r = resolver()
+    assert names(r, "invertebrates except insects and snails") == {"crab", "sea slug"}
+    assert names(r, "all invertebrates except the insects or the crabs") == {"snail", "sea slug"}
+    assert names(r, "mammals except elephants and lions and birds and mice") == {   # the run ends at 'birds'
+        "mouse", "hamster", "weasel", "goose", "penguin"}
+    assert names(r, "invertebrates except insects and birds") == {"snail", "crab", "sea slug", "goose", "penguin"}
+    assert names(r, "small mammals except mice and hamsters") == {"hamster", "weasel"}   # no name kept: no run
+    task = r.resolve("invertebrates except insects and snails", TaskOptions(min_classes=1))
+    assert task.how == ["'invertebrates except insects': group 'invertebrates' without 'insects'",
+                        "'snails': left out, class name"]
+
+
 def test_a_modifier_that_holds_the_whole_head_takes_it_by_name():
     """"small insects": every insect of the table is a small animal, so the phrase is the insects, by name, with no
     text encoder (before, the encoder read it; on Tiny ImageNet "pet dogs" took the concept 'pet animals', cats and

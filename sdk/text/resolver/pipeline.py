@@ -181,18 +181,29 @@ class TaskResolver:
                                  f"similarity ({closest})", single), seconds)
 
     def _signed_parts(self, item: str) -> list[tuple[str, bool]]:
-        """Rule 2 and 2b: the item's parts, each with whether it is left out. A negation that opens the item
-        covers all its parts ("no birds or fish"); one that opens a part, that part ("birds and not penguins")."""
+        """Rule 2, 2b and 2c: the item's parts, each with whether it is left out. A negation that opens the item
+        covers all its parts ("no birds or fish"); one that opens a part, that part ("birds and not penguins").
+        Rule 2c: after a part that leaves something out of a name ("all vehicles except cars"), each part that names
+        only classes of that name is left out too ("... and buses"), until one does not ("dogs except poodles and
+        cats" takes the cats; experiments.md, "... and what follows an 'and'")."""
         rest = negated(self.index, normalize_name(item))
         if rest is not None:
             return [(part, True) for part in self.index.conjuncts(rest)]
         cut = self.index.conjuncts(item)
         if len(cut) == 1:   # the item itself, just found not negated
             return [(item, False)]
-        parts = []
+        parts: list[tuple[str, bool]] = []
+        kept: set[int] | None = None   # rule 2c: the classes the last part's exclusion keeps, while its run lasts
         for part in cut:
-            rest = negated(self.index, normalize_name(part))
+            key = normalize_name(part)
+            rest = negated(self.index, key)
+            named = None if kept is None or rest is not None else self.index.classes_named(key)
+            if named and named <= kept:
+                parts.append((part, True))
+                continue
             parts.append((part, False) if rest is None else (rest, True))
+            cut_off = exclusion_cut(key) if self.compose and rest is None else None
+            kept = None if cut_off is None else self.index.classes_named(cut_off[0])
         return parts
 
     def _every_other(self, left_out: set[int], parts: list[str], how: list[str]) -> set[int]:

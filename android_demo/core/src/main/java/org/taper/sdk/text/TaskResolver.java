@@ -698,7 +698,7 @@ public final class TaskResolver {
         return null;
     }
 
-    /** Rules 2 and 2b: the item's parts, each with whether it is left out (Python's TaskResolver._signed_parts). */
+    /** Rules 2, 2b and 2c: the item's parts, each with whether it is left out (Python's TaskResolver._signed_parts). */
     private void signedParts(String item, List<String> parts, List<Boolean> leaveOut) {
         String rest = negated(norm(item));
         if (rest != null) {
@@ -707,10 +707,20 @@ public final class TaskResolver {
         }
         List<String> cut = conjuncts(item);
         if (cut.size() == 1) { parts.add(item); leaveOut.add(false); return; }   // the item itself, just checked
+        Set<Integer> kept = null;   // rule 2c: the classes the last part's exclusion keeps, while its run lasts
         for (String part : cut) {
-            String partRest = negated(norm(part));
+            String key = norm(part);
+            String partRest = negated(key);
+            Set<Integer> named = kept == null || partRest != null ? null : classesNamed(key);
+            if (named != null && !named.isEmpty() && kept.containsAll(named)) {   // "... except cars and buses"
+                parts.add(part);
+                leaveOut.add(true);
+                continue;
+            }
             parts.add(partRest == null ? part : partRest);
             leaveOut.add(partRest != null);
+            String[] cutOff = partRest == null ? exclusionCut(key) : null;
+            kept = cutOff == null ? null : classesNamed(cutOff[0]);
         }
     }
 
