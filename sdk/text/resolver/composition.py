@@ -1,5 +1,6 @@
 """Rule 3b: a phrase that is no name but is built from two groups. "non-X Y" and "Y except X" (also "excluding",
-"but not", "other than", "without", "that are not") take group Y's classes without those of X (a group, a modifier,
+"but not", "other than", "without", "that are not" and the rest of EXCLUSION_WORDS; "every Y but X") take group Y's
+classes without those of X (a group, a modifier,
 or a class name: "non-insect invertebrates", "non-flying birds", "dogs except poodles"); "<modifier> Y" takes the
 classes of group Y that the modifier's group also holds ("small mammals"). Only a non-empty strict subset of Y
 counts, or, where no reading narrows, all of Y when the modifier's group holds it and more ("pet dogs": before,
