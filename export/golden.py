@@ -238,7 +238,8 @@ COMPOSED_DESCRIPTIONS = (
     "small mammals except mice and hamsters", "mammals except lions and not birds", "lion except lions and mammals",
     "birds, invertebrates except insects and crab",
     "shapes except squares and discs", "round shapes except rings and red disc",   # the same on the tiny bundle's
-    "textures except stripes and round shapes")                                     # names (resolver_answers.json)
+    "textures except stripes and round shapes",                                     # names (resolver_answers.json)
+    "mammals but no lions", "but no birds", "mammals not including the lion", "birds, but no penguins")
 # Rule 6 (issue 72): the table's classes with descriptions, the candidates rules 4 or 5 might take for a described kind,
 # and texts cut into words as both readers must (TaskResolver.narrowed and sdk.text.resolver.described.content_stems)
 COMPOSED_GLOSSES = {

@@ -77,6 +77,8 @@ def test_more_exclusion_words_and_a_quantifier_before_them():
                  "all the invertebrates except insects", "any invertebrate but insects"):
         assert names(r, text) == {"snail", "crab", "sea slug"}, text
     assert names(r, "every mammal but the lion") == {"mouse", "hamster", "elephant", "weasel"}
+    for text in ("mammals but no lions", "mammals not including the lion", "mammals, but no lions"):   # took the lion
+        assert names(r, text) == {"mouse", "hamster", "elephant", "weasel"}, text
 
 
 def test_a_kept_part_that_is_no_group_is_read_as_a_phrase_then_what_follows_is_left_out():

@@ -29,14 +29,15 @@ Rules, in order:
    police", where the cut gave 'a dog' and the vehicles of 'used by the police'); "X, without Y" stays an
    exclusion (rule 2b).
 2b. An item, or a part of one, that opens with a negation ("not", "no", "without", "except", "except for",
-   "excluding", "but not", "other than", "apart from", "aside from"; "everything", "anything", "all", "things",
-   "something" or "a thing" before one of those, "but" or "that are not"; one word "non-X") leaves out the classes its
-   rest names by rules 3-5 (a class named there is left out alone, without its look-alikes): "birds, not penguins",
-   "birds and not penguins"; one that opens an item covers all its parts ("no birds or fish"). A description of
-   nothing else takes every other class ("no birds", "everything except cats"), at most MAX_GROUP_CLASSES of them;
-   padding (below) never brings back a class left out. Refused, with the reading: nothing left, or only negations that
-   leave out nothing the bundle has ("no sharks"). Unless the whole item is a name ("no entry sign"). Before it, the
-   text encoder read "no birds" as near 'birds' as "birds", and took exactly the classes the user had excluded.
+   "excluding", "but not", "but no", "other than", "apart from", "aside from"; "everything", "anything", "all",
+   "things", "something" or "a thing" before one of those, "but" or "that are not"; one word "non-X") leaves out the
+   classes its rest names by rules 3-5 (a class named there is left out alone, without its look-alikes): "birds, not
+   penguins", "birds and not penguins"; one that opens an item covers all its parts ("no birds or fish"). A
+   description of nothing else takes every other class ("no birds", "everything except cats"), at most
+   MAX_GROUP_CLASSES of them; padding (below) never brings back a class left out. Refused, with the reading: nothing
+   left, or only negations that leave out nothing the bundle has ("no sharks"). Unless the whole item is a name ("no
+   entry sign"). Before it, the text encoder read "no birds" as near 'birds' as "birds", and took exactly the classes
+   the user had excluded.
 2c. After a part that leaves something out of a name (rule 3b's cut: "all vehicles except cars"), each following part
    of the item that names only classes of that name is left out too ("... and buses": buses are vehicles), until
    one does not ("dogs except poodles and cats" takes the cats). Before, rule 2's cut at "and" took the buses.
@@ -53,20 +54,20 @@ Rules, in order:
    name is read past an article, as rule 4b reads a kind ("a grizzly", an alias of the brown bear: before, the
    text encoder read it and took six animals by a concept).
 3b. A phrase that is no name but is built from two groups (`TaskResolver._composed`): "non-X Y", "Y except X" (also
-   "except for", "excluding", "but not", "other than", "apart from", "aside from", "besides", "minus", "without",
-   "that are not"; "but" after "all", "every" or "any", which are read past before the exclusion as an article is:
-   "every dog but the chihuahua") takes group Y's classes without those of X (a group, a modifier as below, or a class
-   name: "non-insect invertebrates", "non-flying birds", "dogs except poodles"); where Y is no group ("small dogs
-   except chihuahuas") or X takes nothing of it, Y is read as a phrase of its own (rules 1-6) and X left out of it as
-   rule 6b leaves out ("read as 'small dogs', not 'chihuahuas'": the Yorkshire terrier; before, each of these took the
-   Chihuahua alone: experiments.md, "What a phrase leaves out, in more words"); "<modifier> Y" takes the classes of
-   group Y that the modifier's group also holds, the modifier naming a group alone (not a singular made from a plural
-   group name: 'drink' from 'drinks' does not make "drink containers" drinks) or before "animals", "things" or
-   "creatures" ("small mammals": small animals and mammals; "large carnivores"). Only if both parts are understood and
-   the result is a non-empty strict subset of Y, or, failing any such reading, all of Y where the modifier's group
-   holds all of it and more ("pet dogs": every dog is a pet, so the dogs; the text encoder had taken the concept 'pet
-   animals', cats and a goldfish too); never for a class name ("sea slug"); otherwise rules 4-5 read the phrase as
-   before.
+   "except for", "excluding", "but not", "but no", "other than", "apart from", "aside from", "besides", "minus", "not
+   including", "without", "that are not"; "but" after "all", "every" or "any", which are read past before the
+   exclusion as an article is: "every dog but the chihuahua") takes group Y's classes without those of X (a group, a
+   modifier as below, or a class name: "non-insect invertebrates", "non-flying birds", "dogs except poodles"); where Y
+   is no group ("small dogs except chihuahuas") or X takes nothing of it, Y is read as a phrase of its own (rules 1-6)
+   and X left out of it as rule 6b leaves out ("read as 'small dogs', not 'chihuahuas'": the Yorkshire terrier;
+   before, each of these took the Chihuahua alone: experiments.md, "What a phrase leaves out, in more words");
+   "<modifier> Y" takes the classes of group Y that the modifier's group also holds, the modifier naming a group alone
+   (not a singular made from a plural group name: 'drink' from 'drinks' does not make "drink containers" drinks) or
+   before "animals", "things" or "creatures" ("small mammals": small animals and mammals; "large carnivores"). Only if
+   both parts are understood and the result is a non-empty strict subset of Y, or, failing any such reading, all of Y
+   where the modifier's group holds all of it and more ("pet dogs": every dog is a pet, so the dogs; the text encoder
+   had taken the concept 'pet animals', cats and a goldfish too); never for a class name ("sea slug"); otherwise rules
+   4-5 read the phrase as before.
 3c. A phrase that names nothing, holds a word that is not real (`TaskResolver._real`: the text encoder's
    vocabulary has it, `is_word`: "horse" is a word, not a typo of 'hose'; or WordNet's one-word lemmas have it or
    a singular of it, sdk/text/english_words.py: "seahorse" is no typo of 'seashore', "steamboats" none of 'sea

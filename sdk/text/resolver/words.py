@@ -30,10 +30,10 @@ PARTICIPLE_ENDINGS = {"ed": 4, "ing": 5}
 # things", "slimy creatures"), so a bare modifier ("small", "wooden") finds its facet.
 EXCLUSION_PREFIX = "non-"
 # Each list is searched in order, so a word that begins a longer one comes after it ("except for" before "except").
-OPENING_EXCLUSIONS = ("except for", "except", "excluding", "but not", "other than", "apart from", "aside from",
-                      "without")   # may open an item too (rule 2b)
-EXCLUSION_WORDS = (*OPENING_EXCLUSIONS, "besides", "minus", "that are not", "that aren't", "which are not",
-                   "which aren't", "that is not", "that isn't", "which is not", "which isn't")
+OPENING_EXCLUSIONS = ("except for", "except", "excluding", "but not", "but no", "other than", "apart from",
+                      "aside from", "without")   # may open an item too (rule 2b)
+EXCLUSION_WORDS = (*OPENING_EXCLUSIONS, "besides", "minus", "not including", "that are not", "that aren't",
+                   "which are not", "which aren't", "that is not", "that isn't", "which is not", "which isn't")
 # Rule 3b reads the part before an exclusion past one of these as past an article ("all dogs except the chihuahua"),
 # and after one "but" excludes too ("every dog but the chihuahua"; experiments.md, "What a phrase leaves out, in more
 # words": each of these had taken the Chihuahua alone)

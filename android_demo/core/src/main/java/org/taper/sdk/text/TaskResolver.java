@@ -64,9 +64,10 @@ public final class TaskResolver {
     static final int CLOSEST_NAMES = 3, SPELLING_MIN_CHARS = 4, SPELLING_LONG_CHARS = 8;
     /** sdk.text.resolver.EXCLUSION_PREFIX, EXCLUSION_WORDS and KIND_NOUNS (the composition rule 3b). */
     static final String EXCLUSION_PREFIX = "non-";
-    static final List<String> OPENING_EXCLUSIONS = List.of("except for", "except", "excluding", "but not", "other than",
-            "apart from", "aside from", "without");
-    static final List<String> EXCLUSION_WORDS = concat(OPENING_EXCLUSIONS, List.of("besides", "minus", "that are not",
+    static final List<String> OPENING_EXCLUSIONS = List.of("except for", "except", "excluding", "but not", "but no",
+            "other than", "apart from", "aside from", "without");
+    static final List<String> EXCLUSION_WORDS = concat(OPENING_EXCLUSIONS, List.of("besides", "minus", "not including",
+            "that are not",
             "that aren't", "which are not", "which aren't", "that is not", "that isn't", "which is not", "which isn't"));
     /** sdk.text.resolver.QUANTIFIERS and QUANTIFIED_EXCLUSION: read past before an exclusion; "but" after one. */
     static final List<String> QUANTIFIERS = List.of("all", "every", "any");
