@@ -239,7 +239,11 @@ COMPOSED_DESCRIPTIONS = (
     "birds, invertebrates except insects and crab",
     "shapes except squares and discs", "round shapes except rings and red disc",   # the same on the tiny bundle's
     "textures except stripes and round shapes",                                     # names (resolver_answers.json)
-    "mammals but no lions", "but no birds", "mammals not including the lion", "birds, but no penguins")
+    "mammals but no lions", "but no birds", "mammals not including the lion", "birds, but no penguins",
+    # rule 6b's and 3b's negated part: names joined by "and" or "or" (rule 2's cut) leave out their union
+    "all mammals except for lions and mice", "every animal except the bees and the ants",
+    "a mammal that is not a lion or a mouse", "small animals except for insects and snails",
+    "mammals except for lions and owls", "a bird that is not a penguin or a pengiun")
 # Rule 6 (issue 72): the table's classes with descriptions, the candidates rules 4 or 5 might take for a described kind,
 # and texts cut into words as both readers must (TaskResolver.narrowed and sdk.text.resolver.described.content_stems)
 COMPOSED_GLOSSES = {

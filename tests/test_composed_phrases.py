@@ -113,6 +113,19 @@ def test_after_an_exclusion_a_part_naming_only_what_it_keeps_is_left_out_too():
                         "'snails': left out, class name"]
 
 
+def test_names_joined_by_and_or_or_are_left_out_together():
+    """"every bird except the penguin and the goose": rule 2 does not cut an item holding "the" or "for" (a gloss), so
+    the negated part is "penguin and the goose", read as two names, not as words."""
+    r = resolver()
+    assert names(r, "all mammals except for lions and mice") == {"hamster", "elephant", "weasel"}
+    assert names(r, "small animals except for insects and snails") == {"mouse", "hamster", "weasel"}
+    assert names(r, "a mammal that is not a lion or a mouse") == {"hamster", "elephant", "weasel"}
+    task = r.resolve("all mammals except for lions and mice", TaskOptions(min_classes=1))
+    assert task.how[0].endswith("left out what 'lions and mice' names")
+    # one part that names nothing here: no union, the words narrow as before
+    assert "left out what" not in r.resolve("mammals except for lions and owls", TaskOptions(min_classes=1)).how[0]
+
+
 def test_a_modifier_that_holds_the_whole_head_takes_it_by_name():
     """"small insects": every insect of the table is a small animal, so the phrase is the insects, by name, with no
     text encoder (before, the encoder read it; on Tiny ImageNet "pet dogs" took the concept 'pet animals', cats and

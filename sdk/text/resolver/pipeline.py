@@ -268,9 +268,14 @@ class TaskResolver:
 
     def _negated_names(self, text: str) -> set[int] | None:
         """Rule 6b: the classes a negated part takes if it is a name here (a group or a class, past an article:
-        "a panda"), else None."""
+        "a panda"), or names joined by "and" or "or" (rule 2's cut: "tables and chairs", "a penguin or a goose"),
+        else None."""
         key = normalize_name(text)
         found = self.index.classes_named(key)
+        parts = self.index.conjuncts(key) if found is None else [key]
+        if len(parts) > 1:
+            each = [self._negated_names(part) for part in parts]
+            return None if any(f is None for f in each) else set().union(*each)
         if found is not None or self._all_real(key):
             return found
         bare = without_article(key)   # a typo, as rule 3c reads one: "not a chihuaha"

@@ -260,10 +260,21 @@ public final class TaskResolver {
         }
     }
 
-    /** Rule 6b: the classes a negated part takes if it is a name here (a group or a class), else null (Python's _negated_names). */
+    /** Rule 6b: the classes a negated part takes if it is a name here (a group or a class), or names joined by "and"
+     *  or "or" (rule 2's cut), else null (Python's _negated_names). */
     private Set<Integer> negatedNames(String text) {
         String key = norm(text);
         Set<Integer> found = classesNamed(key);
+        List<String> parts = found == null ? conjuncts(key) : List.of(key);
+        if (parts.size() > 1) {
+            Set<Integer> union = new HashSet<>();
+            for (String part : parts) {
+                Set<Integer> each = negatedNames(part);
+                if (each == null) return null;
+                union.addAll(each);
+            }
+            return union;
+        }
         if (found != null || allReal(key)) return found;
         String fixed = spelled(withoutArticle(key));   // a typo, as rule 3c reads one: "not a chihuaha"
         return fixed == null ? null : classesNamed(fixed);
