@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
-
 from scripts.results import write_result
 
 DOGS = ["n02085620", "n02094433", "n02099601", "n02099712", "n02106662", "n02113799"]
@@ -75,25 +73,16 @@ COMMAND = "python -m lab.exclusions --out docs/results/exclusions"
 
 
 def main(argv: list[str] | None = None) -> int:
-    import sdk
-    from scripts.own_photos import scored_rows
-    from sdk.media.cache import cache_root
+    from lab.word_sets import cached_bundles, scored_probe
 
     parser = argparse.ArgumentParser(prog="python -m lab.exclusions", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="write <OUT>.json")
     args = parser.parse_args(argv)
-    bundles = {name: sdk.load(cache_root() / "words" / f"{name}.taper") for name in PROBE}
+    bundles = cached_bundles(PROBE)
     result = {}
     for probe_name, probe in (("probe", PROBE), ("conjoined", CONJOINED)):
-        part = {name: scored_rows(bundles[name], texts) for name, texts in probe.items()}
-        rows = [row for scored in part.values() for row in scored["rows"].values()]
-        for name, scored in part.items():
-            for text, row in scored["rows"].items():
-                print(f"{name} {text!r}: {row['precision']} / {row['recall']} {row['chosen']}")
-        part["all"] = {**{k: round(float(np.mean([row[k] for row in rows])), 3) for k in ("precision", "recall")},
-                       "n": len(rows)}
-        print(f"{probe_name}: {part['all']}")
-        result[probe_name] = part
+        result[probe_name] = scored_probe(bundles, probe)
+        print(f"{probe_name}: {result[probe_name]['all']}")
     result["command"] = COMMAND
     if args.out:
         write_result(result, args.out.with_suffix(".json"))

@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
-
 from scripts.results import write_result
 
 PROBE = {   # bundle (as cached by scripts.bench_words) -> description -> the folder names it means
@@ -46,23 +44,18 @@ def lacking(bundle) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import sdk
-    from scripts.own_photos import scored_rows
-    from sdk.media.cache import cache_root
+    from lab.word_sets import cached_bundles, scored_probe
 
     parser = argparse.ArgumentParser(prog="python -m lab.negations", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="write <OUT>.json")
     args = parser.parse_args(argv)
-    bundles = {name: sdk.load(cache_root() / "words" / f"{name}.taper") for name in (*PROBE, "tiny-imagenet")}
-    result = {name: {**scored_rows(bundles[name], probe), **lacking(bundles[name])} for name, probe in PROBE.items()}
-    rows = [row for part in result.values() for row in part["rows"].values()]
-    for name, part in result.items():
-        for text, row in part["rows"].items():
-            print(f"{name} {text!r}: {row['precision']} / {row['recall']} {row['chosen']}")
+    bundles = cached_bundles((*PROBE, "tiny-imagenet"))
+    result = scored_probe(bundles, PROBE)
+    for name in PROBE:
+        part = result[name] = {**result[name], **lacking(bundles[name])}
         print(f"{name}: {part['precision']} / {part['recall']} (n={part['n']}); "
               f"{part['descriptions_saying_lacks']} of {part['classes']} descriptions say what a class lacks")
-    result["all"] = {**{k: round(float(np.mean([row[k] for row in rows])), 3) for k in ("precision", "recall")},
-                     "n": len(rows)}
+    result["all"] = result.pop("all")   # after the bundles, where the file has had it
     result["tiny-imagenet"] = lacking(bundles["tiny-imagenet"])   # no probe there: its classes' descriptions only
     print(f"all: {result['all']}; tiny-imagenet: {result['tiny-imagenet']}")
     result["command"] = COMMAND

@@ -73,3 +73,28 @@ def scored_with(owner: type, attribute: str, replacement) -> dict:
     """`scored_sets()` with `owner.attribute` replaced while it runs (None: as shipped), restored after."""
     with patched(owner, attribute, replacement):
         return scored_sets()
+
+
+def scored_probe(bundles: dict, probe: dict[str, dict[str, list[str]]]) -> dict:
+    """A hand-written probe ({bundle name: {text: expected class ids}}) scored on the loaded bundles as
+    scripts/own_photos scores its sets, each row printed; {bundle name: scored rows, "all": the mean over every row}."""
+    import numpy as np
+
+    from scripts.own_photos import scored_rows
+
+    out = {name: scored_rows(bundles[name], texts) for name, texts in probe.items()}
+    rows = [row for scored in out.values() for row in scored["rows"].values()]
+    for name, scored in out.items():
+        for text, row in scored["rows"].items():
+            print(f"{name} {text!r}: {row['precision']} / {row['recall']} {row['chosen']}")
+    out["all"] = {**{k: round(float(np.mean([row[k] for row in rows])), 3) for k in ("precision", "recall")},
+                  "n": len(rows)}
+    return out
+
+
+def cached_bundles(names) -> dict:
+    """{name: the bundle `python -m scripts.bench_words` cached as <name>.taper, loaded}."""
+    import sdk
+    from sdk.media.cache import cache_root
+
+    return {name: sdk.load(cache_root() / "words" / f"{name}.taper") for name in names}
