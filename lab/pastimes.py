@@ -78,9 +78,7 @@ def changed(bundles: dict, words: list[str], rule, rows: bool = True) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import sdk
-    from lab.word_sets import changed_answers, scored_with, without_answers
-    from sdk.media.cache import cache_root
+    from lab.word_sets import cached_bundles, changed_answers, scored_with, without_answers
     from sdk.text.resolver import TaskResolver
 
     parser = argparse.ArgumentParser(prog="python -m lab.pastimes", description=__doc__.split("\n\n")[0])
@@ -90,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     listed = pastimes(args.wordnet)
     rule = reading_pastimes(listed, TaskResolver._unknown)
     before, after = scored_with(TaskResolver, "_unknown", None), scored_with(TaskResolver, "_unknown", rule)
-    bundles = {name: sdk.load(cache_root() / "words" / f"{name}.taper") for name in BUNDLES}
+    bundles = cached_bundles(BUNDLES)
     result = {"listed": len(listed), "without": without_answers(before), "with": without_answers(after),
               "changed_answers": changed_answers(before, after),
               "probe": changed(bundles, PROBE, rule), "sweep": changed(bundles, sorted(listed), rule, rows=False),

@@ -18,21 +18,19 @@ OWN_SETS = {"heldout": "scripts/heldout_data", "heldout-b": "scripts/heldout_b_d
 def scored_sets() -> dict:
     """{set: {kind: {precision, recall, n, chosen: {query: class ids}}, missing: {told, unrelated, n}}} for the
     own sets, and {"tiny-imagenet": {set: {precision, recall}}}."""
-    import sdk
     from scripts.bench_retrieval import phrasing_sets
     from scripts.own_photos import score_queries
-    from sdk.media.cache import cache_root
     from sdk.text.resolver import TaskOptions
 
-    work = cache_root() / "words"
+    bundles = cached_bundles((*OWN_SETS, "tiny-imagenet"))
     out: dict = {}
     for name, source in OWN_SETS.items():
-        scores = score_queries(sdk.load(work / f"{name}.taper"), Path(source))
+        scores = score_queries(bundles[name], Path(source))
         out[name] = {k: {"precision": v["precision"], "recall": v["recall"], "n": v["n"],
                          "chosen": {q: r["chosen"] for q, r in v["rows"].items()}}
                      for k, v in scores.items() if isinstance(v, dict) and "precision" in v}
         out[name]["missing"] = {k: scores["missing"][k] for k in ("told", "unrelated", "n")}
-    bundle = sdk.load(work / "tiny-imagenet.taper")
+    bundle = bundles["tiny-imagenet"]
     sets, _, _ = phrasing_sets(bundle.resolver, bundle, TaskOptions())
     out["tiny-imagenet"] = {k: {"precision": v["precision"], "recall": v["recall"]} for k, v in sets.items()}
     return out

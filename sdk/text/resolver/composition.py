@@ -104,14 +104,8 @@ def exclusion_cut(key: str) -> tuple[str, str] | None:
     if marker is None:
         return None
     kept, _, left_out = padded.partition(f" {marker} ")
-    kept, left_out = without_article(without_quantifier(kept.strip())), without_article(left_out.strip())
+    kept, left_out = without_article(without_article(kept.strip(), QUANTIFIERS)), without_article(left_out.strip())
     return (kept, left_out) if kept and left_out else None
-
-
-def without_quantifier(name: str) -> str:
-    """The name without one of QUANTIFIERS before it ("all the dogs" -> "the dogs"), as `without_article`."""
-    first, _, rest = name.partition(" ")
-    return rest if first in QUANTIFIERS and rest else name
 
 
 def dropped(names: Names, name: str) -> list[int] | None:

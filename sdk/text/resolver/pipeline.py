@@ -135,8 +135,8 @@ class TaskResolver:
             if excluded is not None:
                 excluded.update(found[2])
             return found[0], found[1], 0.0
-        cut = exclusion_cut(key) if self.compose and not (single and negation(key)) else None   # 3b, Y no group
-        found = None if cut is None else self._unlike(*cut, options, excluded, single)
+        cut = exclusion_cut(key) if self.compose else None    # rule 3b, Y no group; a described kind's own negation
+        found = None if cut is None or (single and negation(key)) else self._unlike(*cut, options, excluded, single)
         if found is not None:
             return found
         head = index.head(key)                                                    # rule 3d: kinds of a word

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -127,11 +128,15 @@ def edit_distance(a: str, b: str, limit: int) -> int:
     return min(prev[len(b)], limit + 1)
 
 
-def without_article(name: str) -> str:
-    """The name without an article before it: "a dog that is not a poodle" composes as "dogs except poodles"
-    (rule 3b); "a beagle" is the kind "beagle" (rule 4b)."""
+def without_article(name: str, leading: Sequence[str] = ARTICLES) -> str:
+    """The name without an article (or another of `leading`: rule 3b's QUANTIFIERS) before it: "a dog that is not a
+    poodle" composes as "dogs except poodles" (rule 3b); "a beagle" is the kind "beagle" (rule 4b).
+
+    >>> without_article("a beagle"), without_article("all the dogs", QUANTIFIERS), without_article("a")
+    ('beagle', 'the dogs', 'a')
+    """
     first, _, rest = name.partition(" ")
-    return rest if first in ARTICLES and rest else name
+    return rest if first in leading and rest else name
 
 
 def unit_mean(rows) -> np.ndarray:

@@ -849,7 +849,8 @@ public final class TaskResolver {
         }
         List<Integer> composed = composed(key, phrase, how, excluded);
         if (composed != null) return composed;
-        String[] cut = single && Described.negation(key) != null ? null : exclusionCut(key);   // 3b, Y no group
+        String[] cut = exclusionCut(key);   // rule 3b, Y no group; a described kind's own negation is rule 6b's
+        if (cut != null && single && Described.negation(key) != null) cut = null;
         List<Integer> except = cut == null ? null : unlike(phrase, cut[0], cut[1], options, single, how, encodeMs, excluded);
         if (except != null) return except;
         if (!key.contains(" ")) {
@@ -1039,22 +1040,20 @@ public final class TaskResolver {
                 && padded.contains(" " + QUANTIFIED_EXCLUSION + " ")) marker = QUANTIFIED_EXCLUSION;
         if (marker == null) return null;
         int at = padded.indexOf(" " + marker + " ");
-        String kept = withoutArticle(withoutQuantifier(strip(padded.substring(0, at))));
+        String kept = withoutArticle(withoutArticle(strip(padded.substring(0, at)), QUANTIFIERS));
         String leftOut = withoutArticle(strip(padded.substring(at + marker.length() + 2)));
         return kept.isEmpty() || leftOut.isEmpty() ? null : new String[] {kept, leftOut};
     }
 
-    /** The name without one of QUANTIFIERS before it (composition.without_quantifier), as withoutArticle. */
-    private static String withoutQuantifier(String name) {
-        int space = name.indexOf(' ');
-        return space > 0 && space < name.length() - 1 && QUANTIFIERS.contains(name.substring(0, space))
-                ? name.substring(space + 1) : name;
-    }
-
     /** The name without an article before it (sdk.text.resolver.words.without_article; rules 3b and 4b). */
     private static String withoutArticle(String name) {
+        return withoutArticle(name, ARTICLES);
+    }
+
+    /** The name without one of {@code leading} before it (rule 3b reads past QUANTIFIERS so). */
+    private static String withoutArticle(String name, List<String> leading) {
         int space = name.indexOf(' ');
-        return space > 0 && space < name.length() - 1 && ARTICLES.contains(name.substring(0, space))
+        return space > 0 && space < name.length() - 1 && leading.contains(name.substring(0, space))
                 ? name.substring(space + 1) : name;
     }
 
